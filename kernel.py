@@ -1190,3 +1190,842 @@ def _view_indices(view: View, idxs: list):
         if m is not None:
             valid = valid & (i >= m[0]) & (i < m[1])
     return idx, valid
+
+
+# ============================================================================================================
+# Kernel: every buffer's ShapeTracker on one common shape
+# ============================================================================================================
+# The Kernel keeps one ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all with the same number of axes.
+# `full_shape` is the shape of the iteration space (taken from an input of the reduce); the output's shape is
+# the same with the reduced axes set to 1. Every optimization is a reshape + permute applied to all of them at
+# once, so the bookkeeping is only a few counters that say which axes are which:
+#
+#   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
+#   0             global_dims  first_reduce                               shape_len - upcasted
+#
+# The colours of colored_shape(), tinygrad's eight chunks of a kernel's shape:
+#
+#   blue    global dims: one work-group per index (BLUE when NOLOCALS says: no work-groups at all)
+#   cyan    local dims: threads inside a work-group
+#   green   grouped reduce dims: threads of a work-group that share one reduce through local memory (GROUP)
+#   white   reduce dims upcast mid-reduce (UPCASTMID, for images)
+#   red     reduce loops
+#   magenta unrolled reduce dims (UNROLL)
+#   yellow  upcasted output dims: each thread computes several outputs in registers (UPCAST)
+COLOR_LEGEND = {
+    "blue": "global dims (work-groups)",
+    "BLUE": "global dims when NOLOCALS: no locals at all",
+    "cyan": "local dims (threads in a work-group)",
+    "green": "grouped reduce dims (reduce shared through local memory)",
+    "white": "reduce dims upcast in the middle of a grouped reduce",
+    "red": "reduce loops",
+    "magenta": "unrolled reduce dims",
+    "yellow": "upcasted dims (several outputs per thread)",
+}
+
+
+class OptOps(Enum):
+    """The optimizations; each one splits an axis and moves a piece of it somewhere (see apply_opt)."""
+    TC = auto(); UPCAST = auto(); UPCASTMID = auto(); UNROLL = auto(); LOCAL = auto()  # noqa: E702
+    GROUP = auto(); GROUPTOP = auto(); NOLOCALS = auto(); PADTO = auto()  # noqa: E702
+
+    def __lt__(self, x: OptOps) -> bool:
+        return self.value < x.value
+
+
+class KernelOptError(Exception):
+    """An Opt that doesn't apply to this kernel. The kernel is left exactly as it was."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise KernelOptError(msg)
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+    """One optimization: `op` on `axis` by `amt` (amt 0 means the whole axis).
+
+    UNROLL counts its axis from the first reduce axis, GROUP/GROUPTOP from the first reduce axis not yet
+    grouped; the others count from 0. real_axis() translates."""
+    op: OptOps
+    axis: Optional[int] = None
+    amt: Optional[int] = None
+
+    def __repr__(self) -> str:
+        return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
+
+    def __str__(self) -> str:
+        return f"{self.op.name}:{self.axis}:{self.amt}" if self.axis is not None else self.op.name
+
+    def real_axis(self, k: Kernel) -> int:
+        if self.axis is None:
+            return -1
+        if self.op is OptOps.UNROLL:
+            return k.first_reduce + self.axis
+        if self.op in (OptOps.GROUP, OptOps.GROUPTOP):
+            return k.first_reduce + k.group_for_reduces + self.axis
+        return self.axis
+
+    @staticmethod
+    def parse(text: str) -> Opt:
+        """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
+        op, *rest = text.split(":")
+        try:
+            return Opt(OptOps[op.upper()], *(int(x) for x in rest))
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of "
+                             f"{', '.join(o.name for o in OptOps)}") from None
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """A matrix unit: D = A * B + C with A (M x K), B (K x N), C and D (M x N), computed by a warp of threads.
+
+    dims is (N, M, K); threads lists (dim, amount) splits of N (0) or M (1) that become local (cyan) axes;
+    the thread_local_* fields describe where each thread keeps its elements (used when rendering real WMMA)."""
+    dims: Tuple[int, int, int]
+    dtype_in: DType
+    dtype_out: DType
+    threads: List[Tuple[int, int]]
+    thread_local_aliases: List[List[List[int]]]
+    thread_local_sizes: List[List[int]]
+
+    def __str__(self) -> str:
+        return "_".join(["WMMA"] + [str(d) for d in self.dims] + [self.dtype_in.name, self.dtype_out.name])
+
+    def num_upcasts(self) -> int:
+        return len(self.thread_local_aliases[0]) - len(self.threads)
+
+
+@dataclass
+class TensorCoreOptions:
+    """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist)."""
+    axes: Tuple[int, ...]
+    axes_exist: Tuple[bool, ...]
+    axis_pads: Tuple[Tuple[int, int], ...]
+
+    def fix_axes(self, removed_axis: int) -> None:
+        """An axis of size 1 was removed: shift the N and M axes after it, and forget one that was removed."""
+        axes, exist = list(self.axes), list(self.axes_exist)
+        for d in (i for i in range(2) if exist[i]):
+            if removed_axis < axes[d]:
+                axes[d] -= 1
+            elif removed_axis == axes[d]:
+                exist[d] = False
+        self.axes, self.axes_exist = tuple(axes), tuple(exist)
+
+
+@dataclass(frozen=True)
+class LocalBuffer:
+    """A buffer in local (shared) memory, as added by alias_buffer."""
+    name: str
+    size: int
+    dtype: DType = dtypes.float32
+    realized: None = None
+
+    def __str__(self) -> str:
+        return f"localbuffer<{self.name}[{self.size}]>"
+
+
+@dataclass
+class Target:
+    """What a device offers the optimizer (the fields of tinygrad 0.9.1's Renderer)."""
+    device: str
+    supports_float4: bool = True
+    has_local: bool = True
+    has_shared: bool = True
+    global_max: Optional[Tuple[int, ...]] = (0x8FFFFFFF,) * 3
+    local_max: Optional[Tuple[int, ...]] = (0x8FFFFFFF,) * 3
+    shared_max: int = 32768
+    tensor_cores: List[TensorCore] = field(default_factory=list)
+    tc: int = field(default_factory=lambda: getenv("TC", 1))
+    tc_opt: int = field(default_factory=lambda: getenv("TC_OPT", 0))
+
+
+class Kernel:
+    """The optimizer's view of one kernel: its AST, its buffers, and one ShapeTracker per buffer on a common shape.
+
+    Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`."""
+
+    def __init__(self, *ast: LazyOp, opts: Optional[Target] = None):
+        self.opts = opts if opts is not None else TARGETS["opencl"]
+        verify_lazyop(*ast)
+        self.ast = ast
+        self.lazyops = flatten(op.lazyops for op in ast)
+        self.reduceops = dedup(x for x in self.lazyops if x.op in ReduceOps)
+
+        # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
+        self.outbufs = [x.arg for x in ast]
+        self.vars: List[Any] = []
+        self.bufs: List[Union[MemBuffer, ConstBuffer, LocalBuffer]] = \
+            self.outbufs + dedup(x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST))
+        # the full shape comes from a buffer read before the reduce (it has the reduce axes at full size)
+        self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
+        self.full_buf_index = self.bufs.index(self.earlybufs[0]) if self.earlybufs else 0
+        self.sts: List[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
+
+        # move the reduce axes to the end
+        axes = list(enumerate(zip(self.full_shape, self.output_shape)))
+        self.reshape_and_permute(None, [i for i, (s, n) in axes if s == n] + [i for i, (s, n) in axes if s != n])
+
+        self.applied_opts: List[Opt] = []
+        self.group_for_reduces = 0
+        self.upcasted = 0
+        self.local_dims = 0
+        self.dont_use_locals = False
+        self.tensor_core: Optional[TensorCore] = None
+        self.tensor_core_opts: Optional[TensorCoreOptions] = None
+        self.bufs_for_tensor_core: Dict[LazyOp, Tuple[int, int]] = {}
+        self.local_alias: Dict[LazyOp, Dict[int, LocalBuffer]] = defaultdict(dict)
+        self.heuristic_log: List[Tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
+
+        self.simplify_ones()
+        self.simplify_merge_adjacent()
+
+    def copy(self) -> Kernel:
+        """An independent copy: optimizing it doesn't touch this kernel."""
+        ret = type(self).__new__(type(self))
+        ret.__dict__.update(self.__dict__)
+        ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]
+        ret.sts = self.sts[:len(ret.bufs)]
+        ret.applied_opts = self.applied_opts[:]
+        ret.tensor_core_opts = dataclass_copy(self.tensor_core_opts)
+        ret.bufs_for_tensor_core = dict(self.bufs_for_tensor_core)
+        ret.local_alias = defaultdict(dict)
+        ret.heuristic_log = self.heuristic_log[:]
+        return ret
+
+    # -- the state an opt changes, so a rejected opt can put it back --
+    def _state(self) -> tuple:
+        return (self.sts[:], self.bufs[:], self.applied_opts[:], self.group_for_reduces, self.upcasted, self.local_dims,
+                self.dont_use_locals, self.tensor_core, dataclass_copy(self.tensor_core_opts),
+                dict(self.bufs_for_tensor_core), self.heuristic_log[:])
+
+    def _restore(self, state: tuple) -> None:
+        (self.sts, self.bufs, self.applied_opts, self.group_for_reduces, self.upcasted, self.local_dims,
+         self.dont_use_locals, self.tensor_core, self.tensor_core_opts, self.bufs_for_tensor_core,
+         self.heuristic_log) = state
+
+    # -- shape bookkeeping --
+    @property
+    def membufs(self) -> List[MemBuffer]:
+        return [x for x in self.bufs if isinstance(x, MemBuffer)]
+
+    @property
+    def reduceop(self) -> Optional[LazyOp]:
+        return self.reduceops[0] if self.reduceops else None
+
+    @property
+    def output_shape(self) -> Tuple[int, ...]:
+        return self.sts[0].shape
+
+    @property
+    def full_shape(self) -> Tuple[int, ...]:
+        return self.sts[self.full_buf_index].shape
+
+    @property
+    def shape_len(self) -> int:
+        return len(self.sts[0].shape)
+
+    @property
+    def full_unupcasted_shape(self) -> Tuple[int, ...]:
+        return self.full_shape[:self.shape_len - self.upcasted]
+
+    @property
+    def first_reduce(self) -> int:
+        """The first axis (before the upcasted ones) where the output has size 1 but the full shape doesn't."""
+        n = self.shape_len - self.upcasted
+        return [x != y for x, y in zip(self.sts[0].shape[:n] + (0,), self.full_shape[:n] + (1,))].index(True)
+
+    @property
+    def global_dims(self) -> int:
+        return self.first_reduce - self.local_dims
+
+    @property
+    def upcast_in_mid_reduce_axes(self) -> List[int]:
+        return [j for j in range(self.first_reduce, self.first_reduce + self.group_for_reduces)
+                if self.full_shape[j] == self.sts[0].shape[j]]
+
+    def colors(self) -> List[str]:
+        """The colour of each axis of full_shape (the legend is COLOR_LEGEND above)."""
+        fr, up = self.first_reduce, self.shape_len - self.upcasted
+        colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
+        colors += ["white" if i in self.upcast_in_mid_reduce_axes else "green" for i in range(fr, fr + self.group_for_reduces)]
+        colors += ["red"] * (up - (fr + self.group_for_reduces))
+        colors += ["magenta" if self.full_shape[i] != self.sts[0].shape[i] else "yellow" for i in range(up, self.shape_len)]
+        return colors
+
+    def colored_shape(self, pad: Optional[int] = None, dense: bool = False) -> str:
+        """full_shape with each axis in its colour (plain text under NO_COLOR)."""
+        ret = " ".join(colored(s if dense else f"{s:4d}", c) for s, c in zip(self.full_shape, self.colors()))
+        return ret + " " * (pad - ansilen(ret)) if pad else ret
+
+    def shape_offsets(self, i: int) -> Iterable[Tuple[int, ...]]:
+        """Every combination of upcasted indices (last upcasted axis fastest... reversed, as tinygrad)."""
+        if self.upcasted == 0:
+            return [()]
+        return itertools.product(*[range(s) for s in self.sts[i].shape[self.shape_len - self.upcasted:][::-1]])
+
+    def float4_axis(self, i: int) -> List[int]:
+        """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""
+        up = self.shape_len - self.upcasted
+        return [x - up for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] % 4 == 0]
+
+    def upcasted_axis(self, i: int) -> List[Tuple[int, Optional[int], bool]]:
+        """(size, stride in buffer i, is it a reduce axis) of each upcasted axis."""
+        up = self.shape_len - self.upcasted
+        return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:],
+                        [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]))
+
+    def acc_offsets(self, i: int) -> List[int]:
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
+        if self.upcasted == 0:
+            return [0]
+        ax = self.upcasted_axis(i)[::-1]
+        acc_strides = [x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))]
+        return [sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])]
+
+    def get_float4_upcast_dim(self, i: int) -> List[int]:
+        should = self.opts.supports_float4 and (self.bufs[i].dtype in (dtypes.float, dtypes.half)
+                                                or isinstance(self.bufs[i].dtype, ImageDType))
+        up = self.shape_len - self.upcasted
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
+
+    # -- the moves every optimization is made of --
+    def reshape_and_permute(self, new_shape_fxn: Optional[Callable[[Tuple[int, ...]], Sequence[int]]],
+                            axis: Optional[Sequence[int]]) -> None:
+        """Reshape (by a function of each buffer's shape) and then permute every buffer's ShapeTracker."""
+        new_sts = []
+        for st in self.sts:
+            if new_shape_fxn is not None:
+                st = st.reshape(tuple(new_shape_fxn(st.shape)))
+            if axis is not None:
+                st = st.permute(tuple(axis))
+            new_sts.append(st)
+        self.sts = new_sts
+
+    def upcast(self) -> None:
+        """Mark the last axis as upcasted."""
+        check(self.full_shape[-1] != 1, "can't upcast a dimension with size 1")
+        self.upcasted += 1
+
+    def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: Optional[int] = None) -> None:
+        """Split `axis` into (size/amount, amount) -- or (amount, size/amount) with top -- and move the `amount`
+        part so it sits just before axis `insert_before` (default: at the end)."""
+        if insert_before is None:
+            insert_before = self.shape_len
+        move_axis = axis if top else axis + 1
+        if move_axis < insert_before:
+            insert_before += 1
+
+        def split(x: Tuple[int, ...]) -> List[int]:
+            parts = ([amount, x[axis] // amount] if top else [x[axis] // amount, amount]) if x[axis] > 1 else [1, 1]
+            return list(x[:axis]) + parts + list(x[axis + 1:])
+        order = [i for i in range(insert_before) if i != move_axis] + [move_axis] + \
+                [i for i in range(insert_before, self.shape_len + 1) if i != move_axis]
+        self.reshape_and_permute(split, order)
+
+    def simplify_ones(self) -> bool:
+        """Drop axes that have size 1 in every buffer. True if any was dropped."""
+        if self.shape_len == 0:
+            return False
+        ones = [s == 1 for s in self.full_shape]
+        self.local_dims -= sum(ones[self.first_reduce - self.local_dims:self.first_reduce])
+        self.upcasted -= sum(ones[self.shape_len - self.upcasted:])
+        self.reshape_and_permute(lambda shape: [x for i, x in enumerate(shape) if not ones[i]], None)
+        return any(ones)
+
+    def simplify_merge_adjacent(self) -> None:
+        """Merge neighbouring axes that every buffer walks as one (stride[i] == stride[i+1] * size[i+1]), never
+        across the first reduce axis, and for an image output never across the image's own axes."""
+        if self.shape_len == 0:
+            return
+        shapes, strides = [x.shape for x in self.sts], [x.real_strides() for x in self.sts]
+        if isinstance(self.bufs[0].dtype, ImageDType):
+            # a fake buffer whose strides only merge within each image axis (height, width, 4)
+            base_shape = self.bufs[0].dtype.shape
+            if groups := get_contraction(self.output_shape, base_shape):
+                fake: Tuple[int, ...] = ()
+                for g in groups:
+                    fake += strides_for_shape(tuple(self.output_shape[x] for x in g))
+                shapes.append(self.output_shape)
+                strides.append(fake)
+        merged = [[(s[0], st[0])] for s, st in zip(shapes, strides)]
+        for i in range(1, len(shapes[0])):
+            can_merge = []
+            for s, st, ret in zip(shapes, strides, merged):
+                si, sti, last_st = s[i], st[i], ret[-1][1]
+                can_merge.append(sti is not None and ((sti != 0 and last_st == si * sti) or (sti == 0 and last_st == 0)))
+            mergeable = all(can_merge) and i != self.first_reduce
+            for j, (s, st) in enumerate(zip(shapes, strides)):
+                if mergeable:
+                    merged[j][-1] = (merged[j][-1][0] * s[i], st[i])
+                else:
+                    merged[j].append((s[i], st[i]))
+        for i, x in enumerate(merged[:len(self.sts)]):
+            self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
+
+    # -- helpers from earlier tinygrad versions, kept for the renderer's sake --
+    def _limit_size(self, x: Tuple[int, ...], max_size: List[float]) -> Tuple[int, ...]:
+        new_shape = list(x)
+        for i in range(len(new_shape)):
+            next_idx = (i + 1) % len(new_shape)
+            while new_shape[i] > max_size[i]:
+                new_shape[i] = new_shape[i] // 2
+                next_idx = next_idx if new_shape[next_idx] <= max_size[next_idx] else (next_idx + 1) % len(new_shape)
+                new_shape[next_idx] = new_shape[next_idx] * 2
+        return tuple(new_shape)
+
+    def limit_dims_to_max(self, global_max: List[int], local_max: List[int]) -> None:
+        """Fold global dims that exceed the device's launch limits into their neighbours (from tinygrad 0.9.0)."""
+        if self.global_dims > 0:
+            if global_max:
+                limits = list(global_max[:self.global_dims]) + (list(local_max[:self.local_dims]) if local_max else [])
+                if max(global_max) < max(self.full_shape[:self.global_dims]):
+                    self.reshape_and_permute(lambda x: self._limit_size(x, limits + [math.inf] * (len(self.full_shape) - len(limits))), None)
+                if max(global_max) < max(self.full_shape[:self.global_dims]):
+                    raise ValueError(f"global dim {max(self.full_shape[:self.global_dims])} exceeds the device maximum {max(global_max)}")
+            for i in range(self.global_dims - 1):
+                if i < len(global_max) and self.full_shape[i] > global_max[i]:
+                    order = list(range(len(self.full_shape)))
+                    order[i], order[self.global_dims - 1] = order[self.global_dims - 1], order[i]
+                    self.reshape_and_permute(None, order)
+
+    def alias_buffer(self, op: LazyOp, i: int, pattern: List[int]) -> None:
+        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
+        order of their pattern number (used for tensor-core operands)."""
+        if len(pattern) != len(self.sts[i].shape):
+            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
+        bst, real_strides = 1, self.sts[i].real_strides()
+        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
+        for priority in range(1, max(pattern) + 1):
+            for j, p in enumerate(pattern):
+                if priority == p and real_strides[j] != 0:
+                    stride[j] = bst
+                    bst *= shp[j]
+        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
+        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
+        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
+
+    # ========================================================================================================
+    # OptOps: apply_opt
+    # ========================================================================================================
+
+    def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
+        """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
+        state = self._state()
+        try:
+            self._apply_opt(opt, append_opt)
+        except KernelOptError:
+            self._restore(state)
+            raise
+
+    def _apply_opt(self, opt: Opt, append_opt: bool) -> None:
+        check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
+        check(not self.dont_use_locals or opt.op not in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID),
+              "not using locals")
+        if opt.op is OptOps.TC:
+            return self._apply_tc(opt)
+        if opt.op is not OptOps.NOLOCALS:
+            check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
+        check(opt.amt is None or (isinstance(opt.amt, int) and opt.amt >= 0), f"amount must be an int >= 0, got {opt.amt}")
+        axis = opt.real_axis(self)
+        check(axis < len(self.full_shape), "invalid axis")
+        amt = -1
+        if opt.amt is not None:
+            amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
+            check(amt != 1, "shift/padto of amt 1 is meaningless")
+            if opt.op is not OptOps.PADTO:
+                check(self.full_shape[axis] % amt == 0, "no longer valid shift")
+        if self.reduceop and (opt.op in (OptOps.GROUP, OptOps.GROUPTOP) or
+                              (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
+            self._check_shared_memory(amt)
+
+        if opt.op is OptOps.LOCAL:  # cyan: split a global axis, the new piece becomes threads of a work-group
+            check(self.opts.has_local, "target does not support local")
+            check(axis < self.global_dims, "local is for globals")
+            self.shift_to(axis, amt, insert_before=self.first_reduce)
+            self.local_dims += 1
+        elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):  # green: split a reduce axis across a work-group's threads
+            check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
+            check(self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted, "must be reduce axis to group")
+            check(not self.tensor_core, "can't group with tensor cores")
+            self.shift_to(axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces)
+            self.group_for_reduces += 1
+        elif opt.op is OptOps.UNROLL:  # magenta: split a reduce axis, unroll the new piece in registers
+            check(axis < self.shape_len - self.upcasted, "can't upcasted already upcasted")
+            check(amt <= 32, "don't unroll more than 32")
+            if self.full_shape[axis] == amt and axis == self.first_reduce:
+                self.local_dims += 1  # first_reduce moves right by one; simplify_ones takes this back off
+            if self.full_shape[axis] == amt and axis < self.first_reduce + self.group_for_reduces:
+                self.group_for_reduces -= 1  # unrolling a whole GROUP axis
+            self.shift_to(axis, amt, insert_before=None)
+            self.upcast()
+        elif opt.op is OptOps.UPCAST:  # yellow: split an output axis, compute the new piece in registers
+            check(axis < self.first_reduce, "upcast is for non-reduce")
+            check(not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
+                  "can't upcast TC locals")
+            check(amt <= 8, "don't upcast more than 8")
+            self.shift_to(axis, amt, insert_before=None)
+            self.upcast()
+        elif opt.op is OptOps.UPCASTMID:  # white: for images, upcast by 4 in the middle of a grouped reduce
+            check(self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces != 0
+                  and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
+            axes = self.sts[0].unit_stride_axes()
+            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+            check(axes[0] == axis, "wrong axis")
+            check(amt == 4, "don't upcast mid anything but 4")
+            self.shift_to(axis, amt, insert_before=self.first_reduce + self.group_for_reduces)
+            self.group_for_reduces += 1
+        elif opt.op is OptOps.NOLOCALS:  # BLUE: no work-groups; every axis is a plain global
+            check(self.opts.has_local and not self.dont_use_locals,
+                  "NOLOCALS is meaningless if target does not support local or already not using locals")
+            check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
+            self.dont_use_locals = True
+        elif opt.op is OptOps.PADTO:  # same colour: pad an axis up to a multiple of amt (the padding reads 0)
+            self._padto(axis, amt)
+        if append_opt:
+            self.applied_opts.append(opt)
+        if self.simplify_ones() and self.tensor_core_opts:
+            self.tensor_core_opts.fix_axes(axis)
+
+    def _check_shared_memory(self, amt: int) -> None:
+        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory."""
+        dt = self.reduceop.dtype  # type: ignore[union-attr]
+        acc_sz = dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize
+        up = self.shape_len - self.upcasted
+        upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
+        local_sz = prod(self.full_shape[self.first_reduce - self.local_dims:self.first_reduce + self.group_for_reduces])
+        smem_sz = amt * acc_sz * upcast_sz * local_sz
+        check(smem_sz <= self.opts.shared_max, f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}")
+
+    def _padto(self, axis: int, amt: int) -> None:
+        check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
+        if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
+            r = self.reduceop
+            check(r is not None and r.op is ReduceOps.SUM and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
+                  "cannot pad")
+        padded = False
+        for i, st in enumerate(self.sts):
+            if st.shape[axis] == 1:
+                continue  # reduced in this buffer
+            check(st.shape[axis] > amt // 4, f"pad adds more than quadruple the work {st.shape[axis]=} > {amt//4=}")
+            if ru := round_up(st.shape[axis], amt) - st.shape[axis]:
+                self.sts[i] = st.pad(((0, 0),) * axis + ((0, ru),) + ((0, 0),) * (len(st.shape) - axis - 1))
+                padded = True
+        check(padded, "nothing was padded")
+
+    # ========================================================================================================
+    # tensor cores
+    # ========================================================================================================
+
+    def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> Optional[TensorCoreOptions]:
+        """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K."""
+        has_cast = tc.dtype_in != tc.dtype_out
+        if has_cast and not (reduceop.src[0].op is UnaryOps.CAST and reduceop.src[0].arg == tc.dtype_out):
+            return None
+        mul_op = reduceop.src[0].src[0] if has_cast else reduceop.src[0]
+        if mul_op.op is not BinaryOps.MUL:
+            return None
+
+        def buf_index(src: LazyOp) -> Optional[int]:
+            if src.op is BufferOps.LOAD and src.arg.dtype == tc.dtype_in:
+                return self.bufs.index(src.arg)
+            if opt_level >= 1 and src.op is UnaryOps.CAST and src.arg == tc.dtype_in and src.src[0].op in BufferOps:
+                return self.bufs.index(src.src[0].arg) if src.src[0].arg in self.bufs else None
+            return None
+        if (buf0 := buf_index(mul_op.src[0])) is None or (buf1 := buf_index(mul_op.src[1])) is None:
+            return None
+
+        # N is an axis that A broadcasts along (stride 0), M one that B broadcasts along, K a reduce axis
+        strides0, strides1 = self.sts[buf0].real_strides(), self.sts[buf1].real_strides()
+        axis_buf0 = [(i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[:self.first_reduce]) if s == 0]
+        axis_buf1 = [(i, self.full_shape[i], strides0[i]) for i, s in enumerate(strides1[:self.first_reduce]) if s == 0]
+        if not (axis_buf0 and axis_buf1 and ((self.shape_len - self.first_reduce) == 1 or opt_level >= 1)):
+            return None
+        choices = list(itertools.product(axis_buf0, axis_buf1, range(self.first_reduce, self.shape_len)))
+        if not axis < len(choices):
+            return None
+        s0, s1, s2 = choices[-(axis + 1)][0][0], choices[-(axis + 1)][1][0], choices[-(axis + 1)][2]
+        axis_pads = tuple((x, tc.dims[i]) for i, x in enumerate([s0, s1, s2]) if self.full_shape[x] % tc.dims[i] != 0)
+        if axis_pads and opt_level < 2:
+            return None
+        self.bufs_for_tensor_core[reduceop] = (buf0, buf1)
+        return TensorCoreOptions(axes=(s0, s1, s2), axes_exist=(True, True), axis_pads=axis_pads)
+
+    def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> bool:
+        """Shape the kernel for the first tensor core that fits: unroll K, upcast N and M, make the warp's locals."""
+        if not (use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM):
+            return False
+        for tc in self.opts.tensor_cores:
+            state = self._state()
+            tc_opts = self._create_tc_opts(self.reduceop, tc, axis, opt_level)
+            if tc_opts is None:
+                continue
+            self.tensor_core_opts = tc_opts
+            try:
+                for pad_axis, dim in tc_opts.axis_pads:
+                    self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
+            except KernelOptError:
+                self._restore(state)
+                continue
+            self.apply_opt(Opt(OptOps.UNROLL, self.tensor_core_opts.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False)
+            for i in range(2):  # upcast what the warp's threads don't cover of N and M
+                threads = prod(amt for d, amt in tc.threads if d == i)
+                if tc.dims[i] > threads:
+                    self.apply_opt(Opt(OptOps.UPCAST, self.tensor_core_opts.axes[i], tc.dims[i] // threads), append_opt=False)
+            for tc_dim, tc_amt in tc.threads:
+                self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
+            if use_tensor_cores == 1:
+                self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
+            return True
+        return False
+
+    def _apply_tc(self, opt: Opt) -> None:
+        check(len(self.applied_opts) == 0, "tensor core opts must be first")
+        check(opt.axis is not None and opt.amt is not None, "tensor core opts must have an axis and amt")
+        use_tensor_cores = self.opts.tc
+        check(use_tensor_cores == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
+        check(self._apply_tc_opt(use_tensor_cores, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
+        self.applied_opts.append(opt)
+
+    def apply_tensor_cores(self, use_tensor_cores: int = 1, extra_opts: Optional[List[Opt]] = None, axis: int = 0,
+                           tc_opt: Optional[int] = None) -> bool:
+        """Try to shape the kernel for a tensor core, then add tinygrad's hand-coded follow-up opts (or extra_opts).
+
+        use_tensor_cores: 0 never, 1 yes, 2 the shape only (plain multiply-adds when rendered).
+        tc_opt: 0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs;
+        2 also sizes that aren't multiples of the core (PADTO pads them). Returns True if it applied.
+        As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
+        if tc_opt is None:
+            tc_opt = self.opts.tc_opt
+        if not self.opts.tensor_cores and use_tensor_cores != 2:
+            return False
+        try:
+            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
+            if self.tensor_core_opts is None:
+                return True
+            if extra_opts is not None:
+                for opt in extra_opts:
+                    self.apply_opt(opt)
+                return True
+            for tc_dim in (1, 0):  # upcast M, then N, by the largest of 5, 4, 3, 2 that divides it
+                self._tc_late_upcast(tc_dim)
+            tco = self.tensor_core_opts
+            if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
+                for upc in (4, 2):
+                    if self.full_shape[tco.axes[0]] % upc == 0:
+                        self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], upc), "tensor core: more of N as local threads")
+                        break
+            return True
+        except KernelOptError:
+            return False
+
+    def _tc_late_upcast(self, tc_dim: int) -> None:
+        tco = self.tensor_core_opts
+        if tco is not None and tco.axes_exist[tc_dim]:
+            amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
+            if amt != 1:
+                self._log_apply(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse")
+
+    # ========================================================================================================
+    # heuristics: tinygrad 0.9.1's hand-coded optimizations
+    # ========================================================================================================
+
+    def _log_apply(self, opt: Opt, why: str) -> None:
+        """Apply an opt the heuristics chose, remembering why (the demo prints it)."""
+        self.apply_opt(opt)
+        self.heuristic_log.append((opt, why))
+
+    def required_optimizations(self) -> None:
+        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
+        if isinstance(self.bufs[0].dtype, ImageDType):
+            axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
+            check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
+            if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
+                self._log_apply(Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)")
+
+    def hand_coded_optimizations(self) -> None:
+        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch."""
+        self.required_optimizations()
+        if self._matvec():
+            return
+        self._grouping()
+        self._image_float4()
+        if self.group_for_reduces:
+            return  # no more opts once a reduce is grouped
+        self._upcast_masked_axes()
+        self._upcast_broadcast_axes()
+        self._unroll_reduce()
+        self._default_upcast()
+        self._locals()
+
+    def _matvec(self) -> bool:
+        """A matrix-vector product (SUM of MUL of two LOADs, the first contiguous along the reduce): group the
+        reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread."""
+        blocksize, threads, rows = getenv("MV_BLOCKSIZE", 4), getenv("MV_THREADS_PER_ROW", 8), getenv("MV_ROWS_PER_THREAD", 4)
+        r = self.reduceop
+        if not (self.opts.has_local and getenv("MV", 1) != 0 and (blocksize > 1 or threads > 1 or rows > 1) and r is not None
+                and r.op is ReduceOps.SUM and len(self.full_shape) >= 2 and self.opts.has_shared
+                and r.src[0].op is BinaryOps.MUL and r.src[0].src[0].op is BufferOps.LOAD and r.src[0].src[1].op is BufferOps.LOAD):
+            return False
+        mulop = r.src[0]
+        st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
+        strides0, strides1 = st0.real_strides(), st1.real_strides()
+
+        def has_expanded_axis(shape: Tuple[int, ...], strides: Tuple[Optional[int], ...]) -> bool:
+            return any(s > 1 and st == 0 for s, st in zip(shape, strides))
+        if strides0[self.first_reduce] != 1 or (has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)):
+            return False
+        for global_idx in range(self.global_dims):
+            if self.full_shape[self.first_reduce] % threads == 0 and self.full_shape[global_idx] % (blocksize * rows) == 0:
+                if threads > 1:
+                    self._log_apply(Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce")
+                if blocksize > 1:
+                    self._log_apply(Opt(OptOps.LOCAL, global_idx, blocksize), f"matvec: {blocksize} rows per work-group")
+                if rows > 1:
+                    self._log_apply(Opt(OptOps.UPCAST, global_idx, rows), f"matvec: {rows} rows per thread")
+                return True
+        return False
+
+    def _grouping(self) -> None:
+        """Few outputs, long reduce: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory
+        allows; for images, then upcast the output's unit-stride axis mid-reduce."""
+        if not (self.opts.has_local and self.opts.has_shared):
+            return
+        outputs = prod(self.sts[0].shape[:self.first_reduce])
+        if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len and outputs <= 2048:
+            for sz in ([256, 16] if outputs <= 32 else [16]):
+                if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
+                    try:
+                        self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), f"{outputs} outputs, long reduce: {sz} threads share it")
+                        break
+                    except KernelOptError:
+                        pass  # too much shared memory: try the next size
+        if self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces and \
+                self.first_reduce <= 2 and prod(self.sts[0].shape) > 1:
+            axes = self.sts[0].unit_stride_axes()
+            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+            if self.sts[0].shape[axes[0]] % 4 == 0:
+                self._log_apply(Opt(OptOps.UPCASTMID, axes[0], 4), "image output: upcast mid-reduce by 4")
+
+    def _image_float4(self) -> None:
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4."""
+        for i, buf in enumerate(self.bufs):
+            if not isinstance(buf.dtype, ImageDType):
+                continue
+            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
+            if axes4 and all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
+                if axes4[0] < self.first_reduce:
+                    self._log_apply(Opt(OptOps.UPCAST, axes4[0], 4), f"image buffer {i}: upcast its unit-stride axis by 4")
+                else:
+                    self._log_apply(Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
+                                    f"image buffer {i}: unroll its unit-stride axis by 4")
+
+    def _upcast_masked_axes(self) -> None:
+        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants."""
+        to_upcast: List[int] = []
+        for axis in range(self.first_reduce):
+            if self.full_shape[axis] <= 7 and any(st.axis_is_masked(axis) for st in self.sts) and \
+                    prod(self.full_shape[self.shape_len - self.upcasted:]) * prod(self.full_shape[j] for j in to_upcast) * \
+                    self.full_shape[axis] <= 7 * 7:
+                to_upcast.append(axis)
+        for axis in to_upcast[::-1]:
+            self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
+
+    def _upcast_broadcast_axes(self) -> None:
+        """While there are >= 1024 outputs, upcast (by 3 or 4) an axis some buffer broadcasts along, so its loaded
+        values are reused from registers; prefer axes that few buffers move along."""
+        upcasted_axis: set = set()
+        while prod(self.sts[0].shape[:self.first_reduce]) >= 1024:
+            choices = []
+            for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
+                if axis not in upcasted_axis and self.full_shape[axis] % amt == 0 and \
+                        any(st.views[-1].strides[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
+                            for i, st in enumerate(self.sts)):
+                    choices.append((sum(st.views[-1].strides[axis] > 0 for st in self.sts),
+                                    sum(st.views[-1].strides[axis] for st in self.sts), axis, amt))
+            if not choices:
+                break
+            _, _, axis, amt = sorted(choices)[0]
+            self._log_apply(Opt(OptOps.UPCAST, axis, amt), f"axis {axis} is broadcast: upcast {amt} to reuse loads")
+            upcasted_axis.add(axis)
+
+    def _unroll_reduce(self) -> None:
+        """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4."""
+        if not (self.first_reduce < self.shape_len - self.upcasted and
+                (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index)))
+                and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted:]) < 64)):
+            return
+        if (s := self.full_unupcasted_shape[-1]) <= 32:
+            self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
+                            f"short reduce axis ({s}): unroll it whole")
+            if self.first_reduce < self.shape_len - self.upcasted and s <= 3 and self.full_unupcasted_shape[-1] <= 3:
+                self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
+                                "tiny reduce: unroll the next reduce axis whole too")
+        elif self.full_unupcasted_shape[-1] % 4 == 0:
+            self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
+                            "long reduce axis: unroll the loop by 4")
+
+    def _default_upcast(self) -> None:
+        """Nothing upcast yet: upcast the last axis by 4 if it divides."""
+        if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % 4 == 0:
+            self._log_apply(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4), "nothing upcast yet: upcast the last axis by 4")
+
+    def _locals(self) -> None:
+        """Make work-groups of at most 128 threads from up to 3 global axes, broadcast axes first (32 on axis 0,
+        else the largest of 16, 8, 4, 3, 2 that divides); or NOLOCALS=1 turns locals off."""
+        if not self.opts.has_local:
+            return
+        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups")
+            return
+        ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
+        to_local: List[Tuple[int, int]] = []
+        for _, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
+            local_size = prod(sz for _, sz in to_local)
+            sz = next((x for x in ([32] * (axis == 0) + [16, 8, 4, 3, 2]) if self.full_shape[axis] % x == 0 and local_size * x <= 128), None)
+            if sz is not None:
+                to_local.append((axis, sz))
+        deleted = 0
+        for axis, sz in sorted(to_local[:3]):
+            axis -= deleted
+            whole = sz == self.full_shape[axis]
+            self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
+            if whole:
+                deleted += 1
+
+
+def dataclass_copy(x: Optional[TensorCoreOptions]) -> Optional[TensorCoreOptions]:
+    return None if x is None else TensorCoreOptions(x.axes, x.axes_exist, x.axis_pads)
+
+
+# ============================================================================================================
+# targets
+# ============================================================================================================
+
+
+def _metal_tensor_cores() -> List[TensorCore]:
+    aliases = [[[0], [2], [0], [4], [-1, 1, 3], [0]], [[1], [0], [3], [0], [2, 4], [-1]], [[1], [2], [3], [4], [0], [-1]]]
+    return [TensorCore(dims=(8, 8, 8), dtype_in=di, dtype_out=do, threads=[(0, 2), (1, 4), (0, 2), (1, 2)],
+                       thread_local_aliases=aliases, thread_local_sizes=[[2], [2], [2]])
+            for di, do in [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]]
+
+
+def _cuda_tensor_cores() -> List[TensorCore]:
+    aliases = [[[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]], [[3], [4], [0], [0], [5], [-1, 1, 2, -2], [0]],
+               [[-1], [1], [5], [-2], [2], [0], [3, 4]]]
+    return [TensorCore(dims=(8, 16, 16), dtype_in=di, dtype_out=do, threads=[(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)],
+                       thread_local_aliases=aliases, thread_local_sizes=[[2, 2, 2], [2, 2], [2, 2]])
+            for di, do in [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]]
+
+
+# tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
+TARGETS: Dict[str, Target] = {
+    "opencl": Target("GPU"),
+    "clang": Target("CLANG", supports_float4=False, has_local=False, global_max=None),
+    "metal": Target("METAL", tensor_cores=_metal_tensor_cores()),
+    "cuda": Target("CUDA", global_max=(2147483647, 65535, 65535), local_max=(1024, 1024, 64), shared_max=49152,
+                   tensor_cores=_cuda_tensor_cores()),
+}
