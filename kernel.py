@@ -12,6 +12,7 @@ in two and one part moved to where it means "global", "local", "grouped", "loop"
 
 Run `python kernel.py demo` to watch it happen. Only the standard library is imported at module level.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,7 +25,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import Enum, auto
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, TypeVar, Union
+from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
 
@@ -38,12 +40,12 @@ def prod(xs: Iterable[int]) -> int:
     return functools.reduce(operator.mul, xs, 1)
 
 
-def dedup(xs: Iterable[T]) -> List[T]:
+def dedup(xs: Iterable[T]) -> list[T]:
     """The items of xs without repeats, first occurrence kept, order kept."""
     return list(dict.fromkeys(xs))
 
 
-def flatten(xss: Iterable[Iterable[T]]) -> List[T]:
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
     return [x for xs in xss for x in xs]
 
 
@@ -51,7 +53,7 @@ def all_same(xs: Sequence[Any]) -> bool:
     return all(x == xs[0] for x in xs)
 
 
-def argsort(xs: Sequence[Any]) -> Tuple[int, ...]:
+def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
     return tuple(sorted(range(len(xs)), key=xs.__getitem__))
 
 
@@ -59,9 +61,9 @@ def round_up(num: int, amt: int) -> int:
     return (num + amt - 1) // amt * amt
 
 
-def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> Tuple[List[T], List[T]]:
-    yes: List[T] = []
-    no: List[T] = []
+def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+    yes: list[T] = []
+    no: list[T] = []
     for x in xs:
         (yes if pred(x) else no).append(x)
     return yes, no
@@ -75,7 +77,7 @@ def getenv(key: str, default: int = 0) -> int:
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
 
 
-def colored(text: Any, color: Optional[str]) -> str:
+def colored(text: Any, color: str | None) -> str:
     """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
 
     Plain text when the NO_COLOR environment variable is set (https://no-color.org)."""
@@ -93,7 +95,7 @@ def ansilen(s: str) -> int:
     return len(ansistrip(s))
 
 
-def get_contraction(old_shape: Tuple[int, ...], new_shape: Tuple[int, ...]) -> Optional[List[List[int]]]:
+def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
     """Which axes of old_shape multiply into each axis of new_shape, or None if new_shape isn't a merge of old."""
     acc_old = list(itertools.accumulate(old_shape, operator.mul))
     acc_new = list(itertools.accumulate(new_shape, operator.mul))
@@ -112,10 +114,11 @@ def get_contraction(old_shape: Tuple[int, ...], new_shape: Tuple[int, ...]) -> O
 @dataclass(frozen=True, order=True)
 class DType:
     """A scalar (or vector, count > 1) element type. `name` is the C name; `priority` orders type promotion."""
+
     priority: int
     itemsize: int
     name: str
-    fmt: Optional[str]
+    fmt: str | None
     count: int
 
     def __repr__(self) -> str:
@@ -127,13 +130,14 @@ class DType:
         return DType(self.priority, self.itemsize * sz, f"{INVERSE_DTYPES_DICT[self.name]}{sz}", None, sz)
 
     def scalar(self) -> DType:
-        return DTYPES_DICT[self.name[:-len(str(self.count))]] if self.count > 1 else self
+        return DTYPES_DICT[self.name[: -len(str(self.count))]] if self.count > 1 else self
 
 
 @dataclass(frozen=True, repr=False)
 class ImageDType(DType):
     """A 2D RGBA texture: `shape` is (height, width, 4); elements are computed as `base`."""
-    shape: Tuple[int, ...] = ()
+
+    shape: tuple[int, ...] = ()
     base: DType = None  # type: ignore[assignment]
 
     def scalar(self) -> DType:
@@ -148,6 +152,7 @@ class ImageDType(DType):
 
 class dtypes:
     """Every dtype of tinygrad 0.9.1, with its aliases."""
+
     bool = DType(0, 1, "bool", "?", 1)
     int8 = DType(1, 1, "char", "b", 1)
     uint8 = DType(2, 1, "unsigned char", "B", 1)
@@ -170,11 +175,11 @@ class dtypes:
     default_int = int32
 
     @staticmethod
-    def imageh(shape: Tuple[int, ...]) -> ImageDType:
+    def imageh(shape: tuple[int, ...]) -> ImageDType:
         return ImageDType(100, 2, "imageh", "e", 1, shape=tuple(shape), base=dtypes.float32)
 
     @staticmethod
-    def imagef(shape: Tuple[int, ...]) -> ImageDType:
+    def imagef(shape: tuple[int, ...]) -> ImageDType:
         return ImageDType(100, 4, "imagef", "f", 1, shape=tuple(shape), base=dtypes.float32)
 
     @staticmethod
@@ -190,12 +195,14 @@ class dtypes:
         return x.scalar() in (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64) or dtypes.is_unsigned(x)
 
     @staticmethod
-    def fields() -> Dict[str, DType]:
+    def fields() -> dict[str, DType]:
         return DTYPES_DICT
 
 
-DTYPES_DICT: Dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
-INVERSE_DTYPES_DICT: Dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
+DTYPES_DICT: dict[str, DType] = {
+    k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")
+}
+INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
 
 # ============================================================================================================
 # ops: the kernel's AST
@@ -204,31 +211,55 @@ INVERSE_DTYPES_DICT: Dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()
 
 class UnaryOps(Enum):
     """A -> A, elementwise."""
-    EXP2 = auto(); LOG2 = auto(); CAST = auto(); BITCAST = auto(); SIN = auto(); SQRT = auto(); NEG = auto(); RECIP = auto()  # noqa: E702, E501
+
+    EXP2 = auto()
+    LOG2 = auto()
+    CAST = auto()
+    BITCAST = auto()
+    SIN = auto()
+    SQRT = auto()
+    NEG = auto()
+    RECIP = auto()  # noqa: E702, E501
 
 
 class BinaryOps(Enum):
     """A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool."""
-    ADD = auto(); MUL = auto(); IDIV = auto(); MAX = auto(); MOD = auto(); CMPLT = auto(); CMPNE = auto(); XOR = auto()  # noqa: E702, E501
-    SHR = auto(); SHL = auto()  # noqa: E702
+
+    ADD = auto()
+    MUL = auto()
+    IDIV = auto()
+    MAX = auto()
+    MOD = auto()
+    CMPLT = auto()
+    CMPNE = auto()
+    XOR = auto()  # noqa: E702, E501
+    SHR = auto()
+    SHL = auto()  # noqa: E702
 
 
 class TernaryOps(Enum):
     """A, A, A -> A, elementwise."""
-    WHERE = auto(); MULACC = auto()  # noqa: E702
+
+    WHERE = auto()
+    MULACC = auto()  # noqa: E702
 
 
 class ReduceOps(Enum):
     """A -> B: the reduced axes (the arg) become 1."""
-    SUM = auto(); MAX = auto()  # noqa: E702
+
+    SUM = auto()
+    MAX = auto()  # noqa: E702
 
 
 class BufferOps(Enum):
     """The leaves and the root of a kernel: read a buffer, read a constant, write a buffer."""
-    LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
+
+    LOAD = auto()
+    CONST = auto()
+    STORE = auto()  # noqa: E702
 
 
-Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps]
+Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps]  # noqa: UP007 (an alias, evaluated at runtime)
 
 # ops that don't keep f(0) == 0: padding their input with zeros would change a SUM, so PADTO refuses them
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
@@ -237,6 +268,7 @@ UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 @dataclass(frozen=True)
 class MemBuffer:
     """Buffer number `idx` of the kernel (0 is the output), read or written through the ShapeTracker `st`."""
+
     idx: int
     dtype: DType
     st: ShapeTracker
@@ -245,7 +277,8 @@ class MemBuffer:
 @dataclass(frozen=True)
 class ConstBuffer:
     """A constant broadcast to the shape of `st` (its mask can still zero out padding)."""
-    val: Union[int, float, bool]
+
+    val: int | float | bool
     dtype: DType
     st: ShapeTracker
 
@@ -253,8 +286,9 @@ class ConstBuffer:
 @dataclass(frozen=True)
 class LazyOp:
     """One node of the AST. Hashable, and compares by value (op, src and arg)."""
+
     op: Op
-    src: Tuple[LazyOp, ...] = ()
+    src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
     @functools.cached_property
@@ -283,7 +317,7 @@ class LazyOp:
         return dtypes.bool if self.op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else self.src[-1].dtype
 
     @functools.cached_property
-    def lazyops(self) -> List[LazyOp]:
+    def lazyops(self) -> list[LazyOp]:
         """This op and every op below it, each once, parents before children."""
         return dedup([self] + [x for s in self.src for x in s.lazyops])
 
@@ -295,9 +329,9 @@ def verify_lazyop(*ast: LazyOp) -> None:
     become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
     if not ast:
         raise ValueError("a kernel needs at least one STORE")
-    shapes: Dict[LazyOp, Tuple[int, ...]] = {}
+    shapes: dict[LazyOp, tuple[int, ...]] = {}
 
-    def shape_of(op: LazyOp) -> Tuple[int, ...]:
+    def shape_of(op: LazyOp) -> tuple[int, ...]:
         if op in shapes:
             return shapes[op]
         if not isinstance(op, LazyOp):
@@ -331,7 +365,9 @@ def verify_lazyop(*ast: LazyOp) -> None:
         if out.arg.st.size != ast[-1].arg.st.size:
             raise ValueError(f"outputs must have the same size, got {out.arg.st.size} and {ast[-1].arg.st.size}")
         if shape_of(out.src[0]) != out.arg.st.shape:
-            raise ValueError(f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}")
+            raise ValueError(
+                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
+            )
     reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
     if len(reduceops) > 1:
         raise ValueError(f"a kernel may hold at most one reduce op, got {len(reduceops)}")
@@ -351,6 +387,7 @@ def verify_lazyop(*ast: LazyOp) -> None:
 
 class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints it as C."""
+
     min: int
     max: int
 
@@ -381,13 +418,13 @@ class Node:
     def __neg__(self) -> Node:
         return self * -1
 
-    def __add__(self, b: Union[Node, int]) -> Node:
+    def __add__(self, b: Node | int) -> Node:
         return Node.sum([self, b if isinstance(b, Node) else NumNode(b)])
 
     def __radd__(self, b: int) -> Node:
         return self + b
 
-    def __sub__(self, b: Union[Node, int]) -> Node:
+    def __sub__(self, b: Node | int) -> Node:
         return self + -b
 
     def __rsub__(self, b: int) -> Node:
@@ -430,14 +467,14 @@ class Node:
         return create_node(ModNode(self, b))
 
     @staticmethod
-    def sum(nodes: List[Node]) -> Node:
+    def sum(nodes: list[Node]) -> Node:
         """Add nodes, flattening nested sums, merging like terms (x*2 + x*3 -> x*5) and folding constants."""
         nodes = [x for x in nodes if x.max or x.min]
         if not nodes:
             return NumNode(0)
         if len(nodes) == 1:
             return nodes[0]
-        coeffs: Dict[Node, int] = {}
+        coeffs: dict[Node, int] = {}
         const = 0
         for node in SumNode(nodes).flat_components:
             if isinstance(node, NumNode):
@@ -446,7 +483,7 @@ class Node:
                 coeffs[node.a] = coeffs.get(node.a, 0) + node.b
             else:
                 coeffs[node] = coeffs.get(node, 0) + 1
-        terms: List[Node] = [MulNode(a, c) if c != 1 else a for a, c in coeffs.items() if c != 0]
+        terms: list[Node] = [MulNode(a, c) if c != 1 else a for a, c in coeffs.items() if c != 0]
         if const:
             terms.append(NumNode(const))
         if len(terms) > 1:
@@ -454,7 +491,7 @@ class Node:
         return terms[0] if terms else NumNode(0)
 
     @staticmethod
-    def ands(nodes: List[Node]) -> Node:
+    def ands(nodes: list[Node]) -> Node:
         """Logical and of 0/1 conditions; always-true ones are dropped, an always-false one wins."""
         if not nodes:
             return NumNode(1)
@@ -481,7 +518,7 @@ class Variable(Node):
     def __init__(self, expr: str, nmin: int, nmax: int):
         self.expr, self.min, self.max = expr, nmin, nmax
 
-    def __getnewargs__(self) -> Tuple[str, int, int]:
+    def __getnewargs__(self) -> tuple[str, int, int]:
         return (self.expr, self.min, self.max)
 
     def vars(self) -> set:
@@ -530,14 +567,14 @@ class OpNode(Node):
     def vars(self) -> set:
         return self.a.vars()
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         raise NotImplementedError
 
 
 class LtNode(OpNode):
     """1 if a < b else 0."""
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         if self.a == self.b:
             return (0, 0)
         return (1, 1) if self.a.max < self.b else (0, 0) if self.a.min >= self.b else (0, 1)
@@ -562,7 +599,7 @@ class MulNode(OpNode):
     def __mod__(self, b: int) -> Node:
         return Node.__mod__(self.a * (self.b % b), b)
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         lo, hi = self.a.min * self.b, self.a.max * self.b
         return (lo, hi) if self.b >= 0 else (hi, lo)
 
@@ -576,7 +613,7 @@ class DivNode(OpNode):
     def __floordiv__(self, b: int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         return self.a.min // self.b, self.a.max // self.b
 
     def render(self, debug: bool = False) -> str:
@@ -596,7 +633,7 @@ class ModNode(OpNode):
             return (self.a // b) % (self.b // b)  # (a % 8) // 4 == (a // 4) % 2
         return Node.__floordiv__(self, b, factoring_allowed)
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         lo, hi = self.a.min, self.a.max
         if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
             return (0, self.b - 1)  # wraps around
@@ -609,25 +646,25 @@ class ModNode(OpNode):
 class RedNode(Node):
     """A node over a list of nodes."""
 
-    def __init__(self, nodes: List[Node]):
+    def __init__(self, nodes: list[Node]):
         self.nodes = nodes
         self.min, self.max = self.get_bounds()
 
     def vars(self) -> set:
         return set().union(*[x.vars() for x in self.nodes])
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         raise NotImplementedError
 
 
 class SumNode(RedNode):
     """a + b + ..."""
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
 
     @property
-    def flat_components(self) -> List[Node]:
+    def flat_components(self) -> list[Node]:
         return [y for x in self.nodes for y in (x.flat_components if isinstance(x, SumNode) else [x])]
 
     def __mul__(self, b: int) -> Node:
@@ -639,8 +676,8 @@ class SumNode(RedNode):
         if not factoring_allowed:
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
-        divided: List[Node] = []
-        rest: List[Node] = []
+        divided: list[Node] = []
+        rest: list[Node] = []
         gcd, divisor = b, 1
         for x in self.flat_components:
             if isinstance(x, (NumNode, MulNode)):
@@ -673,7 +710,7 @@ class SumNode(RedNode):
 class AndNode(RedNode):
     """a && b && ... of 0/1 conditions."""
 
-    def get_bounds(self) -> Tuple[int, int]:
+    def get_bounds(self) -> tuple[int, int]:
         return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
 
     def render(self, debug: bool = False) -> str:
@@ -721,13 +758,13 @@ def create_ge_node(lhs: Node, b: int) -> Node:
 # elements read as 0 (that is how padding is expressed without copying).
 
 
-def canonicalize_strides(shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Tuple[int, ...]:
+def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
     """An axis of size 1 is never moved along, so its stride is irrelevant: make it 0."""
     return tuple(0 if s == 1 else st for s, st in zip(shape, strides))
 
 
-@functools.lru_cache(maxsize=None)
-def strides_for_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+@functools.cache
+def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major (C order) strides of a contiguous shape."""
     if not shape:
         return ()
@@ -735,9 +772,10 @@ def strides_for_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     return canonicalize_strides(shape, strides)
 
 
-@functools.lru_cache(maxsize=None)
-def _merge_dims(shape: Tuple[int, ...], strides: Tuple[int, ...],
-                mask: Optional[Tuple[Tuple[int, int], ...]] = None) -> Tuple[Tuple[int, int, int], ...]:
+@functools.cache
+def _merge_dims(
+    shape: tuple[int, ...], strides: tuple[int, ...], mask: tuple[tuple[int, int], ...] | None = None
+) -> tuple[tuple[int, int, int], ...]:
     """Merge runs of axes that walk memory as one axis: (merged size, stride, size counted without expands)."""
     if not shape:
         return ()
@@ -755,13 +793,13 @@ def _merge_dims(shape: Tuple[int, ...], strides: Tuple[int, ...],
     return tuple(ret)
 
 
-@functools.lru_cache(maxsize=None)
-def _reshape_mask(view: View, new_shape: Tuple[int, ...]) -> Tuple[Optional[Tuple[Tuple[int, int], ...]], bool]:
+@functools.cache
+def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[tuple[tuple[int, int], ...] | None, bool]:
     """The mask of `view` on new_shape, and True if a mask can't be expressed there (a mask cut by the reshape)."""
     if view.mask is None:
         return None, False
     empty = ((0, 0),) * len(new_shape)
-    new_mask: List[Tuple[int, int]] = []
+    new_mask: list[tuple[int, int]] = []
     r_masks, r_shape, r_new_shape = reversed(view.mask), reversed(view.shape), reversed(new_shape)
     curr_stride, old_dim, new_dim, mask = 1, next(r_shape, 1), next(r_new_shape, 1), next(r_masks, (0, 1))
     if mask[1] - mask[0] < 1:
@@ -775,8 +813,9 @@ def _reshape_mask(view: View, new_shape: Tuple[int, ...]) -> Tuple[Optional[Tupl
                 if mask[1] - mask[0] < 1:
                     return empty, False
             else:  # only if the split doesn't cut through the masked range
-                if (((lo % next_stride != 0 or hi % next_stride != 0) and lo // next_stride != (hi - 1) // next_stride)
-                        or old_dim % next_stride != 0):
+                if (
+                    (lo % next_stride != 0 or hi % next_stride != 0) and lo // next_stride != (hi - 1) // next_stride
+                ) or old_dim % next_stride != 0:
                     return view.mask, True
                 new_mask.append((lo % next_stride // curr_stride, (hi - 1) % next_stride // curr_stride + 1))
                 curr_stride, new_dim = next_stride, next(r_new_shape, 1)
@@ -791,7 +830,7 @@ def _reshape_mask(view: View, new_shape: Tuple[int, ...]) -> Tuple[Optional[Tupl
     return tuple(reversed(new_mask)), False
 
 
-def un1d(shape: Tuple[int, ...], offs: int) -> List[int]:
+def un1d(shape: tuple[int, ...], offs: int) -> list[int]:
     """The multi-index of flat position offs in a contiguous `shape`."""
     result = []
     for stride in strides_for_shape(shape):
@@ -801,7 +840,7 @@ def un1d(shape: Tuple[int, ...], offs: int) -> List[int]:
     return result
 
 
-def _check_arg(op: str, shape: Tuple[int, ...], arg: Any, ok: bool, why: str) -> None:
+def _check_arg(op: str, shape: tuple[int, ...], arg: Any, ok: bool, why: str) -> None:
     if not ok:
         raise ValueError(f"{op}: {why} (shape {shape}, arg {arg})")
 
@@ -809,19 +848,24 @@ def _check_arg(op: str, shape: Tuple[int, ...], arg: Any, ok: bool, why: str) ->
 @dataclass(frozen=True)
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`."""
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
     offset: int
-    mask: Optional[Tuple[Tuple[int, int], ...]]
+    mask: tuple[tuple[int, int], ...] | None
     contiguous: bool
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 (views are immutable and shared)
+    @functools.cache  # noqa: B019 (views are immutable and shared)
     def size(self) -> int:
         return prod(self.shape)
 
     @staticmethod
-    def create(shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0,
-               mask: Optional[Sequence[Sequence[int]]] = None) -> View:
+    def create(
+        shape: Sequence[int],
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        mask: Sequence[Sequence[int]] | None = None,
+    ) -> View:
         """Make a View in canonical form, so that equal views compare equal.
 
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
@@ -831,13 +875,18 @@ class View:
             raise ValueError(f"View.create: {len(strides)} strides for shape {shape}")
         if mask is not None and (len(mask) != len(shape) or any(len(m) != 2 for m in mask)):
             raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair per axis of {shape}")
-        return View._create(shape, tuple(strides) if strides is not None else None, offset,
-                            tuple((int(b), int(e)) for b, e in mask) if mask is not None else None)
+        return View._create(
+            shape,
+            tuple(strides) if strides is not None else None,
+            offset,
+            tuple((int(b), int(e)) for b, e in mask) if mask is not None else None,
+        )
 
     @staticmethod
-    @functools.lru_cache(maxsize=None)
-    def _create(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]], offset: int,
-                mask: Optional[Tuple[Tuple[int, int], ...]]) -> View:
+    @functools.cache
+    def _create(
+        shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int, mask: tuple[tuple[int, int], ...] | None
+    ) -> View:
         strides = canonicalize_strides(shape, strides) if strides else strides_for_shape(shape)
         if 0 in shape:
             return View(shape, (0,) * len(shape), 0, None, True)
@@ -853,19 +902,21 @@ class View:
 
     # -- the movement ops; each returns a new View --
 
-    def _resize(self, arg: Tuple[Tuple[int, int], ...], mask: Optional[Tuple[Tuple[int, int], ...]] = None) -> View:
+    def _resize(self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None) -> View:
         """Window [b, e) on each axis (b may be negative and e past the end when padding)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
-            moved = tuple((max(0, min(mb - b, e - b)), max(0, min(me - b, e - b))) for (mb, me), (b, e) in zip(self.mask, arg))
+            moved = tuple(
+                (max(0, min(mb - b, e - b)), max(0, min(me - b, e - b))) for (mb, me), (b, e) in zip(self.mask, arg)
+            )
             mask = tuple((max(b1, b2), min(e1, e2)) for (b1, e1), (b2, e2) in zip(moved, mask)) if mask else moved
         shape = tuple(e - b for b, e in arg)
         if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
             mask = None
         return View.create(shape, self.strides, self.offset + offset, mask)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def pad(self, arg: Tuple[Tuple[int, int], ...]) -> View:
+    @functools.cache  # noqa: B019
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
         _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
         _check_arg("pad", self.shape, arg, all(b >= 0 and e >= 0 for b, e in arg), "padding must be >= 0")
@@ -875,62 +926,98 @@ class View:
         mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
         return self._resize(window, mask)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def shrink(self, arg: Tuple[Tuple[int, int], ...]) -> View:
+    @functools.cache  # noqa: B019
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
         _check_arg("shrink", self.shape, arg, len(arg) == len(self.shape), "needs one (begin, end) pair per axis")
-        _check_arg("shrink", self.shape, arg, all(0 <= b <= e <= s for s, (b, e) in zip(self.shape, arg)),
-                   "each range must satisfy 0 <= begin <= end <= size")
+        _check_arg(
+            "shrink",
+            self.shape,
+            arg,
+            all(0 <= b <= e <= s for s, (b, e) in zip(self.shape, arg)),
+            "each range must satisfy 0 <= begin <= end <= size",
+        )
         return self._resize(arg)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def expand(self, new_shape: Tuple[int, ...]) -> View:
+    @functools.cache  # noqa: B019
+    def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
         _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
         if 0 in self.shape:
-            _check_arg("expand", self.shape, new_shape, all((s == x == 0) or (s > 0 and x % s == 0)
-                                                            for s, x in zip(self.shape, new_shape)), "can't expand")
+            _check_arg(
+                "expand",
+                self.shape,
+                new_shape,
+                all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(self.shape, new_shape)),
+                "can't expand",
+            )
             return View.create(new_shape)
-        _check_arg("expand", self.shape, new_shape, all(s == x or (s == 1 and st == 0)
-                                                        for s, x, st in zip(self.shape, new_shape, self.strides)),
-                   "only axes of size 1 can be expanded")
+        _check_arg(
+            "expand",
+            self.shape,
+            new_shape,
+            all(s == x or (s == 1 and st == 0) for s, x, st in zip(self.shape, new_shape, self.strides)),
+            "only axes of size 1 can be expanded",
+        )
         mask = None
         if self.mask:
-            mask = tuple((((0, 0) if m != (0, 1) else (0, ns)) if s != ns else m)
-                         for m, s, ns in zip(self.mask, self.shape, new_shape))
+            mask = tuple(
+                (((0, 0) if m != (0, 1) else (0, ns)) if s != ns else m)
+                for m, s, ns in zip(self.mask, self.shape, new_shape)
+            )
         return View.create(new_shape, self.strides, self.offset, mask)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def permute(self, axis: Tuple[int, ...]) -> View:
+    @functools.cache  # noqa: B019
+    def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        _check_arg("permute", self.shape, axis, sorted(axis) == list(range(len(self.shape))),
-                   "must be a permutation of the axes")
-        return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset,
-                           tuple(self.mask[a] for a in axis) if self.mask is not None else None)
+        _check_arg(
+            "permute",
+            self.shape,
+            axis,
+            sorted(axis) == list(range(len(self.shape))),
+            "must be a permutation of the axes",
+        )
+        return View.create(
+            tuple(self.shape[a] for a in axis),
+            tuple(self.strides[a] for a in axis),
+            self.offset,
+            tuple(self.mask[a] for a in axis) if self.mask is not None else None,
+        )
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def stride(self, mul: Tuple[int, ...]) -> View:
+    @functools.cache  # noqa: B019
+    def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
         _check_arg("stride", self.shape, mul, len(mul) == len(self.shape), "needs one step per axis")
-        _check_arg("stride", self.shape, mul, all(isinstance(m, int) and m != 0 for m in mul), "steps must be non-zero ints")
+        _check_arg(
+            "stride", self.shape, mul, all(isinstance(m, int) and m != 0 for m in mul), "steps must be non-zero ints"
+        )
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
         mask = None
         if self.mask is not None:
-            mask = tuple((((mb if m > 0 else s - me) + abs(m) - 1) // abs(m), ((me if m > 0 else s - mb) + abs(m) - 1) // abs(m))
-                         for (mb, me), s, m in zip(self.mask, self.shape, mul))
+            mask = tuple(
+                (((mb if m > 0 else s - me) + abs(m) - 1) // abs(m), ((me if m > 0 else s - mb) + abs(m) - 1) // abs(m))
+                for (mb, me), s, m in zip(self.mask, self.shape, mul)
+            )
         return View.create(new_shape, strides, self.offset + offset, mask)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def reshape(self, new_shape: Tuple[int, ...]) -> Optional[View]:
+    @functools.cache  # noqa: B019
+    def reshape(self, new_shape: tuple[int, ...]) -> View | None:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        _check_arg("reshape", self.shape, new_shape, all(isinstance(x, int) and x >= 0 for x in new_shape),
-                   "sizes must be non-negative ints")
+        _check_arg(
+            "reshape",
+            self.shape,
+            new_shape,
+            all(isinstance(x, int) and x >= 0 for x in new_shape),
+            "sizes must be non-negative ints",
+        )
         if 0 in self.shape:
-            _check_arg("reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one")
+            _check_arg(
+                "reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one"
+            )
             return View.create(new_shape)
         _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(new_shape), "sizes differ")
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
@@ -938,7 +1025,7 @@ class View:
         if self.contiguous:
             return View.create(new_shape)
         # walk the merged axes from the right, handing each a run of new axes whose sizes multiply to it
-        strides: List[int] = []
+        strides: list[int] = []
         r_new_shape = reversed(new_shape)
         for merged_dim, new_stride, real_dim in reversed(_merge_dims(self.shape, self.strides, self.mask)):
             acc = 1
@@ -953,18 +1040,21 @@ class View:
         new_mask, cut = _reshape_mask(self, new_shape)
         if cut:
             return None
-        new_strides = canonicalize_strides(tuple(e - b for b, e in new_mask) if new_mask else new_shape, tuple(reversed(strides)))
-        extra_offset = (sum(m[0] * s for m, s in zip(self.mask, self.strides)) if self.mask else 0) - \
-                       (sum(m[0] * s for m, s in zip(new_mask, new_strides)) if new_mask else 0)
+        new_strides = canonicalize_strides(
+            tuple(e - b for b, e in new_mask) if new_mask else new_shape, tuple(reversed(strides))
+        )
+        extra_offset = (sum(m[0] * s for m, s in zip(self.mask, self.strides)) if self.mask else 0) - (
+            sum(m[0] * s for m, s in zip(new_mask, new_strides)) if new_mask else 0
+        )
         return View.create(new_shape, new_strides, self.offset + extra_offset, new_mask)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
+    @functools.cache  # noqa: B019
     def minify(self) -> View:
         """The same view with as few axes as possible."""
         return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
-    def __add__(self, vm1: View) -> Optional[View]:
+    @functools.cache  # noqa: B019
+    def __add__(self, vm1: View) -> View | None:
         """Merge `self` (the older view, vm2) with `vm1` (applied on top of it) into one View, or None."""
         vm2 = self
         if vm2.contiguous:
@@ -981,7 +1071,7 @@ class View:
 
         # where does each step along vm1's axes land in vm2's index space?
         origin = un1d(vm2.shape, vm1.offset)
-        terms: List[List[Tuple[int, int]]] = [[] for _ in origin]
+        terms: list[list[tuple[int, int]]] = [[] for _ in origin]
         strides = [0] * len(vm1.shape)
         for d1, st in enumerate(vm1.strides):
             if st == 0:
@@ -995,7 +1085,7 @@ class View:
         # group vm2's axes (from the right) until each group's index stays inside it, merging only when needed
         idxs = [Variable(f"idx{i}", 0, s - 1) for i, s in enumerate(vm1.shape)]
         merged_size, merged_term = 1, NumNode(0)
-        extents: List[Tuple[int, Node]] = []
+        extents: list[tuple[int, Node]] = []
         for term, s, o in zip(reversed(terms), reversed(vm2.shape), reversed(origin)):
             merged_term += Node.sum([idxs[d1] * (s1 * merged_size) for d1, s1 in term]) + o * merged_size
             merged_size *= s
@@ -1041,11 +1131,13 @@ class View:
 # then unravelled through each older view in turn.
 
 
-def _expr_view(view: View, idxs: Sequence[Node], valid: Optional[Node] = None) -> Tuple[Node, Node]:
+def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> tuple[Node, Node]:
     """The flat index and the validity condition of `view` at the multi-index idxs."""
-    iexpr: List[Node] = [NumNode(view.offset)]
-    vexpr: List[Node] = [valid] if valid is not None else []
-    for idx, sh, st, m in zip(idxs, view.shape, view.strides, view.mask if view.mask is not None else [None] * len(view.shape)):
+    iexpr: list[Node] = [NumNode(view.offset)]
+    vexpr: list[Node] = [valid] if valid is not None else []
+    for idx, sh, st, m in zip(
+        idxs, view.shape, view.strides, view.mask if view.mask is not None else [None] * len(view.shape)
+    ):
         if sh != 1 and st != 0:
             iexpr.append(idx * st)
         if m is not None:
@@ -1053,17 +1145,18 @@ def _expr_view(view: View, idxs: Sequence[Node], valid: Optional[Node] = None) -
     return Node.sum(iexpr), Node.ands(vexpr)
 
 
-def _idx_vars(shape: Tuple[int, ...]) -> List[Node]:
+def _idx_vars(shape: tuple[int, ...]) -> list[Node]:
     return [Variable(f"idx{i}", 0, s - 1) for i, s in enumerate(shape)]
 
 
 @dataclass(frozen=True)
 class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
-    views: Tuple[View, ...]
+
+    views: tuple[View, ...]
 
     @staticmethod
-    def from_shape(shape: Tuple[int, ...]) -> ShapeTracker:
+    def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
         return ShapeTracker((View.create(tuple(shape)),))
 
     @property
@@ -1071,7 +1164,7 @@ class ShapeTracker:
         return len(self.views) == 1 and self.views[0].contiguous
 
     @property
-    def shape(self) -> Tuple[int, ...]:
+    def shape(self) -> tuple[int, ...]:
         return self.views[-1].shape
 
     @property
@@ -1085,7 +1178,7 @@ class ShapeTracker:
         idx, valid = self.expr_idxs()
         return idx.max + 1 if valid else 0
 
-    def expr_idxs(self, idxs: Optional[Sequence[Node]] = None) -> Tuple[Node, Node]:
+    def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
         idxs = _idx_vars(self.shape) if idxs is None else list(idxs)
         idx, valid = _expr_view(self.views[-1], idxs)
@@ -1100,16 +1193,16 @@ class ShapeTracker:
             idx, valid = _expr_view(view, unravelled[::-1], valid)
         return idx, valid
 
-    def real_strides(self, ignore_valid: bool = False) -> Tuple[Optional[int], ...]:
+    def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
         """The stride of each axis in the flat index, 0 if the axis doesn't move it, and None when the index
         isn't an affine function of that axis (it sits under a div or mod) or the axis is masked."""
         if len(self.views) == 1 and self.views[-1].mask is None:
             return self.views[-1].strides
         idxs = _idx_vars(self.shape)
         idx, valid = self.expr_idxs(idxs)
-        ret: List[Optional[int]] = [None] * len(self.shape)
+        ret: list[int | None] = [None] * len(self.shape)
         bad_vars: set = set()
-        for term in (idx.nodes if isinstance(idx, SumNode) else [idx]):
+        for term in idx.nodes if isinstance(idx, SumNode) else [idx]:
             var, stride = (term.a, term.b) if isinstance(term, MulNode) else (term, 1)
             if var in idxs:
                 ret[idxs.index(var)] = stride
@@ -1123,7 +1216,7 @@ class ShapeTracker:
                 ret[i] = 0
         return tuple(ret)
 
-    def unit_stride_axes(self, ignore_valid: bool = False) -> List[int]:
+    def unit_stride_axes(self, ignore_valid: bool = False) -> list[int]:
         return [i for i, st in enumerate(self.real_strides(ignore_valid)) if st == 1]
 
     def axis_is_masked(self, axis: int) -> bool:
@@ -1141,8 +1234,14 @@ class ShapeTracker:
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
         whether it is valid (padding is not). This is what the ShapeTracker means, computed without symbolic."""
         import numpy as np
-        idx, valid = _view_indices(self.views[-1], [np.arange(s).reshape([-1 if i == k else 1 for i in range(len(self.shape))])
-                                                    for k, s in enumerate(self.shape)])
+
+        idx, valid = _view_indices(
+            self.views[-1],
+            [
+                np.arange(s).reshape([-1 if i == k else 1 for i in range(len(self.shape))])
+                for k, s in enumerate(self.shape)
+            ],
+        )
         for view in reversed(self.views[:-1]):
             unravelled = np.unravel_index(np.where(valid, idx, 0), view.shape) if view.shape else []
             idx, v = _view_indices(view, list(unravelled))
@@ -1152,28 +1251,28 @@ class ShapeTracker:
 
     # -- the movement ops: all but reshape act on the top view --
 
-    def pad(self, arg: Tuple[Tuple[int, int], ...]) -> ShapeTracker:
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (self.views[-1].pad(_tuple2(arg)),))
 
-    def shrink(self, arg: Tuple[Tuple[int, int], ...]) -> ShapeTracker:
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(_tuple2(arg)),))
 
-    def expand(self, new_shape: Tuple[int, ...]) -> ShapeTracker:
+    def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (self.views[-1].expand(tuple(new_shape)),))
 
-    def permute(self, axis: Tuple[int, ...]) -> ShapeTracker:
+    def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (self.views[-1].permute(tuple(axis)),))
 
-    def stride(self, mul: Tuple[int, ...]) -> ShapeTracker:
+    def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (self.views[-1].stride(tuple(mul)),))
 
-    def reshape(self, new_shape: Tuple[int, ...]) -> ShapeTracker:
+    def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
         if (new_view := self.views[-1].reshape(tuple(new_shape))) is not None:
             return ShapeTracker(self.views[:-1] + (new_view,))
         return ShapeTracker(self.views + (View.create(tuple(new_shape)),))
 
 
-def _tuple2(arg: Sequence[Sequence[int]]) -> Tuple[Tuple[int, int], ...]:
+def _tuple2(arg: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
     try:
         return tuple((int(b), int(e)) for b, e in arg)
     except (TypeError, ValueError):
@@ -1183,6 +1282,7 @@ def _tuple2(arg: Sequence[Sequence[int]]) -> Tuple[Tuple[int, int], ...]:
 def _view_indices(view: View, idxs: list):
     """numpy version of _expr_view: flat index and validity arrays for index arrays idxs (broadcastable)."""
     import numpy as np
+
     idx = np.int64(view.offset)
     valid = np.bool_(True)
     for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
@@ -1226,8 +1326,16 @@ COLOR_LEGEND = {
 
 class OptOps(Enum):
     """The optimizations; each one splits an axis and moves a piece of it somewhere (see apply_opt)."""
-    TC = auto(); UPCAST = auto(); UPCASTMID = auto(); UNROLL = auto(); LOCAL = auto()  # noqa: E702
-    GROUP = auto(); GROUPTOP = auto(); NOLOCALS = auto(); PADTO = auto()  # noqa: E702
+
+    TC = auto()
+    UPCAST = auto()
+    UPCASTMID = auto()
+    UNROLL = auto()
+    LOCAL = auto()  # noqa: E702
+    GROUP = auto()
+    GROUPTOP = auto()
+    NOLOCALS = auto()
+    PADTO = auto()  # noqa: E702
 
     def __lt__(self, x: OptOps) -> bool:
         return self.value < x.value
@@ -1248,9 +1356,10 @@ class Opt:
 
     UNROLL counts its axis from the first reduce axis, GROUP/GROUPTOP from the first reduce axis not yet
     grouped; the others count from 0. real_axis() translates."""
+
     op: OptOps
-    axis: Optional[int] = None
-    amt: Optional[int] = None
+    axis: int | None = None
+    amt: int | None = None
 
     def __repr__(self) -> str:
         return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
@@ -1274,8 +1383,9 @@ class Opt:
         try:
             return Opt(OptOps[op.upper()], *(int(x) for x in rest))
         except (KeyError, ValueError, TypeError):
-            raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of "
-                             f"{', '.join(o.name for o in OptOps)}") from None
+            raise ValueError(
+                f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -1284,12 +1394,13 @@ class TensorCore:
 
     dims is (N, M, K); threads lists (dim, amount) splits of N (0) or M (1) that become local (cyan) axes;
     the thread_local_* fields describe where each thread keeps its elements (used when rendering real WMMA)."""
-    dims: Tuple[int, int, int]
+
+    dims: tuple[int, int, int]
     dtype_in: DType
     dtype_out: DType
-    threads: List[Tuple[int, int]]
-    thread_local_aliases: List[List[List[int]]]
-    thread_local_sizes: List[List[int]]
+    threads: list[tuple[int, int]]
+    thread_local_aliases: list[list[list[int]]]
+    thread_local_sizes: list[list[int]]
 
     def __str__(self) -> str:
         return "_".join(["WMMA"] + [str(d) for d in self.dims] + [self.dtype_in.name, self.dtype_out.name])
@@ -1301,9 +1412,10 @@ class TensorCore:
 @dataclass
 class TensorCoreOptions:
     """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist)."""
-    axes: Tuple[int, ...]
-    axes_exist: Tuple[bool, ...]
-    axis_pads: Tuple[Tuple[int, int], ...]
+
+    axes: tuple[int, ...]
+    axes_exist: tuple[bool, ...]
+    axis_pads: tuple[tuple[int, int], ...]
 
     def fix_axes(self, removed_axis: int) -> None:
         """An axis of size 1 was removed: shift the N and M axes after it, and forget one that was removed."""
@@ -1319,6 +1431,7 @@ class TensorCoreOptions:
 @dataclass(frozen=True)
 class LocalBuffer:
     """A buffer in local (shared) memory, as added by alias_buffer."""
+
     name: str
     size: int
     dtype: DType = dtypes.float32
@@ -1331,14 +1444,15 @@ class LocalBuffer:
 @dataclass
 class Target:
     """What a device offers the optimizer (the fields of tinygrad 0.9.1's Renderer)."""
+
     device: str
     supports_float4: bool = True
     has_local: bool = True
     has_shared: bool = True
-    global_max: Optional[Tuple[int, ...]] = (0x8FFFFFFF,) * 3
-    local_max: Optional[Tuple[int, ...]] = (0x8FFFFFFF,) * 3
+    global_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
+    local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
-    tensor_cores: List[TensorCore] = field(default_factory=list)
+    tensor_cores: list[TensorCore] = field(default_factory=list)
     tc: int = field(default_factory=lambda: getenv("TC", 1))
     tc_opt: int = field(default_factory=lambda: getenv("TC_OPT", 0))
 
@@ -1348,7 +1462,7 @@ class Kernel:
 
     Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`."""
 
-    def __init__(self, *ast: LazyOp, opts: Optional[Target] = None):
+    def __init__(self, *ast: LazyOp, opts: Target | None = None):
         self.opts = opts if opts is not None else TARGETS["opencl"]
         verify_lazyop(*ast)
         self.ast = ast
@@ -1357,28 +1471,29 @@ class Kernel:
 
         # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
         self.outbufs = [x.arg for x in ast]
-        self.vars: List[Any] = []
-        self.bufs: List[Union[MemBuffer, ConstBuffer, LocalBuffer]] = \
-            self.outbufs + dedup(x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST))
+        self.vars: list[Any] = []
+        self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + dedup(
+            x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST)
+        )
         # the full shape comes from a buffer read before the reduce (it has the reduce axes at full size)
         self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
         self.full_buf_index = self.bufs.index(self.earlybufs[0]) if self.earlybufs else 0
-        self.sts: List[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
+        self.sts: list[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
 
         # move the reduce axes to the end
         axes = list(enumerate(zip(self.full_shape, self.output_shape)))
         self.reshape_and_permute(None, [i for i, (s, n) in axes if s == n] + [i for i, (s, n) in axes if s != n])
 
-        self.applied_opts: List[Opt] = []
+        self.applied_opts: list[Opt] = []
         self.group_for_reduces = 0
         self.upcasted = 0
         self.local_dims = 0
         self.dont_use_locals = False
-        self.tensor_core: Optional[TensorCore] = None
-        self.tensor_core_opts: Optional[TensorCoreOptions] = None
-        self.bufs_for_tensor_core: Dict[LazyOp, Tuple[int, int]] = {}
-        self.local_alias: Dict[LazyOp, Dict[int, LocalBuffer]] = defaultdict(dict)
-        self.heuristic_log: List[Tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
+        self.tensor_core: TensorCore | None = None
+        self.tensor_core_opts: TensorCoreOptions | None = None
+        self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
+        self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
+        self.heuristic_log: list[tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -1388,7 +1503,7 @@ class Kernel:
         ret = type(self).__new__(type(self))
         ret.__dict__.update(self.__dict__)
         ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]
-        ret.sts = self.sts[:len(ret.bufs)]
+        ret.sts = self.sts[: len(ret.bufs)]
         ret.applied_opts = self.applied_opts[:]
         ret.tensor_core_opts = dataclass_copy(self.tensor_core_opts)
         ret.bufs_for_tensor_core = dict(self.bufs_for_tensor_core)
@@ -1398,30 +1513,50 @@ class Kernel:
 
     # -- the state an opt changes, so a rejected opt can put it back --
     def _state(self) -> tuple:
-        return (self.sts[:], self.bufs[:], self.applied_opts[:], self.group_for_reduces, self.upcasted, self.local_dims,
-                self.dont_use_locals, self.tensor_core, dataclass_copy(self.tensor_core_opts),
-                dict(self.bufs_for_tensor_core), self.heuristic_log[:])
+        return (
+            self.sts[:],
+            self.bufs[:],
+            self.applied_opts[:],
+            self.group_for_reduces,
+            self.upcasted,
+            self.local_dims,
+            self.dont_use_locals,
+            self.tensor_core,
+            dataclass_copy(self.tensor_core_opts),
+            dict(self.bufs_for_tensor_core),
+            self.heuristic_log[:],
+        )
 
     def _restore(self, state: tuple) -> None:
-        (self.sts, self.bufs, self.applied_opts, self.group_for_reduces, self.upcasted, self.local_dims,
-         self.dont_use_locals, self.tensor_core, self.tensor_core_opts, self.bufs_for_tensor_core,
-         self.heuristic_log) = state
+        (
+            self.sts,
+            self.bufs,
+            self.applied_opts,
+            self.group_for_reduces,
+            self.upcasted,
+            self.local_dims,
+            self.dont_use_locals,
+            self.tensor_core,
+            self.tensor_core_opts,
+            self.bufs_for_tensor_core,
+            self.heuristic_log,
+        ) = state
 
     # -- shape bookkeeping --
     @property
-    def membufs(self) -> List[MemBuffer]:
+    def membufs(self) -> list[MemBuffer]:
         return [x for x in self.bufs if isinstance(x, MemBuffer)]
 
     @property
-    def reduceop(self) -> Optional[LazyOp]:
+    def reduceop(self) -> LazyOp | None:
         return self.reduceops[0] if self.reduceops else None
 
     @property
-    def output_shape(self) -> Tuple[int, ...]:
+    def output_shape(self) -> tuple[int, ...]:
         return self.sts[0].shape
 
     @property
-    def full_shape(self) -> Tuple[int, ...]:
+    def full_shape(self) -> tuple[int, ...]:
         return self.sts[self.full_buf_index].shape
 
     @property
@@ -1429,8 +1564,8 @@ class Kernel:
         return len(self.sts[0].shape)
 
     @property
-    def full_unupcasted_shape(self) -> Tuple[int, ...]:
-        return self.full_shape[:self.shape_len - self.upcasted]
+    def full_unupcasted_shape(self) -> tuple[int, ...]:
+        return self.full_shape[: self.shape_len - self.upcasted]
 
     @property
     def first_reduce(self) -> int:
@@ -1443,58 +1578,76 @@ class Kernel:
         return self.first_reduce - self.local_dims
 
     @property
-    def upcast_in_mid_reduce_axes(self) -> List[int]:
-        return [j for j in range(self.first_reduce, self.first_reduce + self.group_for_reduces)
-                if self.full_shape[j] == self.sts[0].shape[j]]
+    def upcast_in_mid_reduce_axes(self) -> list[int]:
+        return [
+            j
+            for j in range(self.first_reduce, self.first_reduce + self.group_for_reduces)
+            if self.full_shape[j] == self.sts[0].shape[j]
+        ]
 
-    def colors(self) -> List[str]:
+    def colors(self) -> list[str]:
         """The colour of each axis of full_shape (the legend is COLOR_LEGEND above)."""
         fr, up = self.first_reduce, self.shape_len - self.upcasted
         colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
-        colors += ["white" if i in self.upcast_in_mid_reduce_axes else "green" for i in range(fr, fr + self.group_for_reduces)]
+        colors += [
+            "white" if i in self.upcast_in_mid_reduce_axes else "green" for i in range(fr, fr + self.group_for_reduces)
+        ]
         colors += ["red"] * (up - (fr + self.group_for_reduces))
-        colors += ["magenta" if self.full_shape[i] != self.sts[0].shape[i] else "yellow" for i in range(up, self.shape_len)]
+        colors += [
+            "magenta" if self.full_shape[i] != self.sts[0].shape[i] else "yellow" for i in range(up, self.shape_len)
+        ]
         return colors
 
-    def colored_shape(self, pad: Optional[int] = None, dense: bool = False) -> str:
+    def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
         """full_shape with each axis in its colour (plain text under NO_COLOR)."""
         ret = " ".join(colored(s if dense else f"{s:4d}", c) for s, c in zip(self.full_shape, self.colors()))
         return ret + " " * (pad - ansilen(ret)) if pad else ret
 
-    def shape_offsets(self, i: int) -> Iterable[Tuple[int, ...]]:
+    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
         """Every combination of upcasted indices (last upcasted axis fastest... reversed, as tinygrad)."""
         if self.upcasted == 0:
             return [()]
-        return itertools.product(*[range(s) for s in self.sts[i].shape[self.shape_len - self.upcasted:][::-1]])
+        return itertools.product(*[range(s) for s in self.sts[i].shape[self.shape_len - self.upcasted :][::-1]])
 
-    def float4_axis(self, i: int) -> List[int]:
+    def float4_axis(self, i: int) -> list[int]:
         """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""
         up = self.shape_len - self.upcasted
         return [x - up for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] % 4 == 0]
 
-    def upcasted_axis(self, i: int) -> List[Tuple[int, Optional[int], bool]]:
+    def upcasted_axis(self, i: int) -> list[tuple[int, int | None, bool]]:
         """(size, stride in buffer i, is it a reduce axis) of each upcasted axis."""
         up = self.shape_len - self.upcasted
-        return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:],
-                        [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]))
+        return list(
+            zip(
+                self.sts[i].shape[up:],
+                self.sts[i].real_strides()[up:],
+                [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])],
+            )
+        )
 
-    def acc_offsets(self, i: int) -> List[int]:
+    def acc_offsets(self, i: int) -> list[int]:
         """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
         if self.upcasted == 0:
             return [0]
         ax = self.upcasted_axis(i)[::-1]
-        acc_strides = [x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))]
-        return [sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])]
+        acc_strides = [
+            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
+        ]
+        return [
+            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
+        ]
 
-    def get_float4_upcast_dim(self, i: int) -> List[int]:
-        should = self.opts.supports_float4 and (self.bufs[i].dtype in (dtypes.float, dtypes.half)
-                                                or isinstance(self.bufs[i].dtype, ImageDType))
+    def get_float4_upcast_dim(self, i: int) -> list[int]:
+        should = self.opts.supports_float4 and (
+            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
+        )
         up = self.shape_len - self.upcasted
         return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
 
     # -- the moves every optimization is made of --
-    def reshape_and_permute(self, new_shape_fxn: Optional[Callable[[Tuple[int, ...]], Sequence[int]]],
-                            axis: Optional[Sequence[int]]) -> None:
+    def reshape_and_permute(
+        self, new_shape_fxn: Callable[[tuple[int, ...]], Sequence[int]] | None, axis: Sequence[int] | None
+    ) -> None:
         """Reshape (by a function of each buffer's shape) and then permute every buffer's ShapeTracker."""
         new_sts = []
         for st in self.sts:
@@ -1510,7 +1663,7 @@ class Kernel:
         check(self.full_shape[-1] != 1, "can't upcast a dimension with size 1")
         self.upcasted += 1
 
-    def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: Optional[int] = None) -> None:
+    def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: int | None = None) -> None:
         """Split `axis` into (size/amount, amount) -- or (amount, size/amount) with top -- and move the `amount`
         part so it sits just before axis `insert_before` (default: at the end)."""
         if insert_before is None:
@@ -1519,11 +1672,15 @@ class Kernel:
         if move_axis < insert_before:
             insert_before += 1
 
-        def split(x: Tuple[int, ...]) -> List[int]:
+        def split(x: tuple[int, ...]) -> list[int]:
             parts = ([amount, x[axis] // amount] if top else [x[axis] // amount, amount]) if x[axis] > 1 else [1, 1]
-            return list(x[:axis]) + parts + list(x[axis + 1:])
-        order = [i for i in range(insert_before) if i != move_axis] + [move_axis] + \
-                [i for i in range(insert_before, self.shape_len + 1) if i != move_axis]
+            return list(x[:axis]) + parts + list(x[axis + 1 :])
+
+        order = (
+            [i for i in range(insert_before) if i != move_axis]
+            + [move_axis]
+            + [i for i in range(insert_before, self.shape_len + 1) if i != move_axis]
+        )
         self.reshape_and_permute(split, order)
 
     def simplify_ones(self) -> bool:
@@ -1531,8 +1688,8 @@ class Kernel:
         if self.shape_len == 0:
             return False
         ones = [s == 1 for s in self.full_shape]
-        self.local_dims -= sum(ones[self.first_reduce - self.local_dims:self.first_reduce])
-        self.upcasted -= sum(ones[self.shape_len - self.upcasted:])
+        self.local_dims -= sum(ones[self.first_reduce - self.local_dims : self.first_reduce])
+        self.upcasted -= sum(ones[self.shape_len - self.upcasted :])
         self.reshape_and_permute(lambda shape: [x for i, x in enumerate(shape) if not ones[i]], None)
         return any(ones)
 
@@ -1546,7 +1703,7 @@ class Kernel:
             # a fake buffer whose strides only merge within each image axis (height, width, 4)
             base_shape = self.bufs[0].dtype.shape
             if groups := get_contraction(self.output_shape, base_shape):
-                fake: Tuple[int, ...] = ()
+                fake: tuple[int, ...] = ()
                 for g in groups:
                     fake += strides_for_shape(tuple(self.output_shape[x] for x in g))
                 shapes.append(self.output_shape)
@@ -1556,18 +1713,20 @@ class Kernel:
             can_merge = []
             for s, st, ret in zip(shapes, strides, merged):
                 si, sti, last_st = s[i], st[i], ret[-1][1]
-                can_merge.append(sti is not None and ((sti != 0 and last_st == si * sti) or (sti == 0 and last_st == 0)))
+                can_merge.append(
+                    sti is not None and ((sti != 0 and last_st == si * sti) or (sti == 0 and last_st == 0))
+                )
             mergeable = all(can_merge) and i != self.first_reduce
             for j, (s, st) in enumerate(zip(shapes, strides)):
                 if mergeable:
                     merged[j][-1] = (merged[j][-1][0] * s[i], st[i])
                 else:
                     merged[j].append((s[i], st[i]))
-        for i, x in enumerate(merged[:len(self.sts)]):
+        for i, x in enumerate(merged[: len(self.sts)]):
             self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
 
     # -- helpers from earlier tinygrad versions, kept for the renderer's sake --
-    def _limit_size(self, x: Tuple[int, ...], max_size: List[float]) -> Tuple[int, ...]:
+    def _limit_size(self, x: tuple[int, ...], max_size: list[float]) -> tuple[int, ...]:
         new_shape = list(x)
         for i in range(len(new_shape)):
             next_idx = (i + 1) % len(new_shape)
@@ -1577,22 +1736,27 @@ class Kernel:
                 new_shape[next_idx] = new_shape[next_idx] * 2
         return tuple(new_shape)
 
-    def limit_dims_to_max(self, global_max: List[int], local_max: List[int]) -> None:
+    def limit_dims_to_max(self, global_max: list[int], local_max: list[int]) -> None:
         """Fold global dims that exceed the device's launch limits into their neighbours (from tinygrad 0.9.0)."""
         if self.global_dims > 0:
             if global_max:
-                limits = list(global_max[:self.global_dims]) + (list(local_max[:self.local_dims]) if local_max else [])
-                if max(global_max) < max(self.full_shape[:self.global_dims]):
-                    self.reshape_and_permute(lambda x: self._limit_size(x, limits + [math.inf] * (len(self.full_shape) - len(limits))), None)
-                if max(global_max) < max(self.full_shape[:self.global_dims]):
-                    raise ValueError(f"global dim {max(self.full_shape[:self.global_dims])} exceeds the device maximum {max(global_max)}")
+                limits = list(global_max[: self.global_dims]) + (
+                    list(local_max[: self.local_dims]) if local_max else []
+                )
+                if max(global_max) < max(self.full_shape[: self.global_dims]):
+                    self.reshape_and_permute(
+                        lambda x: self._limit_size(x, limits + [math.inf] * (len(self.full_shape) - len(limits))), None
+                    )
+                if max(global_max) < max(self.full_shape[: self.global_dims]):
+                    biggest = max(self.full_shape[: self.global_dims])
+                    raise ValueError(f"global dim {biggest} exceeds the device maximum {max(global_max)}")
             for i in range(self.global_dims - 1):
                 if i < len(global_max) and self.full_shape[i] > global_max[i]:
                     order = list(range(len(self.full_shape)))
                     order[i], order[self.global_dims - 1] = order[self.global_dims - 1], order[i]
                     self.reshape_and_permute(None, order)
 
-    def alias_buffer(self, op: LazyOp, i: int, pattern: List[int]) -> None:
+    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
         order of their pattern number (used for tensor-core operands)."""
         if len(pattern) != len(self.sts[i].shape):
@@ -1623,13 +1787,17 @@ class Kernel:
 
     def _apply_opt(self, opt: Opt, append_opt: bool) -> None:
         check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
-        check(not self.dont_use_locals or opt.op not in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID),
-              "not using locals")
+        check(
+            not self.dont_use_locals or opt.op not in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID),
+            "not using locals",
+        )
         if opt.op is OptOps.TC:
             return self._apply_tc(opt)
         if opt.op is not OptOps.NOLOCALS:
             check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
-        check(opt.amt is None or (isinstance(opt.amt, int) and opt.amt >= 0), f"amount must be an int >= 0, got {opt.amt}")
+        check(
+            opt.amt is None or (isinstance(opt.amt, int) and opt.amt >= 0), f"amount must be an int >= 0, got {opt.amt}"
+        )
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), "invalid axis")
         amt = -1
@@ -1638,8 +1806,10 @@ class Kernel:
             check(amt != 1, "shift/padto of amt 1 is meaningless")
             if opt.op is not OptOps.PADTO:
                 check(self.full_shape[axis] % amt == 0, "no longer valid shift")
-        if self.reduceop and (opt.op in (OptOps.GROUP, OptOps.GROUPTOP) or
-                              (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
+        if self.reduceop and (
+            opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
+            or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))
+        ):
             self._check_shared_memory(amt)
 
         if opt.op is OptOps.LOCAL:  # cyan: split a global axis, the new piece becomes threads of a work-group
@@ -1649,9 +1819,14 @@ class Kernel:
             self.local_dims += 1
         elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):  # green: split a reduce axis across a work-group's threads
             check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
-            check(self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted, "must be reduce axis to group")
+            check(
+                self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted,
+                "must be reduce axis to group",
+            )
             check(not self.tensor_core, "can't group with tensor cores")
-            self.shift_to(axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces)
+            self.shift_to(
+                axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces
+            )
             self.group_for_reduces += 1
         elif opt.op is OptOps.UNROLL:  # magenta: split a reduce axis, unroll the new piece in registers
             check(axis < self.shape_len - self.upcasted, "can't upcasted already upcasted")
@@ -1664,14 +1839,22 @@ class Kernel:
             self.upcast()
         elif opt.op is OptOps.UPCAST:  # yellow: split an output axis, compute the new piece in registers
             check(axis < self.first_reduce, "upcast is for non-reduce")
-            check(not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
-                  "can't upcast TC locals")
+            check(
+                not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
+                "can't upcast TC locals",
+            )
             check(amt <= 8, "don't upcast more than 8")
             self.shift_to(axis, amt, insert_before=None)
             self.upcast()
         elif opt.op is OptOps.UPCASTMID:  # white: for images, upcast by 4 in the middle of a grouped reduce
-            check(self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces != 0
-                  and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
+            check(
+                self.bufs[0].dtype.name.startswith("image")
+                and not self.float4_axis(0)
+                and self.group_for_reduces != 0
+                and self.first_reduce <= 2
+                and prod(self.sts[0].shape) > 1,
+                "invalid upcast mid reduce",
+            )
             axes = self.sts[0].unit_stride_axes()
             check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
             check(axes[0] == axis, "wrong axis")
@@ -1679,8 +1862,10 @@ class Kernel:
             self.shift_to(axis, amt, insert_before=self.first_reduce + self.group_for_reduces)
             self.group_for_reduces += 1
         elif opt.op is OptOps.NOLOCALS:  # BLUE: no work-groups; every axis is a plain global
-            check(self.opts.has_local and not self.dont_use_locals,
-                  "NOLOCALS is meaningless if target does not support local or already not using locals")
+            check(
+                self.opts.has_local and not self.dont_use_locals,
+                "NOLOCALS is meaningless if target does not support local or already not using locals",
+            )
             check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
             self.dont_use_locals = True
         elif opt.op is OptOps.PADTO:  # same colour: pad an axis up to a multiple of amt (the padding reads 0)
@@ -1696,16 +1881,25 @@ class Kernel:
         acc_sz = dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize
         up = self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
-        local_sz = prod(self.full_shape[self.first_reduce - self.local_dims:self.first_reduce + self.group_for_reduces])
+        local_sz = prod(
+            self.full_shape[self.first_reduce - self.local_dims : self.first_reduce + self.group_for_reduces]
+        )
         smem_sz = amt * acc_sz * upcast_sz * local_sz
-        check(smem_sz <= self.opts.shared_max, f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}")
+        check(
+            smem_sz <= self.opts.shared_max,
+            f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}",
+        )
 
     def _padto(self, axis: int, amt: int) -> None:
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
         if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
             r = self.reduceop
-            check(r is not None and r.op is ReduceOps.SUM and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
-                  "cannot pad")
+            check(
+                r is not None
+                and r.op is ReduceOps.SUM
+                and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
+                "cannot pad",
+            )
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
@@ -1720,7 +1914,7 @@ class Kernel:
     # tensor cores
     # ========================================================================================================
 
-    def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> Optional[TensorCoreOptions]:
+    def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> TensorCoreOptions | None:
         """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K."""
         has_cast = tc.dtype_in != tc.dtype_out
         if has_cast and not (reduceop.src[0].op is UnaryOps.CAST and reduceop.src[0].arg == tc.dtype_out):
@@ -1729,19 +1923,24 @@ class Kernel:
         if mul_op.op is not BinaryOps.MUL:
             return None
 
-        def buf_index(src: LazyOp) -> Optional[int]:
+        def buf_index(src: LazyOp) -> int | None:
             if src.op is BufferOps.LOAD and src.arg.dtype == tc.dtype_in:
                 return self.bufs.index(src.arg)
             if opt_level >= 1 and src.op is UnaryOps.CAST and src.arg == tc.dtype_in and src.src[0].op in BufferOps:
                 return self.bufs.index(src.src[0].arg) if src.src[0].arg in self.bufs else None
             return None
+
         if (buf0 := buf_index(mul_op.src[0])) is None or (buf1 := buf_index(mul_op.src[1])) is None:
             return None
 
         # N is an axis that A broadcasts along (stride 0), M one that B broadcasts along, K a reduce axis
         strides0, strides1 = self.sts[buf0].real_strides(), self.sts[buf1].real_strides()
-        axis_buf0 = [(i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[:self.first_reduce]) if s == 0]
-        axis_buf1 = [(i, self.full_shape[i], strides0[i]) for i, s in enumerate(strides1[:self.first_reduce]) if s == 0]
+        axis_buf0 = [
+            (i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[: self.first_reduce]) if s == 0
+        ]
+        axis_buf1 = [
+            (i, self.full_shape[i], strides0[i]) for i, s in enumerate(strides1[: self.first_reduce]) if s == 0
+        ]
         if not (axis_buf0 and axis_buf1 and ((self.shape_len - self.first_reduce) == 1 or opt_level >= 1)):
             return None
         choices = list(itertools.product(axis_buf0, axis_buf1, range(self.first_reduce, self.shape_len)))
@@ -1756,7 +1955,9 @@ class Kernel:
 
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> bool:
         """Shape the kernel for the first tensor core that fits: unroll K, upcast N and M, make the warp's locals."""
-        if not (use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM):
+        if not (
+            use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM
+        ):
             return False
         for tc in self.opts.tensor_cores:
             state = self._state()
@@ -1770,11 +1971,15 @@ class Kernel:
             except KernelOptError:
                 self._restore(state)
                 continue
-            self.apply_opt(Opt(OptOps.UNROLL, self.tensor_core_opts.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False)
+            self.apply_opt(
+                Opt(OptOps.UNROLL, self.tensor_core_opts.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False
+            )
             for i in range(2):  # upcast what the warp's threads don't cover of N and M
                 threads = prod(amt for d, amt in tc.threads if d == i)
                 if tc.dims[i] > threads:
-                    self.apply_opt(Opt(OptOps.UPCAST, self.tensor_core_opts.axes[i], tc.dims[i] // threads), append_opt=False)
+                    self.apply_opt(
+                        Opt(OptOps.UPCAST, self.tensor_core_opts.axes[i], tc.dims[i] // threads), append_opt=False
+                    )
             for tc_dim, tc_amt in tc.threads:
                 self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
@@ -1790,8 +1995,9 @@ class Kernel:
         check(self._apply_tc_opt(use_tensor_cores, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
         self.applied_opts.append(opt)
 
-    def apply_tensor_cores(self, use_tensor_cores: int = 1, extra_opts: Optional[List[Opt]] = None, axis: int = 0,
-                           tc_opt: Optional[int] = None) -> bool:
+    def apply_tensor_cores(
+        self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
+    ) -> bool:
         """Try to shape the kernel for a tensor core, then add tinygrad's hand-coded follow-up opts (or extra_opts).
 
         use_tensor_cores: 0 never, 1 yes, 2 the shape only (plain multiply-adds when rendered).
@@ -1804,6 +2010,9 @@ class Kernel:
             return False
         try:
             self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
+            self.heuristic_log.append(
+                (self.applied_opts[-1], "tensor core: unroll K; upcast and local N, M for the warp")
+            )
             if self.tensor_core_opts is None:
                 return True
             if extra_opts is not None:
@@ -1827,7 +2036,9 @@ class Kernel:
         if tco is not None and tco.axes_exist[tc_dim]:
             amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
             if amt != 1:
-                self._log_apply(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse")
+                self._log_apply(
+                    Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+                )
 
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
@@ -1843,8 +2054,13 @@ class Kernel:
         if isinstance(self.bufs[0].dtype, ImageDType):
             axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
             check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
-            if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
-                self._log_apply(Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)")
+            if (
+                all(x < self.shape_len - self.upcasted for x in axes4)
+                and axes4[0] not in self.upcast_in_mid_reduce_axes
+            ):
+                self._log_apply(
+                    Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
+                )
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch."""
@@ -1864,26 +2080,47 @@ class Kernel:
     def _matvec(self) -> bool:
         """A matrix-vector product (SUM of MUL of two LOADs, the first contiguous along the reduce): group the
         reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread."""
-        blocksize, threads, rows = getenv("MV_BLOCKSIZE", 4), getenv("MV_THREADS_PER_ROW", 8), getenv("MV_ROWS_PER_THREAD", 4)
+        blocksize, threads, rows = (
+            getenv("MV_BLOCKSIZE", 4),
+            getenv("MV_THREADS_PER_ROW", 8),
+            getenv("MV_ROWS_PER_THREAD", 4),
+        )
         r = self.reduceop
-        if not (self.opts.has_local and getenv("MV", 1) != 0 and (blocksize > 1 or threads > 1 or rows > 1) and r is not None
-                and r.op is ReduceOps.SUM and len(self.full_shape) >= 2 and self.opts.has_shared
-                and r.src[0].op is BinaryOps.MUL and r.src[0].src[0].op is BufferOps.LOAD and r.src[0].src[1].op is BufferOps.LOAD):
+        if not (
+            self.opts.has_local
+            and getenv("MV", 1) != 0
+            and (blocksize > 1 or threads > 1 or rows > 1)
+            and r is not None
+            and r.op is ReduceOps.SUM
+            and len(self.full_shape) >= 2
+            and self.opts.has_shared
+            and r.src[0].op is BinaryOps.MUL
+            and r.src[0].src[0].op is BufferOps.LOAD
+            and r.src[0].src[1].op is BufferOps.LOAD
+        ):
             return False
         mulop = r.src[0]
         st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
         strides0, strides1 = st0.real_strides(), st1.real_strides()
 
-        def has_expanded_axis(shape: Tuple[int, ...], strides: Tuple[Optional[int], ...]) -> bool:
+        def has_expanded_axis(shape: tuple[int, ...], strides: tuple[int | None, ...]) -> bool:
             return any(s > 1 and st == 0 for s, st in zip(shape, strides))
-        if strides0[self.first_reduce] != 1 or (has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)):
+
+        if strides0[self.first_reduce] != 1 or (
+            has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)
+        ):
             return False
         for global_idx in range(self.global_dims):
-            if self.full_shape[self.first_reduce] % threads == 0 and self.full_shape[global_idx] % (blocksize * rows) == 0:
+            if (
+                self.full_shape[self.first_reduce] % threads == 0
+                and self.full_shape[global_idx] % (blocksize * rows) == 0
+            ):
                 if threads > 1:
                     self._log_apply(Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce")
                 if blocksize > 1:
-                    self._log_apply(Opt(OptOps.LOCAL, global_idx, blocksize), f"matvec: {blocksize} rows per work-group")
+                    self._log_apply(
+                        Opt(OptOps.LOCAL, global_idx, blocksize), f"matvec: {blocksize} rows per work-group"
+                    )
                 if rows > 1:
                     self._log_apply(Opt(OptOps.UPCAST, global_idx, rows), f"matvec: {rows} rows per thread")
                 return True
@@ -1894,17 +2131,29 @@ class Kernel:
         allows; for images, then upcast the output's unit-stride axis mid-reduce."""
         if not (self.opts.has_local and self.opts.has_shared):
             return
-        outputs = prod(self.sts[0].shape[:self.first_reduce])
-        if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len and outputs <= 2048:
-            for sz in ([256, 16] if outputs <= 32 else [16]):
+        outputs = prod(self.sts[0].shape[: self.first_reduce])
+        if (
+            not self.float4_axis(0)
+            and self.first_reduce <= 2
+            and self.first_reduce + 1 <= self.shape_len
+            and outputs <= 2048
+        ):
+            for sz in [256, 16] if outputs <= 32 else [16]:
                 if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
                     try:
-                        self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), f"{outputs} outputs, long reduce: {sz} threads share it")
+                        self._log_apply(
+                            Opt(OptOps.GROUPTOP, 0, sz), f"{outputs} outputs, long reduce: {sz} threads share it"
+                        )
                         break
                     except KernelOptError:
                         pass  # too much shared memory: try the next size
-        if self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces and \
-                self.first_reduce <= 2 and prod(self.sts[0].shape) > 1:
+        if (
+            self.bufs[0].dtype.name.startswith("image")
+            and not self.float4_axis(0)
+            and self.group_for_reduces
+            and self.first_reduce <= 2
+            and prod(self.sts[0].shape) > 1
+        ):
             axes = self.sts[0].unit_stride_axes()
             check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
             if self.sts[0].shape[axes[0]] % 4 == 0:
@@ -1916,20 +2165,33 @@ class Kernel:
             if not isinstance(buf.dtype, ImageDType):
                 continue
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
-            if axes4 and all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
+            if (
+                axes4
+                and all(x < self.shape_len - self.upcasted for x in axes4)
+                and axes4[0] not in self.upcast_in_mid_reduce_axes
+            ):
                 if axes4[0] < self.first_reduce:
-                    self._log_apply(Opt(OptOps.UPCAST, axes4[0], 4), f"image buffer {i}: upcast its unit-stride axis by 4")
+                    self._log_apply(
+                        Opt(OptOps.UPCAST, axes4[0], 4), f"image buffer {i}: upcast its unit-stride axis by 4"
+                    )
                 else:
-                    self._log_apply(Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
-                                    f"image buffer {i}: unroll its unit-stride axis by 4")
+                    self._log_apply(
+                        Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
+                        f"image buffer {i}: unroll its unit-stride axis by 4",
+                    )
 
     def _upcast_masked_axes(self) -> None:
         """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants."""
-        to_upcast: List[int] = []
+        to_upcast: list[int] = []
         for axis in range(self.first_reduce):
-            if self.full_shape[axis] <= 7 and any(st.axis_is_masked(axis) for st in self.sts) and \
-                    prod(self.full_shape[self.shape_len - self.upcasted:]) * prod(self.full_shape[j] for j in to_upcast) * \
-                    self.full_shape[axis] <= 7 * 7:
+            if (
+                self.full_shape[axis] <= 7
+                and any(st.axis_is_masked(axis) for st in self.sts)
+                and prod(self.full_shape[self.shape_len - self.upcasted :])
+                * prod(self.full_shape[j] for j in to_upcast)
+                * self.full_shape[axis]
+                <= 7 * 7
+            ):
                 to_upcast.append(axis)
         for axis in to_upcast[::-1]:
             self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
@@ -1938,14 +2200,25 @@ class Kernel:
         """While there are >= 1024 outputs, upcast (by 3 or 4) an axis some buffer broadcasts along, so its loaded
         values are reused from registers; prefer axes that few buffers move along."""
         upcasted_axis: set = set()
-        while prod(self.sts[0].shape[:self.first_reduce]) >= 1024:
+        while prod(self.sts[0].shape[: self.first_reduce]) >= 1024:
             choices = []
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
-                if axis not in upcasted_axis and self.full_shape[axis] % amt == 0 and \
-                        any(st.views[-1].strides[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
-                            for i, st in enumerate(self.sts)):
-                    choices.append((sum(st.views[-1].strides[axis] > 0 for st in self.sts),
-                                    sum(st.views[-1].strides[axis] for st in self.sts), axis, amt))
+                if (
+                    axis not in upcasted_axis
+                    and self.full_shape[axis] % amt == 0
+                    and any(
+                        st.views[-1].strides[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
+                        for i, st in enumerate(self.sts)
+                    )
+                ):
+                    choices.append(
+                        (
+                            sum(st.views[-1].strides[axis] > 0 for st in self.sts),
+                            sum(st.views[-1].strides[axis] for st in self.sts),
+                            axis,
+                            amt,
+                        )
+                    )
             if not choices:
                 break
             _, _, axis, amt = sorted(choices)[0]
@@ -1954,24 +2227,38 @@ class Kernel:
 
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4."""
-        if not (self.first_reduce < self.shape_len - self.upcasted and
-                (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index)))
-                and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted:]) < 64)):
+        if not (
+            self.first_reduce < self.shape_len - self.upcasted
+            and (
+                len(list(self.shape_offsets(self.full_buf_index))) <= 4
+                or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+            )
+            and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
+        ):
             return
         if (s := self.full_unupcasted_shape[-1]) <= 32:
-            self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                            f"short reduce axis ({s}): unroll it whole")
+            self._log_apply(
+                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
+                f"short reduce axis ({s}): unroll it whole",
+            )
             if self.first_reduce < self.shape_len - self.upcasted and s <= 3 and self.full_unupcasted_shape[-1] <= 3:
-                self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                                "tiny reduce: unroll the next reduce axis whole too")
+                self._log_apply(
+                    Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
+                    "tiny reduce: unroll the next reduce axis whole too",
+                )
         elif self.full_unupcasted_shape[-1] % 4 == 0:
-            self._log_apply(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
-                            "long reduce axis: unroll the loop by 4")
+            self._log_apply(
+                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
+                "long reduce axis: unroll the loop by 4",
+            )
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last axis by 4 if it divides."""
         if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % 4 == 0:
-            self._log_apply(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4), "nothing upcast yet: upcast the last axis by 4")
+            self._log_apply(
+                Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
+                "nothing upcast yet: upcast the last axis by 4",
+            )
 
     def _locals(self) -> None:
         """Make work-groups of at most 128 threads from up to 3 global axes, broadcast axes first (32 on axis 0,
@@ -1982,10 +2269,17 @@ class Kernel:
             self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups")
             return
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
-        to_local: List[Tuple[int, int]] = []
+        to_local: list[tuple[int, int]] = []
         for _, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
             local_size = prod(sz for _, sz in to_local)
-            sz = next((x for x in ([32] * (axis == 0) + [16, 8, 4, 3, 2]) if self.full_shape[axis] % x == 0 and local_size * x <= 128), None)
+            sz = next(
+                (
+                    x
+                    for x in ([32] * (axis == 0) + [16, 8, 4, 3, 2])
+                    if self.full_shape[axis] % x == 0 and local_size * x <= 128
+                ),
+                None,
+            )
             if sz is not None:
                 to_local.append((axis, sz))
         deleted = 0
@@ -1997,7 +2291,7 @@ class Kernel:
                 deleted += 1
 
 
-def dataclass_copy(x: Optional[TensorCoreOptions]) -> Optional[TensorCoreOptions]:
+def dataclass_copy(x: TensorCoreOptions | None) -> TensorCoreOptions | None:
     return None if x is None else TensorCoreOptions(x.axes, x.axes_exist, x.axis_pads)
 
 
@@ -2006,26 +2300,276 @@ def dataclass_copy(x: Optional[TensorCoreOptions]) -> Optional[TensorCoreOptions
 # ============================================================================================================
 
 
-def _metal_tensor_cores() -> List[TensorCore]:
-    aliases = [[[0], [2], [0], [4], [-1, 1, 3], [0]], [[1], [0], [3], [0], [2, 4], [-1]], [[1], [2], [3], [4], [0], [-1]]]
-    return [TensorCore(dims=(8, 8, 8), dtype_in=di, dtype_out=do, threads=[(0, 2), (1, 4), (0, 2), (1, 2)],
-                       thread_local_aliases=aliases, thread_local_sizes=[[2], [2], [2]])
-            for di, do in [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]]
+def _metal_tensor_cores() -> list[TensorCore]:
+    aliases = [
+        [[0], [2], [0], [4], [-1, 1, 3], [0]],
+        [[1], [0], [3], [0], [2, 4], [-1]],
+        [[1], [2], [3], [4], [0], [-1]],
+    ]
+    return [
+        TensorCore(
+            dims=(8, 8, 8),
+            dtype_in=di,
+            dtype_out=do,
+            threads=[(0, 2), (1, 4), (0, 2), (1, 2)],
+            thread_local_aliases=aliases,
+            thread_local_sizes=[[2], [2], [2]],
+        )
+        for di, do in [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]
+    ]
 
 
-def _cuda_tensor_cores() -> List[TensorCore]:
-    aliases = [[[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]], [[3], [4], [0], [0], [5], [-1, 1, 2, -2], [0]],
-               [[-1], [1], [5], [-2], [2], [0], [3, 4]]]
-    return [TensorCore(dims=(8, 16, 16), dtype_in=di, dtype_out=do, threads=[(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)],
-                       thread_local_aliases=aliases, thread_local_sizes=[[2, 2, 2], [2, 2], [2, 2]])
-            for di, do in [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]]
+def _cuda_tensor_cores() -> list[TensorCore]:
+    aliases = [
+        [[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]],
+        [[3], [4], [0], [0], [5], [-1, 1, 2, -2], [0]],
+        [[-1], [1], [5], [-2], [2], [0], [3, 4]],
+    ]
+    return [
+        TensorCore(
+            dims=(8, 16, 16),
+            dtype_in=di,
+            dtype_out=do,
+            threads=[(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)],
+            thread_local_aliases=aliases,
+            thread_local_sizes=[[2, 2, 2], [2, 2], [2, 2]],
+        )
+        for di, do in [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]
+    ]
 
 
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
-TARGETS: Dict[str, Target] = {
+TARGETS: dict[str, Target] = {
     "opencl": Target("GPU"),
     "clang": Target("CLANG", supports_float4=False, has_local=False, global_max=None),
     "metal": Target("METAL", tensor_cores=_metal_tensor_cores()),
-    "cuda": Target("CUDA", global_max=(2147483647, 65535, 65535), local_max=(1024, 1024, 64), shared_max=49152,
-                   tensor_cores=_cuda_tensor_cores()),
+    "cuda": Target(
+        "CUDA",
+        global_max=(2147483647, 65535, 65535),
+        local_max=(1024, 1024, 64),
+        shared_max=49152,
+        tensor_cores=_cuda_tensor_cores(),
+    ),
 }
+
+
+def optimize(k: Kernel) -> Kernel:
+    """What tinygrad 0.9.1 does before rendering a kernel: tensor cores if they apply, else the hand-coded opts."""
+    if not k.apply_tensor_cores(getenv("TC", 1)):
+        k.hand_coded_optimizations()
+    return k
+
+
+# ============================================================================================================
+# building kernels by hand
+# ============================================================================================================
+# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, at most one reduce, STOREs. The movement
+# ops (reshape, permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs. For example a
+# matmul C = A @ B with A (M, K) and B (K, N) views both operands on the common shape (M, N, K):
+#
+#   A: from_shape((M, K)).reshape((M, 1, K)).expand((M, N, K))        strides (K, 0, 1)
+#   B: from_shape((K, N)).permute((1, 0)).reshape((1, N, K)).expand(...)  strides (0, 1, N)
+#   C: SUM over axis 2 of A * B, stored through from_shape((M, N, 1))
+
+
+def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
+    """Read buffer idx through st."""
+    return LazyOp(BufferOps.LOAD, (), MemBuffer(idx, dtype, st))
+
+
+def const(val: float | int | bool, shape: tuple[int, ...], dtype: DType = dtypes.float32) -> LazyOp:
+    """The constant val, broadcast to shape."""
+    st = ShapeTracker.from_shape((1,) * len(shape)).expand(tuple(shape))
+    return LazyOp(BufferOps.CONST, (), ConstBuffer(val, dtype, st))
+
+
+def alu(op: UnaryOps | BinaryOps | TernaryOps, *srcs: LazyOp, arg: Any = None) -> LazyOp:
+    return LazyOp(op, tuple(srcs), arg)
+
+
+def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:
+    """Reduce src over axes; they stay in the shape with size 1."""
+    return LazyOp(op, (src,), tuple(axes))
+
+
+def ast_shape(op: LazyOp) -> tuple[int, ...]:
+    """The shape an AST node computes."""
+    if op.op in BufferOps:
+        return op.arg.st.shape
+    shape = ast_shape(op.src[0])
+    return tuple(1 if i in op.arg else s for i, s in enumerate(shape)) if op.op in ReduceOps else shape
+
+
+def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
+    """Write value to buffer idx, contiguously unless st says otherwise."""
+    st = st if st is not None else ShapeTracker.from_shape(ast_shape(value))
+    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtype or value.dtype, st))
+
+
+def elementwise_ast(n: int = 4096) -> tuple[LazyOp, ...]:
+    """out[i] = a[i] + b[i]"""
+    st = ShapeTracker.from_shape((n,))
+    return (store(alu(BinaryOps.ADD, load(1, st), load(2, st))),)
+
+
+def broadcast_ast(m: int = 256, n: int = 256) -> tuple[LazyOp, ...]:
+    """out[i, j] = a[i, j] * b[j] (b is expanded along i)"""
+    b = ShapeTracker.from_shape((n,)).reshape((1, n)).expand((m, n))
+    return (store(alu(BinaryOps.MUL, load(1, ShapeTracker.from_shape((m, n))), load(2, b))),)
+
+
+def sum_ast(shape: tuple[int, ...] = (4096 * 256,), axis: tuple[int, ...] | None = None) -> tuple[LazyOp, ...]:
+    """out = a.sum(axis) (every axis by default), keeping the reduced axes as size 1"""
+    axis = tuple(range(len(shape))) if axis is None else axis
+    return (store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape(shape)), axis)),)
+
+
+def matmul_ast(
+    m: int = 512, n: int = 512, k: int = 512, dtype: DType = dtypes.float32, acc_dtype: DType | None = None
+) -> tuple[LazyOp, ...]:
+    """out[i, j] = sum_k a[i, k] * b[k, j]; with acc_dtype, the products are cast to it before the sum"""
+    a = ShapeTracker.from_shape((m, k)).reshape((m, 1, k)).expand((m, n, k))
+    b = ShapeTracker.from_shape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    product = alu(BinaryOps.MUL, load(1, a, dtype), load(2, b, dtype))
+    if acc_dtype is not None and acc_dtype != dtype:
+        product = alu(UnaryOps.CAST, product, arg=acc_dtype)
+    return (store(reduce(ReduceOps.SUM, product, (2,))),)
+
+
+def matvec_ast(n: int = 4096, k: int = 4096) -> tuple[LazyOp, ...]:
+    """out[i] = sum_k a[i, k] * x[k]"""
+    a = ShapeTracker.from_shape((n, k))
+    x = ShapeTracker.from_shape((k,)).reshape((1, k)).expand((n, k))
+    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, a), load(2, x)), (1,))),)
+
+
+def conv2d_ast(
+    batch: int = 1,
+    cin: int = 16,
+    h: int = 32,
+    w: int = 32,
+    cout: int = 32,
+    ksize: int = 3,
+    pad: int = 1,
+    stride: int = 1,
+) -> tuple[LazyOp, ...]:
+    """out[b, co, y, x] = sum_{ci, ky, kx} img[b, ci, y*stride + ky - pad, x*stride + kx - pad] * wt[co, ci, ky, kx]
+
+    The image is padded (a masked view), then a second view slides the window over it: each output position
+    (b, co, y, x) and filter tap (ci, ky, kx) picks one element of the padded image."""
+    hp, wp = h + 2 * pad, w + 2 * pad
+    oh, ow = (hp - ksize) // stride + 1, (wp - ksize) // stride + 1
+    full = (batch, cout, oh, ow, cin, ksize, ksize)
+    padded = ShapeTracker.from_shape((batch, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    window = View.create(full, (cin * hp * wp, 0, stride * wp, stride, hp * wp, wp, 1))
+    img = ShapeTracker(padded.views + (window,)).simplify()
+    wt = ShapeTracker.from_shape((cout, cin, ksize, ksize)).reshape((1, cout, 1, 1, cin, ksize, ksize)).expand(full)
+    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, img), load(2, wt)), (4, 5, 6))),)
+
+
+def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
+    """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
+    (out,) = matvec_ast(n, k)
+    image = dtypes.imagef((4, n // 16, 4))
+    return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, image, out.arg.st)),)
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A classic kernel for the demo: what it computes, how to build it, and the target to show it on."""
+
+    what: str
+    build: Callable[[], tuple[LazyOp, ...]]
+    target: str = "opencl"
+
+
+DEMOS: dict[str, Demo] = {
+    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096)),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256)),
+    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,))),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,))),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,))),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768)),
+    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512)),
+    "conv2d": Demo("3x3 conv, padding 1: 16 -> 32 channels on 32x32", lambda: conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1)),
+    "tc_matmul": Demo(
+        "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
+        lambda: matmul_ast(256, 256, 256),
+        target="metal",
+    ),
+    "image": Demo("matvec 256x64 written into a 4x16 RGBA image", lambda: image_matvec_ast(256, 64)),
+}
+
+
+# ============================================================================================================
+# demo: python kernel.py demo [NAME] [--opt OP:AXIS:AMT ...] [--target T]
+# ============================================================================================================
+
+
+def legend() -> str:
+    """The colour legend, one line per colour."""
+    return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
+
+
+def demo_kernel(name: str, target: str | None = None, opts: Sequence[Opt] | None = None, out=None) -> Kernel:
+    """Print how the optimizer reshapes one demo kernel, step by step; return the optimized kernel.
+
+    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
+    order, and a rejected one is reported and skipped."""
+    out = out or sys.stdout
+    d = DEMOS[name]
+    target = target or d.target
+    k = Kernel(*d.build(), opts=TARGETS[target])
+    steps = optimize(k.copy()).heuristic_log if opts is None else [(o, "") for o in opts]
+    rows = [("start", k.colored_shape(), "")]
+    for opt, why in steps:
+        try:
+            k.apply_opt(opt)
+            rows.append((str(opt), k.colored_shape(), why))
+        except KernelOptError as e:
+            rows.append((str(opt), f"rejected: {e}", ""))
+    width = max(ansilen(shape) for _, shape, _ in rows) + 3
+    print(f"{name} [{target}]: {d.what}", file=out)
+    for label, shape, why in rows:
+        print(f"  {label:<16}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip(), file=out)
+    return k
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python kernel.py",
+        description="Watch tinygrad 0.9.1's kernel optimizer reshape classic kernels. Each axis of a kernel's shape "
+        "is coloured by what it became; every line shows one optimization and the shape after it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python kernel.py demo\n"
+        "  python kernel.py demo matmul\n"
+        "  python kernel.py demo matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --opt UNROLL:0:4\n"
+        "  python kernel.py demo matmul --target metal\n\n"
+        "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
+        "axis); UNROLL and GROUP count axes from the first reduce axis; AMT 0 means the whole axis.\n"
+        "Set NO_COLOR=1 for plain text.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="show how kernels are optimized")
+    d.add_argument("name", nargs="?", choices=list(DEMOS), help="one kernel (default: all)")
+    d.add_argument(
+        "--opt",
+        action="append",
+        type=Opt.parse,
+        metavar="OP:AXIS:AMT",
+        help="apply these opts in order instead of the heuristics (repeatable)",
+    )
+    d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
+    args = p.parse_args(argv)
+    print("Each axis of a kernel's shape is coloured by its role:")
+    print(legend())
+    for name in [args.name] if args.name else list(DEMOS):
+        print()
+        demo_kernel(name, args.target, args.opt)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
