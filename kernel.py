@@ -1471,7 +1471,6 @@ class Kernel:
 
         # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
         self.outbufs = [x.arg for x in ast]
-        self.vars: list[Any] = []
         self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + dedup(
             x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST)
         )
@@ -1799,13 +1798,16 @@ class Kernel:
             opt.amt is None or (isinstance(opt.amt, int) and opt.amt >= 0), f"amount must be an int >= 0, got {opt.amt}"
         )
         axis = opt.real_axis(self)
-        check(axis < len(self.full_shape), "invalid axis")
+        check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = -1
         if opt.amt is not None:
             amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
             check(amt != 1, "shift/padto of amt 1 is meaningless")
             if opt.op is not OptOps.PADTO:
-                check(self.full_shape[axis] % amt == 0, "no longer valid shift")
+                check(
+                    self.full_shape[axis] % amt == 0,
+                    f"no longer valid shift: {amt} does not divide axis {axis} ({self.full_shape[axis]})",
+                )
         if self.reduceop and (
             opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
             or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))
@@ -1814,14 +1816,17 @@ class Kernel:
 
         if opt.op is OptOps.LOCAL:  # cyan: split a global axis, the new piece becomes threads of a work-group
             check(self.opts.has_local, "target does not support local")
-            check(axis < self.global_dims, "local is for globals")
+            check(
+                axis < self.global_dims,
+                f"local is for globals: axis {axis} is not one of the {self.global_dims} global axes",
+            )
             self.shift_to(axis, amt, insert_before=self.first_reduce)
             self.local_dims += 1
         elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):  # green: split a reduce axis across a work-group's threads
             check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
             check(
                 self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted,
-                "must be reduce axis to group",
+                f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis",
             )
             check(not self.tensor_core, "can't group with tensor cores")
             self.shift_to(
@@ -1829,8 +1834,8 @@ class Kernel:
             )
             self.group_for_reduces += 1
         elif opt.op is OptOps.UNROLL:  # magenta: split a reduce axis, unroll the new piece in registers
-            check(axis < self.shape_len - self.upcasted, "can't upcasted already upcasted")
-            check(amt <= 32, "don't unroll more than 32")
+            check(axis < self.shape_len - self.upcasted, f"can't upcasted already upcasted: axis {axis} is upcasted")
+            check(amt <= 32, f"don't unroll more than 32 (asked {amt})")
             if self.full_shape[axis] == amt and axis == self.first_reduce:
                 self.local_dims += 1  # first_reduce moves right by one; simplify_ones takes this back off
             if self.full_shape[axis] == amt and axis < self.first_reduce + self.group_for_reduces:
@@ -1838,12 +1843,15 @@ class Kernel:
             self.shift_to(axis, amt, insert_before=None)
             self.upcast()
         elif opt.op is OptOps.UPCAST:  # yellow: split an output axis, compute the new piece in registers
-            check(axis < self.first_reduce, "upcast is for non-reduce")
+            check(
+                axis < self.first_reduce,
+                f"upcast is for non-reduce: axis {axis} is not before the first reduce axis {self.first_reduce}",
+            )
             check(
                 not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
                 "can't upcast TC locals",
             )
-            check(amt <= 8, "don't upcast more than 8")
+            check(amt <= 8, f"don't upcast more than 8 (asked {amt})")
             self.shift_to(axis, amt, insert_before=None)
             self.upcast()
         elif opt.op is OptOps.UPCASTMID:  # white: for images, upcast by 4 in the middle of a grouped reduce
