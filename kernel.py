@@ -1232,22 +1232,31 @@ class ShapeTracker:
 
     def indices(self):
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
-        whether it is valid (padding is not). This is what the ShapeTracker means, computed without symbolic."""
+        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
+        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
+        shape of the view below it, mapped again, and so on down to memory."""
         import numpy as np
 
-        idx, valid = _view_indices(
-            self.views[-1],
-            [
-                np.arange(s).reshape([-1 if i == k else 1 for i in range(len(self.shape))])
-                for k, s in enumerate(self.shape)
-            ],
+        # int32 where every index fits: half the memory traffic on big views
+        bound = max(
+            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
         )
+        dtype = np.int32 if bound < 2**31 else np.int64
+        ndim = len(self.shape)
+        idxs = [
+            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
+            for k, s in enumerate(self.shape)
+        ]
+        idx, valid = _view_indices(self.views[-1], idxs, dtype)
         for view in reversed(self.views[:-1]):
-            unravelled = np.unravel_index(np.where(valid, idx, 0), view.shape) if view.shape else []
-            idx, v = _view_indices(view, list(unravelled))
-            valid = valid & v
-        shape = self.shape
-        return np.broadcast_to(np.where(valid, idx, 0), shape), np.broadcast_to(valid, shape)
+            view = view.minify()
+            if valid is not None:
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
+            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
+            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
+        if valid is None:
+            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
+        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
 
     # -- the movement ops: all but reshape act on the top view --
 
@@ -1279,17 +1288,34 @@ def _tuple2(arg: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
         raise ValueError(f"expected a tuple of (begin, end) pairs, got {arg!r}") from None
 
 
-def _view_indices(view: View, idxs: list):
-    """numpy version of _expr_view: flat index and validity arrays for index arrays idxs (broadcastable)."""
+def _view_indices(view: View, idxs: list, dtype):
+    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
     import numpy as np
 
-    idx = np.int64(view.offset)
-    valid = np.bool_(True)
+    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+        if acc is None:
+            return x
+        if acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+            return op(acc, x, out=acc)
+        return op(acc, x)
+
+    idx = np.asarray(view.offset, dtype=dtype)
+    valid = None
     for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        idx = idx + np.asarray(i, dtype=np.int64) * st
+        if st != 0:
+            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
         if m is not None:
-            valid = valid & (i >= m[0]) & (i < m[1])
+            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
     return idx, valid
+
+
+def _unravel(idx, shape: tuple[int, ...]) -> list:
+    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
+    parts = []
+    for d in reversed(shape[1:]):
+        parts.append(idx % d)
+        idx = idx // d
+    return [idx] + parts[::-1] if shape else []
 
 
 # ============================================================================================================
