@@ -336,6 +336,8 @@ def verify_lazyop(*ast: LazyOp) -> None:
             return shapes[op]
         if not isinstance(op, LazyOp):
             raise ValueError(f"AST node {op!r} is not a LazyOp")
+        if op.op is BufferOps.STORE:
+            raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
         srcs = [shape_of(s) for s in op.src]
         if op.op in BufferOps:
             if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
@@ -871,6 +873,8 @@ class View:
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
         shape = tuple(shape)
+        if not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise ValueError(f"View.create: sizes must be ints >= 0, got shape {shape}")
         if strides is not None and len(strides) != len(shape):
             raise ValueError(f"View.create: {len(strides)} strides for shape {shape}")
         if mask is not None and (len(mask) != len(shape) or any(len(m) != 2 for m in mask)):
@@ -943,6 +947,7 @@ class View:
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
         _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
+        _check_arg("expand", self.shape, new_shape, all(x >= 0 for x in new_shape), "sizes must be >= 0")
         if 0 in self.shape:
             _check_arg(
                 "expand",
@@ -1083,7 +1088,7 @@ class View:
                 strides[d1] += s1 * vm2.strides[d2]
 
         # group vm2's axes (from the right) until each group's index stays inside it, merging only when needed
-        idxs = [Variable(f"idx{i}", 0, s - 1) for i, s in enumerate(vm1.shape)]
+        idxs = _idx_vars(vm1.shape)
         merged_size, merged_term = 1, NumNode(0)
         extents: list[tuple[int, Node]] = []
         for term, s, o in zip(reversed(terms), reversed(vm2.shape), reversed(origin)):
@@ -1146,7 +1151,8 @@ def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> t
 
 
 def _idx_vars(shape: tuple[int, ...]) -> list[Node]:
-    return [Variable(f"idx{i}", 0, s - 1) for i, s in enumerate(shape)]
+    """The loop variables idx0, idx1, ... of a shape (an axis of size 0 or 1 has only the index 0)."""
+    return [Variable(f"idx{i}", 0, max(s - 1, 0)) for i, s in enumerate(shape)]
 
 
 @dataclass(frozen=True)
@@ -1261,31 +1267,38 @@ class ShapeTracker:
     # -- the movement ops: all but reshape act on the top view --
 
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        return ShapeTracker(self.views[:-1] + (self.views[-1].pad(_tuple2(arg)),))
+        return self._on_top("pad", arg, pairs=True)
 
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(_tuple2(arg)),))
+        return self._on_top("shrink", arg, pairs=True)
 
     def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        return ShapeTracker(self.views[:-1] + (self.views[-1].expand(tuple(new_shape)),))
+        return self._on_top("expand", new_shape)
 
     def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
-        return ShapeTracker(self.views[:-1] + (self.views[-1].permute(tuple(axis)),))
+        return self._on_top("permute", axis)
 
     def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
-        return ShapeTracker(self.views[:-1] + (self.views[-1].stride(tuple(mul)),))
+        return self._on_top("stride", mul)
 
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        if (new_view := self.views[-1].reshape(tuple(new_shape))) is not None:
+        new_shape = _op_arg("reshape", self.shape, new_shape)
+        if (new_view := self.views[-1].reshape(new_shape)) is not None:
             return ShapeTracker(self.views[:-1] + (new_view,))
-        return ShapeTracker(self.views + (View.create(tuple(new_shape)),))
+        return ShapeTracker(self.views + (View.create(new_shape),))
+
+    def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
+        new_view = getattr(self.views[-1], op)(_op_arg(op, self.shape, arg, pairs))
+        return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-def _tuple2(arg: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+def _op_arg(op: str, shape: tuple[int, ...], arg: Any, pairs: bool = False) -> tuple:
+    """A movement op's argument as a (hashable) tuple of ints, or of (int, int) pairs."""
     try:
-        return tuple((int(b), int(e)) for b, e in arg)
+        return tuple((int(b), int(e)) for b, e in arg) if pairs else tuple(int(x) for x in arg)
     except (TypeError, ValueError):
-        raise ValueError(f"expected a tuple of (begin, end) pairs, got {arg!r}") from None
+        want = "a tuple of (begin, end) pairs" if pairs else "a tuple of ints"
+        raise ValueError(f"{op}: expected {want} (shape {shape}, arg {arg!r})") from None
 
 
 def _view_indices(view: View, idxs: list, dtype):
@@ -1295,7 +1308,7 @@ def _view_indices(view: View, idxs: list, dtype):
     def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
         if acc is None:
             return x
-        if acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
             return op(acc, x, out=acc)
         return op(acc, x)
 
@@ -1489,6 +1502,10 @@ class Kernel:
     Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`."""
 
     def __init__(self, *ast: LazyOp, opts: Target | None = None):
+        if isinstance(opts, str) and opts in TARGETS:
+            opts = TARGETS[opts]
+        if opts is not None and not isinstance(opts, Target):
+            raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
         self.opts = opts if opts is not None else TARGETS["opencl"]
         verify_lazyop(*ast)
         self.ast = ast
@@ -1820,9 +1837,8 @@ class Kernel:
             return self._apply_tc(opt)
         if opt.op is not OptOps.NOLOCALS:
             check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
-        check(
-            opt.amt is None or (isinstance(opt.amt, int) and opt.amt >= 0), f"amount must be an int >= 0, got {opt.amt}"
-        )
+        if opt.op is not OptOps.NOLOCALS:
+            check(isinstance(opt.amt, int) and opt.amt >= 0, f"{opt.op.name} needs an amount >= 0, got {opt.amt}")
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = -1
@@ -2034,7 +2050,8 @@ class Kernel:
     ) -> bool:
         """Try to shape the kernel for a tensor core, then add tinygrad's hand-coded follow-up opts (or extra_opts).
 
-        use_tensor_cores: 0 never, 1 yes, 2 the shape only (plain multiply-adds when rendered).
+        use_tensor_cores: 0 never, 1 yes, 2 the shape only (plain multiply-adds when rendered). As in tinygrad, the
+        TC opt itself reads the target's `tc` (the TC environment variable), not this argument.
         tc_opt: 0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs;
         2 also sizes that aren't multiples of the core (PADTO pads them). Returns True if it applied.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
@@ -2551,6 +2568,8 @@ def demo_kernel(name: str, target: str | None = None, opts: Sequence[Opt] | None
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
     order, and a rejected one is reported and skipped."""
     out = out or sys.stdout
+    if name not in DEMOS:
+        raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     d = DEMOS[name]
     target = target or d.target
     k = Kernel(*d.build(), opts=TARGETS[target])
@@ -2567,6 +2586,15 @@ def demo_kernel(name: str, target: str | None = None, opts: Sequence[Opt] | None
     for label, shape, why in rows:
         print(f"  {label:<16}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip(), file=out)
     return k
+
+
+def _parse_opt_arg(text: str) -> Opt:
+    import argparse
+
+    try:
+        return Opt.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -2591,7 +2619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument(
         "--opt",
         action="append",
-        type=Opt.parse,
+        type=_parse_opt_arg,
         metavar="OP:AXIS:AMT",
         help="apply these opts in order instead of the heuristics (repeatable)",
     )

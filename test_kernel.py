@@ -1,0 +1,1125 @@
+"""The spec of kernel.py's Kernel: construction, every OptOp, every check that rejects one, tensor cores, the
+hand-coded heuristics, colours and the demo.
+
+Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
+is written as `full_shape` with one colour per axis (see the legend above `Kernel.colors` in kernel.py):
+
+    blue global, BLUE global without locals, cyan local, green grouped reduce, white upcast mid-reduce,
+    red reduce loop, magenta unrolled reduce, yellow upcast
+
+The golden-corpus replays live in test_golden.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kernel
+from kernel import (
+    TARGETS,
+    BinaryOps,
+    BufferOps,
+    Kernel,
+    KernelOptError,
+    LazyOp,
+    MemBuffer,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    UnaryOps,
+    alu,
+    broadcast_ast,
+    const,
+    conv2d_ast,
+    dtypes,
+    elementwise_ast,
+    image_matvec_ast,
+    load,
+    matmul_ast,
+    matvec_ast,
+    reduce,
+    store,
+    sum_ast,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(autouse=True)
+def _no_knobs(monkeypatch):
+    """The heuristics read MV*, NOLOCALS, TC from the environment: start every test from the defaults."""
+    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "NO_COLOR"):
+        monkeypatch.delenv(knob, raising=False)
+
+
+# ============================================================================================================
+# small kernels beyond kernel.py's builders
+# ============================================================================================================
+
+
+def ew_ast(shape: tuple[int, ...]) -> tuple[LazyOp, ...]:
+    """out = a + b, both contiguous with this shape"""
+    st = ShapeTracker.from_shape(shape)
+    return (store(alu(BinaryOps.ADD, load(1, st), load(2, st))),)
+
+
+def transposed_add_ast(s: int = 6) -> tuple[LazyOp, ...]:
+    """out = a + b.permute(3, 2, 1, 0) on (s, s, s, s): no two axes can merge, no axis is broadcast"""
+    shape = (s, s, s, s)
+    b = ShapeTracker.from_shape(shape).permute((3, 2, 1, 0))
+    return (store(alu(BinaryOps.ADD, load(1, ShapeTracker.from_shape(shape)), load(2, b))),)
+
+
+def stack_ast(n: int = 256, k: int = 2) -> tuple[LazyOp, ...]:
+    """out = stack([x0, ..., x(k-1)]) of k vectors of n: each input is padded (masked) along the new axis"""
+    loads = [load(i + 1, ShapeTracker.from_shape((1, n)).pad(((i, k - 1 - i), (0, 0)))) for i in range(k)]
+    value = loads[0]
+    for x in loads[1:]:
+        value = alu(BinaryOps.ADD, value, x)
+    return (store(value),)
+
+
+def unary_sum_ast(op, shape=(17, 17), dtype=dtypes.float32) -> tuple[LazyOp, ...]:
+    """out[i] = sum_j op(a[i, j]) (or op(a[i, j], b[i, j]) for a binary op)"""
+    a = load(1, ShapeTracker.from_shape(shape), dtype)
+    value = alu(op, a) if op in UnaryOps else alu(op, a, load(2, ShapeTracker.from_shape(shape), dtype))
+    return (store(reduce(ReduceOps.SUM, value, (1,))),)
+
+
+def max_ast(shape=(17, 17)) -> tuple[LazyOp, ...]:
+    """out[i] = max_j a[i, j]"""
+    return (store(reduce(ReduceOps.MAX, load(1, ShapeTracker.from_shape(shape)), (1,))),)
+
+
+def image_out_ast(h: int = 4, w: int = 8) -> tuple[LazyOp, ...]:
+    """out = a + b written into an RGBA image of h x w pixels"""
+    st = ShapeTracker.from_shape((h, w, 4))
+    return (store(alu(BinaryOps.ADD, load(1, st), load(2, st)), dtype=dtypes.imagef((h, w, 4))),)
+
+
+def image_in_ast(h: int = 4, w: int = 8) -> tuple[LazyOp, ...]:
+    """out = img * 2 read from an RGBA image of h x w pixels into a float buffer"""
+    img = load(1, ShapeTracker.from_shape((h, w, 4)), dtypes.imagef((h, w, 4)))
+    return (store(alu(BinaryOps.MUL, img, const(2.0, (h, w, 4)))),)
+
+
+def image_in_sum_ast(n: int = 32) -> tuple[LazyOp, ...]:
+    """out[i] = sum of the 4 channels of pixel i of an image (n pixels)"""
+    img = load(1, ShapeTracker.from_shape((n, 4)), dtypes.imagef((n // 4, 4, 4)))
+    return (store(reduce(ReduceOps.SUM, img, (1,)), dtype=dtypes.float),)
+
+
+def image_sum_ast(n: int = 64, k: int = 256) -> tuple[LazyOp, ...]:
+    """out[i] = sum_j a[i, j] written into an RGBA image of n/4 pixels"""
+    (out,) = sum_ast((n, k), (1,))
+    return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, dtypes.imagef((4, n // 16, 4)), out.arg.st)),)
+
+
+def cast_matmul_ast(n: int = 64) -> tuple[LazyOp, ...]:
+    """out = float(a) @ float(b) with half a, b: the inputs are CAST before the MUL"""
+    (out,) = matmul_ast(n, n, n, dtypes.half)
+    mul = out.src[0].src[0]
+    casted = alu(BinaryOps.MUL, *(alu(UnaryOps.CAST, s, arg=dtypes.float) for s in mul.src))
+    return (store(reduce(ReduceOps.SUM, casted, (2,))),)
+
+
+# ============================================================================================================
+# helpers
+# ============================================================================================================
+
+
+def K(ast, target: str = "opencl", *opts: Opt) -> Kernel:
+    """A kernel built for a target, with opts applied in order."""
+    k = Kernel(*ast, opts=TARGETS[target])
+    for o in opts:
+        k.apply_opt(o)
+    return k
+
+
+def shape_colors(k: Kernel) -> tuple[tuple[int, ...], list[str]]:
+    return k.full_shape, k.colors()
+
+
+def state(k: Kernel) -> dict:
+    """Everything an opt may change."""
+    return {
+        "full_shape": k.full_shape,
+        "sts": list(k.sts),
+        "bufs": list(k.bufs),
+        "applied_opts": list(k.applied_opts),
+        "upcasted": k.upcasted,
+        "local_dims": k.local_dims,
+        "group_for_reduces": k.group_for_reduces,
+        "dont_use_locals": k.dont_use_locals,
+        "tensor_core": k.tensor_core,
+        "tensor_core_opts": dataclasses.astuple(k.tensor_core_opts) if k.tensor_core_opts else None,
+        "first_reduce": k.first_reduce,
+        "colors": k.colors(),
+    }
+
+
+def hand_coded(ast, target: str = "opencl", opts=None) -> Kernel:
+    k = Kernel(*ast, opts=opts if opts is not None else TARGETS[target])
+    k.hand_coded_optimizations()
+    return k
+
+
+U, UM, UN, L, G, GT, NL, P, TC = (
+    OptOps.UPCAST,
+    OptOps.UPCASTMID,
+    OptOps.UNROLL,
+    OptOps.LOCAL,
+    OptOps.GROUP,
+    OptOps.GROUPTOP,
+    OptOps.NOLOCALS,
+    OptOps.PADTO,
+    OptOps.TC,
+)
+
+
+# ============================================================================================================
+# targets
+# ============================================================================================================
+
+
+class TestTargets:
+    def test_targets_match_tinygrad_renderers(self):
+        ocl, clang, metal, cuda = (TARGETS[t] for t in ("opencl", "clang", "metal", "cuda"))
+        assert (ocl.device, ocl.supports_float4, ocl.has_local, ocl.has_shared, ocl.shared_max) == (
+            "GPU",
+            True,
+            True,
+            True,
+            32768,
+        )
+        assert (clang.device, clang.supports_float4, clang.has_local, clang.global_max) == ("CLANG", False, False, None)
+        assert cuda.global_max == (2147483647, 65535, 65535) and cuda.local_max == (1024, 1024, 64)
+        assert cuda.shared_max == 49152
+        assert ocl.tensor_cores == [] and clang.tensor_cores == []
+
+    def test_tensor_cores_of_metal_and_cuda(self):
+        assert [str(tc) for tc in TARGETS["metal"].tensor_cores] == [
+            "WMMA_8_8_8_float_float",
+            "WMMA_8_8_8_half_float",
+            "WMMA_8_8_8_half_half",
+        ]
+        assert [str(tc) for tc in TARGETS["cuda"].tensor_cores] == [
+            "WMMA_8_16_16_half_float",
+            "WMMA_8_16_16___bf16_float",
+        ]
+        metal = TARGETS["metal"].tensor_cores[0]
+        assert metal.threads == [(0, 2), (1, 4), (0, 2), (1, 2)]  # 32 threads: a SIMD group
+        assert (TARGETS["metal"].tc, TARGETS["metal"].tc_opt) == (1, 0)
+
+
+# ============================================================================================================
+# Kernel construction
+# ============================================================================================================
+
+
+class TestConstruction:
+    def test_buffers_are_outputs_then_inputs(self):
+        k = K(matmul_ast(8, 8, 8))
+        assert [b.idx for b in k.bufs] == [0, 1, 2]
+        assert len(k.sts) == 3 and k.reduceop.op is ReduceOps.SUM
+
+    def test_reduce_axes_move_to_the_end(self):
+        """sum over the middle axis of (16, 32, 8): the reduce axis 32 goes last."""
+        k = K(sum_ast((16, 32, 8), (1,)))
+        assert k.full_shape == (16, 8, 32)
+        assert k.output_shape == (16, 8, 1)
+        assert k.first_reduce == 2
+        assert k.colors() == ["blue", "blue", "red"]
+
+    def test_simplify_ones_drops_size_one_axes(self):
+        assert K(sum_ast((16, 1, 32), (2,))).full_shape == (16, 32)
+        assert K(ew_ast((1, 64, 1))).full_shape == (64,)
+
+    def test_simplify_merge_adjacent_merges_contiguous_axes(self):
+        assert K(ew_ast((4, 8, 16))).full_shape == (512,)
+        assert K(sum_ast((8, 16))).full_shape == (128,)  # a full reduce merges too
+
+    def test_merge_never_crosses_the_first_reduce_axis(self):
+        """(64, 32) is contiguous, but axis 0 is an output and axis 1 is reduced."""
+        assert K(sum_ast((64, 32), (1,))).full_shape == (64, 32)
+
+    def test_merge_needs_every_buffer_to_agree(self):
+        """b is transposed: no two axes walk memory together in both buffers."""
+        assert K(transposed_add_ast()).full_shape == (6, 6, 6, 6)
+
+    def test_broadcast_axes_merge_with_broadcast_axes(self):
+        """b = x[j] expanded over i: stride 0 on axis 0 never merges with stride 1 on axis 1."""
+        assert K(broadcast_ast(16, 16)).full_shape == (16, 16)
+
+    def test_image_output_axes_do_not_merge(self):
+        """An image output keeps its (height, width, 4) axes apart; a float output of the same shape merges."""
+        assert K(image_out_ast(4, 8)).full_shape == (4, 8, 4)
+        assert K(ew_ast((4, 8, 4))).full_shape == (128,)
+
+    def test_bookkeeping_counters(self):
+        k = K(matvec_ast(1024, 768), "opencl", Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4))
+        assert shape_colors(k) == ((64, 4, 8, 96, 4), ["blue", "cyan", "green", "red", "yellow"])
+        assert (k.global_dims, k.local_dims, k.first_reduce, k.group_for_reduces, k.upcasted) == (1, 1, 2, 1, 1)
+        assert k.shape_len == 5 and k.full_unupcasted_shape == (64, 4, 8, 96)
+        assert k.output_shape == (64, 4, 1, 1, 4)
+
+    def test_applied_opts_records_accepted_opts_in_order(self):
+        k = K(matmul_ast(64, 64, 64))
+        k.apply_opt(Opt(U, 0, 4))
+        with pytest.raises(KernelOptError):
+            k.apply_opt(Opt(U, 9, 4))
+        k.apply_opt(Opt(L, 1, 8))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 1, 8)]
+
+    def test_copy_is_independent(self):
+        k = K(matmul_ast(64, 64, 64))
+        before = state(k)
+        c = k.copy()
+        c.apply_opt(Opt(U, 0, 4))
+        c.apply_opt(Opt(L, 1, 8))
+        assert state(k) == before
+        assert c.applied_opts == [Opt(U, 0, 4), Opt(L, 1, 8)] and k.applied_opts == []
+        assert c.ast is k.ast
+
+    def test_copy_of_tensor_core_kernel_keeps_its_own_tc_options(self):
+        k = K(matmul_ast(64, 64, 64), "metal", Opt(TC, 0, 0))
+        c = k.copy()
+        c.apply_opt(Opt(U, 0, 2))
+        assert c.tensor_core_opts is not k.tensor_core_opts
+        assert k.tensor_core_opts.axes == (1, 0, 2)
+
+    def test_shift_to_splits_an_axis_and_moves_the_piece(self):
+        k = K(elementwise_ast(4096))
+        k.shift_to(0, 4)
+        assert k.full_shape == (1024, 4)
+        assert k.sts[1].real_strides() == (4, 1)
+
+    def test_shift_to_top_takes_the_outer_piece(self):
+        k = K(elementwise_ast(4096))
+        k.shift_to(0, 4, top=True)
+        assert k.full_shape == (1024, 4)
+        assert k.sts[1].real_strides() == (1, 1024)  # the moved piece is the slow-moving one
+
+    def test_shift_to_insert_before(self):
+        k = K(matmul_ast(64, 64, 64))
+        k.shift_to(1, 8, insert_before=0)
+        assert k.full_shape == (8, 64, 8, 64)
+
+    def test_upcast_marks_the_last_axis(self):
+        k = K(elementwise_ast(4096))
+        k.shift_to(0, 4)
+        k.upcast()
+        assert k.upcasted == 1 and k.colors() == ["blue", "yellow"]
+
+    def test_reshape_and_permute_applies_to_every_buffer(self):
+        k = K(elementwise_ast(4096))
+        k.reshape_and_permute(lambda s: (64, 64), (1, 0))
+        assert [st.shape for st in k.sts] == [(64, 64)] * 3
+        assert k.sts[0].real_strides() == (1, 64)
+
+    def test_opt_real_axis_counts_unroll_from_the_first_reduce(self):
+        k = K(sum_ast((64, 16), (1,)))
+        assert Opt(UN, 0, 4).real_axis(k) == 1
+        assert Opt(U, 0, 4).real_axis(k) == 0
+        assert Opt(NL).real_axis(k) == -1
+
+    def test_opt_real_axis_counts_group_from_the_first_ungrouped_reduce(self):
+        k = K(sum_ast((4096,)), "opencl", Opt(G, 0, 16))
+        assert k.group_for_reduces == 1
+        assert Opt(GT, 0, 4).real_axis(k) == 1  # axis 0 is the green group axis now
+        assert Opt(UN, 0, 4).real_axis(k) == 0  # UNROLL still counts from the first reduce, green included
+
+    def test_unroll_and_group_axes_after_a_group(self):
+        k = K(sum_ast((4096,)), "opencl", Opt(G, 0, 16))
+        k.apply_opt(Opt(UN, 0, 4))  # unrolls part of the green axis
+        assert shape_colors(k) == ((4, 256, 4), ["green", "red", "magenta"])
+        k.apply_opt(Opt(GT, 0, 4))  # groups the red axis, the first one not grouped
+        assert shape_colors(k) == ((4, 4, 64, 4), ["green", "green", "red", "magenta"])
+
+    def test_amount_zero_means_the_whole_axis(self):
+        k = K(sum_ast((64, 16), (1,)), "opencl", Opt(UN, 0, 0))
+        assert shape_colors(k) == ((64, 16), ["blue", "magenta"])
+        k = K(elementwise_ast(8), "opencl", Opt(U, 0, 0))
+        assert shape_colors(k) == ((8,), ["yellow"])
+
+    def test_opt_parse_and_str(self):
+        assert Opt.parse("UPCAST:0:4") == Opt(U, 0, 4)
+        assert Opt.parse("nolocals") == Opt(NL)
+        assert str(Opt(L, 1, 16)) == "LOCAL:1:16"
+        with pytest.raises(ValueError, match="UPCAST"):
+            Opt.parse("FOO:1:2")
+
+
+class TestMalformedAST:
+    def test_root_must_be_a_store(self):
+        (out,) = elementwise_ast(16)
+        with pytest.raises(ValueError, match="STORE"):
+            Kernel(out.src[0])
+
+    def test_no_ast_at_all(self):
+        with pytest.raises(ValueError, match="STORE"):
+            Kernel()
+
+    def test_output_idx_must_match_its_position(self):
+        (out,) = elementwise_ast(16)
+        wrong = LazyOp(BufferOps.STORE, out.src, MemBuffer(1, dtypes.float, out.arg.st))
+        with pytest.raises(ValueError, match="idx 0"):
+            Kernel(wrong)
+
+    def test_sources_of_an_op_must_have_one_shape(self):
+        """Movement ops live in ShapeTrackers: an ADD of a (4,) and an (8,) buffer is an implicit movement op."""
+        bad = alu(BinaryOps.ADD, load(1, ShapeTracker.from_shape((4,))), load(2, ShapeTracker.from_shape((8,))))
+        with pytest.raises(ValueError, match=r"implicit movement op.*\(4,\).*\(8,\)"):
+            Kernel(store(bad, st=ShapeTracker.from_shape((4,))))
+
+    def test_store_shape_must_match_the_value(self):
+        value = load(1, ShapeTracker.from_shape((4, 4)))
+        with pytest.raises(ValueError, match=r"\(4, 4\).*\(16,\)|\(16,\).*\(4, 4\)"):
+            Kernel(store(value, st=ShapeTracker.from_shape((16,))))
+
+    def test_at_most_one_reduce_op(self):
+        st = ShapeTracker.from_shape((4, 8))
+        a = reduce(ReduceOps.SUM, load(1, st), (1,))
+        b = reduce(ReduceOps.MAX, load(2, st), (1,))
+        with pytest.raises(ValueError, match="reduce op"):
+            Kernel(store(alu(BinaryOps.ADD, a, b)))
+
+    def test_outputs_must_have_the_same_size(self):
+        out0 = store(load(2, ShapeTracker.from_shape((4,))), 0)
+        out1 = store(load(3, ShapeTracker.from_shape((8,))), 1)
+        with pytest.raises(ValueError, match="same size"):
+            Kernel(out0, out1)
+
+    def test_reduce_axes_must_exist(self):
+        bad = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, 8))), (2,))
+        with pytest.raises(ValueError, match=r"axes"):
+            Kernel(LazyOp(BufferOps.STORE, (bad,), MemBuffer(0, dtypes.float, ShapeTracker.from_shape((4, 8)))))
+
+    def test_every_node_must_be_a_lazyop(self):
+        st = ShapeTracker.from_shape((2, 3))
+        bad = LazyOp(BinaryOps.ADD, (load(1, st), 3))
+        with pytest.raises(ValueError, match="not a LazyOp"):
+            Kernel(LazyOp(BufferOps.STORE, (bad,), MemBuffer(0, dtypes.float, st)))
+
+    def test_load_needs_a_buffer(self):
+        st = ShapeTracker.from_shape((2, 3))
+        with pytest.raises(ValueError, match="LOAD needs a MemBuffer"):
+            Kernel(LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), None),), MemBuffer(0, dtypes.float, st)))
+
+    def test_reduce_arg_must_be_a_tuple_of_axes(self):
+        x = load(1, ShapeTracker.from_shape((2, 3)))
+        out = MemBuffer(0, dtypes.float, ShapeTracker.from_shape((2, 1)))
+        with pytest.raises(ValueError, match="tuple of axes"):
+            Kernel(LazyOp(BufferOps.STORE, (LazyOp(ReduceOps.SUM, (x,), 1),), out))
+
+    def test_alu_op_needs_sources(self):
+        out = MemBuffer(0, dtypes.float, ShapeTracker.from_shape((2, 3)))
+        with pytest.raises(ValueError, match="no sources"):
+            Kernel(LazyOp(BufferOps.STORE, (LazyOp(BinaryOps.ADD, ()),), out))
+
+    def test_store_only_at_the_root(self):
+        """A STORE inside the AST is not a value: only the roots of a kernel store."""
+        st = ShapeTracker.from_shape((2, 3))
+        inner = LazyOp(BufferOps.STORE, (load(1, st),), MemBuffer(0, dtypes.float, st))
+        with pytest.raises(ValueError, match="STORE"):
+            Kernel(LazyOp(BufferOps.STORE, (inner,), MemBuffer(0, dtypes.float, st)))
+
+    def test_two_outputs_of_one_size_are_fine(self):
+        st = ShapeTracker.from_shape((4, 8))
+        k = Kernel(store(load(2, st), 0), store(load(3, st), 1))
+        assert [b.idx for b in k.bufs] == [0, 1, 2, 3]
+
+
+# ============================================================================================================
+# one test per OptOp: the shape and colours before and after
+# ============================================================================================================
+
+
+class TestOptOps:
+    def test_upcast_splits_an_output_axis_into_registers(self):
+        k = K(elementwise_ast(4096))
+        assert shape_colors(k) == ((4096,), ["blue"])
+        k.apply_opt(Opt(U, 0, 4))
+        assert shape_colors(k) == ((1024, 4), ["blue", "yellow"])
+        assert k.upcasted == 1
+
+    def test_upcast_of_matmul_output_axis(self):
+        k = K(matmul_ast(64, 64, 64), "opencl", Opt(U, 0, 4))
+        assert shape_colors(k) == ((16, 64, 64, 4), ["blue", "blue", "red", "yellow"])
+
+    def test_unroll_splits_a_reduce_axis_into_registers(self):
+        k = K(sum_ast((64, 16), (1,)))
+        assert shape_colors(k) == ((64, 16), ["blue", "red"])
+        k.apply_opt(Opt(UN, 0, 4))
+        assert shape_colors(k) == ((64, 4, 4), ["blue", "red", "magenta"])
+
+    def test_local_makes_threads_of_a_work_group(self):
+        k = K(elementwise_ast(4096))
+        k.apply_opt(Opt(L, 0, 32))
+        assert shape_colors(k) == ((128, 32), ["blue", "cyan"])
+        assert (k.global_dims, k.local_dims) == (1, 1)
+
+    def test_group_shares_a_reduce_across_threads(self):
+        """GROUP takes the inner piece of the reduce: thread t sums elements t, t+16, t+32, ..."""
+        k = K(sum_ast((4096,)))
+        assert shape_colors(k) == ((4096,), ["red"])
+        k.apply_opt(Opt(G, 0, 16))
+        assert shape_colors(k) == ((16, 256), ["green", "red"])
+        assert k.sts[1].real_strides() == (1, 16)
+
+    def test_grouptop_takes_the_outer_piece_of_the_reduce(self):
+        """GROUPTOP: thread t sums the contiguous run t*256 .. t*256+255."""
+        k = K(sum_ast((4096,)), "opencl", Opt(GT, 0, 16))
+        assert shape_colors(k) == ((16, 256), ["green", "red"])
+        assert k.sts[1].real_strides() == (256, 1)
+
+    def test_group_after_locals(self):
+        k = K(sum_ast((512, 256), (1,)), "opencl", Opt(L, 0, 4))
+        k.apply_opt(Opt(GT, 0, 16))
+        assert shape_colors(k) == ((128, 4, 16, 16), ["blue", "cyan", "green", "red"])
+
+    def test_upcastmid_upcasts_an_image_output_in_the_middle_of_a_grouped_reduce(self):
+        k = K(image_matvec_ast(256, 64), "opencl", Opt(G, 0, 16))
+        assert shape_colors(k) == ((256, 16, 4), ["blue", "green", "red"])
+        k.apply_opt(Opt(UM, 0, 4))
+        assert shape_colors(k) == ((64, 16, 4, 4), ["blue", "green", "white", "red"])
+        assert k.group_for_reduces == 2
+
+    def test_nolocals_turns_globals_bright_blue(self):
+        k = K(elementwise_ast(4096))
+        k.apply_opt(Opt(NL))
+        assert shape_colors(k) == ((4096,), ["BLUE"])
+        assert k.dont_use_locals
+
+    def test_padto_pads_an_output_axis_to_a_multiple(self):
+        k = K(matmul_ast(17, 17, 17))
+        assert shape_colors(k) == ((17, 17, 17), ["blue", "blue", "red"])
+        k.apply_opt(Opt(P, 0, 32))
+        assert shape_colors(k) == ((32, 17, 17), ["blue", "blue", "red"])
+        assert k.sts[1].axis_is_masked(0)  # rows 17..31 read as 0
+        assert k.sts[1].views[-1].mask == ((0, 17), (0, 17), (0, 17))
+
+    def test_padto_pads_a_sum_reduce_axis(self):
+        k = K(matmul_ast(17, 17, 17), "opencl", Opt(P, 2, 32))
+        assert shape_colors(k) == ((17, 17, 32), ["blue", "blue", "red"])
+
+    def test_padto_then_upcast_the_padded_axis(self):
+        k = K(matmul_ast(17, 17, 17), "opencl", Opt(P, 0, 32), Opt(U, 0, 8))
+        assert shape_colors(k) == ((4, 17, 17, 8), ["blue", "blue", "red", "yellow"])
+
+    def test_tc_shapes_a_matmul_for_the_tensor_core(self):
+        """Metal's 8x8x8 core: K unrolled by 8 (magenta), a SIMD group of 32 threads (cyan), N upcast by 2."""
+        k = K(matmul_ast(64, 64, 64), "metal")
+        assert shape_colors(k) == ((64, 64, 64), ["blue", "blue", "red"])
+        k.apply_opt(Opt(TC, 0, 0))
+        assert shape_colors(k) == (
+            (8, 8, 2, 4, 2, 2, 8, 8, 2),
+            ["blue", "blue", "cyan", "cyan", "cyan", "cyan", "red", "magenta", "yellow"],
+        )
+        assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
+        assert k.applied_opts == [Opt(TC, 0, 0)]
+
+
+# ============================================================================================================
+# one test per check that rejects an opt
+# ============================================================================================================
+
+mm = matmul_ast(64, 64, 64)
+REJECTIONS = [
+    # (kernel, target, opts that apply, the rejected opt, a fragment of the reason)
+    ("not_using_locals", elementwise_ast(4096), "opencl", [Opt(NL)], Opt(L, 0, 4), "not using locals"),
+    ("not_using_locals_group", sum_ast((4096,)), "opencl", [Opt(NL)], Opt(G, 0, 4), "not using locals"),
+    ("invalid_axis", mm, "opencl", [], Opt(U, 9, 4), "invalid axis"),
+    ("invalid_unroll_axis", mm, "opencl", [], Opt(UN, 1, 4), "invalid axis"),
+    ("amt_1", mm, "opencl", [], Opt(U, 0, 1), "shift/padto of amt 1"),
+    ("padto_amt_1", mm, "opencl", [], Opt(P, 0, 1), "shift/padto of amt 1"),
+    ("no_longer_valid_shift", mm, "opencl", [], Opt(U, 0, 3), "no longer valid shift"),
+    ("shared_memory", sum_ast((1 << 20,)), "opencl", [], Opt(G, 0, 16384), "exceeds maximum shared memory size"),
+    (
+        "shared_memory_with_locals_and_upcasts",
+        matvec_ast(1024, 1024),
+        "opencl",
+        [Opt(L, 0, 32), Opt(U, 0, 8), Opt(G, 0, 32)],
+        Opt(G, 0, 8),
+        "exceeds maximum shared memory size",
+    ),
+    ("local_is_for_globals", sum_ast((64, 16), (1,)), "opencl", [], Opt(L, 1, 4), "local is for globals"),
+    ("local_on_clang", elementwise_ast(4096), "clang", [], Opt(L, 0, 4), "does not support local"),
+    ("group_on_clang", sum_ast((4096,)), "clang", [], Opt(G, 0, 4), "does not support local or shared mem"),
+    (
+        "group_an_unrolled_axis",
+        sum_ast((64, 16), (1,)),
+        "opencl",
+        [Opt(UN, 0, 0)],
+        Opt(G, 0, 4),
+        "must be reduce axis to group",
+    ),
+    ("group_with_tensor_cores", mm, "metal", [Opt(TC, 0, 0)], Opt(G, 0, 2), "can't group with tensor cores"),
+    ("unroll_upcasted", mm, "opencl", [Opt(U, 0, 4)], Opt(UN, 1, 4), "can't upcasted already upcasted"),
+    ("unroll_more_than_32", sum_ast((64, 128), (1,)), "opencl", [], Opt(UN, 0, 64), "don't unroll more than 32"),
+    ("upcast_a_reduce_axis", mm, "opencl", [], Opt(U, 2, 4), "upcast is for non-reduce"),
+    ("upcast_tc_locals", mm, "metal", [Opt(TC, 0, 0)], Opt(U, 2, 2), "can't upcast TC locals"),
+    ("upcast_more_than_8", mm, "opencl", [], Opt(U, 0, 16), "don't upcast more than 8"),
+    ("upcastmid_not_image", mm, "opencl", [], Opt(UM, 0, 4), "invalid upcast mid reduce"),
+    ("upcastmid_not_grouped", image_matvec_ast(256, 64), "opencl", [], Opt(UM, 0, 4), "invalid upcast mid reduce"),
+    ("upcastmid_wrong_axis", image_matvec_ast(256, 64), "opencl", [Opt(G, 0, 16)], Opt(UM, 1, 4), "wrong axis"),
+    (
+        "upcastmid_not_4",
+        image_matvec_ast(256, 64),
+        "opencl",
+        [Opt(G, 0, 16)],
+        Opt(UM, 0, 2),
+        "don't upcast mid anything but 4",
+    ),
+    ("nolocals_on_clang", elementwise_ast(4096), "clang", [], Opt(NL), "NOLOCALS is meaningless"),
+    ("nolocals_twice", elementwise_ast(4096), "opencl", [Opt(NL)], Opt(NL), "NOLOCALS is meaningless"),
+    ("nolocals_with_locals", elementwise_ast(4096), "opencl", [Opt(L, 0, 4)], Opt(NL), "can't have no locals"),
+    ("nolocals_with_group", sum_ast((4096,)), "opencl", [Opt(G, 0, 4)], Opt(NL), "can't have no locals"),
+    ("pad_upcasted", matmul_ast(16, 17, 17), "opencl", [Opt(U, 0, 4)], Opt(P, 3, 8), "cannot pad upcasted"),
+    ("pad_under_recip", unary_sum_ast(UnaryOps.RECIP), "opencl", [], Opt(P, 1, 32), "cannot pad"),
+    ("pad_under_exp2", unary_sum_ast(UnaryOps.EXP2), "opencl", [], Opt(P, 1, 32), "cannot pad"),
+    ("pad_under_log2", unary_sum_ast(UnaryOps.LOG2), "opencl", [], Opt(P, 1, 32), "cannot pad"),
+    ("pad_under_idiv", unary_sum_ast(BinaryOps.IDIV, dtype=dtypes.int32), "opencl", [], Opt(P, 1, 32), "cannot pad"),
+    ("pad_max_reduce", max_ast(), "opencl", [], Opt(P, 1, 32), "cannot pad"),
+    ("pad_more_than_quadruple", matmul_ast(15, 15, 15), "opencl", [], Opt(P, 0, 64), "more than quadruple"),
+    ("pad_nothing", matmul_ast(32, 32, 32), "opencl", [], Opt(P, 0, 16), "nothing was padded"),
+    ("tc_not_first", mm, "metal", [Opt(U, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
+    ("tc_on_a_sum", sum_ast((64, 64), (1,)), "metal", [], Opt(TC, 0, 0), "no tensor core available"),
+    ("tc_float_on_cuda", mm, "cuda", [], Opt(TC, 0, 0), "no tensor core available"),
+    ("tc_without_tensor_cores", mm, "opencl", [], Opt(TC, 0, 0), "must have tensor cores"),
+    ("tc_choice_out_of_range", mm, "metal", [], Opt(TC, 5, 0), "no tensor core available"),
+]
+
+
+@pytest.mark.parametrize(
+    "ast, target, before, opt, reason", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS]
+)
+def test_rejected_opt_says_why(ast, target, before, opt, reason):
+    k = K(ast, target, *before)
+    with pytest.raises(KernelOptError) as excinfo:
+        k.apply_opt(opt)
+    assert reason in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    "ast, target, before, opt, reason", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS]
+)
+def test_rejected_opt_changes_nothing(ast, target, before, opt, reason):
+    """tinygrad may leave a kernel half-changed by a failed opt; kernel.py puts everything back."""
+    k = K(ast, target, *before)
+    expected = state(k)
+    with pytest.raises(KernelOptError):
+        k.apply_opt(opt)
+    assert state(k) == expected
+    # and the kernel still works: the next opt applies as it would have
+    fresh = K(ast, target, *before)
+    for o in (Opt(U, 0, 2), Opt(L, 0, 2), Opt(UN, 0, 2)):
+        try:
+            fresh.apply_opt(o)
+        except KernelOptError:
+            continue
+        k.apply_opt(o)
+        break
+    assert state(k) == state(fresh)
+
+
+@pytest.mark.parametrize("op", [U, L, UN, G, GT, P])
+def test_opt_without_an_amount_is_rejected(op):
+    """Every split needs an amount: a missing one is a KernelOptError, not a crash inside reshape or pad."""
+    k = K(matmul_ast(16, 16, 16) if op is not P else matmul_ast(17, 17, 17))
+    expected = state(k)
+    with pytest.raises(KernelOptError, match="amount|amt"):
+        k.apply_opt(Opt(op, 0))
+    assert state(k) == expected
+
+
+def test_malformed_opts_are_rejected():
+    k = K(elementwise_ast(16))
+    with pytest.raises(KernelOptError, match="not an Opt"):
+        k.apply_opt("UPCAST:0:4")
+    with pytest.raises(KernelOptError, match="axis"):
+        k.apply_opt(Opt(U, -1, 4))
+    with pytest.raises(KernelOptError, match="amount"):
+        k.apply_opt(Opt(U, 0, -4))
+    with pytest.raises(KernelOptError, match="axis and amt"):
+        K(matmul_ast(64, 64, 64), "metal").apply_opt(Opt(TC))
+    assert k.applied_opts == [] and k.full_shape == (16,)
+
+
+def test_safe_ops_can_be_padded_under_a_sum():
+    """SQRT(0) == 0: padding its input with zeros doesn't change the sum."""
+    k = K(unary_sum_ast(UnaryOps.SQRT), "opencl", Opt(P, 1, 32))
+    assert k.full_shape == (17, 32)
+
+
+def test_unsafe_ops_only_block_padding_the_reduce_axis():
+    k = K(unary_sum_ast(UnaryOps.RECIP), "opencl", Opt(P, 0, 32))
+    assert k.full_shape == (32, 17)
+    k = K(max_ast(), "opencl", Opt(P, 0, 32))
+    assert k.full_shape == (32, 17)
+
+
+def test_tc_after_a_rejected_opt_is_still_first():
+    """A rejected opt is not in applied_opts, so TC may still come first."""
+    k = K(matmul_ast(64, 64, 64), "metal")
+    with pytest.raises(KernelOptError):
+        k.apply_opt(Opt(U, 0, 3))
+    k.apply_opt(Opt(TC, 0, 0))
+    assert k.tensor_core is not None
+
+
+def test_rejected_tc_padding_changes_nothing():
+    """tc_opt=2 pads N, M and K with PADTO. Here K (2) can't be padded to 8 (more than quadruple), after N and M
+    already were: tinygrad would leave N and M padded; kernel.py undoes them."""
+    k = K(matmul_ast(20, 20, 2), "metal")
+    expected = state(k)
+    with pytest.raises(KernelOptError, match="no tensor core available"):
+        k.apply_opt(Opt(TC, 0, 2))
+    assert state(k) == expected
+    assert all(st.views[-1].mask is None for st in k.sts)
+
+
+# ============================================================================================================
+# tensor cores
+# ============================================================================================================
+
+
+class TestTensorCores:
+    def test_metal_float_matmul_takes_the_tensor_core_and_the_follow_ups(self):
+        """After TC: upcast M and N by 4 (the largest of 5, 4, 3, 2 that divides), then N by 2 as local."""
+        k = K(matmul_ast(256, 256, 256), "metal")
+        assert k.apply_tensor_cores(1)
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4), Opt(L, 1, 4)]
+        assert shape_colors(k) == (
+            (8, 2, 2, 4, 2, 2, 4, 32, 8, 2, 4, 4),
+            ["blue", "blue"] + ["cyan"] * 5 + ["red", "magenta", "yellow", "yellow", "yellow"],
+        )
+        assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
+
+    def test_metal_follow_up_local_is_2_when_4_doesnt_divide(self):
+        k = K(matmul_ast(64, 64, 64), "metal")
+        assert k.apply_tensor_cores(1)
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4), Opt(L, 1, 2)]
+        assert k.tensor_core_opts.axes_exist == (False, True)  # N was used up entirely
+
+    def test_metal_half_matmul_uses_the_half_core(self):
+        k = K(matmul_ast(64, 64, 64, dtypes.half), "metal")
+        assert k.apply_tensor_cores(1)
+        assert str(k.tensor_core) == "WMMA_8_8_8_half_half"
+
+    def test_cuda_half_matmul_with_float_accumulate(self):
+        k = K(matmul_ast(64, 64, 64, dtypes.half, dtypes.float), "cuda")
+        assert k.apply_tensor_cores(1)
+        assert str(k.tensor_core) == "WMMA_8_16_16_half_float"
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 0, 4), Opt(L, 0, 2)]
+        assert shape_colors(k) == (
+            (2, 2, 2, 2, 2, 2, 4, 16, 4, 4, 4),
+            ["cyan"] * 6 + ["red", "magenta", "yellow", "yellow", "yellow"],
+        )
+
+    def test_cuda_float_matmul_does_not_take_tensor_cores(self):
+        """CUDA's cores take half or bfloat16 inputs only."""
+        k = K(matmul_ast(64, 64, 64), "cuda")
+        before = state(k)
+        assert not k.apply_tensor_cores(1)
+        assert state(k) == before
+
+    def test_cuda_half_to_half_matmul_does_not_take_tensor_cores(self):
+        assert not K(matmul_ast(64, 64, 64, dtypes.half), "cuda").apply_tensor_cores(1)
+
+    def test_no_tensor_cores_on_opencl(self):
+        assert not K(matmul_ast(64, 64, 64)).apply_tensor_cores(1)
+
+    def test_extra_opts_replace_the_follow_ups(self):
+        k = K(matmul_ast(64, 64, 64), "metal")
+        assert k.apply_tensor_cores(1, extra_opts=[Opt(U, 0, 2)])
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 2)]
+
+    def test_tc_opt_0_needs_sizes_that_are_multiples_of_the_core(self):
+        assert not K(matmul_ast(20, 20, 20), "metal").apply_tensor_cores(1, tc_opt=0)
+
+    def test_tc_opt_2_pads_odd_sizes(self):
+        k = K(matmul_ast(20, 20, 20), "metal")
+        assert k.apply_tensor_cores(1, tc_opt=2)
+        assert k.applied_opts[0] == Opt(TC, 0, 2)
+        assert k.tensor_core_opts.axis_pads == ((1, 8), (0, 8), (2, 8))
+        assert shape_colors(k) == (
+            (2, 4, 2, 2, 3, 8, 2, 3, 3),
+            ["cyan"] * 4 + ["red", "magenta", "yellow", "yellow", "yellow"],
+        )
+
+    def test_tc_opt_1_accepts_inputs_cast_before_the_multiply(self):
+        assert not K(cast_matmul_ast(), "metal").apply_tensor_cores(1, tc_opt=0)
+        k = K(cast_matmul_ast(), "metal")
+        assert k.apply_tensor_cores(1, tc_opt=1)
+        assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
+
+    def test_tc_2_shapes_the_kernel_without_a_tensor_core(self):
+        """TC=2 (the target's tc): the tensor core's shape, rendered as plain multiply-adds. tensor_core stays None,
+        and the follow-up LOCAL (which is for real tensor cores) is skipped."""
+        k = Kernel(*matmul_ast(64, 64, 64), opts=dataclasses.replace(TARGETS["metal"], tc=2))
+        assert k.apply_tensor_cores(1)
+        assert k.tensor_core is None
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4)]
+        assert k.full_shape == (2, 2, 2, 4, 2, 2, 8, 8, 2, 4, 4)
+
+    def test_tc_0_turns_tensor_cores_off(self):
+        k = Kernel(*matmul_ast(64, 64, 64), opts=dataclasses.replace(TARGETS["metal"], tc=0))
+        before = state(k)
+        assert not k.apply_tensor_cores(1)
+        assert state(k) == before
+        with pytest.raises(KernelOptError, match="no tensor core available"):
+            k.apply_opt(Opt(TC, 0, 0))
+
+
+# ============================================================================================================
+# the hand-coded heuristics, branch by branch
+# ============================================================================================================
+
+
+class TestHeuristics:
+    # -- required: image outputs are written a pixel at a time --
+    def test_image_output_requires_an_upcast_of_its_pixel_axis(self):
+        k = K(image_out_ast(4, 8))
+        k.required_optimizations()
+        assert k.applied_opts == [Opt(U, 2, 4)]
+        assert shape_colors(k) == ((4, 8, 4), ["blue", "blue", "yellow"])
+
+    def test_float_output_requires_nothing(self):
+        k = K(ew_ast((4, 8, 4)))
+        k.required_optimizations()
+        assert k.applied_opts == []
+
+    # -- matvec --
+    def test_matvec_groups_the_row_reduce(self):
+        k = hand_coded(matvec_ast(1024, 768))
+        assert k.applied_opts == [Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert shape_colors(k) == ((64, 4, 8, 96, 4), ["blue", "cyan", "green", "red", "yellow"])
+
+    def test_matvec_off_with_mv_0(self, monkeypatch):
+        monkeypatch.setenv("MV", "0")
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GT, 0, 16)]
+
+    def test_matvec_knobs(self, monkeypatch):
+        monkeypatch.setenv("MV_THREADS_PER_ROW", "16")
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 16), Opt(L, 0, 4), Opt(U, 0, 4)]
+        monkeypatch.setenv("MV_THREADS_PER_ROW", "8")
+        monkeypatch.setenv("MV_BLOCKSIZE", "2")
+        monkeypatch.setenv("MV_ROWS_PER_THREAD", "2")
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 8), Opt(L, 0, 2), Opt(U, 0, 2)]
+
+    def test_matvec_knobs_all_1_turn_it_off(self, monkeypatch):
+        for knob in ("MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD"):
+            monkeypatch.setenv(knob, "1")
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GT, 0, 16)]
+
+    def test_matvec_needs_the_reduce_to_divide_by_the_threads(self):
+        """A reduce of 12 doesn't split over 8 threads: the kernel falls through to upcast, unroll and locals."""
+        k = hand_coded(matvec_ast(1024, 12))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(UN, 0, 0), Opt(L, 0, 32)]
+
+    def test_matmul_is_not_a_matvec(self):
+        """Both inputs broadcast along an axis: a matmul, not a matvec."""
+        assert G not in {o.op for o in hand_coded(matmul_ast(512, 512, 512)).applied_opts}
+
+    # -- grouping: few outputs, long reduce --
+    def test_full_reduce_groups_256_threads(self):
+        k = hand_coded(sum_ast((1 << 20,)))
+        assert k.applied_opts == [Opt(GT, 0, 256)]
+        assert shape_colors(k) == ((256, 4096), ["green", "red"])
+
+    def test_group_16_when_256_doesnt_divide(self):
+        k = hand_coded(sum_ast((4112,)))  # 16 * 257
+        assert k.applied_opts == [Opt(GT, 0, 16)]
+
+    def test_group_16_when_more_than_32_outputs(self):
+        k = hand_coded(sum_ast((512, 256), (1,)))
+        assert k.applied_opts == [Opt(GT, 0, 16)]
+        assert shape_colors(k) == ((512, 16, 16), ["blue", "green", "red"])
+        assert hand_coded(sum_ast((512, 256), (0,))).applied_opts == [Opt(GT, 0, 16)]
+
+    def test_group_falls_back_to_16_when_256_exceeds_shared_memory(self):
+        small = dataclasses.replace(TARGETS["opencl"], shared_max=512)  # 256 floats need 1024 bytes
+        assert hand_coded(sum_ast((1 << 16,)), opts=small).applied_opts == [Opt(GT, 0, 16)]
+
+    def test_no_group_for_many_outputs(self):
+        k = hand_coded(sum_ast((4096, 64), (1,)))
+        assert {o.op for o in k.applied_opts}.isdisjoint({G, GT})
+
+    def test_small_matmul_groups_its_reduce(self):
+        """256 outputs of a 16-long reduce: grouping wins over upcasting, and nothing follows a group."""
+        k = hand_coded(matmul_ast(16, 16, 16))
+        assert k.applied_opts == [Opt(GT, 0, 16)]
+        assert shape_colors(k) == ((16, 16, 16), ["blue", "blue", "green"])
+
+    def test_upcastmid_for_an_image_output_of_a_grouped_reduce(self, monkeypatch):
+        """After grouping, an image output is upcast by 4 mid-reduce (white). The required float4 upcast of an
+        image output normally comes first and makes this branch unreachable, so it is switched off here."""
+        monkeypatch.setattr(Kernel, "required_optimizations", lambda self: None)
+        k = hand_coded(image_sum_ast(64, 256))
+        assert k.applied_opts == [Opt(GT, 0, 16), Opt(UM, 0, 4)]
+        assert shape_colors(k) == ((16, 16, 4, 16), ["blue", "green", "white", "red"])
+
+    # -- images are read and written 4 floats at a time --
+    def test_image_matvec_upcasts_the_pixel_then_takes_matvec(self):
+        k = hand_coded(image_matvec_ast(256, 64))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert shape_colors(k) == ((4, 4, 8, 8, 4, 4), ["blue", "cyan", "green", "red", "yellow", "yellow"])
+
+    def test_image_input_is_upcast_by_4_on_its_pixel_axis(self):
+        k = hand_coded(image_in_ast(4, 8))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((32, 4), ["cyan", "yellow"])
+
+    def test_image_input_pixel_axis_in_the_reduce_is_unrolled(self):
+        k = hand_coded(image_in_sum_ast(32))
+        assert k.applied_opts == [Opt(UN, 0, 4), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((32, 4), ["cyan", "magenta"])
+
+    # -- small masked axes are upcast whole --
+    def test_small_masked_axis_is_upcast_whole(self):
+        """stack of 2 vectors: the stacking axis (2) is masked in both inputs; upcasting it makes the masks
+        compile-time constants."""
+        k = hand_coded(stack_ast(256, 2))
+        assert k.applied_opts == [Opt(U, 0, 0), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((8, 32, 2), ["blue", "cyan", "yellow"])
+
+    def test_masked_axis_larger_than_7_is_not_upcast_whole(self):
+        k = hand_coded(stack_ast(256, 8))
+        assert Opt(U, 0, 0) not in k.applied_opts
+        assert k.applied_opts[0] == Opt(U, 0, 4)
+
+    # -- upcast broadcast axes while there are >= 1024 outputs --
+    def test_broadcast_axes_are_upcast_for_reuse(self):
+        """matmul: axis 1 is broadcast in A and axis 0 in B; each is upcast by 4 (fewest moving buffers first)."""
+        k = hand_coded(matmul_ast(512, 512, 512))
+        assert k.applied_opts[:2] == [Opt(U, 1, 4), Opt(U, 0, 4)]
+
+    def test_broadcast_kernel_upcasts_its_broadcast_axis(self):
+        k = hand_coded(broadcast_ast(256, 256))
+        assert k.applied_opts[0] == Opt(U, 0, 4)
+
+    def test_conv_upcasts_its_broadcast_axes(self):
+        k = hand_coded(conv2d_ast())
+        assert k.applied_opts[:2] == [Opt(U, 2, 4), Opt(U, 0, 4)]
+
+    def test_no_broadcast_upcast_under_1024_outputs(self):
+        """16x16 outputs: too few to be worth it (this one groups instead)."""
+        assert U not in {o.op for o in hand_coded(matmul_ast(16, 16, 16)).applied_opts}
+
+    # -- reduce unrolling --
+    def test_short_reduce_is_unrolled_whole(self):
+        k = hand_coded(sum_ast((4096, 16), (1,)))
+        assert k.applied_opts == [Opt(UN, 0, 0), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((128, 32, 16), ["blue", "cyan", "magenta"])
+
+    def test_tiny_second_reduce_axis_is_unrolled_too(self):
+        """conv 3x3: both 3-long filter axes are unrolled whole."""
+        k = hand_coded(conv2d_ast())
+        assert k.applied_opts[2:4] == [Opt(UN, 2, 0), Opt(UN, 1, 0)]
+        assert k.colors()[-2:] == ["magenta", "magenta"]
+
+    def test_long_reduce_is_unrolled_by_4(self):
+        k = hand_coded(sum_ast((4096, 64), (1,)))
+        assert k.applied_opts == [Opt(UN, 0, 4), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((128, 32, 16, 4), ["blue", "cyan", "red", "magenta"])
+
+    def test_long_reduce_not_divisible_by_4_is_not_unrolled(self):
+        assert hand_coded(sum_ast((4096, 66), (1,))).applied_opts == [Opt(L, 0, 32)]
+
+    # -- default upcast --
+    def test_default_upcast_of_the_last_axis_by_4(self):
+        k = hand_coded(elementwise_ast(4096))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32)]
+        assert shape_colors(k) == ((32, 32, 4), ["blue", "cyan", "yellow"])
+
+    def test_no_default_upcast_when_4_doesnt_divide(self):
+        assert hand_coded(elementwise_ast(4095)).applied_opts == [Opt(L, 0, 3)]
+
+    # -- locals --
+    def test_locals_rank_broadcast_axes_first_and_take_32_on_axis_0(self):
+        """broadcast: axis 0 is broadcast in b, so it gets 32 threads first; axis 1 gets what's left of 128."""
+        k = hand_coded(broadcast_ast(256, 256))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32), Opt(L, 1, 4)]
+        assert shape_colors(k) == ((2, 64, 32, 4, 4), ["blue", "blue", "cyan", "cyan", "yellow"])
+
+    def test_locals_at_most_128_threads(self):
+        k = hand_coded(matmul_ast(512, 512, 512))
+        assert k.applied_opts[3:] == [Opt(L, 0, 8), Opt(L, 1, 16)]  # 8 * 16 = 128
+        assert shape_colors(k) == (
+            (16, 8, 8, 16, 128, 4, 4, 4),
+            ["blue", "blue", "cyan", "cyan", "red", "yellow", "yellow", "magenta"],
+        )
+
+    def test_locals_on_at_most_3_axes(self):
+        """Four unmergeable axes of 6: every one could take 3 threads, but only the last three do."""
+        k = hand_coded(transposed_add_ast(6))
+        assert k.applied_opts == [Opt(L, 1, 3), Opt(L, 2, 3), Opt(L, 3, 3)]
+        assert shape_colors(k) == ((6, 2, 2, 2, 3, 3, 3), ["blue"] * 4 + ["cyan"] * 3)
+
+    def test_local_that_takes_a_whole_axis_shifts_the_next(self):
+        """image_out: LOCAL 0:4 uses up the height axis, so the width axis becomes axis 0."""
+        k = hand_coded(image_out_ast(4, 8))
+        assert k.applied_opts == [Opt(U, 2, 4), Opt(L, 0, 4), Opt(L, 0, 8)]
+        assert shape_colors(k) == ((4, 8, 4), ["cyan", "cyan", "yellow"])
+
+    def test_nolocals_env_replaces_the_locals(self, monkeypatch):
+        monkeypatch.setenv("NOLOCALS", "1")
+        k = hand_coded(elementwise_ast(4096))
+        assert k.applied_opts == [Opt(U, 0, 4), Opt(NL)]
+        assert shape_colors(k) == ((1024, 4), ["BLUE", "yellow"])
+
+    def test_nolocals_env_doesnt_touch_grouped_kernels(self, monkeypatch):
+        monkeypatch.setenv("NOLOCALS", "1")
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+
+    # -- targets --
+    def test_clang_gets_no_locals_or_groups(self):
+        k = hand_coded(matmul_ast(512, 512, 512), "clang")
+        assert k.applied_opts == [Opt(U, 1, 4), Opt(U, 0, 4), Opt(UN, 0, 4)]
+        assert shape_colors(k) == ((128, 128, 128, 4, 4, 4), ["blue", "blue", "red", "yellow", "yellow", "magenta"])
+        assert hand_coded(sum_ast((1 << 20,)), "clang").applied_opts == [Opt(UN, 0, 4)]
+        assert hand_coded(matvec_ast(1024, 768), "clang").applied_opts[0].op is not G
+
+    def test_cuda_float_matmul_gets_the_plain_heuristics(self):
+        k = K(matmul_ast(64, 64, 64), "cuda")
+        assert not k.apply_tensor_cores(1)
+        k.hand_coded_optimizations()
+        assert k.applied_opts == [Opt(U, 1, 4), Opt(U, 0, 4), Opt(UN, 0, 4), Opt(L, 0, 8), Opt(L, 1, 16)]
+
+    def test_optimize_prefers_tensor_cores(self):
+        k = kernel.optimize(K(matmul_ast(64, 64, 64), "metal"))
+        assert k.applied_opts[0] == Opt(TC, 0, 0)
+        k = kernel.optimize(K(matmul_ast(64, 64, 64), "opencl"))
+        assert k.applied_opts[0] == Opt(U, 1, 4)
+
+    def test_heuristic_log_says_why(self):
+        k = hand_coded(matvec_ast(1024, 768))
+        assert [o for o, _ in k.heuristic_log] == k.applied_opts
+        assert all(isinstance(why, str) and why for _, why in k.heuristic_log)
+
+
+# ============================================================================================================
+# colours and the demo
+# ============================================================================================================
+
+ANSI = {"blue": 34, "BLUE": 94, "cyan": 36, "green": 32, "white": 37, "red": 31, "magenta": 35, "yellow": 33}
+
+
+def test_colored_uses_tinygrads_ansi_codes():
+    for name, code in ANSI.items():
+        assert kernel.colored("x", name) == f"\x1b[{code}mx\x1b[0m"
+
+
+def test_colored_shape_is_full_shape_in_colours():
+    k = K(elementwise_ast(4096), "opencl", Opt(U, 0, 4), Opt(L, 0, 32))
+    assert k.colored_shape() == "\x1b[34m  32\x1b[0m \x1b[36m  32\x1b[0m \x1b[33m   4\x1b[0m"
+    assert k.colored_shape(dense=True) == "\x1b[34m32\x1b[0m \x1b[36m32\x1b[0m \x1b[33m4\x1b[0m"
+
+
+@pytest.mark.parametrize(
+    "ast, target, opts, colour",
+    [
+        (elementwise_ast(4096), "opencl", [], "blue"),
+        (elementwise_ast(4096), "opencl", [Opt(NL)], "BLUE"),
+        (elementwise_ast(4096), "opencl", [Opt(L, 0, 4)], "cyan"),
+        (sum_ast((4096,)), "opencl", [Opt(G, 0, 4)], "green"),
+        (image_matvec_ast(256, 64), "opencl", [Opt(G, 0, 16), Opt(UM, 0, 4)], "white"),
+        (sum_ast((4096,)), "opencl", [], "red"),
+        (sum_ast((64, 16), (1,)), "opencl", [Opt(UN, 0, 4)], "magenta"),
+        (elementwise_ast(4096), "opencl", [Opt(U, 0, 4)], "yellow"),
+    ],
+)
+def test_each_colour_in_colored_shape(ast, target, opts, colour):
+    k = K(ast, target, *opts)
+    assert colour in k.colors()
+    assert f"\x1b[{ANSI[colour]}m" in k.colored_shape()
+
+
+def test_no_color_gives_plain_text(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    k = K(elementwise_ast(4096), "opencl", Opt(U, 0, 4), Opt(L, 0, 32))
+    assert k.colored_shape() == "  32   32    4"
+    assert "\x1b" not in kernel.legend()
+
+
+def test_legend_names_all_eight_colours():
+    assert list(kernel.COLOR_LEGEND) == ["blue", "BLUE", "cyan", "green", "white", "red", "magenta", "yellow"]
+
+
+def test_demo_shows_every_kernel_in_colour(capsys):
+    assert kernel.main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for name in kernel.DEMOS:
+        assert f"{name} [" in out
+    for code in ANSI.values():
+        assert f"\x1b[{code}m" in out  # the legend shows every colour
+    assert "GROUPTOP:0:256" in out and "TC:0:0" in out
+    assert "matvec:" in out  # each heuristic opt says why it was chosen
+
+
+def test_demo_without_colour(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    kernel.main(["demo"])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "matmul [opencl]" in out
+
+
+def test_demo_one_kernel_with_the_readers_opts(capsys):
+    kernel.main(["demo", "elementwise", "--opt", "UPCAST:0:4", "--opt", "LOCAL:0:32"])
+    out = capsys.readouterr().out
+    assert "matmul" not in out
+    assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
+
+
+def test_demo_target_option(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    kernel.main(["demo", "matmul", "--target", "metal"])
+    out = capsys.readouterr().out
+    assert "matmul [metal]" in out and "TC:0:0" in out
+
+
+def run_demo(*args: str, no_color: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    if no_color:
+        env["NO_COLOR"] = "1"
+    return subprocess.run(
+        [sys.executable, os.path.join(HERE, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
+    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", "--opt", "UPCAST:9:4", "--opt", "LOCAL:0:4")
+    assert r.returncode == 0, r.stderr
+    assert "rejected: invalid axis" in r.stdout
+    lines = r.stdout.splitlines()
+    assert any(line.lstrip().startswith("LOCAL:0:4") and "rejected" not in line for line in lines)
+    assert "\x1b[33m" in r.stdout  # the UPCAST made a yellow axis
+
+
+def test_demo_command_line_without_colour():
+    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", no_color=True)
+    assert r.returncode == 0 and "\x1b" not in r.stdout
+    assert "128  512  512    4" in r.stdout
+
+
+def test_demo_help_explains_the_options():
+    r = run_demo("--help")
+    assert r.returncode == 0
+    r = run_demo("demo", "--help")
+    assert r.returncode == 0
+    for word in ("--opt", "--target", "OP:AXIS:AMT"):
+        assert word in r.stdout
+
+
+def test_demo_bad_opt_says_what_an_opt_looks_like():
+    r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
+    assert r.returncode == 2
+    assert "can't parse opt" in r.stderr  # the reason, not just argparse's "invalid parse value"
