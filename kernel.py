@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import Enum, auto
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
@@ -219,7 +219,7 @@ class UnaryOps(Enum):
     SIN = auto()
     SQRT = auto()
     NEG = auto()
-    RECIP = auto()  # noqa: E702, E501
+    RECIP = auto()
 
 
 class BinaryOps(Enum):
@@ -232,23 +232,23 @@ class BinaryOps(Enum):
     MOD = auto()
     CMPLT = auto()
     CMPNE = auto()
-    XOR = auto()  # noqa: E702, E501
+    XOR = auto()
     SHR = auto()
-    SHL = auto()  # noqa: E702
+    SHL = auto()
 
 
 class TernaryOps(Enum):
     """A, A, A -> A, elementwise."""
 
     WHERE = auto()
-    MULACC = auto()  # noqa: E702
+    MULACC = auto()
 
 
 class ReduceOps(Enum):
     """A -> B: the reduced axes (the arg) become 1."""
 
     SUM = auto()
-    MAX = auto()  # noqa: E702
+    MAX = auto()
 
 
 class BufferOps(Enum):
@@ -256,10 +256,10 @@ class BufferOps(Enum):
 
     LOAD = auto()
     CONST = auto()
-    STORE = auto()  # noqa: E702
+    STORE = auto()
 
 
-Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps]  # noqa: UP007 (an alias, evaluated at runtime)
+Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 # ops that don't keep f(0) == 0: padding their input with zeros would change a SUM, so PADTO refuses them
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
@@ -857,7 +857,7 @@ class View:
     mask: tuple[tuple[int, int], ...] | None
     contiguous: bool
 
-    @functools.cache  # noqa: B019 (views are immutable and shared)
+    @functools.cache  # views are immutable: cache every movement op
     def size(self) -> int:
         return prod(self.shape)
 
@@ -919,7 +919,7 @@ class View:
             mask = None
         return View.create(shape, self.strides, self.offset + offset, mask)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
         _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
@@ -930,7 +930,7 @@ class View:
         mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
         return self._resize(window, mask)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
         _check_arg("shrink", self.shape, arg, len(arg) == len(self.shape), "needs one (begin, end) pair per axis")
@@ -943,7 +943,7 @@ class View:
         )
         return self._resize(arg)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
         _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
@@ -972,7 +972,7 @@ class View:
             )
         return View.create(new_shape, self.strides, self.offset, mask)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
         _check_arg(
@@ -989,7 +989,7 @@ class View:
             tuple(self.mask[a] for a in axis) if self.mask is not None else None,
         )
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
         _check_arg("stride", self.shape, mul, len(mul) == len(self.shape), "needs one step per axis")
@@ -1007,7 +1007,7 @@ class View:
             )
         return View.create(new_shape, strides, self.offset + offset, mask)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def reshape(self, new_shape: tuple[int, ...]) -> View | None:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
@@ -1053,12 +1053,12 @@ class View:
         )
         return View.create(new_shape, new_strides, self.offset + extra_offset, new_mask)
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def minify(self) -> View:
         """The same view with as few axes as possible."""
         return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
 
-    @functools.cache  # noqa: B019
+    @functools.cache
     def __add__(self, vm1: View) -> View | None:
         """Merge `self` (the older view, vm2) with `vm1` (applied on top of it) into one View, or None."""
         vm2 = self
@@ -1370,11 +1370,11 @@ class OptOps(Enum):
     UPCAST = auto()
     UPCASTMID = auto()
     UNROLL = auto()
-    LOCAL = auto()  # noqa: E702
+    LOCAL = auto()
     GROUP = auto()
     GROUPTOP = auto()
     NOLOCALS = auto()
-    PADTO = auto()  # noqa: E702
+    PADTO = auto()
 
     def __lt__(self, x: OptOps) -> bool:
         return self.value < x.value
