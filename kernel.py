@@ -1835,15 +1835,13 @@ class Kernel:
         )
         if opt.op is OptOps.TC:
             return self._apply_tc(opt)
+        axis, amt = -1, -1  # NOLOCALS takes neither
         if opt.op is not OptOps.NOLOCALS:
             check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
-        if opt.op is not OptOps.NOLOCALS:
             check(isinstance(opt.amt, int) and opt.amt >= 0, f"{opt.op.name} needs an amount >= 0, got {opt.amt}")
-        axis = opt.real_axis(self)
-        check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
-        amt = -1
-        if opt.amt is not None:
-            amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
+            axis = opt.real_axis(self)
+            check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
+            amt = opt.amt if opt.amt != 0 else self.full_shape[axis]  # 0 means the whole axis
             check(amt != 1, "shift/padto of amt 1 is meaningless")
             if opt.op is not OptOps.PADTO:
                 check(
