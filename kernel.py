@@ -203,6 +203,8 @@ DTYPES_DICT: dict[str, DType] = {
     k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")
 }
 INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
+for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
+    setattr(dtypes, _dt.name, _dt)
 
 # ============================================================================================================
 # ops: the kernel's AST
