@@ -708,7 +708,13 @@ class SumNode(RedNode):
         return Node.__mod__(Node.sum([x % b if isinstance(x, (NumNode, MulNode)) else x for x in self.nodes]), b)
 
     def render(self, debug: bool = False) -> str:
-        return f"({'+'.join(sorted(x.render(debug) for x in self.nodes))})"
+        if debug:  # the identity key: order-free
+            return f"({'+'.join(sorted(x.render(debug) for x in self.nodes))})"
+        terms, consts = partition(self.nodes, lambda x: not isinstance(x, NumNode))
+        text = "+".join(sorted(x.render() for x in terms))
+        for c in consts:  # the constant last, so neighbouring indices share their common part
+            text += f"-{-c.b}" if c.b < 0 else f"+{c.b}"
+        return f"({text})"
 
 
 class AndNode(RedNode):
@@ -2157,6 +2163,8 @@ class Kernel:
         def has_expanded_axis(shape: tuple[int, ...], strides: tuple[int | None, ...]) -> bool:
             return any(s > 1 and st == 0 for s, st in zip(shape, strides))
 
+        if self.first_reduce >= self.shape_len:  # every reduced axis had size 1: nothing left to reduce
+            return False
         if strides0[self.first_reduce] != 1 or (
             has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)
         ):

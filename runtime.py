@@ -1,0 +1,1161 @@
+"""runtime.py: render a kernel.py `Kernel` to OpenCL C, run it with pyopencl, and prove it right with numpy.
+
+How each colour of a kernel's shape becomes code (the legend itself lives in kernel.py):
+
+    blue     global dims     -> get_group_id(d)      (BLUE, NOLOCALS: get_global_id(d), and no local size)
+    cyan     local dims      -> get_local_id(d)
+    green    grouped reduce  -> every thread reduces its part, parks it in a __local buffer, barrier, then the
+                                first thread of the group reduces the parts (white axes are unrolled there)
+    red      reduce loops    -> for loops
+    magenta  unrolled reduce -> straight-line code, all into one accumulator
+    yellow   upcasted dims   -> one register per element; float4 loads and stores where aligned
+
+Usage: python runtime.py show NAME | verify [NAME] | bench   (each with --help)
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from kernel import (DEMOS, TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, KernelOptError, LazyOp, NumNode, Opt,
+                    OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes,
+                    elementwise_ast, load, matmul_ast, matvec_ast, optimize, prod, reduce, store, sum_ast)
+
+# ============================================================================================================
+# dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
+# ============================================================================================================
+# name -> (numpy dtype, C type in memory, C type in registers). half is kept in memory and computed as float
+# (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte.
+_TYPES = {
+    "bool": (np.bool_, "uchar", "bool"), "char": (np.int8, "char", "char"),
+    "unsigned char": (np.uint8, "uchar", "uchar"), "short": (np.int16, "short", "short"),
+    "unsigned short": (np.uint16, "ushort", "ushort"), "int": (np.int32, "int", "int"),
+    "unsigned int": (np.uint32, "uint", "uint"), "long": (np.int64, "long", "long"),
+    "unsigned long": (np.uint64, "ulong", "ulong"), "half": (np.float16, "half", "float"),
+    "float": (np.float32, "float", "float"), "double": (np.float64, "double", "double"),
+}
+
+
+def _is_image(dt) -> bool:
+    return getattr(dt, "base", None) is not None  # an ImageDType knows the dtype it is computed as
+
+
+def _scalar(dt):
+    """The element dtype: an image holds floats (imagef) or halfs (imageh)."""
+    if not _is_image(dt):
+        return dt
+    return dtypes.half if dt.name == "imageh" else dt.base
+
+
+def _type(dt) -> tuple[Any, str, str]:
+    if (t := _TYPES.get(_scalar(dt).name)) is None:
+        raise NotImplementedError(f"dtype {dt} is not supported by the OpenCL runtime")
+    return t
+
+
+def np_dtype(dt) -> np.dtype:
+    """The numpy dtype of a kernel.py dtype (for images: of one element)."""
+    return np.dtype(_type(dt)[0])
+
+
+def _compute_np(dt) -> np.dtype:
+    """numpy dtype the reference computes in: like the device, half is computed as float32."""
+    return np.dtype(np.float32) if np_dtype(dt) == np.float16 else np_dtype(dt)
+
+
+def _is_float(dt) -> bool:
+    return np_dtype(dt).kind == "f"
+
+
+def _c_const(val, dt) -> str:
+    """A constant as a C literal of the register type of dt."""
+    if np_dtype(dt) == np.bool_:
+        return "1" if val else "0"
+    if math.isnan(val):
+        return "NAN"
+    if math.isinf(val):
+        return "INFINITY" if val > 0 else "(-INFINITY)"
+    if not _is_float(dt) and val == np.iinfo(np_dtype(dt)).min and val < 0:
+        return f"({val + 1}-1)"  # the literal 2**63 doesn't exist in C, so LONG_MIN is written -(2**63-1)-1
+    text = str(int(val)) if not _is_float(dt) else repr(float(val)) + ("" if _type(dt)[2] == "double" else "f")
+    return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
+
+
+def _reduce_init(op, dt):
+    """The identity of a reduction: 0 for SUM; for MAX the smallest value of the dtype."""
+    if op is ReduceOps.SUM:
+        return 0
+    if _is_float(dt):
+        return -math.inf
+    return False if np_dtype(dt) == np.bool_ else int(np.iinfo(np_dtype(dt)).min)
+
+
+# ============================================================================================================
+# rendering: Kernel -> OpenCL C
+# ============================================================================================================
+@dataclass
+class Program:
+    """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
+    global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose
+    (NOLOCALS, or a target without locals) and `global_size` then counts work-items.
+    `args` lists the kernel arguments: (buffer idx, "buffer" or "image")."""
+    name: str
+    src: str
+    global_size: list[int]
+    local_size: list[int] | None
+    args: list[tuple[int, str]]
+
+
+# OpenCL C for each op; {0}, {1}, {2} are the C expressions of the sources
+_C_OPS = {
+    UnaryOps.EXP2: "exp2({0})", UnaryOps.LOG2: "log2({0})", UnaryOps.SIN: "sin({0})", UnaryOps.SQRT: "sqrt({0})",
+    UnaryOps.NEG: "(-{0})", UnaryOps.RECIP: "(1/{0})",
+    BinaryOps.ADD: "({0}+{1})", BinaryOps.MUL: "({0}*{1})", BinaryOps.IDIV: "({0}/{1})", BinaryOps.MOD: "({0}%{1})",
+    BinaryOps.MAX: "max({0},{1})", BinaryOps.CMPLT: "({0}<{1})", BinaryOps.CMPNE: "({0}!={1})",
+    BinaryOps.XOR: "({0}^{1})", BinaryOps.SHL: "({0}<<{1})", BinaryOps.SHR: "({0}>>{1})",
+    TernaryOps.WHERE: "({0}?{1}:{2})", TernaryOps.MULACC: "(({0}*{1})+{2})",
+}
+# ... and where the sources' dtype changes the spelling (C's integer max/NEG would be wrong for bool, % for floats)
+_C_OPS_BOOL = {UnaryOps.NEG: "(!{0})", BinaryOps.ADD: "({0}||{1})", BinaryOps.MUL: "({0}&&{1})",
+               BinaryOps.MAX: "({0}||{1})"}
+_C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
+_REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
+_VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
+
+
+def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
+    table = _C_OPS_BOOL if np_dtype(src_dtype) == np.bool_ else _C_OPS_FLOAT if _is_float(src_dtype) else {}
+    return table.get(op, _C_OPS[op]).format(*srcs)
+
+
+def fit_dims(dims: Sequence[int], max_sizes: Sequence[int], reverse: bool) -> list[list[tuple[int, int]]]:
+    """Place kernel dims onto the launch dims (at most len(max_sizes) of them), like tinygrad's get_grouped_dims.
+
+    Returns, per launch dim, the (dim number, size) parts it counts, the fastest-varying part first. With
+    `reverse` the last kernel dim goes to launch dim 0 (globals: the innermost axis is usually contiguous in
+    memory). A dim too large for its launch dim is split in two factors; surplus dims are merged left to right."""
+    slots = [[(i, s)] for i, s in enumerate(dims)]
+    if reverse:
+        slots = slots[::-1]
+    for d in range(min(len(max_sizes), len(slots))):
+        i, s = slots[d][0]
+        if s <= max_sizes[d]:
+            continue
+        factor = next((f for f in range(2, math.isqrt(s) + 1) if s % f == 0 and s // f <= max_sizes[d]), None)
+        if factor is None:
+            raise ValueError(f"dim {i} of size {s} doesn't fit in a launch dim of at most {max_sizes[d]}")
+        slots[d:d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
+    d = 0
+    while len(slots) > len(max_sizes):
+        if prod(s for _, s in slots[d] + slots[d + 1]) <= max_sizes[d]:
+            slots[d:d + 2] = [slots[d] + slots[d + 1]]
+        elif d < len(max_sizes) - 1:
+            d += 1
+        else:
+            raise ValueError(f"dims {tuple(dims)} don't fit in launch dims of at most {tuple(max_sizes)}")
+    return slots
+
+
+class _NeedsFlatImage(Exception):
+    """An image output written one element at a time (write_imagef writes 4): render it as a plain buffer."""
+
+
+class _Renderer:
+    """Writes the body of one kernel. Per upcast combination (a tuple of constants for the upcasted axes) it
+    evaluates the AST to a C expression; loads and shared values go to registers, deduplicated per scope."""
+
+    def __init__(self, k: Kernel, flat_images: frozenset, limits):
+        self.k, self.flat_images, self.limits = k, flat_images, limits
+        self.n, self.up = k.shape_len, k.shape_len - k.upcasted  # axes >= up are upcasted
+        self.lines: list[str] = []
+        self.scopes: list[dict[str, str]] = [{}]  # per open scope: C expression -> register holding it
+        self.counts: dict[str, int] = {}  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
+        self.uses = Counter(s for root in k.ast for op in root.lazyops for s in op.src)  # shared ops get a register
+        self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
+        self.float4_axis = [self._float4_axis(i) for i in range(len(k.bufs))]
+        self.images: set = set()
+
+    # -- emitting code --
+    def line(self, text: str) -> None:
+        self.lines.append("  " * len(self.scopes) + text)
+
+    def open(self, header: str) -> None:
+        self.line(header + " {")
+        self.scopes.append(dict(self.scopes[-1]))  # registers of outer scopes stay usable inside
+
+    def close(self) -> None:
+        self.scopes.pop()
+        self.line("}")
+
+    def _name(self, prefix: str) -> str:
+        self.counts[prefix] = self.counts.get(prefix, 0) + 1
+        return f"{prefix}{self.counts[prefix] - 1}"
+
+    def declare(self, ctype: str, expr: str, prefix: str) -> str:
+        """A new register (an accumulator) starting at expr."""
+        name = self._name(prefix)
+        self.line(f"{ctype} {name} = {expr};")
+        return name
+
+    def reg(self, ctype: str, expr: str, prefix: str) -> str:
+        """A register holding expr; the same expression in the same scope reuses it."""
+        if (name := self.scopes[-1].get(expr)) is None:
+            name = self.scopes[-1][expr] = self._name(prefix)
+            self.line(f"{ctype} {name} = {expr};")
+        return name
+
+    # -- the launch: global and local dims become work-group and work-item ids --
+    def launch(self) -> tuple[list[int], list[int] | None, list[Any], list[int]]:
+        """Define the ids of the global and local dims; returns the launch sizes, the index of every axis, and the
+        local axes that run as loops inside each thread because the device has fewer threads per work-group."""
+        k, full = self.k, self.k.full_shape
+        idxs: list[Any] = [NumNode(0)] * self.n
+        use_locals = k.opts.has_local and not k.dont_use_locals
+        gmax = k.opts.global_max or (2**31 - 1,) * 3
+        groups = fit_dims(full[:k.global_dims], gmax[:3], reverse=True)
+        self._define_ids(groups, "get_group_id" if use_locals else "get_global_id", range(k.global_dims), "gidx", idxs)
+        global_size = [prod(s for _, s in slot) for slot in groups] + [1] * (3 - len(groups))
+        if not use_locals:
+            assert k.first_reduce + k.group_for_reduces == k.global_dims, "a kernel without locals has no local dims"
+            return global_size, None, idxs, []
+        local_axes = list(range(k.global_dims, k.first_reduce + k.group_for_reduces))  # cyan, green and white
+        max_threads, lmax = self.limits if self.limits else (None, k.opts.local_max[:3])
+        lmax = [min(a, b) for a, b in zip(lmax, k.opts.local_max[:3])]
+        looped: list[int] = []
+        while True:
+            axes = [a for a in local_axes if a not in looped]
+            try:
+                if max_threads is not None and prod(full[a] for a in axes) > max_threads:
+                    raise ValueError(f"{prod(full[a] for a in axes)} threads > {max_threads}")
+                threads = fit_dims([full[a] for a in axes], lmax, reverse=False)
+                break
+            except ValueError as e:
+                if not (cyan := [a for a in axes if a < k.first_reduce]):
+                    raise ValueError(f"the grouped reduce of {kernel_name(k)} needs more threads than the device "
+                                     f"has in a work-group ({e})") from None
+                looped.append(max(cyan, key=lambda a: full[a]))  # the largest local axis becomes a loop
+        self._define_ids(threads, "get_local_id", axes, "lidx", idxs)
+        return global_size, [prod(s for _, s in slot) for slot in threads] + [1] * (3 - len(threads)), idxs, looped
+
+    def _define_ids(self, slots, fn: str, axes: Sequence[int], prefix: str, idxs: list[Any]) -> None:
+        parts: dict[int, list[str]] = {}  # axis -> its C terms (an axis split over two launch dims has two)
+        weight: dict[int, int] = {}
+        for d, slot in enumerate(slots):
+            div = 1
+            for n, (i, s) in enumerate(slot):
+                term = f"{fn}({d})" if div == 1 else f"({fn}({d})/{div})"
+                if n < len(slot) - 1:
+                    term = f"({term}%{s})"
+                w = weight.get(i, 1)
+                parts.setdefault(i, []).append(term if w == 1 else f"({term}*{w})")
+                weight[i], div = w * s, div * s
+        for i, terms in sorted(parts.items()):
+            axis = axes[i]
+            if (size := self.k.full_shape[axis]) > 1:
+                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* 0..{size - 1} */")
+                idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
+
+    # -- loads --
+    def _float4_axis(self, i: int) -> int | None:
+        """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
+        buf, st = self.k.bufs[i], self.k.sts[i]
+        if isinstance(buf, ConstBuffer) or not self.k.opts.supports_float4 or _scalar(buf.dtype).name not in (
+                "float", "half"):
+            return None
+        axes = [a for a in st.unit_stride_axes() if a >= self.up and st.shape[a] > 1]
+        amts = (4,) if _is_image(buf.dtype) else (2, 4)
+        return axes[0] if len(axes) == 1 and st.shape[axes[0]] in amts else None
+
+    def _vector_base(self, i: int, idxs: list[Any]):
+        """(index, valid, component) of the aligned float2/float4 that holds element idxs of buffer i, or None."""
+        if (axis := self.float4_axis[i]) is None:
+            return None
+        amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
+        base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1:]
+        idx, valid = self.k.sts[i].expr_idxs(base)
+        if idx.min < 0 or (idx // amt * amt).render() != idx.render():
+            return None  # not provably a multiple of amt: stay scalar
+        return idx, valid, comp, amt
+
+    def load(self, i: int, idxs: list[Any]) -> str:
+        buf, st = self.k.bufs[i], self.k.sts[i]
+        _, mem, ctype = _type(buf.dtype)
+        zero = _c_const(0, buf.dtype)
+        if isinstance(buf, ConstBuffer):
+            _, valid = st.expr_idxs(idxs)
+            return self._gate(valid, _c_const(buf.val, buf.dtype), zero)
+        name = f"data{buf.idx}"
+        if _is_image(buf.dtype):
+            return self._load_image(i, idxs)
+        if (vec := self._vector_base(i, idxs)) is not None:
+            idx, valid, comp, amt = vec
+            if valid.max == 0:
+                return zero
+            load = f"vload_half{amt}(0, {name}+{self.index(idx)})" if mem == "half" else \
+                f"*((__global float{amt}*)({name}+{self.index(idx)}))"  # aligned: one vector load
+            vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
+            return f"{vector}.s{_VEC[comp]}"
+        idx, valid = st.expr_idxs(idxs)
+        if valid.max == 0:
+            return zero  # entirely in the padding: never read memory
+        load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
+        if mem != ctype:
+            load = f"(({ctype}){load})"
+        return self.reg(ctype, self._gate(valid, load, zero), "val")
+
+    def _load_image(self, i: int, idxs: list[Any]) -> str:
+        """Images are read a pixel (float4) at a time; element i of the flat buffer is component i%4 of pixel
+        i//4, which sits at column (i//4) % width and row (i//4) // width."""
+        buf, st = self.k.bufs[i], self.k.sts[i]
+        self.images.add(buf.idx)
+        if (vec := self._vector_base(i, idxs)) is not None:
+            idx, valid, comp, _ = vec
+        else:
+            idx, valid = st.expr_idxs(idxs)
+            comp = idx % 4
+        if valid.max == 0:
+            return "0.0f"
+        pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
+        pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
+        if isinstance(comp, int) or comp.min == comp.max:
+            return f"{pixel}.s{_VEC[comp if isinstance(comp, int) else comp.min]}"
+        c = comp.render()  # a component only known at run time: pick it with a chain of selects
+        return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
+
+    def index(self, idx) -> str:
+        """C for an index expression. A sum with a constant becomes register + constant: loads that differ only by a
+        constant (neighbouring upcast elements) share one register for the rest, computed once."""
+        if not isinstance(idx, SumNode):
+            return idx.render()
+        const = sum(x.b for x in idx.nodes if isinstance(x, NumNode))
+        rest = "+".join(sorted(x.render() for x in idx.nodes if not isinstance(x, NumNode)))
+        return self.reg("int", rest, "idx") + (f"{const:+d}" if const else "")
+
+    @staticmethod
+    def _image_coord(dt, idx) -> str:
+        width = dt.shape[1]
+        return f"(int2)({((idx // 4) % width).render()},{(idx // (4 * width)).render()})"
+
+    @staticmethod
+    def _gate(valid, expr: str, zero: str) -> str:
+        return expr if valid.min == 1 else f"({valid.render()}?{expr}:{zero})"
+
+    # -- evaluating the AST --
+    def value(self, x: LazyOp, idxs: list[Any], acc: str | None) -> str:
+        """C expression of x at one upcast combination (idxs); `acc` stands for the finished reduction."""
+        if x.op in (BufferOps.LOAD, BufferOps.CONST):
+            return self.load(self.buf_index[x.arg], idxs)
+        if x.op in ReduceOps:
+            assert acc is not None, "a reduce is only read after its loop"
+            return acc
+        srcs = [self.value(s, idxs, acc) for s in x.src]
+        if x.op in (UnaryOps.CAST, UnaryOps.BITCAST):
+            ctype = _type(x.arg)[2]
+            if x.op is UnaryOps.BITCAST:
+                if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
+                    raise NotImplementedError("BITCAST is supported between 4-byte types only")
+                return f"as_{ctype}({srcs[0]})"
+            expr = f"(({ctype})({srcs[0]}))"
+        else:
+            expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
+        return self.reg(_type(x.dtype)[2], expr, "alu") if self.uses[x] > 1 else expr
+
+    @staticmethod
+    def combine(op, vals: list[str], dt) -> str:
+        expr = vals[0]
+        for v in vals[1:]:
+            expr = _c_alu(_REDUCE_AS_BINARY[op], (expr, v), dt)
+        return expr
+
+    def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
+        """Every combination of the upcasted axes' indices in `shape` (one per register)."""
+        return list(itertools.product(*[range(s) for s in shape[self.up:]]))
+
+    # -- the kernel --
+    def render(self) -> Program:
+        k = self.k
+        global_size, local_size, idxs, looped = self.launch()
+        for axis in looped:
+            self.open(f"for (int lidx{axis} = 0; lidx{axis} < {k.full_shape[axis]}; lidx{axis}++)")
+            idxs[axis] = Variable(f"lidx{axis}", 0, k.full_shape[axis] - 1)
+        for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
+            idxs[axis] = Variable(f"ridx{axis}", 0, k.full_shape[axis] - 1)
+        late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[:self.up])]
+        if k.reduceop is None:
+            self.stores([(late_idxs + [NumNode(c) for c in combo], None) for combo in self.combos(k.output_shape)])
+        else:
+            self.reduce(idxs, late_idxs)
+        for _ in looped:
+            self.close()
+        return self.program(global_size, local_size)
+
+    def accumulators(self, combos: list[tuple[int, ...]], vec_axis: int | None) -> dict[tuple[int, ...], str]:
+        """A register per combination, starting at the reduce's identity. When the results are stored as float4
+        (or float2) along vec_axis, the registers are the components of vectors: acc0.s0, acc0.s1, ...; the
+        OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
+        r = self.k.reduceop
+        ctype, init = _type(r.dtype)[2], _c_const(_reduce_init(r.op, r.dtype), r.dtype)
+        amt = self.k.full_shape[vec_axis] if vec_axis is not None else 1
+        if amt not in (2, 4) or ctype != "float" or not self.k.opts.supports_float4:
+            return {c: self.declare(ctype, init, "acc") for c in combos}
+        pos, vectors, accs = vec_axis - self.up, {}, {}
+        for c in combos:
+            base = c[:pos] + (0,) + c[pos + 1:]
+            if base not in vectors:
+                vectors[base] = self.declare(f"float{amt}", f"(float{amt})({init})", "acc")
+            accs[c] = f"{vectors[base]}.s{c[pos]}"
+        return accs
+
+    def reduce(self, idxs: list[Any], late_idxs: list[Any]) -> None:
+        k, r = self.k, self.k.reduceop
+        dt = r.dtype
+        ctype = _type(dt)[2]
+        out_combos = self.combos(k.output_shape)  # magenta axes are 1 in the output: they share a register
+        if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
+            vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
+        else:
+            vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
+        accs = self.accumulators(out_combos, vec_axis)
+        for axis in range(k.first_reduce + k.group_for_reduces, self.up):
+            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {k.full_shape[axis]}; ridx{axis}++)")
+        parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
+        for combo in self.combos(k.full_shape):
+            val = self.value(r.src[0], idxs[:self.up] + [NumNode(c) for c in combo], None)
+            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up:]))]].append(val)
+        for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
+            for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
+                self.line(f"{acc} = {self.combine(r.op, vals[i:i + 16] + [acc], dt)};")
+        for axis in range(k.first_reduce + k.group_for_reduces, self.up):
+            self.close()
+        if not k.group_for_reduces:
+            self.stores([(late_idxs + [NumNode(c) for c in combo], accs[combo]) for combo in out_combos])
+            return
+        self.group_reduce(accs, late_idxs, ctype)
+
+    def group_reduce(self, accs: dict[tuple[int, ...], str], late_idxs: list[Any], ctype: str) -> None:
+        """GROUP/GROUPTOP: the threads of a work-group split the reduce. Each parks its partial result in
+        `temp[local ids..., group ids..., upcast element]`; after a barrier the threads whose group ids are 0
+        finish the reduce over the group axes and store. White axes (UPCASTMID) are not reduced: that thread
+        unrolls them instead, one result per value."""
+        k, r = self.k, self.k.reduceop
+        dt = r.dtype
+        first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
+        group_axes = range(k.first_reduce, last)
+        white = [a for a in group_axes if k.output_shape[a] == k.full_shape[a]]
+        out_up = list(k.output_shape[self.up:])
+        temp_shape = list(k.full_shape[first:last]) + out_up
+        self.lines.insert(0, f"  __local {ctype} temp[{prod(temp_shape)}];")  # __local arrays live at kernel scope
+
+        def temp_index(thread: Sequence[Any], combo: Sequence[int]) -> str:
+            """Row-major index into temp; parts are C variable names or constants."""
+            terms, const, stride = [], 0, 1
+            for part, size in reversed(list(zip(list(thread) + list(combo), temp_shape))):
+                if isinstance(part, int):
+                    const += part * stride
+                elif size > 1:
+                    terms.append(f"{part}*{stride}" if stride > 1 else part)
+                stride *= size
+            return "+".join(terms[::-1] + ([str(const)] if const else [])) or "0"
+
+        lids = [f"lidx{a}" if k.full_shape[a] > 1 else 0 for a in range(first, last)]
+        for combo, acc in accs.items():
+            self.line(f"temp[{temp_index(lids, combo)}] = {acc};")
+        self.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        firsts = [f"lidx{a}==0" for a in group_axes if k.full_shape[a] > 1]
+        self.open(f"if ({' && '.join(firsts)})" if firsts else "")
+        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white]))
+        vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
+        late = {(w, combo): acc for w in whites for combo, acc in self.accumulators(list(accs), vec_axis).items()}
+        green = [a for a in group_axes if a not in white]
+        for a in green:
+            self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)")
+        for (w, combo), acc in late.items():
+            ws = dict(zip(white, w))
+            thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
+            part = f"temp[{temp_index(thread, combo)}]"
+            self.line(f"{acc} = {_c_alu(_REDUCE_AS_BINARY[r.op], (acc, part), dt)};")
+        for a in green:
+            self.close()
+        items = []
+        for (w, combo), acc in late.items():
+            idxs = list(late_idxs)
+            for a, v in zip(white, w):
+                idxs[a] = NumNode(v)
+            items.append((idxs + [NumNode(c) for c in combo], acc))
+        self.stores(items)
+        self.close()
+
+    def stores(self, items: list[tuple[list[Any], str | None]]) -> None:
+        """Evaluate every STORE of the AST at each (idxs, finished reduce) and write it."""
+        for root in sorted(self.k.ast, key=lambda x: x.arg.idx):
+            i = self.buf_index[root.arg]
+            values = [(idxs, self.value(root.src[0], idxs, acc)) for idxs, acc in items]
+            self.store(i, values)
+
+    def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
+        buf, st = self.k.bufs[i], self.k.sts[i]
+        _, mem, ctype = _type(buf.dtype)
+        name, image = f"data{buf.idx}", _is_image(buf.dtype) and buf.idx not in self.flat_images
+        groups: dict[str, list[tuple[list[Any], str]]] = {}
+        for idxs, val in values:  # group elements that share one aligned float2/float4
+            vec = self._vector_base(i, idxs)
+            key = "vec " + vec[0].render() if vec is not None else "one " + st.expr_idxs(idxs)[0].render()
+            groups.setdefault(key, []).append((idxs, val))
+        for group in groups.values():
+            vec = self._vector_base(i, group[0][0])
+            if vec is not None and len(group) == vec[3]:
+                idx, valid, _, amt = vec
+                by_comp = {self._vector_base(i, idxs)[2]: val for idxs, val in group}
+                vector = f"(float{amt})({','.join(by_comp[c] for c in range(amt))})"
+                if image:
+                    self.images.add(buf.idx)
+                    code = f"write_imagef({name}, {self._image_coord(buf.dtype, idx)}, {vector});"
+                elif mem == "half":
+                    code = f"vstore_half{amt}({vector}, 0, {name}+{self.index(idx)});"
+                else:
+                    code = f"*((__global float{amt}*)({name}+{self.index(idx)})) = {vector};"
+                self._guarded(valid, code)
+                continue
+            if image:
+                raise _NeedsFlatImage(buf.idx)
+            for idxs, val in group:
+                idx, valid = st.expr_idxs(idxs)
+                if mem == "half":
+                    code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
+                else:
+                    code = f"{name}[{self.index(idx)}] = {val if mem == ctype else f'({mem})({val})'};"
+                self._guarded(valid, code)
+
+    def _guarded(self, valid, code: str) -> None:
+        if valid.max == 0:
+            return
+        self.line(code if valid.min == 1 else f"if ({valid.render()}) {code}")
+
+    def program(self, global_size: list[int], local_size: list[int] | None) -> Program:
+        k = self.k
+        outputs = {x.arg.idx for x in k.ast}
+        params, args = [], []
+        for buf in sorted({b.idx: b for b in k.bufs if not isinstance(b, ConstBuffer)}.values(), key=lambda b: b.idx):
+            if buf.idx in self.images:
+                params.append(f"{'write_only' if buf.idx in outputs else 'read_only'} image2d_t data{buf.idx}")
+            else:
+                const = "" if buf.idx in outputs else "const "
+                params.append(f"{const}__global {_type(buf.dtype)[1]}* data{buf.idx}")
+            args.append((buf.idx, "image" if buf.idx in self.images else "buffer"))
+        name = kernel_name(k)
+        prelude = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n" \
+            if self.images else ""
+        src = f"{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        return Program(name, src, global_size, local_size, args)
+
+
+def kernel_name(k: Kernel) -> str:
+    """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
+    the full shape, e.g. r_16_8_8_16_128_4_4_4."""
+    kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
+    return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(str(s) for s in k.full_shape)
+
+
+def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Program:
+    """Render the kernel, with its current opts, as an OpenCL program.
+
+    `limits` = (threads per work-group, per-dim maximum) of the device that will run it; local dims beyond them
+    run as loops inside each thread. Without it the program is exactly the kernel's."""
+    flat: frozenset = frozenset()
+    while True:
+        try:
+            return _Renderer(k, flat, limits).render()
+        except _NeedsFlatImage as e:  # write that image output as a plain buffer of h*w*4 elements instead
+            flat = flat | {e.args[0]}
+
+
+# ============================================================================================================
+# the device
+# ============================================================================================================
+class NoDeviceError(RuntimeError):
+    """No OpenCL platform or device is reachable."""
+
+
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
+
+
+class VerificationError(AssertionError):
+    """A kernel's output differs from the numpy reference."""
+
+
+@dataclass
+class Device:
+    ctx: cl.Context
+    queue: cl.CommandQueue
+    name: str
+
+
+_device: Device | None = None
+_programs: dict[str, Any] = {}  # OpenCL source -> built kernel: each distinct program is compiled once
+_NO_DEVICE = 'no OpenCL device found. Install the PoCL CPU device with: pip install "pyopencl[pocl]"'
+
+
+def get_device() -> Device:
+    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else the first CPU."""
+    global _device
+    if _device is None:
+        try:
+            if os.environ.get("PYOPENCL_CTX"):
+                ctx = cl.create_some_context(interactive=False)
+            else:
+                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+                gpus = [d for d in devices if d.type & cl.device_type.GPU]
+                cpus = [d for d in devices if d.type & cl.device_type.CPU]
+                if not devices:
+                    raise NoDeviceError(_NO_DEVICE)
+                ctx = cl.Context([(gpus or cpus or devices)[0]])
+        except cl.Error as e:
+            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
+        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _device = Device(ctx, queue, ctx.devices[0].name.strip())
+    return _device
+
+
+def build(src: str, name: str):
+    """Compile an OpenCL program (once per distinct source) and return its kernel `name`."""
+    if (kern := _programs.get(src)) is None:
+        try:
+            program = cl.Program(get_device().ctx, src).build()
+        except cl.Error as e:
+            numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
+            raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
+        kern = _programs[src] = getattr(program, name)
+    return kern
+
+
+# ============================================================================================================
+# buffers, inputs and outputs
+# ============================================================================================================
+@dataclass
+class BufferInfo:
+    """One buffer of a kernel: `size` elements (for an image: height * width * 4). A buffer that is `read` is an
+    input; one that is written is an `output` (both: updated in place, starting from its input)."""
+    idx: int
+    dtype: Any
+    size: int
+    output: bool
+    read: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.dtype.shape) if _is_image(self.dtype) else (self.size,)
+
+
+def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
+    """The kernel's buffers in idx order, each as large as its furthest access."""
+    outputs = {root.arg.idx for root in ast}
+    found: dict[int, BufferInfo] = {}
+    for x in (op for root in ast for op in root.lazyops):
+        if x.op in (BufferOps.LOAD, BufferOps.STORE):
+            size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
+            old = found.get(x.arg.idx)
+            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, max(size, old.size if old else 0),
+                                          x.arg.idx in outputs, x.op is BufferOps.LOAD or bool(old and old.read))
+    return [found[i] for i in sorted(found)]
+
+
+def _needed_size(st: ShapeTracker) -> int:
+    """How many elements the buffer behind st needs: one past the largest index read where valid. Like
+    st.real_size(), but a masked first view (the one that addresses memory) only counts inside its mask."""
+    first = st.views[0]
+    box = first.mask or tuple((0, s) for s in first.shape)
+    if any(lo >= hi for lo, hi in box):
+        return 0
+    top = first.offset + sum(stride * (hi - 1 if stride > 0 else lo) for stride, (lo, hi) in zip(first.strides, box))
+    return min(st.real_size(), top + 1)
+
+
+def _ast(k_or_ast) -> tuple[LazyOp, ...]:
+    if isinstance(k_or_ast, LazyOp):
+        return (k_or_ast,)
+    return tuple(k_or_ast.ast if hasattr(k_or_ast, "ast") else k_or_ast)
+
+
+def _check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, np.ndarray]:
+    """Inputs as flat contiguous arrays by buffer idx; a wrong count, dtype or size is a ValueError."""
+    wanted = [b for b in infos if b.read]
+    if len(inputs) != len(wanted):
+        names = ", ".join(f"data{b.idx}" for b in wanted) or "none"
+        raise ValueError(f"expected {len(wanted)} input arrays ({names}), got {len(inputs)}")
+    arrays = {}
+    for b, x in zip(wanted, inputs):
+        if not isinstance(x, np.ndarray):
+            raise ValueError(f"input data{b.idx} must be a numpy array, got {type(x).__name__}")
+        if x.dtype != np_dtype(b.dtype):
+            raise ValueError(f"input data{b.idx} has dtype {x.dtype}, expected {np_dtype(b.dtype)}")
+        if _is_image(b.dtype) and x.shape != b.shape:
+            raise ValueError(f"input data{b.idx} is an image of shape {b.shape}, got an array of shape {x.shape}")
+        if x.size < b.size:
+            raise ValueError(f"input data{b.idx} has {x.size} elements, the kernel reads {b.size}")
+        arrays[b.idx] = np.ascontiguousarray(x).reshape(-1)
+    return arrays
+
+
+def _poisoned(b: BufferInfo) -> np.ndarray:
+    """An output array filled with a value no kernel computes by accident (NaN for floats): what a kernel forgets
+    to write stays poisoned and fails verification."""
+    dt = np_dtype(b.dtype)
+    if dt == np.bool_:
+        return np.full(b.size, 0xAB, np.uint8).view(np.bool_)  # neither True (1) nor False (0)
+    return np.full(b.size, np.nan if dt.kind == "f" else np.iinfo(dt).max, dt)
+
+
+def random_inputs(k_or_ast, seed: int = 0) -> list[np.ndarray]:
+    """Inputs with real data for every input buffer: floats in [-1, 1), ints in [-8, 8] but never 0 (a divisor
+    of 0 would crash the device), random bools."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for b in buffers(_ast(k_or_ast)):
+        if not b.read:
+            continue
+        dt = np_dtype(b.dtype)
+        x = rng.random(b.size, dtype=np.float32) * 2 - 1 if dt.kind == "f" else \
+            rng.random(b.size) < 0.5 if dt == np.bool_ else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
+        arrays.append(x.astype(dt).reshape(b.shape))
+    return arrays
+
+
+# ============================================================================================================
+# running on the device
+# ============================================================================================================
+class _Launch:
+    """A kernel built and its buffers on the device, ready to run any number of times."""
+
+    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray]):
+        dev = get_device()
+        device = dev.ctx.devices[0]
+        self.prg = render(k, (device.max_work_group_size, device.max_work_item_sizes))
+        self.kern = build(self.prg.src, self.prg.name)
+        self.infos = {b.idx: b for b in buffers(k.ast)}
+        host = _check_inputs(list(self.infos.values()), inputs)
+        mf = cl.mem_flags
+        self.outputs, self.args = {}, []
+        for idx, kind in self.prg.args:
+            b = self.infos[idx]
+            data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b)
+            if b.output:
+                self.outputs[idx] = data
+            if data.dtype == np.bool_:
+                data = data.view(np.uint8)
+            if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
+                data = np.zeros(1, data.dtype)
+            flags = (mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY) \
+                | mf.COPY_HOST_PTR
+            if kind == "image":
+                h, w, _ = b.shape
+                channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
+                fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
+                self.args.append(cl.create_image(dev.ctx, flags, fmt, shape=(w, h), hostbuf=data.reshape(h, w, 4)))
+            else:
+                self.args.append(cl.Buffer(dev.ctx, flags, hostbuf=data))
+        if (local := self.prg.local_size) is not None:
+            self.global_size, self.local_size = [g * n for g, n in zip(self.prg.global_size, local)], local
+        else:  # the kernel lets the device choose; we choose for it: PoCL's own choice can take a minute to compile
+            first = max(d for d in range(1, 33) if self.prg.global_size[0] % d == 0)
+            self.global_size, self.local_size = self.prg.global_size, [first] + [1] * (len(self.prg.global_size) - 1)
+
+    def launch(self):
+        return self.kern(get_device().queue, self.global_size, self.local_size, *self.args)
+
+    def read(self) -> list[np.ndarray]:
+        queue = get_device().queue
+        for (idx, kind), arg in zip(self.prg.args, self.args):
+            if idx in self.outputs:
+                out = self.outputs[idx]
+                out = out.view(np.uint8) if out.dtype == np.bool_ else out
+                if kind == "image":
+                    h, w, _ = self.infos[idx].shape
+                    cl.enqueue_copy(queue, out.reshape(h, w, 4), arg, origin=(0, 0), region=(w, h))
+                else:
+                    cl.enqueue_copy(queue, out, arg)
+        queue.finish()
+        return [self.outputs[i].reshape(self.infos[i].shape) for i in sorted(self.outputs)]
+
+
+def run(k: Kernel, *inputs: np.ndarray) -> list[np.ndarray]:
+    """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4))."""
+    launch = _Launch(k, inputs)
+    launch.launch()
+    return launch.read()
+
+
+def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2) -> float:
+    """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
+    launch = _Launch(k, inputs)
+    times = []
+    for i in range(warmup + runs):
+        event = launch.launch()
+        event.wait()
+        if i >= warmup:
+            times.append((event.profile.end - event.profile.start) * 1e-9)
+    return statistics.median(times)
+
+
+# ============================================================================================================
+# the reference: a plain numpy evaluation of the AST
+# ============================================================================================================
+_NP_OPS = {
+    UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin, UnaryOps.SQRT: np.sqrt,
+    UnaryOps.RECIP: np.reciprocal, UnaryOps.NEG: np.negative, BinaryOps.ADD: np.add, BinaryOps.MUL: np.multiply,
+    BinaryOps.MOD: np.fmod, BinaryOps.MAX: np.maximum, BinaryOps.CMPLT: np.less, BinaryOps.CMPNE: np.not_equal,
+    BinaryOps.XOR: np.bitwise_xor, BinaryOps.SHL: np.left_shift, BinaryOps.SHR: np.right_shift,
+    BinaryOps.IDIV: np.true_divide, TernaryOps.WHERE: np.where, TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}
+_NP_OPS_BOOL = {UnaryOps.NEG: np.logical_not, BinaryOps.ADD: np.logical_or, BinaryOps.MAX: np.logical_or,
+                BinaryOps.MUL: np.logical_and}
+
+
+def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
+    """One op with tinygrad's meaning on numpy arrays; dt is the dtype of the sources. MOD and IDIV are C's: the
+    remainder takes the dividend's sign and the quotient of ints truncates toward zero."""
+    if np_dtype(dt) == np.bool_ and op in _NP_OPS_BOOL:
+        return _NP_OPS_BOOL[op](*srcs)
+    if op is BinaryOps.IDIV and not _is_float(dt):
+        a, b = srcs
+        q = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -q, q)
+    return _NP_OPS[op](*srcs)
+
+
+def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
+    """Split the iteration space into boxes of about `limit` elements, cutting only axes that aren't reduced
+    (so that every reduction is complete inside one box), outer axes first."""
+    block = list(shape)
+    for axis in range(len(shape)):
+        if prod(block) <= limit:
+            break
+        if axis not in reduced:
+            block[axis] = max(1, shape[axis] * limit // prod(block))
+    ranges = [[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]
+    return list(itertools.product(*ranges))
+
+
+class _Reference:
+    """Evaluates an AST over one box of the iteration space at a time. Every load gathers through
+    ShapeTracker.indices(); axes a buffer doesn't move along (stride 0) are read once and broadcast."""
+
+    def __init__(self, ast: tuple[LazyOp, ...], data: dict[int, np.ndarray]):
+        self.ast, self.data = ast, data
+        self.reduce = next((x for root in ast for x in root.lazyops if x.op in ReduceOps), None)
+        leaf = next(x for x in (self.reduce or ast[0]).lazyops if x.op in BufferOps)
+        self.full = leaf.arg.st.shape
+        self.strides: dict[int, tuple] = {}
+
+    def _view(self, st, box):
+        """st restricted to the box: axes where st has size 1 (reduced, or broadcast) stay whole."""
+        if id(st) not in self.strides:
+            self.strides[id(st)] = st.real_strides()
+        arg = tuple((0, 1) if s == 1 or stride == 0 else rng
+                    for s, stride, rng in zip(st.shape, self.strides[id(st)], box))
+        return st.shrink(arg)
+
+    def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
+        if (got := memo.get(x)) is not None:
+            return got
+        dt = _compute_np(x.dtype)
+        if x.op in (BufferOps.LOAD, BufferOps.CONST):
+            st = self._view(x.arg.st, box)
+            if x.op is BufferOps.CONST and all(v.mask is None for v in st.views):
+                ret = np.full((1,) * len(st.shape), x.arg.val, dt)
+            else:
+                idx, valid = st.indices()
+                vals = self.data[x.arg.idx][idx] if x.op is BufferOps.LOAD else np.full(idx.shape, x.arg.val)
+                ret = np.where(valid, vals, 0).astype(dt)
+        elif x.op in ReduceOps:
+            src = self.value(x.src[0], box, memo)
+            src = np.broadcast_to(src, tuple(hi - lo for lo, hi in box))
+            axes = tuple(x.arg)
+            if x.op is ReduceOps.MAX:
+                ret = np.max(src, axis=axes, keepdims=True)
+            elif dt == np.bool_:
+                ret = np.any(src, axis=axes, keepdims=True)
+            else:  # floats are summed in float64: the reference should be closer to the truth than the kernel
+                ret = np.sum(src, axis=axes, keepdims=True, dtype=np.float64 if dt.kind == "f" else dt).astype(dt)
+        elif x.op is UnaryOps.CAST:
+            target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
+            ret = self.value(x.src[0], box, memo).astype(np_dtype(target)).astype(_compute_np(target))
+        elif x.op is UnaryOps.BITCAST:
+            src = self.value(x.src[0], box, memo)
+            ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
+        else:
+            srcs = [self.value(s, box, memo) for s in x.src]
+            src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+            ret = np.asarray(_np_alu(x.op, srcs, src_dt)).astype(dt)
+        memo[x] = ret
+        return ret
+
+    def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
+        reduced = set(self.reduce.arg) if self.reduce is not None else set()
+        for box in _chunks(self.full, reduced, limit):
+            memo: dict = {}
+            for root in self.ast:
+                st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
+                idx, valid = st.indices()
+                val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
+                out = outputs[root.arg.idx]
+                out = out.view(np.uint8) if out.dtype == np.bool_ else out
+                out[idx[valid]] = val[valid].astype(out.dtype)
+
+
+def reference(k_or_ast, *inputs: np.ndarray) -> list[np.ndarray]:
+    """The outputs of the kernel's (original, unoptimized) AST, computed with numpy: what `run` must return."""
+    ast = _ast(k_or_ast)
+    infos = buffers(ast)
+    host = _check_inputs(infos, inputs)
+    # computed in the register dtype, with one extra element: a buffer only ever read in its padding may be empty
+    data = {b.idx: np.append(host[b.idx], 0).astype(_compute_np(b.dtype)) for b in infos if b.read}
+    outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
+    with np.errstate(all="ignore"):
+        _Reference(ast, data).run(outputs)
+    return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
+
+
+def _tolerance(ast: tuple[LazyOp, ...]) -> float:
+    """Relative tolerance: float32 math differs from the float64 reference in the last bits, half in many more."""
+    names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
+    return 2e-2 if "half" in names else 1e-3
+
+
+def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None) -> None:
+    """Run the kernel and compare with the reference (or `expected`, the reference computed earlier for the same
+    AST and inputs); raises VerificationError with a readable report."""
+    got_all = run(k, *inputs)
+    want_all = reference(k, *inputs) if expected is None else expected
+    tol = _tolerance(k.ast)
+    for b, got, want in zip([b for b in buffers(k.ast) if b.output], got_all, want_all):
+        got, want = got.reshape(-1), want.reshape(-1)
+        if got.dtype == np.bool_:
+            got, want = got.view(np.uint8), want.view(np.uint8)
+        if got.dtype.kind == "f":
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            scale = max(1.0, float(np.max(np.abs(w[np.isfinite(w)]), initial=0)))
+            bad = ~np.isclose(g, w, rtol=tol, atol=tol * scale, equal_nan=True)
+            err = np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
+        else:
+            bad = got != want
+            err = np.where(bad, np.abs(got.astype(np.float64) - want.astype(np.float64)), 0)
+        if bad.any():
+            at = int(np.argmax(err))
+            where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")
+            raise VerificationError(
+                f"{render(k).name} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: output data{b.idx} "
+                f"differs in {int(bad.sum())} of {bad.size} elements; max error {err[at]:.4g} at {where}: "
+                f"got {got[at]}, expected {want[at]}")
+
+
+# ============================================================================================================
+# random opts (the fuzzer of test_runtime.py pairs them with random ASTs)
+# ============================================================================================================
+_AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
+
+
+def random_opt(k: Kernel, rng: np.random.Generator) -> Opt:
+    """A random opt for k; many are invalid, which is the point (a rejected opt must change nothing)."""
+    op = list(OptOps)[rng.integers(len(OptOps))]
+    if op is OptOps.NOLOCALS:
+        return Opt(op)
+    if op is OptOps.TC:
+        return Opt(op, int(rng.integers(2)), int(rng.integers(3)))
+    return Opt(op, int(rng.integers(max(1, k.shape_len))), int(rng.choice(_AMOUNTS)))
+
+
+def verify_random_opts(k: Kernel, inputs: Sequence[np.ndarray], rng: np.random.Generator, tries: int = 8,
+                       log=None) -> int:
+    """Try `tries` random opts on k one after another; verify the kernel after each accepted one.
+    Returns how many kernels were verified."""
+    expected, verified = reference(k, *inputs), 0
+    for _ in range(tries):
+        try:
+            k.apply_opt(random_opt(k, rng))
+        except KernelOptError:
+            continue
+        verify(k, *inputs, expected=expected)
+        verified += 1
+        if log:
+            log(f"  ok   {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}")
+    return verified
+
+
+# ============================================================================================================
+# benchmarks
+# ============================================================================================================
+def _sum_in_two(n: int = 4096 * 4096, parts: int = 256) -> list[tuple[LazyOp, ...]]:
+    """A big sum as tinygrad 0.9.1 schedules it: `parts` partial sums of strided slices, then their sum."""
+    first = ShapeTracker.from_shape((parts, n // parts)).permute((1, 0))
+    return [(store(reduce(ReduceOps.SUM, load(1, first), (0,))),), sum_ast((1, parts), (1,))]
+
+
+def _np_conv2d(img: np.ndarray, wt: np.ndarray) -> np.ndarray:
+    windows = np.lib.stride_tricks.sliding_window_view(img, wt.shape[2:], axis=(2, 3))  # (b, ci, oh, ow, kh, kw)
+    return np.einsum("bcyxij,ocij->boyx", windows, wt, optimize=True)
+
+
+_N = 4096
+# name: (the kernels' ASTs, flops, bytes moved, the same computation in numpy on the kernels' inputs)
+BENCHMARKS = {
+    "matmul 512": (lambda: [matmul_ast(512, 512, 512)], 2 * 512**3, 3 * 4 * 512**2,
+                   lambda a, b: a.reshape(512, 512) @ b.reshape(512, 512)),
+    "matmul 1024": (lambda: [matmul_ast(1024, 1024, 1024)], 2 * 1024**3, 3 * 4 * 1024**2,
+                    lambda a, b: a.reshape(1024, 1024) @ b.reshape(1024, 1024)),
+    "matvec 4096x4096": (lambda: [matvec_ast(_N, _N)], 2 * _N**2, 4 * (_N**2 + 2 * _N),
+                         lambda a, x: a.reshape(_N, _N) @ x),
+    "sum 16M": (_sum_in_two, _N**2, 4 * _N**2, lambda a: a.sum()),
+    "sum axis 0 4096x4096": (lambda: [sum_ast((_N, _N), (0,))], _N**2, 4 * (_N**2 + _N),
+                             lambda a: a.reshape(_N, _N).sum(0)),
+    "sum axis 1 4096x4096": (lambda: [sum_ast((_N, _N), (1,))], _N**2, 4 * (_N**2 + _N),
+                             lambda a: a.reshape(_N, _N).sum(1)),
+    "add 16M": (lambda: [elementwise_ast(_N * _N)], _N**2, 3 * 4 * _N**2, lambda a, b: a + b),
+    "conv2d 8x32x64x64 k3x64": (lambda: [conv2d_ast(8, 32, 64, 64, 64, 3, 0, 1)], 2 * 8 * 64 * 62 * 62 * 32 * 9,
+                                4 * (8 * 32 * 64 * 64 + 64 * 32 * 9 + 8 * 64 * 62 * 62),
+                                lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3))),
+}
+# tinygrad 0.9.1's own kernels for the same ASTs and opts on PoCL, median ms, as measured for issue 4
+TINYGRAD_MS = {"matmul 512": 4.45, "matmul 1024": 101, "matvec 4096x4096": 3.6, "sum 16M": 1.75,
+               "sum axis 0 4096x4096": 71, "sum axis 1 4096x4096": 3.2, "add 16M": 7.1, "conv2d 8x32x64x64 k3x64": 83}
+
+
+def bench(names: Sequence[str] | None = None, runs: int = 10, out=None) -> dict[str, dict[str, float]]:
+    """Time each benchmark unoptimized, with the hand-coded opts, and in numpy; print a table as it goes.
+    Returns {name: {"unoptimized": s, "hand-coded": s, "numpy": s}}."""
+    out = out or sys.stdout
+    results: dict[str, dict[str, float]] = {}
+    print(f"device: {get_device().name}, median of {runs} runs\n", file=out)
+    header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}   tinygrad 0.9.1 (issue 4)"
+    print(header, file=out)
+    for name in names or BENCHMARKS:
+        build_asts, flops, nbytes, numpy_fn = BENCHMARKS[name]
+        asts = build_asts()
+        inputs = [random_inputs(ast, seed=1) for ast in asts]  # real data: untouched pages flatter memory-bound kernels
+        times = {}
+        for variant in ("unoptimized", "hand-coded"):
+            kernels = [Kernel(*ast) for ast in asts]
+            if variant == "hand-coded":
+                for k in kernels:
+                    k.hand_coded_optimizations()
+            first = time_kernel(kernels[0], *inputs[0], runs=1, warmup=1)
+            n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
+            times[variant] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(kernels, inputs))
+        data = [x.reshape(-1) for x in inputs[0]]
+        numpy_fn(*data)  # warm-up
+        times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
+        for variant, t in times.items():
+            tg = f"{TINYGRAD_MS[name]:9.2f} ms" if variant == "hand-coded" else ""
+            print(f"{name:26s} {variant:12s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   {tg}",
+                  file=out, flush=True)
+        results[name] = times
+    return results
+
+
+def _median_seconds(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ============================================================================================================
+# command line
+# ============================================================================================================
+def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log) -> Kernel:
+    """A demo kernel of kernel.py with the heuristics' opts, or with the given ones (a rejected one is logged)."""
+    demo = DEMOS[name]
+    k = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
+    if opts is None:
+        return optimize(k)
+    for opt in opts:
+        try:
+            k.apply_opt(opt)
+        except KernelOptError as e:
+            log(f"  {opt} rejected: {e}")
+    return k
+
+
+def _parse_opt(text: str) -> Opt:
+    try:
+        return Opt.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python runtime.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, and verify "
+        "them against numpy.",
+        epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
+        "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
+        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n  python runtime.py bench\n"
+        "\nAn opt is OP:AXIS:AMT, OP one of "
+        + ", ".join(o.name for o in OptOps) + ". PYOPENCL_CTX chooses the OpenCL device.")
+    sub = p.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")
+    show.add_argument("name", choices=list(DEMOS))
+    ver = sub.add_parser("verify", help="run demo kernels (heuristics or --opt, then random opts) and check them")
+    ver.add_argument("name", nargs="?", choices=list(DEMOS), help="one demo kernel (default: all)")
+    ver.add_argument("--random", type=int, default=3, metavar="N", help="random opt sequences per kernel (3)")
+    ver.add_argument("--seed", type=int, default=0, help="seed of the random opts (0)")
+    for sp in (show, ver):
+        sp.add_argument("--opt", action="append", type=_parse_opt, metavar="OP:AXIS:AMT",
+                        help="apply these opts in order instead of the heuristics (repeatable)")
+        sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
+    ben = sub.add_parser("bench", help="time unoptimized and hand-coded kernels and numpy on classic workloads")
+    ben.add_argument("names", nargs="*", metavar="NAME",
+                     help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS))
+    ben.add_argument("--runs", type=int, default=10, help="timed runs per kernel, after warm-up (10)")
+    args = p.parse_args(argv)
+    if args.command == "bench" and (unknown := [n for n in args.names if n not in BENCHMARKS]):
+        p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+
+    if args.command == "show":
+        k = _demo(args.name, args.target, args.opt, log)
+        prg = render(k)
+        launch = f"{prg.global_size} work-groups of {prg.local_size} threads" if prg.local_size else \
+            f"{prg.global_size} threads, grouped as the runtime chooses"
+        print(f"{args.name} [{k.opts.device}]: {DEMOS[args.name].what}\n  shape   {k.colored_shape()}\n"
+              f"  opts    {', '.join(str(o) for o in k.applied_opts) or 'none'}\n  launch  {launch}\n\n{prg.src}")
+    elif args.command == "verify":
+        rng, failed, count = np.random.default_rng(args.seed), 0, 0
+        for name in [args.name] if args.name else list(DEMOS):
+            k = _demo(name, args.target, args.opt, log)
+            inputs = random_inputs(k)
+            try:
+                verify(k, *inputs)
+                count += 1
+                log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}")
+                for _ in range(args.random):
+                    count += verify_random_opts(Kernel(*k.ast, opts=k.opts), inputs, rng, log=log)
+            except (AssertionError, RuntimeError, ValueError) as e:
+                failed += 1
+                log(f"FAIL {name}: {e}")
+        log(f"{count} kernels verified, {failed} failed on {get_device().name}")
+        return 1 if failed else 0
+    else:
+        bench(args.names, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
