@@ -2596,7 +2596,8 @@ def demo_kernel(name: str, target: str | None = None, opts: Sequence[Opt] | None
     return k
 
 
-def _parse_opt_arg(text: str) -> Opt:
+def parse_opt_arg(text: str) -> Opt:
+    """Opt.parse for argparse: a bad opt is reported with what an opt looks like."""
     import argparse
 
     try:
@@ -2627,7 +2628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument(
         "--opt",
         action="append",
-        type=_parse_opt_arg,
+        type=parse_opt_arg,
         metavar="OP:AXIS:AMT",
         help="apply these opts in order instead of the heuristics (repeatable)",
     )

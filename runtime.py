@@ -31,7 +31,8 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, KernelOptError, LazyOp, NumNode, Opt,
                     OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes,
-                    elementwise_ast, load, matmul_ast, matvec_ast, optimize, prod, reduce, store, sum_ast)
+                    elementwise_ast, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store,
+                    sum_ast)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -1090,13 +1091,6 @@ def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log) -> Ker
     return k
 
 
-def _parse_opt(text: str) -> Opt:
-    try:
-        return Opt.parse(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python runtime.py", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -1115,7 +1109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver.add_argument("--random", type=int, default=3, metavar="N", help="random opt sequences per kernel (3)")
     ver.add_argument("--seed", type=int, default=0, help="seed of the random opts (0)")
     for sp in (show, ver):
-        sp.add_argument("--opt", action="append", type=_parse_opt, metavar="OP:AXIS:AMT",
+        sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT",
                         help="apply these opts in order instead of the heuristics (repeatable)")
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     ben = sub.add_parser("bench", help="time unoptimized and hand-coded kernels and numpy on classic workloads")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import re
 
 import numpy as np
@@ -18,12 +17,13 @@ import pyopencl as cl
 import pytest
 
 import runtime as R
-from kernel import (TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps,
-                    ReduceOps, ShapeTracker, TernaryOps, UnaryOps, View, alu, const, conv2d_ast, dtypes,
+from test_golden import KERNEL_CASES, build_kernel
+from kernel import (TARGETS, BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, Opt, OptOps,
+                    ReduceOps, ShapeTracker, TernaryOps, UnaryOps, alu, const, conv2d_ast, dtypes,
                     elementwise_ast, image_matvec_ast, load, matmul_ast, matvec_ast, optimize, prod, reduce, store,
                     sum_ast)
 
-CASES = json.loads((pathlib.Path(__file__).parent / "testdata" / "kernels.json").read_text())["cases"]
+CASES = KERNEL_CASES
 LARGE = 1 << 22  # iteration spaces above this many elements are verified only with RUNTIME_LARGE=1
 
 
@@ -36,31 +36,7 @@ def device():
 
 
 # -- the golden corpus --------------------------------------------------------------------------------------------
-def _dtype(d):
-    if isinstance(d, dict):
-        return (dtypes.imagef if d["image"] == "float" else dtypes.imageh)(tuple(d["shape"]))
-    return getattr(dtypes, d)
-
-
-def _op(x) -> LazyOp:
-    """A LazyOp from the corpus' JSON form."""
-    cls, name = x["op"].split(".")
-    op = getattr({"UnaryOps": UnaryOps, "BinaryOps": BinaryOps, "TernaryOps": TernaryOps, "ReduceOps": ReduceOps,
-                  "BufferOps": BufferOps}[cls], name)
-    a = x.get("arg")
-    if cls == "BufferOps":
-        st = ShapeTracker(tuple(View.create(tuple(v["shape"]), tuple(v["strides"]), v["offset"],
-                                            tuple(map(tuple, v["mask"])) if v["mask"] else None) for v in a["st"]))
-        a = MemBuffer(a["idx"], _dtype(a["dtype"]), st) if "idx" in a else ConstBuffer(a["val"], _dtype(a["dtype"]), st)
-    elif cls == "ReduceOps":
-        a = tuple(a)
-    elif name == "CAST":
-        a = _dtype(a)
-    return LazyOp(op, tuple(_op(s) for s in x.get("src", [])), a)
-
-
-def _kernel(case) -> Kernel:
-    return Kernel(*[_op(a) for a in case["ast"]], opts=TARGETS[case["target"]])
+_kernel = build_kernel  # the corpus loader of test_golden.py
 
 
 def _size(case) -> int:
