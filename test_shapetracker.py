@@ -600,15 +600,15 @@ def test_indices_of_a_4096x4096_view_are_fast():
     """indices() is vectorised: a 16M-element view (masked, flipped and permuted) takes well under a second."""
     st = ShapeTracker.from_shape((4096, 4096)).pad(((1, 1), (0, 0))).stride((-1, 1)).shrink(((1, 4097), (0, 4096)))
     st = st.permute((1, 0))
-    best = min(_timed(st.indices) for _ in range(2))
-    assert best < 0.5, f"indices() of {st.shape} took {best:.2f}s"
+    best = min(_timed(st.indices) for _ in range(3))
+    assert best < 1.0, f"indices() of {st.shape} took {best:.2f}s"  # ~0.05 s here; a Python loop would take minutes
 
 
 def test_indices_through_two_4096x4096_views_are_fast():
     st = ShapeTracker.from_shape((4096, 4096)).permute((1, 0)).reshape((4096 * 4096,)).reshape((2048, 8192))
     assert len(st.views) == 2
-    best = min(_timed(st.indices) for _ in range(2))
-    assert best < 1.0, f"indices() through {len(st.views)} views took {best:.2f}s"
+    best = min(_timed(st.indices) for _ in range(3))
+    assert best < 2.0, f"indices() through {len(st.views)} views took {best:.2f}s"  # ~0.1 s here
 
 
 def _timed(fn) -> float:
