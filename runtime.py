@@ -1028,19 +1028,35 @@ BENCHMARKS = {
                                 4 * (8 * 32 * 64 * 64 + 64 * 32 * 9 + 8 * 64 * 62 * 62),
                                 lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3))),
 }
-# tinygrad 0.9.1's own kernels for the same ASTs and opts on PoCL, median ms, as measured for issue 4
-TINYGRAD_MS = {"matmul 512": 4.45, "matmul 1024": 101, "matvec 4096x4096": 3.6, "sum 16M": 1.75,
-               "sum axis 0 4096x4096": 71, "sum axis 1 4096x4096": 3.2, "add 16M": 7.1, "conv2d 8x32x64x64 k3x64": 83}
+# the names of the same workloads in the file written by tinygrad_perf.sh (tinygrad 0.9.1 timed on this device)
+TINYGRAD_KEYS = {"matmul 512": "matmul_512", "matmul 1024": "matmul_1024", "matvec 4096x4096": "matvec_4096",
+                 "sum 16M": "sum_all_16M", "sum axis 0 4096x4096": "sum_axis0_4096",
+                 "sum axis 1 4096x4096": "sum_axis1_4096", "add 16M": "add_16M",
+                 "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64"}
 
 
-def bench(names: Sequence[str] | None = None, runs: int = 10, out=None) -> dict[str, dict[str, float]]:
+def _tinygrad_seconds(path: str | None) -> dict[str, float]:
+    """tinygrad 0.9.1's median kernel time per benchmark, from a JSON file of tinygrad_perf.sh, if there is one."""
+    if not path or not os.path.exists(path):
+        return {}
+    import json
+    with open(path) as f:
+        measured = json.load(f)
+    return {name: measured[key]["tinygrad_s"] for name, key in TINYGRAD_KEYS.items() if key in measured}
+
+
+def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
+          tinygrad: str | None = None) -> dict[str, dict[str, float]]:
     """Time each benchmark unoptimized, with the hand-coded opts, and in numpy; print a table as it goes.
-    Returns {name: {"unoptimized": s, "hand-coded": s, "numpy": s}}."""
+    With `tinygrad`, a JSON file of tinygrad_perf.sh, the hand-coded rows also show tinygrad 0.9.1's time for the
+    same workload and the ratio (ours / tinygrad's). Returns {name: {"unoptimized": s, "hand-coded": s, ...}}."""
     out = out or sys.stdout
     results: dict[str, dict[str, float]] = {}
-    print(f"device: {get_device().name}, median of {runs} runs\n", file=out)
-    header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}   tinygrad 0.9.1 (issue 4)"
-    print(header, file=out)
+    tinygrad_s = _tinygrad_seconds(tinygrad)
+    print(f"device: {get_device().name}, median of {runs} runs" +
+          (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "") + "\n", file=out)
+    header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
+    print(header + ("   tinygrad 0.9.1  ours/tinygrad" if tinygrad_s else ""), file=out)
     for name in names or BENCHMARKS:
         build_asts, flops, nbytes, numpy_fn = BENCHMARKS[name]
         asts = build_asts()
@@ -1058,7 +1074,9 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None) -> dict[
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
         for variant, t in times.items():
-            tg = f"{TINYGRAD_MS[name]:9.2f} ms" if variant == "hand-coded" else ""
+            tg = ""
+            if variant == "hand-coded" and name in tinygrad_s:
+                tg = f"{tinygrad_s[name] * 1e3:11.2f} ms  {t / tinygrad_s[name]:13.2f}"
             print(f"{name:26s} {variant:12s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   {tg}",
                   file=out, flush=True)
         results[name] = times
@@ -1116,6 +1134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ben.add_argument("names", nargs="*", metavar="NAME",
                      help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS))
     ben.add_argument("--runs", type=int, default=10, help="timed runs per kernel, after warm-up (10)")
+    ben.add_argument("--tinygrad", metavar="FILE", default="/tmp/tinygrad_perf.json",
+                     help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
+                          "(default: %(default)s)")
     args = p.parse_args(argv)
     if args.command == "bench" and (unknown := [n for n in args.names if n not in BENCHMARKS]):
         p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
@@ -1147,7 +1168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"{count} kernels verified, {failed} failed on {get_device().name}")
         return 1 if failed else 0
     else:
-        bench(args.names, args.runs)
+        bench(args.names, args.runs, tinygrad=args.tinygrad)
     return 0
 
 
