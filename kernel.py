@@ -2533,6 +2533,37 @@ def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, image, out.arg.st)),)
 
 
+def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
+    """A LazyOp from the JSON form of the golden corpus (testdata/kernels.json), as exported from tinygrad 0.9.1:
+    {"op": "BinaryOps.ADD", "src": [...], "arg": ...}; buffer args are {"idx" or "val", "dtype", "st": [views]}."""
+
+    def dtype(d: Any) -> DType:
+        if isinstance(d, dict):
+            return (dtypes.imagef if d["image"] == "float" else dtypes.imageh)(tuple(d["shape"]))
+        return getattr(dtypes, d)
+
+    def shapetracker(views: list[dict[str, Any]]) -> ShapeTracker:
+        return ShapeTracker(tuple(View.create(v["shape"], v["strides"], v["offset"], v["mask"]) for v in views))
+
+    kind, name = x["op"].split(".")
+    op = {
+        "UnaryOps": UnaryOps,
+        "BinaryOps": BinaryOps,
+        "TernaryOps": TernaryOps,
+        "ReduceOps": ReduceOps,
+        "BufferOps": BufferOps,
+    }[kind][name]
+    arg = x.get("arg")
+    if kind == "BufferOps":
+        buf = MemBuffer if "idx" in arg else ConstBuffer
+        arg = buf(arg["idx" if "idx" in arg else "val"], dtype(arg["dtype"]), shapetracker(arg["st"]))
+    elif kind == "ReduceOps":
+        arg = tuple(arg)
+    elif op in (UnaryOps.CAST, UnaryOps.BITCAST):
+        arg = dtype(arg)
+    return LazyOp(op, tuple(lazyop_from_json(s) for s in x.get("src", [])), arg)
+
+
 @dataclass(frozen=True)
 class Demo:
     """A classic kernel for the demo: what it computes, how to build it, and the target to show it on."""

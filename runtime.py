@@ -31,8 +31,8 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, KernelOptError, LazyOp, NumNode, Opt,
                     OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes,
-                    elementwise_ast, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store,
-                    sum_ast)
+                    elementwise_ast, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod,
+                    reduce, store, sum_ast)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -1035,14 +1035,24 @@ TINYGRAD_KEYS = {"matmul 512": "matmul_512", "matmul 1024": "matmul_1024", "matv
                  "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64"}
 
 
-def _tinygrad_seconds(path: str | None) -> dict[str, float]:
-    """tinygrad 0.9.1's median kernel time per benchmark, from a JSON file of tinygrad_perf.sh, if there is one."""
+def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
+    """Per benchmark, tinygrad 0.9.1's kernel time and the ASTs it ran, from a JSON file of tinygrad_perf.sh."""
     if not path or not os.path.exists(path):
         return {}
     import json
     with open(path) as f:
         measured = json.load(f)
-    return {name: measured[key]["tinygrad_s"] for name, key in TINYGRAD_KEYS.items() if key in measured}
+    return {name: (measured[key]["tinygrad_s"],
+                   [tuple(lazyop_from_json(a) for a in k["ast"]) for k in measured[key].get("kernels", [])])
+            for name, key in TINYGRAD_KEYS.items() if key in measured}
+
+
+def _same_kernels(ours: list[Kernel], asts: list[tuple[LazyOp, ...]]) -> bool:
+    """Do tinygrad's ASTs, optimized by our heuristics, give exactly our kernels (shape, opts and views)?"""
+    theirs = [optimize(Kernel(*ast)) for ast in asts]
+    return len(ours) == len(theirs) and all(
+        a.applied_opts == b.applied_opts and [s.views for s in a.sts] == [s.views for s in b.sts]
+        for a, b in zip(ours, theirs))
 
 
 def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
@@ -1052,7 +1062,9 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
     same workload and the ratio (ours / tinygrad's). Returns {name: {"unoptimized": s, "hand-coded": s, ...}}."""
     out = out or sys.stdout
     results: dict[str, dict[str, float]] = {}
-    tinygrad_s = _tinygrad_seconds(tinygrad)
+    measured = _tinygrad_measured(tinygrad)
+    tinygrad_s = {name: s for name, (s, _) in measured.items()}
+    compared, different = [], []
     print(f"device: {get_device().name}, median of {runs} runs" +
           (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "") + "\n", file=out)
     header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
@@ -1067,6 +1079,10 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
             if variant == "hand-coded":
                 for k in kernels:
                     k.hand_coded_optimizations()
+                if name in measured and measured[name][1]:
+                    compared.append(name)
+                    if not _same_kernels(kernels, measured[name][1]):
+                        different.append(name)
             first = time_kernel(kernels[0], *inputs[0], runs=1, warmup=1)
             n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
             times[variant] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(kernels, inputs))
@@ -1080,6 +1096,9 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
             print(f"{name:26s} {variant:12s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   {tg}",
                   file=out, flush=True)
         results[name] = times
+    if compared:
+        print("\n" + (f"not the same kernels as tinygrad's: {', '.join(different)}" if different else
+                      "each hand-coded kernel is the one tinygrad ran (same AST, opts and views)"), file=out)
     return results
 
 

@@ -26,43 +26,8 @@ KERNEL_CASES = json.loads((TESTDATA / "kernels.json").read_text())["cases"]
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def build_dtype(d):
-    if isinstance(d, dict):
-        return (K.dtypes.imagef if d["image"] == "float" else K.dtypes.imageh)(tuple(d["shape"]))
-    return getattr(K.dtypes, d)
-
-
-def build_st(views) -> K.ShapeTracker:
-    return K.ShapeTracker(
-        tuple(
-            K.View.create(
-                tuple(v["shape"]), tuple(v["strides"]), v["offset"], tuple(map(tuple, v["mask"])) if v["mask"] else None
-            )
-            for v in views
-        )
-    )
-
-
-def build_op(x) -> K.LazyOp:
-    """A LazyOp from its JSON form {"op": "BinaryOps.ADD", "src": [...], "arg": ...}."""
-    cls, name = x["op"].split(".")
-    op = getattr(getattr(K, cls), name)
-    src = tuple(build_op(s) for s in x.get("src", []))
-    a = x.get("arg")
-    if cls == "BufferOps":
-        dtype, st = build_dtype(a["dtype"]), build_st(a["st"])
-        arg = K.MemBuffer(a["idx"], dtype, st) if "idx" in a else K.ConstBuffer(a["val"], dtype, st)
-    elif cls == "ReduceOps":
-        arg = tuple(a)
-    elif name == "CAST":
-        arg = build_dtype(a)
-    else:
-        arg = a
-    return K.LazyOp(op, src, arg)
-
-
 def build_kernel(case) -> K.Kernel:
-    return K.Kernel(*[build_op(a) for a in case["ast"]], opts=K.TARGETS[case["target"]])
+    return K.Kernel(*[K.lazyop_from_json(a) for a in case["ast"]], opts=K.TARGETS[case["target"]])
 
 
 def views_of(st: K.ShapeTracker):
