@@ -1047,6 +1047,18 @@ def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[La
             for name, key in TINYGRAD_KEYS.items() if key in measured}
 
 
+def optimizer_cost(path: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "kernels.json")) \
+        -> tuple[int, float]:
+    """(kernels, seconds per kernel) to build every kernel of the golden corpus and run the heuristics, once each."""
+    import json
+    with open(path) as f:
+        cases = [(tuple(lazyop_from_json(a) for a in c["ast"]), TARGETS[c["target"]]) for c in json.load(f)["cases"]]
+    start = time.perf_counter()
+    for ast, target in cases:
+        Kernel(*ast, opts=target).hand_coded_optimizations()
+    return len(cases), (time.perf_counter() - start) / len(cases)
+
+
 def _same_kernels(ours: list[Kernel], asts: list[tuple[LazyOp, ...]]) -> bool:
     """Do tinygrad's ASTs, optimized by our heuristics, give exactly our kernels (shape, opts and views)?"""
     theirs = [optimize(Kernel(*ast)) for ast in asts]
@@ -1067,6 +1079,9 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
     compared, different = [], []
     print(f"device: {get_device().name}, median of {runs} runs" +
           (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "") + "\n", file=out)
+    n, cost = optimizer_cost()  # first, while the caches are cold
+    print(f"optimizer: Kernel() + hand_coded_optimizations() takes {cost * 1e3:.3f} ms per kernel "
+          f"({n} corpus kernels, once each)\n", file=out)
     header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
     print(header + ("   tinygrad 0.9.1  ours/tinygrad" if tinygrad_s else ""), file=out)
     for name in names or BENCHMARKS:

@@ -522,3 +522,4 @@ def test_bench_prints_a_row_per_variant(capsys, tmp_path):
     for variant in ("unoptimized", "hand-coded", "numpy"):
         assert re.search(rf"sum axis 1 4096x4096 +{variant} +[0-9.]+ ms +[0-9.]+ +[0-9.]+", out)
     assert re.search(r"hand-coded .* 2\.00 ms +[0-9.]+$", out, re.M)
+    assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)
