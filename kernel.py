@@ -1072,6 +1072,8 @@ class View:
         vm2 = self
         if vm2.contiguous:
             return vm1
+        if 0 in vm1.shape:
+            return vm1  # an empty view reads nothing, whatever is below it
         if vm1.contiguous and vm1.shape == vm2.shape:
             return vm2
         if vm1.contiguous and vm1.size() == vm2.size() and (ret := vm2.reshape(vm1.shape)) is not None:
@@ -1930,6 +1932,13 @@ class Kernel:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
             self.tensor_core_opts.fix_axes(axis)
+        # tinygrad 0.9.1 accepts a few sequences (a second UPCASTMID after a whole-axis GROUP) whose counters then
+        # overrun the shape, and breaks later in colors(); refuse them here instead
+        check(
+            0 <= self.local_dims <= self.first_reduce
+            and self.first_reduce + self.group_for_reduces <= self.shape_len - self.upcasted,
+            "the opt would leave more local, grouped and upcasted axes than the shape has",
+        )
 
     def _check_shared_memory(self, amt: int) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory."""
