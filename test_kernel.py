@@ -1123,3 +1123,15 @@ def test_demo_bad_opt_says_what_an_opt_looks_like():
     r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
     assert r.returncode == 2
     assert "can't parse opt" in r.stderr  # the reason, not just argparse's "invalid parse value"
+
+
+def test_opt_that_would_overrun_the_shape_is_rejected():
+    """tinygrad 0.9.1 accepts a second UPCASTMID after a whole-axis GROUP, leaving more grouped axes than the shape
+    has (its colors() then fails); kernel.py refuses it and keeps the kernel as it was."""
+    k = Kernel(*image_matvec_ast(256, 256))
+    k.apply_opt(Opt(OptOps.GROUP, 0, 256))
+    k.apply_opt(Opt(OptOps.UPCASTMID, 0, 4))
+    before = (k.full_shape, k.colors(), k.group_for_reduces)
+    with pytest.raises(KernelOptError, match="more local, grouped and upcasted axes than the shape has"):
+        k.apply_opt(Opt(OptOps.UPCASTMID, 2, 4))
+    assert (k.full_shape, k.colors(), k.group_for_reduces) == before == ((64, 256, 4), ["blue", "green", "white"], 2)

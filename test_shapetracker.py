@@ -596,6 +596,13 @@ def test_empty_view_on_stacked_views():
     assert st.simplify().shape == (0,)
 
 
+def test_empty_view_merges_with_a_masked_view_below():
+    """An empty top view reads nothing: it merges with any view below it (tinygrad 0.9.1 asserts here)."""
+    st = ShapeTracker.from_shape((4,)).pad(((1, 1),)).reshape((2, 3)).shrink(((0, 2), (1, 1)))
+    assert len(st.views) == 2
+    assert st.simplify().views == (View.create((2, 0)),)
+
+
 def test_indices_of_a_4096x4096_view_are_fast():
     """indices() is vectorised: a 16M-element view (masked, flipped and permuted) takes well under a second."""
     st = ShapeTracker.from_shape((4096, 4096)).pad(((1, 1), (0, 0))).stride((-1, 1)).shrink(((1, 4097), (0, 4096)))
