@@ -1304,6 +1304,10 @@ class ShapeTracker:
 
 def _op_arg(op: str, shape: tuple[int, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of ints, or of (int, int) pairs."""
+    if type(arg) is tuple and all(
+        type(x) is tuple and len(x) == 2 and type(x[0]) is type(x[1]) is int if pairs else type(x) is int for x in arg
+    ):
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values
     try:
         return tuple((int(b), int(e)) for b, e in arg) if pairs else tuple(int(x) for x in arg)
     except (TypeError, ValueError):
@@ -1623,7 +1627,7 @@ class Kernel:
     def first_reduce(self) -> int:
         """The first axis (before the upcasted ones) where the output has size 1 but the full shape doesn't."""
         n = self.shape_len - self.upcasted
-        return [x != y for x, y in zip(self.sts[0].shape[:n] + (0,), self.full_shape[:n] + (1,))].index(True)
+        return next((i for i, (x, y) in enumerate(zip(self.sts[0].shape[:n], self.full_shape[:n])) if x != y), n)
 
     @property
     def global_dims(self) -> int:
