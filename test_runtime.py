@@ -387,6 +387,17 @@ def test_max_reduce_starts_at_minus_infinity():
     np.testing.assert_allclose(R.run(k, x)[0], x.max(1))
 
 
+def test_max_with_a_nan_gives_the_other_operand_as_devices_do():
+    """OpenCL leaves max() of a NaN undefined; devices return the other operand (fmax), and so does the reference."""
+    st = ShapeTracker.from_shape((8, 16))
+    relu_sqrt = alu(BinaryOps.MAX, alu(UnaryOps.SQRT, load(1, st)), const(0.0, (8, 16)))
+    k = Kernel(store(reduce(ReduceOps.MAX, relu_sqrt, (1,))))
+    x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)  # negatives: sqrt gives NaN
+    (ref,) = R.reference(k, x)
+    np.testing.assert_allclose(ref, np.sqrt(np.maximum(x, 0)).max(1), rtol=1e-6)
+    R.verify(k, x)
+
+
 def test_casts_and_bitcasts():
     st = ShapeTracker.from_shape((16,))
     x = np.linspace(-3.7, 3.7, 16, dtype=np.float32)
