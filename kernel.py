@@ -1196,7 +1196,13 @@ class ShapeTracker:
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
-        idxs = _idx_vars(self.shape) if idxs is None else list(idxs)
+        return self._default_exprs() if idxs is None else self._exprs(list(idxs))
+
+    @functools.cache  # a ShapeTracker is an immutable value: the heuristics ask the same questions many times
+    def _default_exprs(self) -> tuple[Node, Node]:
+        return self._exprs(_idx_vars(self.shape))
+
+    def _exprs(self, idxs: list[Node]) -> tuple[Node, Node]:
         idx, valid = _expr_view(self.views[-1], idxs)
         for view in reversed(self.views[:-1]):
             if valid.max == 0:
@@ -1209,13 +1215,14 @@ class ShapeTracker:
             idx, valid = _expr_view(view, unravelled[::-1], valid)
         return idx, valid
 
+    @functools.cache
     def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
         """The stride of each axis in the flat index, 0 if the axis doesn't move it, and None when the index
         isn't an affine function of that axis (it sits under a div or mod) or the axis is masked."""
         if len(self.views) == 1 and self.views[-1].mask is None:
             return self.views[-1].strides
         idxs = _idx_vars(self.shape)
-        idx, valid = self.expr_idxs(idxs)
+        idx, valid = self.expr_idxs()
         ret: list[int | None] = [None] * len(self.shape)
         bad_vars: set = set()
         for term in idx.nodes if isinstance(idx, SumNode) else [idx]:
