@@ -15,6 +15,7 @@ Run `python kernel.py demo` to watch it happen. Only the standard library is imp
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
@@ -1565,45 +1566,32 @@ class Kernel:
         """An independent copy: optimizing it doesn't touch this kernel."""
         ret = type(self).__new__(type(self))
         ret.__dict__.update(self.__dict__)
-        ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]
+        ret._restore(self._state())  # its own copies of everything an opt changes
+        ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]  # local buffers belong to a rendering
         ret.sts = self.sts[: len(ret.bufs)]
-        ret.applied_opts = self.applied_opts[:]
-        ret.tensor_core_opts = dataclass_copy(self.tensor_core_opts)
-        ret.bufs_for_tensor_core = dict(self.bufs_for_tensor_core)
         ret.local_alias = defaultdict(dict)
-        ret.heuristic_log = self.heuristic_log[:]
         return ret
 
     # -- the state an opt changes, so a rejected opt can put it back --
-    def _state(self) -> tuple:
-        return (
-            self.sts[:],
-            self.bufs[:],
-            self.applied_opts[:],
-            self.group_for_reduces,
-            self.upcasted,
-            self.local_dims,
-            self.dont_use_locals,
-            self.tensor_core,
-            dataclass_copy(self.tensor_core_opts),
-            dict(self.bufs_for_tensor_core),
-            self.heuristic_log[:],
-        )
+    OPT_STATE = (
+        "sts",
+        "bufs",
+        "applied_opts",
+        "group_for_reduces",
+        "upcasted",
+        "local_dims",
+        "dont_use_locals",
+        "tensor_core",
+        "tensor_core_opts",
+        "bufs_for_tensor_core",
+        "heuristic_log",
+    )
 
-    def _restore(self, state: tuple) -> None:
-        (
-            self.sts,
-            self.bufs,
-            self.applied_opts,
-            self.group_for_reduces,
-            self.upcasted,
-            self.local_dims,
-            self.dont_use_locals,
-            self.tensor_core,
-            self.tensor_core_opts,
-            self.bufs_for_tensor_core,
-            self.heuristic_log,
-        ) = state
+    def _state(self) -> dict[str, Any]:
+        return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     # -- shape bookkeeping --
     @property
@@ -2282,22 +2270,15 @@ class Kernel:
         while prod(self.sts[0].shape[: self.first_reduce]) >= 1024:
             choices = []
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
-                if (
-                    axis not in upcasted_axis
-                    and self.full_shape[axis] % amt == 0
-                    and any(
-                        st.views[-1].strides[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
-                        for i, st in enumerate(self.sts)
-                    )
+                if axis in upcasted_axis or self.full_shape[axis] % amt != 0:
+                    continue
+                # some buffer is broadcast along this axis and along none of the axes upcast so far
+                if any(
+                    st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
+                    for i, st in enumerate(self.sts)
                 ):
-                    choices.append(
-                        (
-                            sum(st.views[-1].strides[axis] > 0 for st in self.sts),
-                            sum(st.views[-1].strides[axis] for st in self.sts),
-                            axis,
-                            amt,
-                        )
-                    )
+                    strides = [st.views[-1].strides[axis] for st in self.sts]
+                    choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
             if not choices:
                 break
             _, _, axis, amt = sorted(choices)[0]
@@ -2349,18 +2330,11 @@ class Kernel:
             return
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        for _, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-            local_size = prod(sz for _, sz in to_local)
-            sz = next(
-                (
-                    x
-                    for x in ([32] * (axis == 0) + [16, 8, 4, 3, 2])
-                    if self.full_shape[axis] % x == 0 and local_size * x <= 128
-                ),
-                None,
-            )
-            if sz is not None:
-                to_local.append((axis, sz))
+        for _, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then from the right
+            threads = prod(sz for _, sz in to_local)
+            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
+                to_local.append((axis, fits[0]))
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -2368,10 +2342,6 @@ class Kernel:
             self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
             if whole:
                 deleted += 1
-
-
-def dataclass_copy(x: TensorCoreOptions | None) -> TensorCoreOptions | None:
-    return None if x is None else TensorCoreOptions(x.axes, x.axes_exist, x.axis_pads)
 
 
 # ============================================================================================================
