@@ -1844,89 +1844,13 @@ class Kernel:
         )
         if opt.op is OptOps.TC:
             return self._apply_tc(opt)
-        axis, amt = -1, -1  # NOLOCALS takes neither
-        if opt.op is not OptOps.NOLOCALS:
-            check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
-            check(isinstance(opt.amt, int) and opt.amt >= 0, f"{opt.op.name} needs an amount >= 0, got {opt.amt}")
-            axis = opt.real_axis(self)
-            check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
-            amt = opt.amt if opt.amt != 0 else self.full_shape[axis]  # 0 means the whole axis
-            check(amt != 1, "shift/padto of amt 1 is meaningless")
-            if opt.op is not OptOps.PADTO:
-                check(
-                    self.full_shape[axis] % amt == 0,
-                    f"no longer valid shift: {amt} does not divide axis {axis} ({self.full_shape[axis]})",
-                )
+        axis, amt = self._opt_axis_amount(opt)
         if self.reduceop and (
             opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
             or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))
         ):
             self._check_shared_memory(amt)
-
-        if opt.op is OptOps.LOCAL:  # cyan: split a global axis, the new piece becomes threads of a work-group
-            check(self.opts.has_local, "target does not support local")
-            check(
-                axis < self.global_dims,
-                f"local is for globals: axis {axis} is not one of the {self.global_dims} global axes",
-            )
-            self.shift_to(axis, amt, insert_before=self.first_reduce)
-            self.local_dims += 1
-        elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):  # green: split a reduce axis across a work-group's threads
-            check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
-            check(
-                self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted,
-                f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis",
-            )
-            check(not self.tensor_core, "can't group with tensor cores")
-            self.shift_to(
-                axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces
-            )
-            self.group_for_reduces += 1
-        elif opt.op is OptOps.UNROLL:  # magenta: split a reduce axis, unroll the new piece in registers
-            check(axis < self.shape_len - self.upcasted, f"can't upcasted already upcasted: axis {axis} is upcasted")
-            check(amt <= 32, f"don't unroll more than 32 (asked {amt})")
-            if self.full_shape[axis] == amt and axis == self.first_reduce:
-                self.local_dims += 1  # first_reduce moves right by one; simplify_ones takes this back off
-            if self.full_shape[axis] == amt and axis < self.first_reduce + self.group_for_reduces:
-                self.group_for_reduces -= 1  # unrolling a whole GROUP axis
-            self.shift_to(axis, amt, insert_before=None)
-            self.upcast()
-        elif opt.op is OptOps.UPCAST:  # yellow: split an output axis, compute the new piece in registers
-            check(
-                axis < self.first_reduce,
-                f"upcast is for non-reduce: axis {axis} is not before the first reduce axis {self.first_reduce}",
-            )
-            check(
-                not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
-                "can't upcast TC locals",
-            )
-            check(amt <= 8, f"don't upcast more than 8 (asked {amt})")
-            self.shift_to(axis, amt, insert_before=None)
-            self.upcast()
-        elif opt.op is OptOps.UPCASTMID:  # white: for images, upcast by 4 in the middle of a grouped reduce
-            check(
-                self.bufs[0].dtype.name.startswith("image")
-                and not self.float4_axis(0)
-                and self.group_for_reduces != 0
-                and self.first_reduce <= 2
-                and prod(self.sts[0].shape) > 1,
-                "invalid upcast mid reduce",
-            )
-            axes = self.sts[0].unit_stride_axes()
-            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-            check(axes[0] == axis, "wrong axis")
-            check(amt == 4, "don't upcast mid anything but 4")
-            self.shift_to(axis, amt, insert_before=self.first_reduce + self.group_for_reduces)
-            self.group_for_reduces += 1
-        elif opt.op is OptOps.NOLOCALS:  # BLUE: no work-groups; every axis is a plain global
-            check(
-                self.opts.has_local and not self.dont_use_locals,
-                "NOLOCALS is meaningless if target does not support local or already not using locals",
-            )
-            check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
-            self.dont_use_locals = True
-        elif opt.op is OptOps.PADTO:  # same colour: pad an axis up to a multiple of amt (the padding reads 0)
-            self._padto(axis, amt)
+        self.OPT_METHODS[opt.op](self, axis, amt)
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
@@ -1939,22 +1863,113 @@ class Kernel:
             "the opt would leave more local, grouped and upcasted axes than the shape has",
         )
 
-    def _check_shared_memory(self, amt: int) -> None:
-        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory."""
-        dt = self.reduceop.dtype  # type: ignore[union-attr]
-        acc_sz = dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize
-        up = self.shape_len - self.upcasted
-        upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
-        local_sz = prod(
-            self.full_shape[self.first_reduce - self.local_dims : self.first_reduce + self.group_for_reduces]
-        )
-        smem_sz = amt * acc_sz * upcast_sz * local_sz
-        check(
-            smem_sz <= self.opts.shared_max,
-            f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}",
-        )
+    def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
+        """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
+        NOLOCALS takes neither: (-1, -1)."""
+        if opt.op is OptOps.NOLOCALS:
+            return -1, -1
+        check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
+        check(isinstance(opt.amt, int) and opt.amt >= 0, f"{opt.op.name} needs an amount >= 0, got {opt.amt}")
+        axis = opt.real_axis(self)
+        check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
+        amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
+        check(amt != 1, "shift/padto of amt 1 is meaningless")
+        if opt.op is not OptOps.PADTO:  # PADTO makes the axis a multiple of amt; every other op splits it by amt
+            check(
+                self.full_shape[axis] % amt == 0,
+                f"no longer valid shift: {amt} does not divide axis {axis} ({self.full_shape[axis]})",
+            )
+        return axis, amt
 
-    def _padto(self, axis: int, amt: int) -> None:
+    # -- one method per OptOp. Each gets the real axis and the checked amount; the examples start from a 64x64x64
+    # matmul, (64 64 64) coloured blue blue red, or a 64x64 sum over axis 1, (64 64) coloured blue red --
+
+    def _opt_local(self, axis: int, amt: int) -> None:
+        """LOCAL (cyan): split a global axis; the new piece becomes threads of one work-group.
+        LOCAL:0:8 on (64 64 64) -> (8 64 8 64), blue blue cyan red: 8 threads share a work-group along axis 0."""
+        check(self.opts.has_local, "target does not support local")
+        check(axis < self.global_dims, f"local is for globals: axis {axis} is past the {self.global_dims} globals")
+        self.shift_to(axis, amt, insert_before=self.first_reduce)
+        self.local_dims += 1
+
+    def _opt_group(self, axis: int, amt: int, top: bool = False) -> None:
+        """GROUP (green): split a reduce axis across the threads of a work-group; each thread reduces its share
+        and the partial results meet in local memory. GROUP:0:16 on (64 64) -> (64 16 4), blue green red:
+        the 16 threads are the fast part of the split, so thread t reduces elements t, t+16, t+32, t+48
+        (interleaved: neighbouring threads read neighbouring elements)."""
+        check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
+        check(
+            self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted,
+            f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis",
+        )
+        check(not self.tensor_core, "can't group with tensor cores")
+        self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
+        self.group_for_reduces += 1
+
+    def _opt_grouptop(self, axis: int, amt: int) -> None:
+        """GROUPTOP (green): GROUP with the threads taken from the slow (top) part of the split.
+        GROUPTOP:0:16 on (64 64) -> (64 16 4) too, the same shape line, but thread t now reduces the contiguous
+        run 4t..4t+3. `demo --explain` shows the difference in the strides: 1 for GROUP's threads, 4 here."""
+        self._opt_group(axis, amt, top=True)
+
+    def _opt_unroll(self, axis: int, amt: int) -> None:
+        """UNROLL (magenta): split a reduce axis; the new piece is unrolled in registers at the end of the shape.
+        UNROLL:0:4 on (64 64 64) -> (64 64 16 4), blue blue red magenta: the loop runs 16 times, 4 steps each."""
+        check(axis < self.shape_len - self.upcasted, f"can't upcasted already upcasted: axis {axis} is upcasted")
+        check(amt <= 32, f"don't unroll more than 32 (asked {amt})")
+        if self.full_shape[axis] == amt and axis == self.first_reduce:
+            self.local_dims += 1  # first_reduce moves right by one; simplify_ones takes this back off
+        if self.full_shape[axis] == amt and axis < self.first_reduce + self.group_for_reduces:
+            self.group_for_reduces -= 1  # unrolling a whole GROUP axis
+        self.shift_to(axis, amt, insert_before=None)
+        self.upcast()
+
+    def _opt_upcast(self, axis: int, amt: int) -> None:
+        """UPCAST (yellow): split an output axis; each thread computes the new piece's outputs in registers.
+        UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red yellow: each thread owns 4 outputs along axis 1."""
+        check(
+            axis < self.first_reduce,
+            f"upcast is for non-reduce: axis {axis} is not before the first reduce axis {self.first_reduce}",
+        )
+        check(
+            not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
+            "can't upcast TC locals",
+        )
+        check(amt <= 8, f"don't upcast more than 8 (asked {amt})")
+        self.shift_to(axis, amt, insert_before=None)
+        self.upcast()
+
+    def _opt_upcastmid(self, axis: int, amt: int) -> None:
+        """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
+        each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
+        check(
+            self.bufs[0].dtype.name.startswith("image")
+            and not self.float4_axis(0)
+            and self.group_for_reduces != 0
+            and self.first_reduce <= 2
+            and prod(self.sts[0].shape) > 1,
+            "invalid upcast mid reduce",
+        )
+        axes = self.sts[0].unit_stride_axes()
+        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+        check(axes[0] == axis, "wrong axis")
+        check(amt == 4, "don't upcast mid anything but 4")
+        self.shift_to(axis, amt, insert_before=self.first_reduce + self.group_for_reduces)
+        self.group_for_reduces += 1
+
+    def _opt_nolocals(self, axis: int, amt: int) -> None:
+        """NOLOCALS (BLUE): no work-groups at all; the shape doesn't change, every global axis turns bright blue
+        and the device picks the local size. NOLOCALS on (64 64) -> (64 64), BLUE red."""
+        check(
+            self.opts.has_local and not self.dont_use_locals,
+            "NOLOCALS is meaningless if target does not support local or already not using locals",
+        )
+        check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
+        self.dont_use_locals = True
+
+    def _opt_padto(self, axis: int, amt: int) -> None:
+        """PADTO (no new colour): pad an axis up to a multiple of amt; the padding reads as 0, so later splits by
+        amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
         if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
             r = self.reduceop
@@ -1973,6 +1988,33 @@ class Kernel:
                 self.sts[i] = st.pad(((0, 0),) * axis + ((0, ru),) + ((0, 0),) * (len(st.shape) - axis - 1))
                 padded = True
         check(padded, "nothing was padded")
+
+    # the table apply_opt dispatches through (TC goes to apply_tensor_cores' machinery instead)
+    OPT_METHODS: dict[OptOps, Callable[[Kernel, int, int], None]] = {
+        OptOps.LOCAL: _opt_local,
+        OptOps.GROUP: _opt_group,
+        OptOps.GROUPTOP: _opt_grouptop,
+        OptOps.UNROLL: _opt_unroll,
+        OptOps.UPCAST: _opt_upcast,
+        OptOps.UPCASTMID: _opt_upcastmid,
+        OptOps.NOLOCALS: _opt_nolocals,
+        OptOps.PADTO: _opt_padto,
+    }
+
+    def _check_shared_memory(self, amt: int) -> None:
+        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory."""
+        dt = self.reduceop.dtype  # type: ignore[union-attr]
+        acc_sz = dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize
+        up = self.shape_len - self.upcasted
+        upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
+        local_sz = prod(
+            self.full_shape[self.first_reduce - self.local_dims : self.first_reduce + self.group_for_reduces]
+        )
+        smem_sz = amt * acc_sz * upcast_sz * local_sz
+        check(
+            smem_sz <= self.opts.shared_max,
+            f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}",
+        )
 
     # ========================================================================================================
     # tensor cores
