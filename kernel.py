@@ -19,6 +19,7 @@ import copy
 import functools
 import itertools
 import math
+import numbers
 import operator
 import os
 import re
@@ -281,7 +282,7 @@ class MemBuffer:
 class ConstBuffer:
     """A constant broadcast to the shape of `st` (its mask can still zero out padding)."""
 
-    val: int | float | bool
+    val: int | float | bool | Variable
     dtype: DType
     st: ShapeTracker
 
@@ -323,6 +324,18 @@ class LazyOp:
     def lazyops(self) -> list[LazyOp]:
         """This op and every op below it, each once, parents before children."""
         return dedup([self] + [x for s in self.src for x in s.lazyops])
+
+    def vars(self) -> list[Variable]:
+        """The symbolic variables of the shapes (and symbolic constants) this op reads, sorted by name."""
+        found = [x.arg.st.vars() for x in self.lazyops if x.op in BufferOps]
+        consts = {x.arg.val for x in self.lazyops if x.op is BufferOps.CONST and isinstance(x.arg.val, Variable)}
+        return sorted(set().union(*found, consts), key=lambda v: v.expr)
+
+
+@functools.cache
+def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
+    """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
+    return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
 
 
 def verify_lazyop(*ast: LazyOp) -> None:
@@ -386,45 +399,79 @@ def verify_lazyop(*ast: LazyOp) -> None:
 # something already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` when b < 8, like terms merge.
 # This is what lets real_strides() read the stride of each axis straight off the expression. The rules are
 # tinygrad 0.9.1's, so the expressions (and so every heuristic that looks at them) come out the same.
-# Divisors and moduli are positive Python ints; floor division and modulo follow Python, and are only ever
-# applied to non-negative values so C's truncating `/` and `%` give the same result.
+# Floor division and modulo follow Python, and are only ever applied to non-negative values so C's truncating
+# `/` and `%` give the same result.
+#
+# Symbolic shapes: a size may itself be a node, e.g. Variable("i", 1, 64) for a length only known at run time
+# (tinygrad's `sint`: an int or a Node). Then a loop variable's largest value is a node too (idx0 in [0, i-1]),
+# and a comparison of nodes is a node (LtNode) whose truth value is "possibly true": tinygrad's code asks
+# `if size % 4 == 0`, `if prod(shape) >= 1024` on symbolic sizes and gets the answer these rules give.
 
 
 class Node:
-    """Base class of index expressions. `min`/`max` bound its value; `render()` prints it as C."""
+    """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
+    b: Node | int
     min: int
-    max: int
+    max: sint
+
+    def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
+        """The expression as text: tinygrad's Python syntax by default (`(1+a)`, `(a//2)`); `ops` maps each node
+        type to its own spelling (runtime.py has one for C); ctx "DEBUG" adds variable ranges, "REPR" is repr."""
+        return (ops if ops is not None else render_python)[type(self)](self, ops, ctx)
+
+    def vars(self) -> set[Variable]:
+        return set()
+
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        """The expression with each Variable of var_vals replaced by its node (a NumNode or another Variable)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def unbind(self) -> tuple[Node, int | None]:
+        """The expression over unbound variables (a bound Variable's value is dropped)."""
+        return self.substitute({v: v.unbind()[0] for v in self.vars() if v._val is not None}), None
 
     # -- identity: two nodes are equal when they print the same (with variable ranges) --
     @functools.cached_property
     def key(self) -> str:
-        return self.render(debug=True)
+        return self.render(ctx="DEBUG")
+
+    def __repr__(self) -> str:
+        return self.render(ctx="REPR")
+
+    def __str__(self) -> str:
+        return f"<{self.key}>"
 
     def __hash__(self) -> int:
         return hash(self.key)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Node) and self.key == other.key
-
     def __bool__(self) -> bool:
-        return not (self.min == self.max == 0)
+        return not (self.max == self.min == 0)
 
-    def __repr__(self) -> str:
-        return f"<{self.key}>"
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        return self.key == other.key
 
-    def render(self, debug: bool = False) -> str:
-        raise NotImplementedError
+    # -- comparisons build LtNodes; their truth value is bool(node): False only when surely false --
+    def __lt__(self, b: Node | int) -> Node:
+        return create_node(LtNode(self, b))
 
-    def vars(self) -> set:
-        return set()
+    def __le__(self, b: Node | int) -> Node:
+        return self < (b + 1)
+
+    def __gt__(self, b: Node | int) -> Node:
+        return (-self) < (-b)
+
+    def __ge__(self, b: Node | int) -> Node:
+        return (-self) < (-b + 1)
 
     # -- arithmetic --
     def __neg__(self) -> Node:
         return self * -1
 
     def __add__(self, b: Node | int) -> Node:
-        return Node.sum([self, b if isinstance(b, Node) else NumNode(b)])
+        return Node.sum([self, NumNode(b) if isinstance(b, int) else b])
 
     def __radd__(self, b: int) -> Node:
         return self + b
@@ -435,21 +482,32 @@ class Node:
     def __rsub__(self, b: int) -> Node:
         return -self + b
 
-    def __mul__(self, b: int) -> Node:
+    def __mul__(self, b: Node | int) -> Node:
         if b == 0:
             return NumNode(0)
         if b == 1:
             return self
-        return create_node(MulNode(self, b))
+        return create_node(MulNode(self, b.b if isinstance(b, NumNode) else b))
 
     def __rmul__(self, b: int) -> Node:
         return self * b
 
-    def __floordiv__(self, b: int, factoring_allowed: bool = True) -> Node:
-        if b < 0:
-            return (self * -1).__floordiv__(-b, factoring_allowed)
+    def __rfloordiv__(self, b: int) -> Node:
+        return NumNode(b) // self
+
+    def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
+        if isinstance(b, Node):  # by a node: only what the bounds decide
+            if isinstance(b, NumNode):
+                return self.__floordiv__(b.b, factoring_allowed)
+            if self == b:
+                return NumNode(1)
+            if (b - self).min > 0 and self.min >= 0:
+                return NumNode(0)
+            raise ValueError(f"not supported: {self} // {b}")
         if b == 0:
             raise ZeroDivisionError(f"{self} // 0")
+        if b < 0:
+            return (self * -1).__floordiv__(-b, factoring_allowed)
         if b == 1:
             return self
         if self.min < 0:
@@ -458,17 +516,29 @@ class Node:
             return (self + -offset * b).__floordiv__(b, factoring_allowed=False) + offset
         return create_node(DivNode(self, b))
 
-    def __mod__(self, b: int) -> Node:
+    def __rmod__(self, b: int) -> Node:
+        return NumNode(b) % self
+
+    def __mod__(self, b: Node | int) -> Node:
+        if isinstance(b, Node):
+            if isinstance(b, NumNode):
+                return self % b.b
+            if self == b:
+                return NumNode(0)
+            if (b - self).min > 0 and self.min >= 0:
+                return self  # already below b
+            raise ValueError(f"not supported: {self} % {b}")
         if b <= 0:
             raise ValueError(f"modulo by {b} is not supported")
         if b == 1:
             return NumNode(0)
-        if self.min >= 0 and self.max < b:
-            return self  # already in range
-        if self.min // b == self.max // b:
-            return self - b * (self.min // b)  # never wraps: a constant shift
-        if self.min < 0:
-            return (self - (self.min // b) * b) % b
+        if isinstance(self.max, int):
+            if self.min >= 0 and self.max < b:
+                return self  # already in range
+            if self.min // b == self.max // b:
+                return self - b * (self.min // b)  # never wraps: a constant shift
+            if self.min < 0:
+                return (self - (self.min // b) * b) % b
         return create_node(ModNode(self, b))
 
     @staticmethod
@@ -479,12 +549,12 @@ class Node:
             return NumNode(0)
         if len(nodes) == 1:
             return nodes[0]
-        coeffs: dict[Node, int] = {}
+        coeffs: dict[Node, Node | int] = {}
         const = 0
         for node in SumNode(nodes).flat_components:
-            if isinstance(node, NumNode):
+            if type(node) is NumNode:
                 const += node.b
-            elif isinstance(node, MulNode):
+            elif type(node) is MulNode:
                 coeffs[node.a] = coeffs.get(node.a, 0) + node.b
             else:
                 coeffs[node] = coeffs.get(node, 0) + 1
@@ -511,26 +581,51 @@ class Node:
 
 
 class Variable(Node):
-    """A loop index with the range [min, max]. A range of one value is just that number."""
+    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape).
 
-    def __new__(cls, expr: str, nmin: int, nmax: int):
-        if not 0 <= nmin <= nmax:
+    `bind(val)` gives the same variable carrying a value (what the program runs with); `unbind()` splits it
+    back into the variable and the value. A range of one value is just that number."""
+
+    def __new__(cls, expr: str, nmin: int, nmax: sint):
+        if not (isinstance(nmin, int) and 0 <= nmin <= nmax):
             raise ValueError(f"invalid Variable {expr} with range [{nmin}, {nmax}]")
         if nmin == nmax:
             return NumNode(nmin)
         return super().__new__(cls)
 
-    def __init__(self, expr: str, nmin: int, nmax: int):
+    def __init__(self, expr: str, nmin: int, nmax: sint):
         self.expr, self.min, self.max = expr, nmin, nmax
+        self._val: int | None = None
 
-    def __getnewargs__(self) -> tuple[str, int, int]:
+    def __getnewargs__(self) -> tuple[str, int, sint]:
         return (self.expr, self.min, self.max)
 
-    def vars(self) -> set:
+    @property
+    def val(self) -> int:
+        if self._val is None:
+            raise ValueError(f"Variable {self.expr} isn't bound: bind(val) it first")
+        return self._val
+
+    def bind(self, val: int) -> Variable:
+        """This variable with the value val, which must be in its range. (tinygrad binds in place and returns
+        the same object; here a new one comes back, so a variable already used in a shape never changes.)"""
+        if self._val is not None:
+            raise ValueError(f"cannot bind {val} to {self}: already bound to {self._val}")
+        if not (isinstance(val, int) and not isinstance(val, bool) and self.min <= val <= self.max):
+            raise ValueError(f"cannot bind {val!r} to {self.expr}: its range is [{self.min}, {self.max}]")
+        ret = Variable(self.expr, self.min, self.max)
+        ret._val = val
+        return ret
+
+    def unbind(self) -> tuple[Variable, int]:
+        """(the unbound variable, its value)."""
+        return Variable(self.expr, self.min, self.max), self.val
+
+    def vars(self) -> set[Variable]:
         return {self}
 
-    def render(self, debug: bool = False) -> str:
-        return f"{self.expr}[{self.min}-{self.max}]" if debug else self.expr
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return var_vals.get(self, self)
 
 
 class NumNode(Node):
@@ -539,11 +634,16 @@ class NumNode(Node):
     def __init__(self, num: int):
         if not isinstance(num, int):
             raise ValueError(f"NumNode needs an int, got {num!r}")
-        self.b = num
+        self.b: int = num
         self.min = self.max = num
 
-    def __mul__(self, b: int) -> Node:
-        return NumNode(self.b * b)
+    def bind(self, val: int) -> NumNode:
+        if self.b != val:
+            raise ValueError(f"cannot bind {val} to {self}")
+        return self
+
+    def __mul__(self, b: Node | int) -> Node:
+        return NumNode(self.b * b) if isinstance(b, int) else b * self.b
 
     def __eq__(self, other: object) -> bool:
         return self.b == other
@@ -551,28 +651,28 @@ class NumNode(Node):
     def __hash__(self) -> int:
         return hash(self.b)
 
-    def render(self, debug: bool = False) -> str:
-        return str(self.b)
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return self
 
 
 def create_node(node: Node) -> Node:
     """A node whose bounds pin it to one value is that value."""
-    if node.min > node.max:
+    if not node.min <= node.max:
         raise ValueError(f"min {node.min} > max {node.max} in {type(node).__name__}")
     return NumNode(node.min) if node.min == node.max else node
 
 
 class OpNode(Node):
-    """A node `a OP b` with b a Python int."""
+    """A node `a OP b`, b an int or (for MulNode and LtNode) a node."""
 
-    def __init__(self, a: Node, b: int):
+    def __init__(self, a: Node, b: Node | int):
         self.a, self.b = a, b
         self.min, self.max = self.get_bounds()
 
-    def vars(self) -> set:
-        return self.a.vars()
+    def vars(self) -> set[Variable]:
+        return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         raise NotImplementedError
 
 
@@ -582,70 +682,77 @@ class LtNode(OpNode):
     def get_bounds(self) -> tuple[int, int]:
         if self.a == self.b:
             return (0, 0)
-        return (1, 1) if self.a.max < self.b else (0, 0) if self.a.min >= self.b else (0, 1)
+        if isinstance(self.b, int):
+            return (1, 1) if self.a.max < self.b else (0, 0) if self.a.min >= self.b else (0, 1)
+        return (1, 1) if self.a.max < self.b.min else (0, 0) if self.a.min >= self.b.max else (0, 1)
 
-    def render(self, debug: bool = False) -> str:
-        return f"({self.a.render(debug)}<{self.b})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
+        return create_lt_node(self.a.substitute(var_vals), b)
 
 
 class MulNode(OpNode):
     """a * b."""
 
-    def __mul__(self, b: int) -> Node:
-        return self.a * (self.b * b)  # two constant multiplies are one
+    def __mul__(self, b: Node | int) -> Node:
+        return self.a * (self.b * b)  # two multiplies are one
 
-    def __floordiv__(self, b: int, factoring_allowed: bool = False) -> Node:
+    def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         if self.b % b == 0:
             return self.a * (self.b // b)
         if b % self.b == 0 and self.b > 0:
             return self.a // (b // self.b)
         return Node.__floordiv__(self, b, factoring_allowed)
 
-    def __mod__(self, b: int) -> Node:
+    def __mod__(self, b: Node | int) -> Node:
         return Node.__mod__(self.a * (self.b % b), b)
 
-    def get_bounds(self) -> tuple[int, int]:
-        lo, hi = self.a.min * self.b, self.a.max * self.b
-        return (lo, hi) if self.b >= 0 else (hi, lo)
+    def get_bounds(self) -> tuple[int, sint]:
+        if isinstance(self.b, int):
+            lo, hi = self.a.min * self.b, self.a.max * self.b
+            return (lo, hi) if self.b >= 0 else (hi, lo)
+        if self.b.min >= 0:
+            return self.a.min * self.b.min, self.a.max * self.b.max
+        return self.a.max * self.b.min, self.a.min * self.b.max
 
-    def render(self, debug: bool = False) -> str:
-        return f"({self.a.render(debug)}*{self.b})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return self.a.substitute(var_vals) * (self.b if isinstance(self.b, int) else self.b.substitute(var_vals))
 
 
 class DivNode(OpNode):
-    """a // b for a >= 0."""
+    """a // b for a >= 0 and an int b."""
 
-    def __floordiv__(self, b: int, factoring_allowed: bool = False) -> Node:
+    def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         return self.a.min // self.b, self.a.max // self.b
 
-    def render(self, debug: bool = False) -> str:
-        return f"({self.a.render(debug)}{'//' if debug else '/'}{self.b})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return self.a.substitute(var_vals) // self.b
 
 
 class ModNode(OpNode):
-    """a % b for a >= 0."""
+    """a % b for a >= 0 and an int b."""
 
-    def __mod__(self, b: int) -> Node:
-        if self.b % b == 0:
+    def __mod__(self, b: Node | int) -> Node:
+        if isinstance(b, int) and isinstance(self.b, int) and self.b % b == 0:
             return self.a % b  # (a % 8) % 4 == a % 4
         return Node.__mod__(self, b)
 
-    def __floordiv__(self, b: int, factoring_allowed: bool = True) -> Node:
+    def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
         if self.b % b == 0:
             return (self.a // b) % (self.b // b)  # (a % 8) // 4 == (a // 4) % 2
         return Node.__floordiv__(self, b, factoring_allowed)
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         lo, hi = self.a.min, self.a.max
         if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
             return (0, self.b - 1)  # wraps around
         return lo % self.b, hi % self.b
 
-    def render(self, debug: bool = False) -> str:
-        return f"({self.a.render(debug)}%{self.b})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return self.a.substitute(var_vals) % self.b
 
 
 class RedNode(Node):
@@ -655,47 +762,63 @@ class RedNode(Node):
         self.nodes = nodes
         self.min, self.max = self.get_bounds()
 
-    def vars(self) -> set:
+    def vars(self) -> set[Variable]:
         return set().union(*[x.vars() for x in self.nodes])
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         raise NotImplementedError
 
 
 class SumNode(RedNode):
     """a + b + ..."""
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
 
     @property
     def flat_components(self) -> list[Node]:
         return [y for x in self.nodes for y in (x.flat_components if isinstance(x, SumNode) else [x])]
 
-    def __mul__(self, b: int) -> Node:
+    @functools.cache  # noqa: B019 (nodes are immutable values; the index algebra asks the same things often)
+    def __mul__(self, b: Node | int) -> Node:
         return Node.sum([x * b for x in self.nodes])  # distribute
 
-    def __floordiv__(self, b: int, factoring_allowed: bool = True) -> Node:
+    @functools.cache  # noqa: B019
+    def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
+        if self == b:
+            return NumNode(1)
+        divided: list[Node] = []
+        rest: list[Node] = []
+        if isinstance(b, Node):  # by a node: split off the terms it divides exactly
+            for x in self.flat_components:
+                if x % b == 0:
+                    divided.append(x // b)
+                else:
+                    rest.append(x)
+            if (whole := create_node(SumNode(divided))) != 0:
+                return whole + create_node(SumNode(rest)) // b
+            return Node.__floordiv__(self, b, False)
         if b == 1:
             return self
         if not factoring_allowed:
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
-        divided: list[Node] = []
-        rest: list[Node] = []
         gcd, divisor = b, 1
         for x in self.flat_components:
-            if isinstance(x, (NumNode, MulNode)):
+            if type(x) in (NumNode, MulNode):
                 if x.b % b == 0:
                     divided.append(x // b)
                     continue
-                if isinstance(x, NumNode) and (whole := x.b // b):
+                if type(x) is NumNode and (whole := x.b // b):
                     divided.append(NumNode(whole))
                     x = NumNode(x.b - b * whole)
                 rest.append(x)
-                gcd = math.gcd(gcd, x.b)
-                if isinstance(x, MulNode) and divisor == 1 and b % x.b == 0:
-                    divisor = x.b
+                if isinstance(x.b, int):
+                    gcd = math.gcd(gcd, x.b)
+                    if type(x) is MulNode and divisor == 1 and b % x.b == 0:
+                        divisor = x.b
+                else:
+                    gcd = 1
             else:
                 rest.append(x)
                 gcd = 1
@@ -705,60 +828,122 @@ class SumNode(RedNode):
             return Node.sum(divided) + Node.sum(rest).__floordiv__(divisor) // (b // divisor)
         return Node.sum(divided) + Node.__floordiv__(Node.sum(rest), b)
 
-    def __mod__(self, b: int) -> Node:
-        return Node.__mod__(Node.sum([x % b if isinstance(x, (NumNode, MulNode)) else x for x in self.nodes]), b)
+    @functools.cache  # noqa: B019
+    def __mod__(self, b: Node | int) -> Node:
+        if self == b:
+            return NumNode(0)
+        if isinstance(b, Node) and (b - self).min > 0:
+            return self  # already below b
+        return Node.__mod__(Node.sum([x % b if type(x) in (NumNode, MulNode) else x for x in self.nodes]), b)
 
-    def render(self, debug: bool = False) -> str:
-        if debug:  # the identity key: order-free
-            return f"({'+'.join(sorted(x.render(debug) for x in self.nodes))})"
-        terms, consts = partition(self.nodes, lambda x: not isinstance(x, NumNode))
-        text = "+".join(sorted(x.render() for x in terms))
-        for c in consts:  # the constant last, so neighbouring indices share their common part
-            text += f"-{-c.b}" if c.b < 0 else f"+{c.b}"
-        return f"({text})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        return Node.sum([x.substitute(var_vals) for x in self.nodes])
 
 
 class AndNode(RedNode):
-    """a && b && ... of 0/1 conditions."""
+    """a and b and ... of 0/1 conditions."""
 
-    def get_bounds(self) -> tuple[int, int]:
+    def get_bounds(self) -> tuple[int, sint]:
         return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
 
-    def render(self, debug: bool = False) -> str:
-        return f"({(' and ' if debug else '&&').join(sorted(x.render(debug) for x in self.nodes))})"
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        subbed = []
+        for x in self.nodes:
+            if not (sub := x.substitute(var_vals)):
+                return NumNode(0)
+            subbed.append(sub)
+        return Node.ands(subbed)
 
 
-def create_lt_node(lhs: Node, b: int) -> Node:
+def create_lt_node(lhs: Node, b: Node | int) -> Node:
     """lhs < b, simplified: constants move to the right, and `a*8 + c < 16` with 0 <= c < 8 becomes `a < 2`."""
     if isinstance(lhs, SumNode):
-        terms = []
-        for x in lhs.nodes:
-            if isinstance(x, NumNode):
-                b -= x.b
-            else:
-                terms.append(x)
-        lhs = Node.sum(terms)
-        nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
-        muls, others = partition(nodes, lambda x: isinstance(x, MulNode) and x.b > 0 and x.max >= b)
-        if muls:
-            gcd = b
-            for x in muls:
-                gcd = math.gcd(gcd, x.b)
-            rest = Node.sum(others)
-            if rest.min >= 0 and rest.max < gcd:
-                lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
+        if isinstance(b, int):
+            terms = []
+            for x in lhs.nodes:
+                if isinstance(x, NumNode):
+                    b -= x.b
+                else:
+                    terms.append(x)
+            lhs = Node.sum(terms)
+            nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
+            muls, others = partition(nodes, lambda x: isinstance(x, MulNode) and x.b > 0 and x.max >= b)
+            if muls:
+                gcd = b
+                for x in muls:
+                    gcd = math.gcd(gcd, x.b)
+                rest = Node.sum(others)
+                if rest.min >= 0 and rest.max < gcd:
+                    lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
     if isinstance(lhs, MulNode):
-        if lhs.b == -1:
+        if isinstance(b, Node) or isinstance(lhs.b, Node) or lhs.b == -1:
             return create_node(LtNode(lhs, b))
         sign = 1 if lhs.b > 0 else -1
         return create_node(LtNode(lhs.a * sign, (b + abs(lhs.b) - 1) // abs(lhs.b)))
     return create_node(LtNode(lhs, b))
 
 
-def create_ge_node(lhs: Node, b: int) -> Node:
+def create_ge_node(lhs: Node, b: Node | int) -> Node:
     """lhs >= b, written as -lhs < -b + 1."""
     return create_lt_node(-lhs, -b + 1)
+
+
+# a symbolic int: what a size, stride or offset may be
+sint = int | Node
+
+
+def is_sint(x: Any) -> bool:
+    """Is x a size/argument a shape may hold: a Python or numpy integer (not a bool), or a symbolic Node?"""
+    return isinstance(x, Node) or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
+
+
+def all_int(xs: Iterable[Any]) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
+    """An int or a node as text."""
+    return str(a) if isinstance(a, int) else a.render(ops, ctx)
+
+
+def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
+    """The value of a (an int, or a node of the variables in var_vals)."""
+    if isinstance(a, (int, float)):
+        return a
+    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
+    if not isinstance(ret, NumNode):
+        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
+    return ret.b
+
+
+def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
+    bound = x._val is not None
+    if ctx == "DEBUG":
+        return f"{x.expr}[{x.min}-{x.max}{'=' + str(x._val) if bound else ''}]"
+    if ctx == "REPR":
+        return f"Variable('{x.expr}', {x.min}, {x.max})" + (f".bind({x._val})" if bound else "")
+    return x.expr
+
+
+def _render_mul(x: MulNode, ops: dict | None, ctx: str | None) -> str:
+    # a product of two variables is written in name order, as tinygrad does
+    if isinstance(x.a, Variable) and isinstance(x.b, Variable) and x.a.expr and x.b.expr and x.b.expr < x.a.expr:
+        return f"({sym_render(x.b, ops, ctx)}*{x.a.render(ops, ctx)})"
+    return f"({x.a.render(ops, ctx)}*{sym_render(x.b, ops, ctx)})"
+
+
+# tinygrad's text of each node type (Python syntax)
+render_python: dict[type, Callable[..., str]] = {
+    Variable: _render_variable,
+    NumNode: lambda x, ops, ctx: f"NumNode({x.b})" if ctx == "REPR" else str(x.b),
+    MulNode: _render_mul,
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{x.b})",
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
+    SumNode: lambda x, ops, ctx: f"({'+'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
+    AndNode: lambda x, ops, ctx: f"({' and '.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
+}
 
 
 # ============================================================================================================
@@ -809,6 +994,8 @@ def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[tuple[tuple[i
     """The mask of `view` on new_shape, and True if a mask can't be expressed there (a mask cut by the reshape)."""
     if view.mask is None:
         return None, False
+    if not all_int(flatten(view.mask)):
+        return view.mask, True  # a symbolic mask can't be split
     empty = ((0, 0),) * len(new_shape)
     new_mask: list[tuple[int, int]] = []
     r_masks, r_shape, r_new_shape = reversed(view.mask), reversed(view.shape), reversed(new_shape)
@@ -851,6 +1038,11 @@ def un1d(shape: tuple[int, ...], offs: int) -> list[int]:
     return result
 
 
+def _sint(x: Any) -> sint:
+    """A size as an int (a numpy integer becomes one) or the Node it is."""
+    return x if isinstance(x, Node) or not is_sint(x) else int(x)
+
+
 def _check_arg(op: str, shape: tuple[int, ...], arg: Any, ok: bool, why: str) -> None:
     if not ok:
         raise ValueError(f"{op}: {why} (shape {shape}, arg {arg})")
@@ -868,7 +1060,8 @@ class View:
 
     @functools.cache  # views are immutable: cache every movement op
     def size(self) -> int:
-        return prod(self.shape)
+        """How many elements; a symbolic size counts at its largest."""
+        return prod(x.max if isinstance(x, Node) else x for x in self.shape)
 
     @staticmethod
     def create(
@@ -881,9 +1074,9 @@ class View:
 
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
-        shape = tuple(shape)
-        if not all(isinstance(s, int) and s >= 0 for s in shape):
-            raise ValueError(f"View.create: sizes must be ints >= 0, got shape {shape}")
+        shape = tuple(int(s) if not isinstance(s, Node) and is_sint(s) else s for s in shape)
+        if not all(is_sint(s) and s >= 0 for s in shape):
+            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic, got shape {shape}")
         if strides is not None and len(strides) != len(shape):
             raise ValueError(f"View.create: {len(strides)} strides for shape {shape}")
         if mask is not None and (len(mask) != len(shape) or any(len(m) != 2 for m in mask)):
@@ -892,7 +1085,7 @@ class View:
             shape,
             tuple(strides) if strides is not None else None,
             offset,
-            tuple((int(b), int(e)) for b, e in mask) if mask is not None else None,
+            tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None,
         )
 
     @staticmethod
@@ -923,7 +1116,7 @@ class View:
                 (max(0, min(mb - b, e - b)), max(0, min(me - b, e - b))) for (mb, me), (b, e) in zip(self.mask, arg)
             )
             mask = tuple((max(b1, b2), min(e1, e2)) for (b1, e1), (b2, e2) in zip(moved, mask)) if mask else moved
-        shape = tuple(e - b for b, e in arg)
+        shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
         if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
             mask = None
         return View.create(shape, self.strides, self.offset + offset, mask)
@@ -1025,25 +1218,42 @@ class View:
             "reshape",
             self.shape,
             new_shape,
-            all(isinstance(x, int) and x >= 0 for x in new_shape),
-            "sizes must be non-negative ints",
+            all(is_sint(x) and x >= 0 for x in new_shape),
+            "sizes must be non-negative ints or symbolic",
         )
         if 0 in self.shape:
             _check_arg(
                 "reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one"
             )
             return View.create(new_shape)
-        _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(new_shape), "sizes differ")
+        if self_all_int := all_int(self.shape):
+            # to a symbolic shape, the sizes are compared at the values the variables are bound to
+            sizes = [x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape]
+            _check_arg("reshape", self.shape, new_shape, all_int(sizes), "a symbolic size must be a bound Variable")
+            _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(sizes), "sizes differ")
+        else:  # symbolic to symbolic: the products must be the same expression
+            _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(new_shape), "sizes differ")
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
         if self.contiguous:
             return View.create(new_shape)
+        if self_all_int and not all_int(new_shape):
+            # a non-contiguous view only takes a symbolic shape axis for axis, where each size is its value
+            _check_arg(
+                "reshape",
+                self.shape,
+                new_shape,
+                len(self.shape) == len(new_shape) and all(a == b for a, b in zip(self.shape, sizes)),
+                "a non-contiguous view can only be given a symbolic shape of the same sizes",
+            )
+            return View(new_shape, self.strides, self.offset, self.mask, self.contiguous)
         # walk the merged axes from the right, handing each a run of new axes whose sizes multiply to it
-        strides: list[int] = []
+        strides: list[sint] = []
         r_new_shape = reversed(new_shape)
         for merged_dim, new_stride, real_dim in reversed(_merge_dims(self.shape, self.strides, self.mask)):
             acc = 1
-            while acc < merged_dim and (new_dim := next(r_new_shape, None)):
+            # (<= and != rather than <: for symbolic sizes, "acc < dim" may be undecided when acc is dim)
+            while acc <= merged_dim and acc != merged_dim and (new_dim := next(r_new_shape, None)):
                 strides.append(new_stride)
                 if new_dim != 1:
                     acc *= new_dim
@@ -1061,6 +1271,37 @@ class View:
             sum(m[0] * s for m, s in zip(new_mask, new_strides)) if new_mask else 0
         )
         return View.create(new_shape, new_strides, self.offset + extra_offset, new_mask)
+
+    @functools.cache
+    def vars(self) -> set[Variable]:
+        """The symbolic variables in the shape, strides, offset and mask."""
+        flat_mask = flatten(self.mask) if self.mask is not None else []
+        parts = list(self.shape) + list(self.strides) + [self.offset] + flat_mask
+        return set().union(*[x.vars() for x in parts if isinstance(x, Node)])
+
+    @functools.cache
+    def unbind(self) -> tuple[View, dict[Variable, int]]:
+        """The view over unbound variables, and the value each bound one had."""
+        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
+        unbound = {v: uv for v, (uv, _) in bound}
+
+        def sub(x: sint) -> sint:
+            return x if isinstance(x, int) else x.substitute(unbound)
+
+        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
+        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
+        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
+
+    @functools.cache
+    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
+        """The view that maps this view's output back onto its input, or None when there is none (only flips
+        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements)."""
+        ret = View.create(self.shape)
+        if self.mask:
+            ret = ret.shrink(self.mask)
+        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
+        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
+        return ret if prod(ret.shape) == prod(out_shape) else None
 
     @functools.cache
     def minify(self) -> View:
@@ -1105,7 +1346,7 @@ class View:
         for term, s, o in zip(reversed(terms), reversed(vm2.shape), reversed(origin)):
             merged_term += Node.sum([idxs[d1] * (s1 * merged_size) for d1, s1 in term]) + o * merged_size
             merged_size *= s
-            if merged_term.min >= 0 and merged_term.max < merged_size:
+            if not (merged_term >= merged_size) and not (merged_term < 0):
                 extents.append((merged_size, merged_term))
                 merged_size, merged_term = 1, NumNode(0)
         if merged_term:
@@ -1120,6 +1361,9 @@ class View:
             for d2, ((b, e), o, (_, t)) in enumerate(zip(vm2.mask, origin, reversed(extents))):
                 if not (t.min < b or t.max >= e):
                     continue
+                if not all_int((o, b, e)):
+                    bad = True
+                    continue
                 term = terms[d2]
                 if len(term) != 1:
                     if not term and newe:
@@ -1128,6 +1372,9 @@ class View:
                         bad = True
                     continue
                 d1, s1 = term[0]
+                if not all_int((s1, newe[d1])):
+                    bad = True
+                    continue
                 newb[d1] = max(newb[d1], math.ceil((b - o if s1 > 0 else e - o - 1) / s1))
                 newe[d1] = min(newe[d1], (b - o if s1 < 0 else e - o - 1) // s1 + 1)
             for b, e, s in zip(newb, newe, vm1.shape):
@@ -1149,7 +1396,7 @@ class View:
 
 def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> tuple[Node, Node]:
     """The flat index and the validity condition of `view` at the multi-index idxs."""
-    iexpr: list[Node] = [NumNode(view.offset)]
+    iexpr: list[Node] = [NumNode(view.offset) if isinstance(view.offset, int) else view.offset]
     vexpr: list[Node] = [valid] if valid is not None else []
     for idx, sh, st, m in zip(
         idxs, view.shape, view.strides, view.mask if view.mask is not None else [None] * len(view.shape)
@@ -1162,8 +1409,9 @@ def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> t
 
 
 def _idx_vars(shape: tuple[int, ...]) -> list[Node]:
-    """The loop variables idx0, idx1, ... of a shape (an axis of size 0 or 1 has only the index 0)."""
-    return [Variable(f"idx{i}", 0, max(s - 1, 0)) for i, s in enumerate(shape)]
+    """The loop variables idx0, idx1, ... of a shape (an axis of size 0 or 1 has only the index 0; the last index
+    of a symbolic size is a node)."""
+    return [Variable(f"idx{i}", 0, s - 1 if isinstance(s, Node) else max(s - 1, 0)) for i, s in enumerate(shape)]
 
 
 @dataclass(frozen=True)
@@ -1173,12 +1421,56 @@ class ShapeTracker:
     views: tuple[View, ...]
 
     @staticmethod
-    def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
+    def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
         return ShapeTracker((View.create(tuple(shape)),))
+
+    def __add__(self, st: ShapeTracker) -> ShapeTracker:
+        """`st` applied on top of this one: its views stacked onto ours, merging one view at a time."""
+        ret = self
+        for v in st.views:
+            ret = ShapeTracker(ret.views + (v,)).simplify()
+        return ret
+
+    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
+        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
+        inverted = []
+        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
+            if (inv := v.invert(s)) is None:
+                return None
+            inverted.append(inv)
+        return ShapeTracker(tuple(inverted)).reshape(out_shape)
 
     @property
     def contiguous(self) -> bool:
         return len(self.views) == 1 and self.views[0].contiguous
+
+    @property
+    def consecutive(self) -> bool:
+        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
+        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
+
+    def vars(self) -> set[Variable]:
+        return set().union(*[v.vars() for v in self.views])
+
+    @property
+    def var_vals(self) -> dict[Variable, int]:
+        """{unbound variable: value} of every bound variable in the views."""
+        ret: dict[Variable, int] = {}
+        for v in self.vars():
+            var, val = v.unbind()
+            if ret.setdefault(var, val) != val:
+                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+        return ret
+
+    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+        """The ShapeTracker over unbound variables, and the value each bound one had."""
+        views, var_vals = zip(*[v.unbind() for v in self.views])
+        merged: dict[Variable, int] = {}
+        for d in var_vals:
+            for var, val in d.items():
+                if merged.setdefault(var, val) != val:
+                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
+        return ShapeTracker(tuple(views)), merged
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -1193,7 +1485,10 @@ class ShapeTracker:
         if 0 in self.shape:
             return 0
         idx, valid = self.expr_idxs()
-        return idx.max + 1 if valid else 0
+        if not valid:
+            return 0
+        top = idx.max if isinstance(idx.max, int) else idx.max.max  # a symbolic largest index: at its largest
+        return top + 1
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
@@ -1254,13 +1549,38 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    def indices(self):
+    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
+        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
+        to): a plain integer one. ValueError names a variable that has no value."""
+        st, vals = self.unbind()
+        vals.update(var_vals or {})
+        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
+        if missing:
+            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
+
+        def at(x: sint) -> int:
+            return x if isinstance(x, int) else sym_infer(x, vals)
+
+        return ShapeTracker(tuple(
+            View.create(
+                tuple(at(x) for x in v.shape),
+                tuple(at(x) for x in v.strides),
+                at(v.offset),
+                tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
+            )
+            for v in st.views
+        ))
+
+    def indices(self, var_vals: dict[Variable, int] | None = None):
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
         whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
         numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
-        shape of the view below it, mapped again, and so on down to memory."""
+        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
+        at var_vals (see at_values)."""
         import numpy as np
 
+        if self.vars():
+            return self.at_values(var_vals).indices()
         # int32 where every index fits: half the memory traffic on big views
         bound = max(
             abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
@@ -1310,17 +1630,29 @@ class ShapeTracker:
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-def _op_arg(op: str, shape: tuple[int, ...], arg: Any, pairs: bool = False) -> tuple:
-    """A movement op's argument as a (hashable) tuple of ints, or of (int, int) pairs."""
+def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
+    """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
+    Python int, a numpy integer (not a bool) or a symbolic Node."""
     if type(arg) is tuple and all(
-        type(x) is tuple and len(x) == 2 and type(x[0]) is type(x[1]) is int if pairs else type(x) is int for x in arg
+        type(x) is tuple and len(x) == 2 and _is_plain(x[0]) and _is_plain(x[1]) if pairs else _is_plain(x)
+        for x in arg
     ):
         return arg  # already in shape (the Kernel's own calls): the view op checks the values
+
+    def size(x: Any) -> sint:
+        if not is_sint(x):
+            raise TypeError
+        return _sint(x)
+
     try:
-        return tuple((int(b), int(e)) for b, e in arg) if pairs else tuple(int(x) for x in arg)
+        return tuple((size(b), size(e)) for b, e in arg) if pairs else tuple(size(x) for x in arg)
     except (TypeError, ValueError):
-        want = "a tuple of (begin, end) pairs" if pairs else "a tuple of ints"
-        raise ValueError(f"{op}: expected {want} (shape {shape}, arg {arg!r})") from None
+        want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
+        raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
+
+
+def _is_plain(x: Any) -> bool:
+    return type(x) is int or isinstance(x, Node)
 
 
 def _view_indices(view: View, idxs: list, dtype):
@@ -1532,7 +1864,8 @@ class Kernel:
         verify_lazyop(*ast)
         self.ast = ast
         self.lazyops = flatten(op.lazyops for op in ast)
-        self.reduceops = dedup(x for x in self.lazyops if x.op in ReduceOps)
+        self.reduceops = dedup(x for out in ast for x in ordered_lazyops(out) if x.op in ReduceOps)
+        self.vars: list[Variable] = flatten(x.vars() for x in ast)  # the symbolic variables of the shapes
 
         # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
         self.outbufs = [x.arg for x in ast]
@@ -1651,7 +1984,8 @@ class Kernel:
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
         """full_shape with each axis in its colour (plain text under NO_COLOR)."""
-        ret = " ".join(colored(s if dense else f"{s:4d}", c) for s, c in zip(self.full_shape, self.colors()))
+        sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
+        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
         return ret + " " * (pad - ansilen(ret)) if pad else ret
 
     def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
@@ -1668,6 +2002,7 @@ class Kernel:
     def upcasted_axis(self, i: int) -> list[tuple[int, int | None, bool]]:
         """(size, stride in buffer i, is it a reduce axis) of each upcasted axis."""
         up = self.shape_len - self.upcasted
+        check(all_int(self.sts[i].shape[up:]), f"cannot upcast a symbolic amount {self.sts[i].shape[up:]}")
         return list(
             zip(
                 self.sts[i].shape[up:],
@@ -1873,7 +2208,7 @@ class Kernel:
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
-        check(amt != 1, "shift/padto of amt 1 is meaningless")
+        check(isinstance(amt, int) and amt != 1, "shift/padto of amt 1 or Node is meaningless")  # a whole symbolic axis
         if opt.op is not OptOps.PADTO:  # PADTO makes the axis a multiple of amt; every other op splits it by amt
             check(
                 self.full_shape[axis] % amt == 0,
@@ -1970,6 +2305,7 @@ class Kernel:
     def _opt_padto(self, axis: int, amt: int) -> None:
         """PADTO (no new colour): pad an axis up to a multiple of amt; the padding reads as 0, so later splits by
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
+        check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
         if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
             r = self.reduceop
@@ -2127,7 +2463,7 @@ class Kernel:
                     self.apply_opt(opt)
                 return True
             for tc_dim in (1, 0):  # upcast M, then N, by the largest of 5, 4, 3, 2 that divides it
-                self._tc_late_upcast(tc_dim)
+                self.late_upcast_tc(tc_dim)
             tco = self.tensor_core_opts
             if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
                 for upc in (4, 2):
@@ -2138,7 +2474,8 @@ class Kernel:
         except KernelOptError:
             return False
 
-    def _tc_late_upcast(self, tc_dim: int) -> None:
+    def late_upcast_tc(self, tc_dim: int) -> None:
+        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it."""
         tco = self.tensor_core_opts
         if tco is not None and tco.axes_exist[tc_dim]:
             amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
@@ -2238,8 +2575,8 @@ class Kernel:
     def _grouping(self) -> None:
         """Few outputs, long reduce: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory
         allows; for images, then upcast the output's unit-stride axis mid-reduce."""
-        if not (self.opts.has_local and self.opts.has_shared):
-            return
+        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
+            return  # (nor with a symbolic output size)
         outputs = prod(self.sts[0].shape[: self.first_reduce])
         if (
             not self.float4_axis(0)
@@ -2294,7 +2631,8 @@ class Kernel:
         to_upcast: list[int] = []
         for axis in range(self.first_reduce):
             if (
-                self.full_shape[axis] <= 7
+                isinstance(self.full_shape[axis], int)  # not a symbolic axis
+                and self.full_shape[axis] <= 7
                 and any(st.axis_is_masked(axis) for st in self.sts)
                 and prod(self.full_shape[self.shape_len - self.upcasted :])
                 * prod(self.full_shape[j] for j in to_upcast)
@@ -2312,7 +2650,7 @@ class Kernel:
         while prod(self.sts[0].shape[: self.first_reduce]) >= 1024:
             choices = []
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
-                if axis in upcasted_axis or self.full_shape[axis] % amt != 0:
+                if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
                 # some buffer is broadcast along this axis and along none of the axes upcast so far
                 if any(
@@ -2338,12 +2676,17 @@ class Kernel:
             and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         ):
             return
-        if (s := self.full_unupcasted_shape[-1]) <= 32:
+        if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
                 f"short reduce axis ({s}): unroll it whole",
             )
-            if self.first_reduce < self.shape_len - self.upcasted and s <= 3 and self.full_unupcasted_shape[-1] <= 3:
+            if (
+                self.first_reduce < self.shape_len - self.upcasted
+                and s <= 3
+                and (s2 := self.full_unupcasted_shape[-1]) <= 3
+                and isinstance(s2, int)
+            ):
                 self._log_apply(
                     Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
                     "tiny reduce: unroll the next reduce axis whole too",

@@ -23,16 +23,17 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
-from kernel import (DEMOS, TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, KernelOptError, LazyOp, NumNode, Opt,
-                    OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes,
-                    elementwise_ast, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod,
-                    reduce, store, sum_ast)
+from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
+                    LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
+                    SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes, elementwise_ast, lazyop_from_json,
+                    load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store, sum_ast, sym_infer,
+                    sym_render)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -106,17 +107,46 @@ def _reduce_init(op, dt):
 # ============================================================================================================
 # rendering: Kernel -> OpenCL C
 # ============================================================================================================
+def _c_sum(x: SumNode, ops: dict, ctx: Any) -> str:
+    """A sum with its constant last (`(a+b-1)`): neighbouring indices then share their common part."""
+    terms = "+".join(sorted(y.render(ops, ctx) for y in x.nodes if not isinstance(y, NumNode)))
+    for c in (y.b for y in x.nodes if isinstance(y, NumNode)):
+        terms += f"{c:+d}"
+    return f"({terms})"
+
+
+# the C text of each index node type (Node.render(render_c)); a Variable is its name: a loop index, or a symbolic
+# size passed to the kernel as an int argument
+render_c: dict[type, Any] = {
+    Variable: lambda x, ops, ctx: x.expr,
+    NumNode: lambda x, ops, ctx: str(x.b),
+    MulNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}*{sym_render(x.b, ops, ctx)})",
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{x.b})",  # C's / and % : the operands are >= 0
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
+    SumNode: _c_sum,
+    AndNode: lambda x, ops, ctx: f"({'&&'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
+}
+
+
+def cexpr(x) -> str:
+    """C text of an int or an index node."""
+    return sym_render(x, render_c)
+
 @dataclass
 class Program:
     """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
     global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose
     (NOLOCALS, or a target without locals) and `global_size` then counts work-items.
-    `args` lists the kernel arguments: (buffer idx, "buffer" or "image")."""
+    `args` lists the buffer arguments: (buffer idx, "buffer" or "image"); `vars` the symbolic variables passed
+    after them as `int` arguments. With variables, `global_size` may hold nodes of them: the launch computes them
+    from the values, and one program serves every value."""
     name: str
     src: str
-    global_size: list[int]
+    global_size: list[Any]
     local_size: list[int] | None
     args: list[tuple[int, str]]
+    vars: list[Variable] = field(default_factory=list)
 
 
 # OpenCL C for each op; {0}, {1}, {2} are the C expressions of the sources
@@ -141,7 +171,14 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     return table.get(op, _C_OPS[op]).format(*srcs)
 
 
-def fit_dims(dims: Sequence[int], max_sizes: Sequence[int], reverse: bool) -> list[list[tuple[int, int]]]:
+def _largest(x) -> int:
+    """The largest value of a size (a symbolic one at the top of its range)."""
+    while isinstance(x, Node):
+        x = x.max
+    return x
+
+
+def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> list[list[tuple[int, int]]]:
     """Place kernel dims onto the launch dims (at most len(max_sizes) of them), like tinygrad's get_grouped_dims.
 
     Returns, per launch dim, the (dim number, size) parts it counts, the fastest-varying part first. With
@@ -152,15 +189,18 @@ def fit_dims(dims: Sequence[int], max_sizes: Sequence[int], reverse: bool) -> li
         slots = slots[::-1]
     for d in range(min(len(max_sizes), len(slots))):
         i, s = slots[d][0]
-        if s <= max_sizes[d]:
+        if _largest(s) <= max_sizes[d]:
             continue
+        if isinstance(s, Node):
+            raise ValueError(f"dim {i} of symbolic size {cexpr(s)} (up to {_largest(s)}) doesn't fit in a launch "
+                             f"dim of at most {max_sizes[d]}")
         factor = next((f for f in range(2, math.isqrt(s) + 1) if s % f == 0 and s // f <= max_sizes[d]), None)
         if factor is None:
             raise ValueError(f"dim {i} of size {s} doesn't fit in a launch dim of at most {max_sizes[d]}")
         slots[d:d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
     d = 0
     while len(slots) > len(max_sizes):
-        if prod(s for _, s in slots[d] + slots[d + 1]) <= max_sizes[d]:
+        if _largest(prod(s for _, s in slots[d] + slots[d + 1])) <= max_sizes[d]:
             slots[d:d + 2] = [slots[d] + slots[d + 1]]
         elif d < len(max_sizes) - 1:
             d += 1
@@ -256,16 +296,16 @@ class _Renderer:
         for d, slot in enumerate(slots):
             div = 1
             for n, (i, s) in enumerate(slot):
-                term = f"{fn}({d})" if div == 1 else f"({fn}({d})/{div})"
+                term = f"{fn}({d})" if div == 1 else f"({fn}({d})/{cexpr(div)})"
                 if n < len(slot) - 1:
-                    term = f"({term}%{s})"
+                    term = f"({term}%{cexpr(s)})"
                 w = weight.get(i, 1)
-                parts.setdefault(i, []).append(term if w == 1 else f"({term}*{w})")
+                parts.setdefault(i, []).append(term if w == 1 else f"({term}*{cexpr(w)})")
                 weight[i], div = w * s, div * s
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:
-                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* 0..{size - 1} */")
+                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* 0..{cexpr(size - 1)} */")
                 idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
 
     # -- loads --
@@ -286,7 +326,7 @@ class _Renderer:
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
         base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1:]
         idx, valid = self.k.sts[i].expr_idxs(base)
-        if idx.min < 0 or (idx // amt * amt).render() != idx.render():
+        if idx.min < 0 or idx // amt * amt != idx:
             return None  # not provably a multiple of amt: stay scalar
         return idx, valid, comp, amt
 
@@ -296,7 +336,8 @@ class _Renderer:
         zero = _c_const(0, buf.dtype)
         if isinstance(buf, ConstBuffer):
             _, valid = st.expr_idxs(idxs)
-            return self._gate(valid, _c_const(buf.val, buf.dtype), zero)
+            val = f"(({ctype}){buf.val.expr})" if isinstance(buf.val, Node) else _c_const(buf.val, buf.dtype)
+            return self._gate(valid, val, zero)
         name = f"data{buf.idx}"
         if _is_image(buf.dtype):
             return self._load_image(i, idxs)
@@ -332,26 +373,26 @@ class _Renderer:
         pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
         if isinstance(comp, int) or comp.min == comp.max:
             return f"{pixel}.s{_VEC[comp if isinstance(comp, int) else comp.min]}"
-        c = comp.render()  # a component only known at run time: pick it with a chain of selects
+        c = cexpr(comp)  # a component only known at run time: pick it with a chain of selects
         return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
 
     def index(self, idx) -> str:
         """C for an index expression. A sum with a constant becomes register + constant: loads that differ only by a
         constant (neighbouring upcast elements) share one register for the rest, computed once."""
         if not isinstance(idx, SumNode):
-            return idx.render()
+            return cexpr(idx)
         const = sum(x.b for x in idx.nodes if isinstance(x, NumNode))
-        rest = "+".join(sorted(x.render() for x in idx.nodes if not isinstance(x, NumNode)))
+        rest = "+".join(sorted(cexpr(x) for x in idx.nodes if not isinstance(x, NumNode)))
         return self.reg("int", rest, "idx") + (f"{const:+d}" if const else "")
 
     @staticmethod
     def _image_coord(dt, idx) -> str:
         width = dt.shape[1]
-        return f"(int2)({((idx // 4) % width).render()},{(idx // (4 * width)).render()})"
+        return f"(int2)({cexpr((idx // 4) % width)},{cexpr(idx // (4 * width))})"
 
     @staticmethod
     def _gate(valid, expr: str, zero: str) -> str:
-        return expr if valid.min == 1 else f"({valid.render()}?{expr}:{zero})"
+        return expr if valid.min == 1 else f"({cexpr(valid)}?{expr}:{zero})"
 
     # -- evaluating the AST --
     def value(self, x: LazyOp, idxs: list[Any], acc: str | None) -> str:
@@ -389,7 +430,7 @@ class _Renderer:
         k = self.k
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
-            self.open(f"for (int lidx{axis} = 0; lidx{axis} < {k.full_shape[axis]}; lidx{axis}++)")
+            self.open(f"for (int lidx{axis} = 0; lidx{axis} < {cexpr(k.full_shape[axis])}; lidx{axis}++)")
             idxs[axis] = Variable(f"lidx{axis}", 0, k.full_shape[axis] - 1)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             idxs[axis] = Variable(f"ridx{axis}", 0, k.full_shape[axis] - 1)
@@ -430,7 +471,7 @@ class _Renderer:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
-            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {k.full_shape[axis]}; ridx{axis}++)")
+            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[:self.up] + [NumNode(c) for c in combo], None)
@@ -512,7 +553,7 @@ class _Renderer:
         groups: dict[str, list[tuple[list[Any], str]]] = {}
         for idxs, val in values:  # group elements that share one aligned float2/float4
             vec = self._vector_base(i, idxs)
-            key = "vec " + vec[0].render() if vec is not None else "one " + st.expr_idxs(idxs)[0].render()
+            key = "vec " + cexpr(vec[0]) if vec is not None else "one " + cexpr(st.expr_idxs(idxs)[0])
             groups.setdefault(key, []).append((idxs, val))
         for group in groups.values():
             vec = self._vector_base(i, group[0][0])
@@ -542,7 +583,7 @@ class _Renderer:
     def _guarded(self, valid, code: str) -> None:
         if valid.max == 0:
             return
-        self.line(code if valid.min == 1 else f"if ({valid.render()}) {code}")
+        self.line(code if valid.min == 1 else f"if ({cexpr(valid)}) {code}")
 
     def program(self, global_size: list[int], local_size: list[int] | None) -> Program:
         k = self.k
@@ -555,18 +596,26 @@ class _Renderer:
                 const = "" if buf.idx in outputs else "const "
                 params.append(f"{const}__global {_type(buf.dtype)[1]}* data{buf.idx}")
             args.append((buf.idx, "image" if buf.idx in self.images else "buffer"))
+        variables = kernel_vars(k.ast)
+        params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
         name = kernel_name(k)
         prelude = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n" \
             if self.images else ""
         src = f"{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
-        return Program(name, src, global_size, local_size, args)
+        return Program(name, src, global_size, local_size, args, variables)
 
 
 def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
     the full shape, e.g. r_16_8_8_16_128_4_4_4."""
     kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
-    return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(str(s) for s in k.full_shape)
+    sizes = [str(s) if isinstance(s, int) else _name_of(s) for s in k.full_shape]
+    return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(sizes)
+
+
+def _name_of(x: Node) -> str:
+    """A symbolic size in a C identifier: i, (i*3) -> i_3, (1+i) -> 1_i."""
+    return "_".join(t for t in "".join(c if c.isalnum() else " " for c in x.render()).split())
 
 
 def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Program:
@@ -690,6 +739,73 @@ def _ast(k_or_ast) -> tuple[LazyOp, ...]:
     return tuple(k_or_ast.ast if hasattr(k_or_ast, "ast") else k_or_ast)
 
 
+# ============================================================================================================
+# symbolic sizes: the values of the variables
+# ============================================================================================================
+def kernel_vars(k_or_ast) -> list[Variable]:
+    """The symbolic variables of a kernel (unbound), one per name, sorted by name: its `int` arguments."""
+    found: dict[str, Variable] = {}
+    for root in _ast(k_or_ast):
+        for v in root.vars():
+            found.setdefault(v.expr, v.unbind()[0] if v._val is not None else v)
+    return [found[name] for name in sorted(found)]
+
+
+def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
+    """{name: value} for every variable of the kernel, from var_vals (keys are names or Variables), else the
+    value a variable is bound to in the AST. A missing value, one outside the variable's range, or a name the
+    kernel doesn't have is a ValueError that names the variable and its range."""
+    variables = kernel_vars(k_or_ast)
+    given: dict[str, Any] = {}
+    for key, val in (var_vals or {}).items():
+        if not isinstance(key, (str, Variable)):
+            raise ValueError(f"var_vals keys are variable names or Variables, got {key!r}")
+        given[key if isinstance(key, str) else key.expr] = val
+    if unknown := sorted(set(given) - {v.expr for v in variables}):
+        have = ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in variables) or "none"
+        raise ValueError(f"the kernel has no variable {', '.join(unknown)} (its variables: {have})")
+    bound = {v.expr: v._val for root in _ast(k_or_ast) for v in root.vars() if v._val is not None}
+    ret = {}
+    for v in variables:
+        val = given.get(v.expr, bound.get(v.expr))
+        if val is None:
+            raise ValueError(f"no value for the variable {v.expr} (range [{v.min}, {v.max}]): "
+                             f"pass var_vals={{'{v.expr}': value}}")
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not v.min <= val <= v.max:
+            raise ValueError(f"{v.expr}={val!r} is outside its range [{v.min}, {v.max}]")
+        ret[v.expr] = int(val)
+    return ret
+
+
+def _infer(x, values: dict[str, int]) -> int:
+    """The value of a size (an int, or a node of the variables) at values {name: int}."""
+    if isinstance(x, int):
+        return x
+    return sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
+
+
+def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
+    """The AST with every variable replaced by its value: plain integer ShapeTrackers and constants."""
+    ast = _ast(k_or_ast)
+    if not values:
+        return ast
+    by_var = {v: values[v.expr] for v in kernel_vars(ast)}
+    memo: dict[LazyOp, LazyOp] = {}
+
+    def sub(x: LazyOp) -> LazyOp:
+        if x not in memo:
+            arg = x.arg
+            if isinstance(arg, MemBuffer):
+                arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
+            elif isinstance(arg, ConstBuffer):
+                val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
+                arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
+            memo[x] = LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
+        return memo[x]
+
+    return tuple(sub(root) for root in ast)
+
+
 def _check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, np.ndarray]:
     """Inputs as flat contiguous arrays by buffer idx; a wrong count, dtype or size is a ValueError."""
     wanted = [b for b in infos if b.read]
@@ -719,12 +835,12 @@ def _poisoned(b: BufferInfo) -> np.ndarray:
     return np.full(b.size, np.nan if dt.kind == "f" else np.iinfo(dt).max, dt)
 
 
-def random_inputs(k_or_ast, seed: int = 0) -> list[np.ndarray]:
+def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list[np.ndarray]:
     """Inputs with real data for every input buffer: floats in [-1, 1), ints in [-8, 8] but never 0 (a divisor
-    of 0 would crash the device), random bools."""
+    of 0 would crash the device), random bools. A symbolic kernel's buffers are sized for var_vals."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for b in buffers(_ast(k_or_ast)):
+    for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))):
         if not b.read:
             continue
         dt = np_dtype(b.dtype)
@@ -740,13 +856,14 @@ def random_inputs(k_or_ast, seed: int = 0) -> list[np.ndarray]:
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
-    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray]):
+    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray], var_vals: dict | None = None):
+        values = var_values(k, var_vals)  # checked before anything is built or launched
+        self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
+        host = _check_inputs(list(self.infos.values()), inputs)
         dev = get_device()
         device = dev.ctx.devices[0]
         self.prg = render(k, (device.max_work_group_size, device.max_work_item_sizes))
         self.kern = build(self.prg.src, self.prg.name)
-        self.infos = {b.idx: b for b in buffers(k.ast)}
-        host = _check_inputs(list(self.infos.values()), inputs)
         mf = cl.mem_flags
         self.outputs, self.args = {}, []
         for idx, kind in self.prg.args:
@@ -767,11 +884,13 @@ class _Launch:
                 self.args.append(cl.create_image(dev.ctx, flags, fmt, shape=(w, h), hostbuf=data.reshape(h, w, 4)))
             else:
                 self.args.append(cl.Buffer(dev.ctx, flags, hostbuf=data))
+        self.args += [np.int32(values[v.expr]) for v in self.prg.vars]
+        global_size = [_infer(g, values) for g in self.prg.global_size]  # symbolic launch sizes at these values
         if (local := self.prg.local_size) is not None:
-            self.global_size, self.local_size = [g * n for g, n in zip(self.prg.global_size, local)], local
+            self.global_size, self.local_size = [g * n for g, n in zip(global_size, local)], local
         else:  # the kernel lets the device choose; we choose for it: PoCL's own choice can take a minute to compile
-            first = max(d for d in range(1, 33) if self.prg.global_size[0] % d == 0)
-            self.global_size, self.local_size = self.prg.global_size, [first] + [1] * (len(self.prg.global_size) - 1)
+            first = max(d for d in range(1, 33) if global_size[0] % d == 0)
+            self.global_size, self.local_size = global_size, [first] + [1] * (len(global_size) - 1)
 
     def launch(self):
         return self.kern(get_device().queue, self.global_size, self.local_size, *self.args)
@@ -791,16 +910,18 @@ class _Launch:
         return [self.outputs[i].reshape(self.infos[i].shape) for i in sorted(self.outputs)]
 
 
-def run(k: Kernel, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4))."""
-    launch = _Launch(k, inputs)
+def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
+    """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4)).
+    A symbolic kernel runs at var_vals ({"i": 37}; names or Variables as keys)."""
+    launch = _Launch(k, inputs, var_vals)
     launch.launch()
     return launch.read()
 
 
-def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2) -> float:
+def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) \
+        -> float:
     """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
-    launch = _Launch(k, inputs)
+    launch = _Launch(k, inputs, var_vals)
     times = []
     for i in range(warmup + runs):
         event = launch.launch()
@@ -917,9 +1038,9 @@ class _Reference:
                 out[idx[valid]] = val[valid].astype(out.dtype)
 
 
-def reference(k_or_ast, *inputs: np.ndarray) -> list[np.ndarray]:
+def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
     """The outputs of the kernel's (original, unoptimized) AST, computed with numpy: what `run` must return."""
-    ast = _ast(k_or_ast)
+    ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
     # computed in the register dtype, with one extra element: a buffer only ever read in its padding may be empty
@@ -936,13 +1057,16 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> float:
     return 2e-2 if "half" in names else 1e-3
 
 
-def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None) -> None:
+def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None,
+           var_vals: dict | None = None) -> None:
     """Run the kernel and compare with the reference (or `expected`, the reference computed earlier for the same
     AST and inputs); raises VerificationError with a readable report."""
-    got_all = run(k, *inputs)
-    want_all = reference(k, *inputs) if expected is None else expected
+    values = var_values(k, var_vals)
+    got_all = run(k, *inputs, var_vals=values)
+    want_all = reference(k, *inputs, var_vals=values) if expected is None else expected
     tol = _tolerance(k.ast)
-    for b, got, want in zip([b for b in buffers(k.ast) if b.output], got_all, want_all):
+    at_values = f" at {', '.join(f'{n}={v}' for n, v in values.items())}" if values else ""
+    for b, got, want in zip([b for b in buffers(concrete_ast(k, values)) if b.output], got_all, want_all):
         got, want = got.reshape(-1), want.reshape(-1)
         if got.dtype == np.bool_:
             got, want = got.view(np.uint8), want.view(np.uint8)
@@ -959,7 +1083,8 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None
             at = int(np.argmax(err))
             where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")
             raise VerificationError(
-                f"{render(k).name} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: output data{b.idx} "
+                f"{render(k).name}{at_values} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: "
+                f"output data{b.idx} "
                 f"differs in {int(bad.sum())} of {bad.size} elements; max error {err[at]:.4g} at {where}: "
                 f"got {got[at]}, expected {want[at]}")
 
@@ -981,16 +1106,16 @@ def random_opt(k: Kernel, rng: np.random.Generator) -> Opt:
 
 
 def verify_random_opts(k: Kernel, inputs: Sequence[np.ndarray], rng: np.random.Generator, tries: int = 8,
-                       log=None) -> int:
+                       log=None, var_vals: dict | None = None) -> int:
     """Try `tries` random opts on k one after another; verify the kernel after each accepted one.
     Returns how many kernels were verified."""
-    expected, verified = reference(k, *inputs), 0
+    expected, verified = reference(k, *inputs, var_vals=var_vals), 0
     for _ in range(tries):
         try:
             k.apply_opt(random_opt(k, rng))
         except KernelOptError:
             continue
-        verify(k, *inputs, expected=expected)
+        verify(k, *inputs, expected=expected, var_vals=var_vals)
         verified += 1
         if log:
             log(f"  ok   {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}")
