@@ -2908,6 +2908,35 @@ def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, image, out.arg.st)),)
 
 
+def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tuple[LazyOp, ...]:
+    """scores[j] = sum_k q[k] * keys[j, k] / sqrt(d) for j < i: one query against the first i keys of a KV cache
+    of max_len. i is a Variable (the number of tokens so far) unless given: one program for every length."""
+    i = Variable("i", 1, max_len) if i is None else i
+    q = ShapeTracker.from_shape((d,)).reshape((1, d)).expand((i, d))
+    keys = ShapeTracker.from_shape((max_len, d)).shrink(((0, i), (0, d)))  # only the cached part is read
+    dot = reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, q), load(2, keys)), (1,))
+    return (store(alu(BinaryOps.MUL, dot, const(1 / math.sqrt(d), (i, 1)))),)
+
+
+def sint_from_json(x: Any) -> sint:
+    """A size of the symbolic corpus: an int, {"var": name, "min", "max"}, or {"mul"|"div"|"mod"|"lt": [a, b]},
+    {"sum"|"and": [...]} (tinygrad's MulNode, DivNode, ModNode, LtNode, SumNode, AndNode)."""
+    if not isinstance(x, dict):
+        return x
+    if "var" in x:
+        return Variable(x["var"], x["min"], x["max"])
+    ((kind, args),) = x.items()
+    a = [sint_from_json(y) for y in args]
+    if kind == "sum":  # nodes first, then numbers, added left to right
+        return functools.reduce(operator.add, sorted(a, key=lambda y: isinstance(y, int)))
+    if kind == "and":
+        return Node.ands(a)
+    ops: dict[str, Callable[[Any, Any], Any]] = {
+        "mul": operator.mul, "div": operator.floordiv, "mod": operator.mod, "lt": operator.lt
+    }
+    return ops[kind](a[0], a[1])
+
+
 def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
     """A LazyOp from the JSON form of the golden corpus (testdata/kernels.json), as exported from tinygrad 0.9.1:
     {"op": "BinaryOps.ADD", "src": [...], "arg": ...}; buffer args are {"idx" or "val", "dtype", "st": [views]}."""
@@ -2918,7 +2947,18 @@ def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
         return getattr(dtypes, d)
 
     def shapetracker(views: list[dict[str, Any]]) -> ShapeTracker:
-        return ShapeTracker(tuple(View.create(v["shape"], v["strides"], v["offset"], v["mask"]) for v in views))
+        def sizes(xs: list[Any]) -> tuple[sint, ...]:
+            return tuple(sint_from_json(y) for y in xs)
+
+        return ShapeTracker(tuple(
+            View.create(
+                sizes(v["shape"]),
+                sizes(v["strides"]),
+                sint_from_json(v["offset"]),
+                tuple(sizes(m) for m in v["mask"]) if v["mask"] is not None else None,
+            )
+            for v in views
+        ))
 
     kind, name = x["op"].split(".")
     op = {
@@ -2931,7 +2971,7 @@ def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
     arg = x.get("arg")
     if kind == "BufferOps":
         buf = MemBuffer if "idx" in arg else ConstBuffer
-        arg = buf(arg["idx" if "idx" in arg else "val"], dtype(arg["dtype"]), shapetracker(arg["st"]))
+        arg = buf(sint_from_json(arg["idx" if "idx" in arg else "val"]), dtype(arg["dtype"]), shapetracker(arg["st"]))
     elif kind == "ReduceOps":
         arg = tuple(arg)
     elif op in (UnaryOps.CAST, UnaryOps.BITCAST):
@@ -2963,6 +3003,10 @@ DEMOS: dict[str, Demo] = {
         target="metal",
     ),
     "image": Demo("matvec 256x64 written into a 4x16 RGBA image", lambda: image_matvec_ast(256, 64)),
+    "attention": Demo(
+        "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
+        lambda: attention_ast(64, 1024),
+    ),
 }
 
 

@@ -309,6 +309,19 @@ class _Renderer:
                 idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
 
     # -- loads --
+    def exprs(self, i: int, idxs: list[Any]):
+        """(index, valid) of buffer i at idxs. With symbolic sizes, the constant indices (upcast elements) go in as
+        variables and are substituted after, as tinygrad does: `(u*(i+2)) % (i+2)` simplifies where the same with
+        u = 1 already folded in, `(gidx0+i+2) % (i+2)`, can't."""
+        st = self.k.sts[i]
+        if not self.k.vars:
+            return st.expr_idxs(idxs)
+        consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode)}
+        stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
+        idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
+        values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
+        return idx.substitute(values), valid.substitute(values)
+
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
         buf, st = self.k.bufs[i], self.k.sts[i]
@@ -325,17 +338,17 @@ class _Renderer:
             return None
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
         base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1:]
-        idx, valid = self.k.sts[i].expr_idxs(base)
+        idx, valid = self.exprs(i, base)
         if idx.min < 0 or idx // amt * amt != idx:
             return None  # not provably a multiple of amt: stay scalar
         return idx, valid, comp, amt
 
     def load(self, i: int, idxs: list[Any]) -> str:
-        buf, st = self.k.bufs[i], self.k.sts[i]
+        buf = self.k.bufs[i]
         _, mem, ctype = _type(buf.dtype)
         zero = _c_const(0, buf.dtype)
         if isinstance(buf, ConstBuffer):
-            _, valid = st.expr_idxs(idxs)
+            _, valid = self.exprs(i, idxs)
             val = f"(({ctype}){buf.val.expr})" if isinstance(buf.val, Node) else _c_const(buf.val, buf.dtype)
             return self._gate(valid, val, zero)
         name = f"data{buf.idx}"
@@ -349,7 +362,7 @@ class _Renderer:
                 f"*((__global float{amt}*)({name}+{self.index(idx)}))"  # aligned: one vector load
             vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
             return f"{vector}.s{_VEC[comp]}"
-        idx, valid = st.expr_idxs(idxs)
+        idx, valid = self.exprs(i, idxs)
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
         load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
@@ -360,12 +373,12 @@ class _Renderer:
     def _load_image(self, i: int, idxs: list[Any]) -> str:
         """Images are read a pixel (float4) at a time; element i of the flat buffer is component i%4 of pixel
         i//4, which sits at column (i//4) % width and row (i//4) // width."""
-        buf, st = self.k.bufs[i], self.k.sts[i]
+        buf = self.k.bufs[i]
         self.images.add(buf.idx)
         if (vec := self._vector_base(i, idxs)) is not None:
             idx, valid, comp, _ = vec
         else:
-            idx, valid = st.expr_idxs(idxs)
+            idx, valid = self.exprs(i, idxs)
             comp = idx % 4
         if valid.max == 0:
             return "0.0f"
@@ -547,13 +560,13 @@ class _Renderer:
             self.store(i, values)
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
-        buf, st = self.k.bufs[i], self.k.sts[i]
+        buf = self.k.bufs[i]
         _, mem, ctype = _type(buf.dtype)
         name, image = f"data{buf.idx}", _is_image(buf.dtype) and buf.idx not in self.flat_images
         groups: dict[str, list[tuple[list[Any], str]]] = {}
         for idxs, val in values:  # group elements that share one aligned float2/float4
             vec = self._vector_base(i, idxs)
-            key = "vec " + cexpr(vec[0]) if vec is not None else "one " + cexpr(st.expr_idxs(idxs)[0])
+            key = "vec " + cexpr(vec[0]) if vec is not None else "one " + cexpr(self.exprs(i, idxs)[0])
             groups.setdefault(key, []).append((idxs, val))
         for group in groups.values():
             vec = self._vector_base(i, group[0][0])
@@ -573,7 +586,7 @@ class _Renderer:
             if image:
                 raise _NeedsFlatImage(buf.idx)
             for idxs, val in group:
-                idx, valid = st.expr_idxs(idxs)
+                idx, valid = self.exprs(i, idxs)
                 if mem == "half":
                     code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
                 else:
@@ -1256,6 +1269,16 @@ def _median_seconds(fn, runs: int) -> float:
 # ============================================================================================================
 # command line
 # ============================================================================================================
+def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
+    """Values to run a symbolic kernel at: every variable at its smallest, at a value in between, at its largest
+    ([{}] for a kernel without variables)."""
+    variables = kernel_vars(k_or_ast)
+    if not variables:
+        return [{}]
+    return [{v.expr: pick(v) for v in variables}
+            for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)]
+
+
 def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log) -> Kernel:
     """A demo kernel of kernel.py with the heuristics' opts, or with the given ones (a rejected one is logged)."""
     demo = DEMOS[name]
@@ -1308,21 +1331,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "show":
         k = _demo(args.name, args.target, args.opt, log)
         prg = render(k)
-        launch = f"{prg.global_size} work-groups of {prg.local_size} threads" if prg.local_size else \
-            f"{prg.global_size} threads, grouped as the runtime chooses"
+        sizes = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
+        launch = f"{sizes} work-groups of {prg.local_size} threads" if prg.local_size else \
+            f"{sizes} threads, grouped as the runtime chooses"
+        if prg.vars:
+            launch += "\n  vars    " + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars) + \
+                ": int arguments; this one program runs every value, the launch size follows them"
         print(f"{args.name} [{k.opts.device}]: {DEMOS[args.name].what}\n  shape   {k.colored_shape()}\n"
               f"  opts    {', '.join(str(o) for o in k.applied_opts) or 'none'}\n  launch  {launch}\n\n{prg.src}")
     elif args.command == "verify":
         rng, failed, count = np.random.default_rng(args.seed), 0, 0
         for name in [args.name] if args.name else list(DEMOS):
             k = _demo(name, args.target, args.opt, log)
-            inputs = random_inputs(k)
+            samples = sample_var_vals(k)
+            inputs = random_inputs(k, var_vals=samples[-1])  # sized for the largest values: they serve all
             try:
-                verify(k, *inputs)
-                count += 1
-                log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}")
+                compiled = len(_programs)
+                for values in samples:
+                    verify(k, *inputs, var_vals=values)
+                    count += 1
+                    at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
+                    log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
+                if len(samples) > 1:
+                    log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
                 for _ in range(args.random):
-                    count += verify_random_opts(Kernel(*k.ast, opts=k.opts), inputs, rng, log=log)
+                    count += verify_random_opts(Kernel(*k.ast, opts=k.opts), inputs, rng, log=log,
+                                                var_vals=samples[len(samples) // 2])
             except (AssertionError, RuntimeError, ValueError) as e:
                 failed += 1
                 log(f"FAIL {name}: {e}")
