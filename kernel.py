@@ -895,7 +895,9 @@ sint = int | Node
 
 def is_sint(x: Any) -> bool:
     """Is x a size/argument a shape may hold: a Python or numpy integer (not a bool), or a symbolic Node?"""
-    return isinstance(x, Node) or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
+    if type(x) is int or isinstance(x, Node):  # the common cases first: an ABC isinstance check is slow
+        return True
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def all_int(xs: Iterable[Any]) -> bool:
@@ -926,7 +928,7 @@ def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
     return x.expr
 
 
-def _render_mul(x: MulNode, ops: dict | None, ctx: str | None) -> str:
+def render_mulnode(x: MulNode, ops: dict | None, ctx: str | None) -> str:
     # a product of two variables is written in name order, as tinygrad does
     if isinstance(x.a, Variable) and isinstance(x.b, Variable) and x.a.expr and x.b.expr and x.b.expr < x.a.expr:
         return f"({sym_render(x.b, ops, ctx)}*{x.a.render(ops, ctx)})"
@@ -937,7 +939,7 @@ def _render_mul(x: MulNode, ops: dict | None, ctx: str | None) -> str:
 render_python: dict[type, Callable[..., str]] = {
     Variable: _render_variable,
     NumNode: lambda x, ops, ctx: f"NumNode({x.b})" if ctx == "REPR" else str(x.b),
-    MulNode: _render_mul,
+    MulNode: render_mulnode,
     DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{x.b})",
     ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
     LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
@@ -1074,8 +1076,13 @@ class View:
 
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
-        shape = tuple(int(s) if not isinstance(s, Node) and is_sint(s) else s for s in shape)
-        if not all(is_sint(s) and s >= 0 for s in shape):
+        shape = tuple(shape)
+        if all(type(s) is int for s in shape):
+            ok = all(s >= 0 for s in shape)
+        else:
+            shape = tuple(_sint(s) for s in shape)
+            ok = all(is_sint(s) and s >= 0 for s in shape)
+        if not ok:
             raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic, got shape {shape}")
         if strides is not None and len(strides) != len(shape):
             raise ValueError(f"View.create: {len(strides)} strides for shape {shape}")
@@ -1214,11 +1221,12 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
+        new_all_int = all(type(x) is int for x in new_shape)
         _check_arg(
             "reshape",
             self.shape,
             new_shape,
-            all(is_sint(x) and x >= 0 for x in new_shape),
+            all(x >= 0 for x in new_shape) if new_all_int else all(is_sint(x) and x >= 0 for x in new_shape),
             "sizes must be non-negative ints or symbolic",
         )
         if 0 in self.shape:
@@ -1226,18 +1234,18 @@ class View:
                 "reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one"
             )
             return View.create(new_shape)
-        if self_all_int := all_int(self.shape):
+        sizes = new_shape
+        if (self_all_int := all_int(self.shape)) and not new_all_int:
             # to a symbolic shape, the sizes are compared at the values the variables are bound to
-            sizes = [x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape]
+            sizes = tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
             _check_arg("reshape", self.shape, new_shape, all_int(sizes), "a symbolic size must be a bound Variable")
-            _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(sizes), "sizes differ")
-        else:  # symbolic to symbolic: the products must be the same expression
-            _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(new_shape), "sizes differ")
+        # (symbolic to symbolic: the products must be the same expression)
+        _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(sizes), "sizes differ")
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
         if self.contiguous:
             return View.create(new_shape)
-        if self_all_int and not all_int(new_shape):
+        if self_all_int and not new_all_int:
             # a non-contiguous view only takes a symbolic shape axis for axis, where each size is its value
             _check_arg(
                 "reshape",
@@ -1633,9 +1641,16 @@ class ShapeTracker:
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
     Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and all(
-        type(x) is tuple and len(x) == 2 and _is_plain(x[0]) and _is_plain(x[1]) if pairs else _is_plain(x)
-        for x in arg
+    if type(arg) is tuple and (
+        all(
+            type(x) is tuple
+            and len(x) == 2
+            and (type(x[0]) is int or isinstance(x[0], Node))
+            and (type(x[1]) is int or isinstance(x[1], Node))
+            for x in arg
+        )
+        if pairs
+        else all(type(x) is int or isinstance(x, Node) for x in arg)
     ):
         return arg  # already in shape (the Kernel's own calls): the view op checks the values
 
@@ -1650,9 +1665,6 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
-
-def _is_plain(x: Any) -> bool:
-    return type(x) is int or isinstance(x, Node)
 
 
 def _view_indices(view: View, idxs: list, dtype):
