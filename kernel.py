@@ -957,8 +957,9 @@ render_python: dict[type, Callable[..., str]] = {
 
 
 def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
-    """An axis of size 1 is never moved along, so its stride is irrelevant: make it 0."""
-    return tuple(0 if s == 1 else st for s, st in zip(shape, strides))
+    """An axis of size 1 is never moved along, so its stride is irrelevant: make it 0. (A constant node is its int:
+    tinygrad's cache of this function hands back the int it saw first for an equal stride.)"""
+    return tuple(0 if s == 1 else st.b if isinstance(st, NumNode) else st for s, st in zip(shape, strides))
 
 
 @functools.cache
