@@ -574,3 +574,14 @@ def test_attention_demo_verifies_at_several_lengths(runtime):
     for values in R.sample_var_vals(k):
         R.verify(k, *R.random_inputs(k, var_vals=values), var_vals=values)
     assert [v["i"] for v in R.sample_var_vals(k)] == [1, 513, 1024]
+
+
+def test_a_kernel_of_bound_variables_runs_at_their_values(runtime):
+    """Bound in the AST (as tinygrad's scheduler leaves them), a variable needs no var_vals: its value is used."""
+    R = runtime
+    k = plus_one(i.bind(5))
+    assert R.var_values(k) == {"i": 5}
+    inputs = R.random_inputs(k)
+    assert inputs[0].size == 15
+    R.verify(k, *inputs)
+    R.verify(k, *R.random_inputs(k, var_vals={"i": 9}), var_vals={"i": 9})  # another value still wins
