@@ -369,7 +369,8 @@ def verify_lazyop(*ast: LazyOp) -> None:
             shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
         for s in srcs:
             if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}")
+                raise ValueError(f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                                 + _reduce_used_elsewhere(op.src, shape, shapes))
         shapes[op] = shape
         return shape
 
@@ -385,10 +386,38 @@ def verify_lazyop(*ast: LazyOp) -> None:
         if shape_of(out.src[0]) != out.arg.st.shape:
             raise ValueError(
                 f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
+                + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
+    _verify_reduceops(ast, shapes)
+
+
+def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
+    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
+    for src in srcs:
+        if shapes[src] == want:
+            continue
+        for r in src.lazyops:
+            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
+                return (f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
+                        "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)")
+    return ""
+
+
+def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
+    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
+    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
+    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
     reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
-    if len(reduceops) > 1:
-        raise ValueError(f"a kernel may hold at most one reduce op, got {len(reduceops)}")
+    for r in reduceops[1:]:
+        first = reduceops[0]
+        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
+            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
+            raise ValueError(
+                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
+                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
+                + (" (one reduces the result of the other)" if nested else "")
+                + ": they would share one set of reduce loops (split them into separate kernels)"
+            )
 
 
 # ============================================================================================================
@@ -1877,6 +1906,7 @@ class Kernel:
         verify_lazyop(*ast)
         self.ast = ast
         self.lazyops = flatten(op.lazyops for op in ast)
+        # every reduce op once, children before parents (verify_lazyop allows sibling reduces only)
         self.reduceops = dedup(x for out in ast for x in ordered_lazyops(out) if x.op in ReduceOps)
         self.vars: list[Variable] = flatten(x.vars() for x in ast)  # the symbolic variables of the shapes
 
@@ -1885,7 +1915,8 @@ class Kernel:
         self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + dedup(
             x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST)
         )
-        # the full shape comes from a buffer read before the reduce (it has the reduce axes at full size)
+        # the full shape comes from a buffer read before a reduce (it has the reduce axes at full size): the first
+        # buffer of the first reduce op
         self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
         self.full_buf_index = self.bufs.index(self.earlybufs[0]) if self.earlybufs else 0
         self.sts: list[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
@@ -2321,13 +2352,15 @@ class Kernel:
         check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
         if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
-            r = self.reduceop
-            check(
-                r is not None
-                and r.op is ReduceOps.SUM
-                and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
-                "cannot pad",
-            )
+            # tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here
+            for r in self.reduceops or [None]:
+                check(
+                    r is not None
+                    and r.op is ReduceOps.SUM
+                    and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
+                    "cannot pad" if r is self.reduceop else f"cannot pad: the padding would change {r.op} (reduce op "
+                    f"{self.reduceops.index(r)}), which tinygrad 0.9.1 doesn't check",
+                )
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
@@ -2416,7 +2449,10 @@ class Kernel:
             return False
         for tc in self.opts.tensor_cores:
             state = self._state()
-            tc_opts = self._create_tc_opts(self.reduceop, tc, axis, opt_level)
+            # every reduce op runs on the same tensor core, so each must fit it the same way
+            all_tc_opts = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
+            check(all_same(all_tc_opts), "can only fuse reduces with the same tensor core options")
+            tc_opts = all_tc_opts[0]
             if tc_opts is None:
                 continue
             self.tensor_core_opts = tc_opts
@@ -2810,7 +2846,7 @@ def optimize(k: Kernel) -> Kernel:
 # ============================================================================================================
 # building kernels by hand
 # ============================================================================================================
-# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, at most one reduce, STOREs. The movement
+# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement
 # ops (reshape, permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs. For example a
 # matmul C = A @ B with A (M, K) and B (K, N) views both operands on the common shape (M, N, K):
 #
@@ -2912,6 +2948,19 @@ def conv2d_ast(
     img = ShapeTracker(padded.views + (window,)).simplify()
     wt = ShapeTracker.from_shape((cout, cin, ksize, ksize)).reshape((1, cout, 1, 1, cin, ksize, ksize)).expand(full)
     return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, img), load(2, wt)), (4, 5, 6))),)
+
+
+def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
+    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces, one pass over a
+
+    The two SUMs reduce the same shape to the same shape, so they share the kernel's loop nest; each keeps its
+    own accumulators. Buffers: 0 the means, 1 the variances, 2 the input."""
+    x = load(2, ShapeTracker.from_shape((m, n)))
+    inv_n = const(1 / n, (m, 1))
+    mean = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, x, (1,)), inv_n)
+    mean_of_squares = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, alu(BinaryOps.MUL, x, x), (1,)), inv_n)
+    var = alu(BinaryOps.ADD, mean_of_squares, alu(UnaryOps.NEG, alu(BinaryOps.MUL, mean, mean)))
+    return store(mean, 0), store(var, 1)
 
 
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
@@ -3019,6 +3068,9 @@ DEMOS: dict[str, Demo] = {
     "attention": Demo(
         "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
         lambda: attention_ast(64, 1024),
+    ),
+    "variance": Demo(
+        "mean and variance of each row of 64x1024: two reduces in one kernel", lambda: mean_var_ast(64, 1024)
     ),
 }
 

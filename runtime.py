@@ -31,9 +31,9 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
                     LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
-                    SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dtypes, elementwise_ast, lazyop_from_json,
-                    load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store, sum_ast, sym_infer,
-                    sym_render)
+                    SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dedup, dtypes, elementwise_ast,
+                    lazyop_from_json, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store,
+                    sum_ast, sym_infer, sym_render)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -408,14 +408,14 @@ class _Renderer:
         return expr if valid.min == 1 else f"({cexpr(valid)}?{expr}:{zero})"
 
     # -- evaluating the AST --
-    def value(self, x: LazyOp, idxs: list[Any], acc: str | None) -> str:
-        """C expression of x at one upcast combination (idxs); `acc` stands for the finished reduction."""
+    def value(self, x: LazyOp, idxs: list[Any], accs: dict[LazyOp, str] | None) -> str:
+        """C expression of x at one upcast combination (idxs); `accs` holds each reduce op's finished result."""
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             return self.load(self.buf_index[x.arg], idxs)
         if x.op in ReduceOps:
-            assert acc is not None, "a reduce is only read after its loop"
-            return acc
-        srcs = [self.value(s, idxs, acc) for s in x.src]
+            assert accs is not None and x in accs, "a reduce is only read after its loop"
+            return accs[x]
+        srcs = [self.value(s, idxs, accs) for s in x.src]
         if x.op in (UnaryOps.CAST, UnaryOps.BITCAST):
             ctype = _type(x.arg)[2]
             if x.op is UnaryOps.BITCAST:
@@ -451,16 +451,16 @@ class _Renderer:
         if k.reduceop is None:
             self.stores([(late_idxs + [NumNode(c) for c in combo], None) for combo in self.combos(k.output_shape)])
         else:
-            self.reduce(idxs, late_idxs)
+            self.reduces(idxs, late_idxs)
         for _ in looped:
             self.close()
         return self.program(global_size, local_size)
 
-    def accumulators(self, combos: list[tuple[int, ...]], vec_axis: int | None) -> dict[tuple[int, ...], str]:
+    def accumulators(self, r: LazyOp, combos: list[tuple[int, ...]], vec_axis: int | None) \
+            -> dict[tuple[int, ...], str]:
         """A register per combination, starting at the reduce's identity. When the results are stored as float4
         (or float2) along vec_axis, the registers are the components of vectors: acc0.s0, acc0.s1, ...; the
         OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
-        r = self.k.reduceop
         ctype, init = _type(r.dtype)[2], _c_const(_reduce_init(r.op, r.dtype), r.dtype)
         amt = self.k.full_shape[vec_axis] if vec_axis is not None else 1
         if amt not in (2, 4) or ctype != "float" or not self.k.opts.supports_float4:
@@ -473,16 +473,27 @@ class _Renderer:
             accs[c] = f"{vectors[base]}.s{c[pos]}"
         return accs
 
-    def reduce(self, idxs: list[Any], late_idxs: list[Any]) -> None:
-        k, r = self.k, self.k.reduceop
-        dt = r.dtype
-        ctype = _type(dt)[2]
+    def reduces(self, idxs: list[Any], late_idxs: list[Any]) -> None:
+        """Each reduce op in turn, with its own accumulators and loops (and, grouped, its own temp and barrier);
+        then the stores, which read every reduce's result."""
+        k = self.k
+        results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
+        if k.group_for_reduces:  # only the first thread of each group holds the finished results
+            self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
+        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)})
+                     for key, idxs in self.result_idxs(late_idxs).items()])
+        if k.group_for_reduces:
+            self.close()
+
+    def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
+        """Loop over the reduce axes, accumulating r; returns its results, keyed like result_idxs()."""
+        k, dt = self.k, r.dtype
         out_combos = self.combos(k.output_shape)  # magenta axes are 1 in the output: they share a register
         if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
             vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
         else:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
-        accs = self.accumulators(out_combos, vec_axis)
+        accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open(f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
@@ -495,23 +506,48 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
         if not k.group_for_reduces:
-            self.stores([(late_idxs + [NumNode(c) for c in combo], accs[combo]) for combo in out_combos])
-            return
-        self.group_reduce(accs, late_idxs, ctype)
+            return {((), combo): acc for combo, acc in accs.items()}
+        return self.group_reduce(n, r, accs)
 
-    def group_reduce(self, accs: dict[tuple[int, ...], str], late_idxs: list[Any], ctype: str) -> None:
+    @property
+    def white_axes(self) -> list[int]:
+        """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
+        k = self.k
+        return [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+                if k.output_shape[a] == k.full_shape[a]]
+
+    @property
+    def group_firsts(self) -> list[str]:
+        """The condition for the threads that finish a grouped reduce: group ids 0."""
+        k = self.k
+        return [f"lidx{a}==0" for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+                if k.full_shape[a] > 1]
+
+    def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
+        """The output element of each finished result: keyed (white axes' values, upcast combination)."""
+        k, white = self.k, self.white_axes
+        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white])) if k.group_for_reduces else [()]
+        ret = {}
+        for w in whites:
+            idxs = list(late_idxs)
+            for a, v in zip(white, w):
+                idxs[a] = NumNode(v)
+            for combo in self.combos(k.output_shape):
+                ret[(w, combo)] = idxs + [NumNode(c) for c in combo]
+        return ret
+
+    def group_reduce(self, n: int, r: LazyOp, accs: dict[tuple[int, ...], str]) -> dict[tuple, str]:
         """GROUP/GROUPTOP: the threads of a work-group split the reduce. Each parks its partial result in
         `temp[local ids..., group ids..., upcast element]`; after a barrier the threads whose group ids are 0
-        finish the reduce over the group axes and store. White axes (UPCASTMID) are not reduced: that thread
-        unrolls them instead, one result per value."""
-        k, r = self.k, self.k.reduceop
-        dt = r.dtype
+        finish the reduce over the group axes. White axes (UPCASTMID) are not reduced: that thread unrolls them
+        instead, one result per value. With several reduce ops, each has its own temp (temp0, temp1, ...)."""
+        k, dt = self.k, r.dtype
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
         group_axes = range(k.first_reduce, last)
-        white = [a for a in group_axes if k.output_shape[a] == k.full_shape[a]]
-        out_up = list(k.output_shape[self.up:])
-        temp_shape = list(k.full_shape[first:last]) + out_up
-        self.lines.insert(0, f"  __local {ctype} temp[{prod(temp_shape)}];")  # __local arrays live at kernel scope
+        white = self.white_axes
+        temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up:])
+        temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
+        self.lines.insert(n, f"  __local {_type(dt)[2]} {temp}[{prod(temp_shape)}];")  # __local lives at kernel scope
 
         def temp_index(thread: Sequence[Any], combo: Sequence[int]) -> str:
             """Row-major index into temp; parts are C variable names or constants."""
@@ -526,37 +562,31 @@ class _Renderer:
 
         lids = [f"lidx{a}" if k.full_shape[a] > 1 else 0 for a in range(first, last)]
         for combo, acc in accs.items():
-            self.line(f"temp[{temp_index(lids, combo)}] = {acc};")
+            self.line(f"{temp}[{temp_index(lids, combo)}] = {acc};")
         self.line("barrier(CLK_LOCAL_MEM_FENCE);")
-        firsts = [f"lidx{a}==0" for a in group_axes if k.full_shape[a] > 1]
-        self.open(f"if ({' && '.join(firsts)})" if firsts else "")
-        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white]))
         vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
-        late = {(w, combo): acc for w in whites for combo, acc in self.accumulators(list(accs), vec_axis).items()}
+        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white]))
+        # declared before the `if`: the stores after the last reduce read them
+        late = {(w, combo): acc for w in whites for combo, acc in self.accumulators(r, list(accs), vec_axis).items()}
+        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
         green = [a for a in group_axes if a not in white]
         for a in green:
             self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)")
         for (w, combo), acc in late.items():
             ws = dict(zip(white, w))
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
-            part = f"temp[{temp_index(thread, combo)}]"
+            part = f"{temp}[{temp_index(thread, combo)}]"
             self.line(f"{acc} = {_c_alu(_REDUCE_AS_BINARY[r.op], (acc, part), dt)};")
         for a in green:
             self.close()
-        items = []
-        for (w, combo), acc in late.items():
-            idxs = list(late_idxs)
-            for a, v in zip(white, w):
-                idxs[a] = NumNode(v)
-            items.append((idxs + [NumNode(c) for c in combo], acc))
-        self.stores(items)
         self.close()
+        return late
 
-    def stores(self, items: list[tuple[list[Any], str | None]]) -> None:
-        """Evaluate every STORE of the AST at each (idxs, finished reduce) and write it."""
+    def stores(self, items: list[tuple[list[Any], dict[LazyOp, str] | None]]) -> None:
+        """Evaluate every STORE of the AST at each (idxs, finished reduces) and write it."""
         for root in sorted(self.k.ast, key=lambda x: x.arg.idx):
             i = self.buf_index[root.arg]
-            values = [(idxs, self.value(root.src[0], idxs, acc)) for idxs, acc in items]
+            values = [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items]
             self.store(i, values)
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
@@ -990,8 +1020,9 @@ class _Reference:
 
     def __init__(self, ast: tuple[LazyOp, ...], data: dict[int, np.ndarray]):
         self.ast, self.data = ast, data
-        self.reduce = next((x for root in ast for x in root.lazyops if x.op in ReduceOps), None)
-        leaf = next(x for x in (self.reduce or ast[0]).lazyops if x.op in BufferOps)
+        # reduce ops of one kernel all read the same shape (verify_lazyop): it is the iteration space
+        self.reduceops = dedup(x for root in ast for x in root.lazyops if x.op in ReduceOps)
+        leaf = next(x for x in (self.reduceops[0] if self.reduceops else ast[0]).lazyops if x.op in BufferOps)
         self.full = leaf.arg.st.shape
         self.strides: dict[int, tuple] = {}
 
@@ -1039,7 +1070,7 @@ class _Reference:
         return ret
 
     def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
-        reduced = set(self.reduce.arg) if self.reduce is not None else set()
+        reduced = {axis for r in self.reduceops for axis in r.arg}
         for box in _chunks(self.full, reduced, limit):
             memo: dict = {}
             for root in self.ast:

@@ -383,12 +383,14 @@ class TestMalformedAST:
         with pytest.raises(ValueError, match=r"\(4, 4\).*\(16,\)|\(16,\).*\(4, 4\)"):
             Kernel(store(value, st=ShapeTracker.from_shape((16,))))
 
-    def test_at_most_one_reduce_op(self):
-        st = ShapeTracker.from_shape((4, 8))
-        a = reduce(ReduceOps.SUM, load(1, st), (1,))
-        b = reduce(ReduceOps.MAX, load(2, st), (1,))
-        with pytest.raises(ValueError, match="reduce op"):
-            Kernel(store(alu(BinaryOps.ADD, a, b)))
+    def test_reduce_ops_of_one_kernel_reduce_one_shape(self):
+        """Several reduces share one loop nest (test_multireduce.py): a second one over other axes is refused."""
+        a = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, 8))), (1,))
+        b = reduce(ReduceOps.MAX, load(2, ShapeTracker.from_shape((8, 4)).permute((1, 0))), (1,))
+        Kernel(store(alu(BinaryOps.ADD, a, b)))  # same shape to same shape: fine
+        c = reduce(ReduceOps.MAX, load(2, ShapeTracker.from_shape((4, 1))), (1,))
+        with pytest.raises(ValueError, match=r"same shape.*\(4, 8\).*\(4, 1\)"):
+            Kernel(store(alu(BinaryOps.ADD, a, c)))
 
     def test_outputs_must_have_the_same_size(self):
         out0 = store(load(2, ShapeTracker.from_shape((4,))), 0)

@@ -1,0 +1,439 @@
+"""Several reduce ops in one kernel, as tinygrad 0.9.1's Kernel has them (`reduceops`, `earlybufs`).
+
+testdata/multireduce.json holds 16 kernels with two reduce ops (merged back to back, as tinygrad's own tests build
+them) on the opencl and clang targets, and what tinygrad 0.9.1 did with each: the state after construction, after
+the hand-coded heuristics, and after every step of random opt sequences. The replay below checks all of it; the
+runtime tests run every case on the OpenCL device after the heuristics and after every accepted step
+(RUNTIME_MULTIREDUCE=1; by default a subset that still covers every accepted OptOp, see below).
+
+One deliberate difference: tinygrad 0.9.1 checks only the first reduce op before padding a reduce axis (PADTO), so
+it pads a second reduce whose source doesn't keep zeros at zero, and computes a wrong result. kernel.py refuses those
+steps; the test that shows the wrong result is below.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import kernel as K
+from kernel import (TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu,
+                    const, load, matmul_ast, reduce, store)
+from test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
+
+MR_CASES = load_corpus("multireduce.json")["cases"]
+MR_IDS = [case_id(c) for c in MR_CASES]
+REFUSED_PADTO = "cannot pad: the padding would change"  # the start of kernel.py's reason for its one difference
+
+
+@pytest.fixture(autouse=True)
+def _no_knobs(monkeypatch):
+    """The heuristics read MV*, NOLOCALS, TC from the environment: start every test from the defaults."""
+    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT"):
+        monkeypatch.delenv(knob, raising=False)
+
+
+def replay(case):
+    """Yield (kernel after the step, step, accepted, reason) for every step of every sequence, up to the first one
+    kernel.py refuses on purpose (the states differ from tinygrad's after it)."""
+    for seq in case["sequences"]:
+        k = build_kernel(case)
+        for step in seq:
+            before = state_of(k)
+            try:
+                k.apply_opt(opt_of(step["opt"]))
+                accepted, reason = True, ""
+            except KernelOptError as e:
+                accepted, reason = False, str(e)
+                assert state_of(k) == before, f"rejected {step['opt']} changed the kernel"
+            yield k, step, accepted, reason
+            if accepted != step["ok"]:
+                break
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the golden corpus
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_multireduce_corpus_is_complete():
+    assert len(MR_CASES) == 16 and all(len(c["sequences"]) == 10 for c in MR_CASES)
+    assert {c["target"] for c in MR_CASES} == {"opencl", "clang"}
+    assert all(len(build_kernel(c).reduceops) == 2 for c in MR_CASES)
+
+
+@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+def test_multireduce_construction_matches_tinygrad(case):
+    assert_state(build_kernel(case), case["init"])
+
+
+@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+def test_multireduce_heuristics_match_tinygrad(case):
+    k = build_kernel(case)
+    k.hand_coded_optimizations()
+    assert_state(k, case["hand_coded"])
+
+
+TC_CASES = [c for c in MR_CASES if "tensor_cores" in c]
+
+
+@pytest.mark.skipif(not TC_CASES, reason="multireduce.json records no apply_tensor_cores state (opencl and clang "
+                    "have no tensor cores); test_tensor_cores_* below cover them")
+@pytest.mark.parametrize("case", TC_CASES or [None], ids=[case_id(c) for c in TC_CASES] or ["none"])
+def test_multireduce_tensor_cores_match_tinygrad(case):
+    k = build_kernel(case)
+    assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
+    assert_state(k, case["tensor_cores"])
+
+
+@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+def test_multireduce_opt_sequences_match_tinygrad(case):
+    """Every opt accepted or rejected as tinygrad did, with its state; a rejected one changes nothing (replay)."""
+    for k, step, accepted, reason in replay(case):
+        if accepted == step["ok"]:
+            if accepted:
+                assert list(k.full_shape) == step["full_shape"] and k.colors() == step["colors"], step["opt"]
+            continue
+        assert step["ok"] and step["opt"][0] == "PADTO" and reason.startswith(REFUSED_PADTO), (
+            f"{step['opt']}: accepted={accepted}, tinygrad: {step['ok']} ({reason})")
+
+
+def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads():
+    refused = [(case_id(c), step["opt"]) for c in MR_CASES for _, step, ok, _ in replay(c) if ok != step["ok"]]
+    assert {op for _, (op, _, _) in refused} == {"PADTO"} and len(refused) == 3
+    accepted_padto = [c for c in MR_CASES for _, step, ok, _ in replay(c) if ok and step["opt"][0] == "PADTO"]
+    assert len(accepted_padto) > len(refused)  # reduce axes of safe SUMs, and output axes, are still padded
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the bookkeeping
+# ---------------------------------------------------------------------------------------------------------------
+
+ST = ShapeTracker.from_shape((4, 8))
+
+
+def _sum_and_max():
+    """c + SUM(a) + MAX(b): buffer c (4, 1) is read after the reduces, a and b (4, 8) inside them."""
+    c = load(3, ShapeTracker.from_shape((4, 1)))
+    r0, r1 = reduce(ReduceOps.SUM, load(1, ST), (1,)), reduce(ReduceOps.MAX, load(2, ST), (1,))
+    return (store(alu(BinaryOps.ADD, alu(BinaryOps.ADD, c, r0), r1)),), r0, r1
+
+
+def test_reduceops_in_the_order_the_outputs_meet_them():
+    ast, r0, r1 = _sum_and_max()
+    k = Kernel(*ast)
+    assert k.reduceops == [r0, r1] and k.reduceop is r0
+    k = Kernel(store(alu(BinaryOps.ADD, r1, r0)))
+    assert k.reduceops == [r1, r0] and k.reduceop is r1
+    k = Kernel(store(r1, 0), store(alu(BinaryOps.ADD, r0, r1), 1))  # across outputs, first output first
+    assert k.reduceops == [r1, r0]
+
+
+def test_reduceops_are_deduplicated_and_empty_without_a_reduce():
+    r = reduce(ReduceOps.SUM, load(1, ST), (1,))
+    k = Kernel(store(alu(BinaryOps.MUL, r, r)))
+    assert k.reduceops == [r] and k.reduceop is r
+    k = Kernel(store(load(1, ST)))
+    assert k.reduceops == [] and k.reduceop is None and k.earlybufs == [] and k.full_buf_index == 0
+
+
+def test_earlybufs_are_the_buffers_of_every_reduce_and_full_shape_comes_from_the_first():
+    ast, r0, r1 = _sum_and_max()
+    k = Kernel(*ast)
+    assert [b.idx for b in k.earlybufs] == [1, 2]  # not buffer 3, read after the reduces
+    assert k.bufs[k.full_buf_index].idx == 1 and k.full_shape == (4, 8) and k.output_shape == (4, 1)
+    k = Kernel(store(alu(BinaryOps.ADD, r1, r0)))
+    assert [b.idx for b in k.earlybufs] == [2, 1] and k.bufs[k.full_buf_index].idx == 2
+
+
+def test_earlybufs_keep_a_buffer_each_reduce_reads():
+    """tinygrad lists the buffers per reduce op, so a buffer both reduces read appears twice."""
+    a = load(1, ST)
+    k = Kernel(store(alu(BinaryOps.ADD, reduce(ReduceOps.SUM, a, (1,)), reduce(ReduceOps.MAX, a, (1,)))))
+    assert [b.idx for b in k.earlybufs] == [1, 1] and len(k.bufs) == 2
+
+
+def test_a_copy_shares_the_reduceops():
+    ast, r0, r1 = _sum_and_max()
+    k = Kernel(*ast)
+    k2 = k.copy()
+    k2.apply_opt(Opt(OptOps.UNROLL, 0, 4))
+    assert k2.reduceops == k.reduceops == [r0, r1] and k.applied_opts == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# what a kernel with several reduces may not be
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_a_reduce_result_used_at_another_shape_is_an_implicit_movement_op():
+    """x - max(x) needs max(x) broadcast back along the reduced axis: a movement op after the reduce."""
+    x = load(1, ST)
+    shifted = alu(BinaryOps.ADD, x, alu(UnaryOps.NEG, reduce(ReduceOps.MAX, x, (1,))))
+    with pytest.raises(ValueError, match=r"implicit movement op.*result of ReduceOps.MAX \(shape \(4, 1\)\) is used "
+                                         r"at shape \(4, 8\)"):
+        Kernel(store(reduce(ReduceOps.SUM, alu(UnaryOps.EXP2, shifted), (1,))))
+
+
+def test_a_reduce_stored_at_another_shape_is_refused():
+    r = reduce(ReduceOps.SUM, load(1, ST), (1,))
+    with pytest.raises(ValueError, match=r"result of ReduceOps.SUM \(shape \(4, 1\)\) is used at shape \(4, 8\)"):
+        Kernel(K.LazyOp(K.BufferOps.STORE, (r,), K.MemBuffer(0, K.dtypes.float, ST)))
+
+
+def test_reduces_over_different_shapes_are_refused():
+    """tinygrad 0.9.1 accepts these and loops both over all reduce axes: SUM(b) would add each b 8 times."""
+    a = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, 8, 8))), (1, 2))
+    b = reduce(ReduceOps.SUM, load(2, ShapeTracker.from_shape((4, 8, 1))), (1,))
+    with pytest.raises(ValueError, match=r"same shape to the same shape.*\(4, 8, 8\) to \(4, 1, 1\).*"
+                                         r"\(4, 8, 1\) to \(4, 1, 1\)"):
+        Kernel(store(alu(BinaryOps.ADD, a, b)))
+
+
+def test_a_reduce_of_a_reduce_is_refused():
+    inner = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, 8, 8))), (1,))
+    with pytest.raises(ValueError, match="one reduces the result of the other"):
+        Kernel(store(reduce(ReduceOps.MAX, inner, (2,))))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# opts on kernels with several reduces
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _two_sums(second_src=lambda x: x, shape=(16, 200)):
+    st = ShapeTracker.from_shape(shape)
+    return (store(alu(BinaryOps.MUL, reduce(ReduceOps.SUM, load(1, st), (1,)),
+                      reduce(ReduceOps.SUM, second_src(load(2, st)), (1,)))),)
+
+
+def _exp(x):
+    return alu(UnaryOps.EXP2, x)
+
+
+@pytest.mark.parametrize("second", [_exp, lambda x: alu(UnaryOps.RECIP, x)], ids=["EXP2", "RECIP"])
+def test_padding_a_reduce_axis_checks_every_reduce(second):
+    k = Kernel(*_two_sums(second))
+    before = state_of(k)
+    with pytest.raises(KernelOptError, match=r"cannot pad: the padding would change ReduceOps.SUM \(reduce op 1\)"):
+        k.apply_opt(Opt(OptOps.PADTO, 1, 32))
+    assert state_of(k) == before
+    k.apply_opt(Opt(OptOps.PADTO, 0, 32))  # the output axis: the padding is never stored
+    assert k.full_shape == (32, 200)
+
+
+def test_padding_a_reduce_axis_is_refused_when_a_later_reduce_is_a_max():
+    st = ShapeTracker.from_shape((16, 200))
+    k = Kernel(store(alu(BinaryOps.ADD, reduce(ReduceOps.SUM, load(1, st), (1,)),
+                         reduce(ReduceOps.MAX, load(2, st), (1,)))))
+    with pytest.raises(KernelOptError, match=r"cannot pad: the padding would change ReduceOps.MAX"):
+        k.apply_opt(Opt(OptOps.PADTO, 1, 32))
+
+
+def test_padding_the_reduce_axis_of_safe_sums_is_accepted():
+    k = Kernel(*_two_sums())
+    k.apply_opt(Opt(OptOps.PADTO, 1, 32))
+    assert k.full_shape == (16, 224) and all(st.shape == (16, 224) for st in k.sts[1:])
+
+
+def _renumbered(x: K.LazyOp, by: int) -> K.LazyOp:
+    """x with every LOAD reading buffer idx + by."""
+    if x.op is K.BufferOps.LOAD:
+        return load(x.arg.idx + by, x.arg.st, x.arg.dtype)
+    return K.LazyOp(x.op, tuple(_renumbered(s, by) for s in x.src), x.arg)
+
+
+@pytest.mark.parametrize("target, dtype", [("metal", K.dtypes.float), ("cuda", K.dtypes.half)])
+def test_tensor_cores_shape_two_matmuls_like_one(target, dtype):
+    (mm,) = matmul_ast(64, 64, 64, dtype, K.dtypes.float)
+    one = Kernel(mm, opts=TARGETS[target])
+    two = Kernel(store(alu(BinaryOps.ADD, mm.src[0], _renumbered(mm.src[0], 2))), opts=TARGETS[target])
+    assert one.apply_tensor_cores(1) and two.apply_tensor_cores(1)
+    assert two.applied_opts == one.applied_opts and two.full_shape == one.full_shape
+    assert two.colors() == one.colors() and two.tensor_core == one.tensor_core
+    assert set(two.bufs_for_tensor_core) == set(two.reduceops)
+
+
+def test_tensor_cores_refuse_reduces_that_fit_them_differently():
+    """tinygrad 0.9.1 asserts the reduces' tensor core options are all the same; here it's a KernelOptError."""
+    (mm,) = matmul_ast(64, 64, 64)
+    other = reduce(ReduceOps.SUM, load(3, mm.src[0].src[0].src[0].arg.st), (2,))
+    k = Kernel(store(alu(BinaryOps.ADD, mm.src[0], other)), opts=TARGETS["metal"])
+    before = state_of(k)
+    with pytest.raises(KernelOptError, match="same tensor core options"):
+        k.apply_opt(Opt(OptOps.TC, 0, 0))
+    assert state_of(k) == before
+    assert not k.apply_tensor_cores(1) and state_of(k) == before
+
+
+def test_group_checks_shared_memory_with_the_first_reduce_dtype():
+    """As tinygrad: the size check counts one accumulator of the first reduce op's dtype per thread."""
+    st = ShapeTracker.from_shape((4, 4096))
+    half = reduce(ReduceOps.SUM, load(1, st, K.dtypes.half), (1,))
+    flt = reduce(ReduceOps.SUM, load(2, st), (1,))
+    both = alu(BinaryOps.ADD, alu(UnaryOps.CAST, half, arg=K.dtypes.float), flt)
+    k = Kernel(store(both), opts=TARGETS["opencl"])
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    k.apply_opt(Opt(OptOps.GROUP, 0, 4096))  # 4096 * 2 bytes * 4 upcasts = 32768: fits exactly in half
+    k = Kernel(store(alu(BinaryOps.ADD, flt, alu(UnaryOps.CAST, half, arg=K.dtypes.float))), opts=TARGETS["opencl"])
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    with pytest.raises(KernelOptError, match="shared memory"):
+        k.apply_opt(Opt(OptOps.GROUP, 0, 4096))
+
+
+def test_the_demo_has_a_kernel_with_two_reduces():
+    k = Kernel(*K.DEMOS["variance"].build())
+    assert [r.op for r in k.reduceops] == [ReduceOps.SUM, ReduceOps.SUM] and len(k.ast) == 2
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# on the device: every case after the heuristics and every accepted step
+# ---------------------------------------------------------------------------------------------------------------
+# All of it takes ~40 s here (170 kernels compiled); by default the heuristics of every case plus a few sequences,
+# chosen to cover every OptOp the corpus accepts; RUNTIME_MULTIREDUCE=1 runs every sequence (and 20 random kernels).
+
+ALL_SEQUENCES = bool(os.environ.get("RUNTIME_MULTIREDUCE"))
+
+
+def _features(seq) -> set:
+    """What running this sequence would show: each accepted OptOp, grouping with upcasts, and the case."""
+    ops = {s["opt"][0] for s in seq if s["ok"]}
+    grouped_upcast = {"grouped+upcast"} if ops & {"GROUP", "GROUPTOP"} and ops & {"UPCAST", "UNROLL"} else set()
+    return ops | grouped_upcast
+
+
+def _default_sequences() -> set[tuple[int, int]]:
+    """(case, sequence) pairs verified by default: greedily, the sequence adding most of what isn't covered yet."""
+    options = {(c, s): _features(seq) for c, case in enumerate(MR_CASES) for s, seq in enumerate(case["sequences"])}
+    chosen: set[tuple[int, int]] = set()
+    covered: set = set()
+    while True:
+        best = max(options, key=lambda cs: (len(options[cs] - covered), -cs[0], -cs[1]))
+        if not options[best] - covered:
+            return chosen
+        chosen.add(best)
+        covered |= options[best]
+
+
+DEFAULT_SEQUENCES = _default_sequences()
+
+
+@pytest.fixture(scope="module")
+def device():
+    R = pytest.importorskip("runtime")
+    try:
+        return R.get_device()
+    except R.NoDeviceError as e:
+        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+def _accepted_kernels(case, only=None):
+    """The kernel after every accepted step of the case's sequences (all, or those numbered in `only`)."""
+    for s, seq in enumerate(case["sequences"]):
+        if only is not None and s not in only:
+            continue
+        k = build_kernel(case)
+        for step in seq:
+            try:
+                k.apply_opt(opt_of(step["opt"]))
+            except KernelOptError:
+                continue
+            yield k
+
+
+@pytest.mark.parametrize("c", range(len(MR_CASES)), ids=MR_IDS)
+def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, c):
+    import runtime as R
+
+    case = MR_CASES[c]
+    k = build_kernel(case)
+    inputs = R.random_inputs(k)
+    expected = R.reference(k, *inputs)
+    k.hand_coded_optimizations()
+    R.verify(k, *inputs, expected=expected)
+    only = None if ALL_SEQUENCES else {s for cc, s in DEFAULT_SEQUENCES if cc == c}
+    for k in _accepted_kernels(case, only):
+        R.verify(k, *inputs, expected=expected)
+
+
+def test_default_device_run_covers_every_accepted_optop_and_grouped_upcasts():
+    accepted = {s["opt"][0] for c in MR_CASES for seq in c["sequences"] for s in seq if s["ok"]}
+    covered = set().union(*(_features(MR_CASES[c]["sequences"][s]) for c, s in DEFAULT_SEQUENCES))
+    assert accepted <= covered and "grouped+upcast" in covered
+    assert accepted >= {"GROUP", "GROUPTOP", "UPCAST", "UNROLL", "LOCAL", "PADTO", "NOLOCALS"}
+
+
+def _force_padto(k: Kernel, axis: int, amt: int) -> Kernel:
+    """What tinygrad 0.9.1's PADTO does without kernel.py's extra check: pad every buffer that isn't reduced."""
+    k = k.copy()
+    for i, st in enumerate(k.sts):
+        if st.shape[axis] != 1 and (extra := K.round_up(st.shape[axis], amt) - st.shape[axis]):
+            k.sts[i] = st.pad(tuple((0, extra if a == axis else 0) for a in range(len(st.shape))))
+    return k
+
+
+def test_the_padding_kernel_py_refuses_would_change_the_result(device):
+    """tinygrad 0.9.1 accepts PADTO:1:32 on mr_mul_merge_16x200, whose second reduce sums exp2(x*c): each padded
+    element reads 0 and adds exp2(0) = 1. Rendered the way tinygrad pads, the kernel gives a wrong answer."""
+    import runtime as R
+
+    case = next(c for c in MR_CASES if c["name"] == "mr_mul_merge_16x200" and c["target"] == "opencl")
+    k = build_kernel(case)
+    with pytest.raises(KernelOptError, match=REFUSED_PADTO):
+        k.apply_opt(Opt(OptOps.PADTO, 1, 32))
+    inputs = R.random_inputs(k)
+    with pytest.raises(R.VerificationError):
+        R.verify(_force_padto(k, 1, 32), *inputs)
+    R.verify(_force_padto(k, 0, 32), *inputs)  # padding the output axis is harmless, and accepted
+
+
+def test_two_reduces_render_with_their_own_accumulators_loops_and_temps(device):
+    import runtime as R
+
+    case = next(c for c in MR_CASES if c["name"] == "mr_sum_max_64x128" and c["target"] == "opencl")
+    k = build_kernel(case)
+    for opt in ("GROUPTOP:0:16", "UPCAST:0:4", "UNROLL:0:2"):
+        k.apply_opt(Opt.parse(opt))
+    src = R.render(k).src
+    assert src.count("for (int ridx") == 2 and src.count("barrier(CLK_LOCAL_MEM_FENCE)") == 2
+    assert "__local float temp0[" in src and "__local float temp1[" in src and "-INFINITY" in src
+    R.verify(k, *R.random_inputs(k))
+
+
+@pytest.mark.parametrize("seed", range(20 if ALL_SEQUENCES else 1))
+def test_random_pairs_of_reduces_and_opts_verify(device, seed):
+    """Two random reduces (SUM/MAX of random elementwise ops of shared loads) and random opts."""
+    import runtime as R
+
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(rng.choice([2, 3, 4, 8, 16, 24])) for _ in range(3))
+    axes = tuple(sorted(rng.choice(3, size=int(rng.integers(1, 3)), replace=False).tolist()))
+    loads = [load(i + 1, ShapeTracker.from_shape(shape)) for i in range(3)]
+    unary = [lambda x: x, _exp, lambda x: alu(UnaryOps.SQRT, alu(BinaryOps.MUL, x, x))]
+
+    def side():
+        a, b = rng.choice(3, size=2).tolist()
+        src = alu(BinaryOps.MUL, loads[a], unary[int(rng.integers(3))](loads[b]))
+        return reduce([ReduceOps.SUM, ReduceOps.MAX][int(rng.integers(2))], src, axes)
+
+    out = alu(BinaryOps.ADD, side(), alu(BinaryOps.MUL, side(), const(0.5, tuple(1 if i in axes else s
+                                                                                 for i, s in enumerate(shape)))))
+    for target in ("opencl", "clang"):
+        k = Kernel(store(out), opts=TARGETS[target])
+        inputs = R.random_inputs(k)
+        R.verify_random_opts(k, inputs, rng, tries=6)
+        k = Kernel(store(out), opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        R.verify(k, *inputs)
+
+
+def test_grouped_reduces_with_upcasts_unrolls_and_locals_verify(device):
+    """Grouped reduces (each through its own temp) with upcasts and unrolls across both reduces."""
+    import runtime as R
+
+    for opts in [("GROUP:0:4", "UPCAST:0:2", "UNROLL:0:2"), ("GROUPTOP:0:8", "LOCAL:0:2", "UNROLL:0:4")]:
+        k = Kernel(*_two_sums(_exp, (8, 64)))
+        for o in opts:
+            k.apply_opt(Opt.parse(o))
+        R.verify(k, *R.random_inputs(k))
