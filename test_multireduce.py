@@ -2,9 +2,12 @@
 
 testdata/multireduce.json holds 16 kernels with two reduce ops (merged back to back, as tinygrad's own tests build
 them) on the opencl and clang targets, and what tinygrad 0.9.1 did with each: the state after construction, after
-the hand-coded heuristics, and after every step of random opt sequences. The replay below checks all of it; the
-runtime tests run every case on the OpenCL device after the heuristics and after every accepted step
-(RUNTIME_MULTIREDUCE=1; by default a subset that still covers every accepted OptOp, see below).
+the hand-coded heuristics, and after every step of random opt sequences. testdata/multireduce_recorded.json.gz holds
+56 more, recorded by us from tinygrad 0.9.1 the same way, on all four targets and with apply_tensor_cores(1): those
+16 ASTs and a few of ours (mean and variance, two matvecs, two matmuls in float and half, a matmul beside a MAX).
+The replay below checks all of it; the runtime tests run every case on the OpenCL device after the heuristics (and
+tensor cores) and after every accepted step (RUNTIME_MULTIREDUCE=1; by default a subset that still covers every
+accepted OptOp, see below).
 
 One deliberate difference: tinygrad 0.9.1 checks only the first reduce op before padding a reduce axis (PADTO), so
 it pads a second reduce whose source doesn't keep zeros at zero, and computes a wrong result. kernel.py refuses those
@@ -24,6 +27,9 @@ from test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of
 
 MR_CASES = load_corpus("multireduce.json")["cases"]
 MR_IDS = [case_id(c) for c in MR_CASES]
+RECORDED_CASES = load_corpus("multireduce_recorded.json.gz")["cases"]
+ALL_CASES = MR_CASES + RECORDED_CASES
+ALL_IDS = [f"golden-{i}" for i in MR_IDS] + [f"recorded-{case_id(c)}" for c in RECORDED_CASES]
 REFUSED_PADTO = "cannot pad: the padding would change"  # the start of kernel.py's reason for its one difference
 
 
@@ -60,34 +66,34 @@ def replay(case):
 def test_multireduce_corpus_is_complete():
     assert len(MR_CASES) == 16 and all(len(c["sequences"]) == 10 for c in MR_CASES)
     assert {c["target"] for c in MR_CASES} == {"opencl", "clang"}
-    assert all(len(build_kernel(c).reduceops) == 2 for c in MR_CASES)
+    assert len(RECORDED_CASES) == 56 and {c["target"] for c in RECORDED_CASES} == set(TARGETS)
+    assert sum(c.get("tensor_cores", {}).get("used", False) for c in RECORDED_CASES) == 5
+    assert all(len(build_kernel(c).reduceops) == 2 for c in ALL_CASES)
 
 
-@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_construction_matches_tinygrad(case):
     assert_state(build_kernel(case), case["init"])
 
 
-@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_heuristics_match_tinygrad(case):
     k = build_kernel(case)
     k.hand_coded_optimizations()
     assert_state(k, case["hand_coded"])
 
 
-TC_CASES = [c for c in MR_CASES if "tensor_cores" in c]
+TC_CASES = [(i, c) for i, c in zip(ALL_IDS, ALL_CASES) if "tensor_cores" in c]
 
 
-@pytest.mark.skipif(not TC_CASES, reason="multireduce.json records no apply_tensor_cores state (opencl and clang "
-                    "have no tensor cores); test_tensor_cores_* below cover them")
-@pytest.mark.parametrize("case", TC_CASES or [None], ids=[case_id(c) for c in TC_CASES] or ["none"])
+@pytest.mark.parametrize("case", [c for _, c in TC_CASES], ids=[i for i, _ in TC_CASES])
 def test_multireduce_tensor_cores_match_tinygrad(case):
     k = build_kernel(case)
     assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
     assert_state(k, case["tensor_cores"])
 
 
-@pytest.mark.parametrize("case", MR_CASES, ids=MR_IDS)
+@pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_opt_sequences_match_tinygrad(case):
     """Every opt accepted or rejected as tinygrad did, with its state; a rejected one changes nothing (replay)."""
     for k, step, accepted, reason in replay(case):
@@ -100,10 +106,11 @@ def test_multireduce_opt_sequences_match_tinygrad(case):
 
 
 def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads():
-    refused = [(case_id(c), step["opt"]) for c in MR_CASES for _, step, ok, _ in replay(c) if ok != step["ok"]]
-    assert {op for _, (op, _, _) in refused} == {"PADTO"} and len(refused) == 3
-    accepted_padto = [c for c in MR_CASES for _, step, ok, _ in replay(c) if ok and step["opt"][0] == "PADTO"]
-    assert len(accepted_padto) > len(refused)  # reduce axes of safe SUMs, and output axes, are still padded
+    """The golden file's 3 such steps all pad mr_mul_merge's SUM(exp2(x)); elsewhere PADTO is accepted as before."""
+    refused = [(c["name"], step["opt"][0]) for c in MR_CASES for _, step, ok, _ in replay(c) if ok != step["ok"]]
+    assert refused == [("mr_mul_merge_16x200", "PADTO")] * 3
+    accepted_padto = [c for c in ALL_CASES for _, step, ok, _ in replay(c) if ok and step["opt"][0] == "PADTO"]
+    assert len(accepted_padto) > 50  # reduce axes of safe SUMs, and output axes, are still padded
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -354,6 +361,34 @@ def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, 
     R.verify(k, *inputs, expected=expected)
     only = None if ALL_SEQUENCES else {s for cc, s in DEFAULT_SEQUENCES if cc == c}
     for k in _accepted_kernels(case, only):
+        R.verify(k, *inputs, expected=expected)
+
+
+def _recorded_params():
+    for i, c in zip(ALL_IDS[len(MR_CASES):], RECORDED_CASES):
+        tc = c.get("tensor_cores", {}).get("used", False)
+        marks = [] if tc or ALL_SEQUENCES else \
+            [pytest.mark.skip(reason="set RUNTIME_MULTIREDUCE=1 to verify every recorded multi-reduce case")]
+        yield pytest.param(c, id=i, marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_recorded_params()))
+def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_accepted_opts(device, case):
+    """By default the kernels tensor cores shape (rendered as plain multiply-adds); with RUNTIME_MULTIREDUCE=1 all."""
+    import runtime as R
+
+    k = build_kernel(case)
+    inputs = R.random_inputs(k)
+    expected = R.reference(k, *inputs)
+    if "tensor_cores" in case:
+        assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
+        R.verify(k, *inputs, expected=expected)
+    if not ALL_SEQUENCES:
+        return
+    k = build_kernel(case)
+    k.hand_coded_optimizations()
+    R.verify(k, *inputs, expected=expected)
+    for k in _accepted_kernels(case):
         R.verify(k, *inputs, expected=expected)
 
 
