@@ -10,6 +10,9 @@ How each colour of a kernel's shape becomes code (the legend itself lives in ker
     magenta  unrolled reduce -> straight-line code, all into one accumulator
     yellow   upcasted dims   -> one register per element; float4 loads and stores where aligned
 
+A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
+buffer and barrier; the stores come after the last one and read every result.
+
 Usage: python runtime.py show NAME | verify [NAME] | bench   (each with --help)
 """
 from __future__ import annotations
