@@ -472,3 +472,15 @@ def test_grouped_reduces_with_upcasts_unrolls_and_locals_verify(device):
         for o in opts:
             k.apply_opt(Opt.parse(o))
         R.verify(k, *R.random_inputs(k))
+
+
+def test_two_reduces_upcast_mid_reduce_into_an_image(device):
+    """White axes (UPCASTMID, image outputs): each reduce's finishing thread unrolls them."""
+    import runtime as R
+
+    (out,) = K.image_matvec_ast(256, 64)
+    k = Kernel(K.LazyOp(K.BufferOps.STORE, (alu(BinaryOps.ADD, out.src[0], _renumbered(out.src[0], 2)),), out.arg))
+    for opt in ("GROUP:0:8", "UPCASTMID:0:4"):
+        k.apply_opt(Opt.parse(opt))
+    assert k.colors() == ["blue", "green", "white", "red"] and len(k.reduceops) == 2
+    R.verify(k, *R.random_inputs(k))
