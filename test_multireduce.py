@@ -130,9 +130,9 @@ def _sum_and_max():
 def test_reduceops_in_the_order_the_outputs_meet_them():
     ast, r0, r1 = _sum_and_max()
     k = Kernel(*ast)
-    assert k.reduceops == [r0, r1] and k.reduceop is r0
+    assert k.reduceops == [r0, r1] and k.reduceop == r0
     k = Kernel(store(alu(BinaryOps.ADD, r1, r0)))
-    assert k.reduceops == [r1, r0] and k.reduceop is r1
+    assert k.reduceops == [r1, r0] and k.reduceop == r1
     k = Kernel(store(r1, 0), store(alu(BinaryOps.ADD, r0, r1), 1))  # across outputs, first output first
     assert k.reduceops == [r1, r0]
 
@@ -140,7 +140,7 @@ def test_reduceops_in_the_order_the_outputs_meet_them():
 def test_reduceops_are_deduplicated_and_empty_without_a_reduce():
     r = reduce(ReduceOps.SUM, load(1, ST), (1,))
     k = Kernel(store(alu(BinaryOps.MUL, r, r)))
-    assert k.reduceops == [r] and k.reduceop is r
+    assert k.reduceops == [r] and k.reduceop == r
     k = Kernel(store(load(1, ST)))
     assert k.reduceops == [] and k.reduceop is None and k.earlybufs == [] and k.full_buf_index == 0
 
@@ -484,3 +484,16 @@ def test_two_reduces_upcast_mid_reduce_into_an_image(device):
         k.apply_opt(Opt.parse(opt))
     assert k.colors() == ["blue", "green", "white", "red"] and len(k.reduceops) == 2
     R.verify(k, *R.random_inputs(k))
+
+
+def test_two_reduces_over_a_symbolic_axis_verify_at_each_length(device):
+    """One program for every length (symbolic shapes) holds with several reduces too."""
+    import runtime as R
+
+    st = ShapeTracker.from_shape((8, K.Variable("i", 1, 64)))
+    ast = store(alu(BinaryOps.ADD, reduce(ReduceOps.SUM, load(1, st), (1,)), reduce(ReduceOps.MAX, load(2, st), (1,))))
+    k = Kernel(ast)
+    k.hand_coded_optimizations()
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
+    for i in (1, 37, 64):
+        R.verify(k, *R.random_inputs(k, var_vals={"i": i}), var_vals={"i": i})
