@@ -13,7 +13,7 @@ How each colour of a kernel's shape becomes code (the legend itself lives in ker
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
 
-Usage: python runtime.py show NAME | verify [NAME] | bench   (each with --help)
+Usage: python runtime.py show NAME | verify [NAME] | search NAME | bench   (each with --help)
 """
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
                     LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
-                    SumNode, TernaryOps, UnaryOps, Variable, conv2d_ast, dedup, dtypes, elementwise_ast,
-                    lazyop_from_json, load, matmul_ast, matvec_ast, optimize, parse_opt_arg, prod, reduce, store,
-                    sum_ast, sym_infer, sym_render)
+                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, dedup, dtypes, getenv, optimize, parse_opt_arg,
+                    prod, sym_infer, sym_render)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -725,6 +724,12 @@ def get_device() -> Device:
     return _device
 
 
+def device_limits() -> tuple[int, list[int]]:
+    """(threads per work-group, per-dim maximum) of the device: what render(k, limits) needs."""
+    device = get_device().ctx.devices[0]
+    return device.max_work_group_size, list(device.max_work_item_sizes)
+
+
 def build(src: str, name: str):
     """Compile an OpenCL program (once per distinct source) and return its kernel `name`."""
     if (kern := _programs.get(src)) is None:
@@ -902,18 +907,23 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
-    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray], var_vals: dict | None = None):
+    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray], var_vals: dict | None = None,
+                 prg: Program | None = None, device_args: dict | None = None):
+        """`prg`: k already rendered with the device's limits. `device_args`: a dict that keeps the device buffers
+        between launches of kernels of the same AST (the beam search times many), filled on first use."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
         host = _check_inputs(list(self.infos.values()), inputs)
         dev = get_device()
-        device = dev.ctx.devices[0]
-        self.prg = render(k, (device.max_work_group_size, device.max_work_item_sizes))
+        self.prg = prg or render(k, device_limits())
         self.kern = build(self.prg.src, self.prg.name)
         mf = cl.mem_flags
         self.outputs, self.args = {}, []
         for idx, kind in self.prg.args:
             b = self.infos[idx]
+            if device_args is not None and (idx, kind) in device_args:
+                self.args.append(device_args[idx, kind])
+                continue
             data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b)
             if b.output:
                 self.outputs[idx] = data
@@ -930,6 +940,8 @@ class _Launch:
                 self.args.append(cl.create_image(dev.ctx, flags, fmt, shape=(w, h), hostbuf=data.reshape(h, w, 4)))
             else:
                 self.args.append(cl.Buffer(dev.ctx, flags, hostbuf=data))
+            if device_args is not None:
+                device_args[idx, kind] = self.args[-1]
         self.args += [np.int32(values[v.expr]) for v in self.prg.vars]
         global_size = [_infer(g, values) for g in self.prg.global_size]  # symbolic launch sizes at these values
         if (local := self.prg.local_size) is not None:
@@ -1170,134 +1182,374 @@ def verify_random_opts(k: Kernel, inputs: Sequence[np.ndarray], rng: np.random.G
 
 
 # ============================================================================================================
-# benchmarks
+# beam search: let the device choose the opts (tinygrad 0.9.1's engine/search.py)
 # ============================================================================================================
-def _sum_in_two(n: int = 4096 * 4096, parts: int = 256) -> list[tuple[LazyOp, ...]]:
-    """A big sum as tinygrad 0.9.1 schedules it: `parts` partial sums of strided slices, then their sum."""
-    first = ShapeTracker.from_shape((parts, n // parts)).permute((1, 0))
-    return [(store(reduce(ReduceOps.SUM, load(1, first), (0,))),), sum_ast((1, parts), (1,))]
+# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis)
+ACTIONS = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7) for axis in range(6)]
+ACTIONS += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
+ACTIONS += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 3, 4, 8, 13, 16, 29) for axis in range(5)]
+ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
+ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
+ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
+ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
+ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
+if getenv("NOLOCALS"):
+    ACTIONS += [Opt(OptOps.NOLOCALS)]
+BEAM_UPCAST_MAX, BEAM_LOCAL_MAX = getenv("BEAM_UPCAST_MAX", 256), getenv("BEAM_LOCAL_MAX", 1024)
 
 
-def _np_conv2d(img: np.ndarray, wt: np.ndarray) -> np.ndarray:
-    windows = np.lib.stride_tricks.sliding_window_view(img, wt.shape[2:], axis=(2, 3))  # (b, ci, oh, ow, kh, kw)
-    return np.einsum("bcyxij,ocij->boyx", windows, wt, optimize=True)
+def kernel_actions(k: Kernel) -> list[Kernel]:
+    """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
+    amount equal to the whole axis when amount 0 says the same, and kernels with more than BEAM_UPCAST_MAX
+    elements in registers or BEAM_LOCAL_MAX threads in a work-group."""
+    out = []
+    for opt in ACTIONS:
+        if opt.axis is not None and opt.op is not OptOps.TC:
+            axis = opt.real_axis(k)
+            if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in ACTIONS):
+                continue
+        k2 = k.copy()
+        try:
+            k2.apply_opt(opt)
+        except KernelOptError:
+            continue
+        tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
+        colors = list(zip(k2.full_shape, k2.colors()))
+        if prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > BEAM_UPCAST_MAX or \
+                prod(s for s, c in colors if c in ("cyan", "green", "white")) > BEAM_LOCAL_MAX:
+            continue
+        out.append(k2)
+    return out
 
 
-_N = 4096
-# name: (the kernels' ASTs, flops, bytes moved, the same computation in numpy on the kernels' inputs)
-BENCHMARKS = {
-    "matmul 512": (lambda: [matmul_ast(512, 512, 512)], 2 * 512**3, 3 * 4 * 512**2,
-                   lambda a, b: a.reshape(512, 512) @ b.reshape(512, 512)),
-    "matmul 1024": (lambda: [matmul_ast(1024, 1024, 1024)], 2 * 1024**3, 3 * 4 * 1024**2,
-                    lambda a, b: a.reshape(1024, 1024) @ b.reshape(1024, 1024)),
-    "matvec 4096x4096": (lambda: [matvec_ast(_N, _N)], 2 * _N**2, 4 * (_N**2 + 2 * _N),
-                         lambda a, x: a.reshape(_N, _N) @ x),
-    "sum 16M": (_sum_in_two, _N**2, 4 * _N**2, lambda a: a.sum()),
-    "sum axis 0 4096x4096": (lambda: [sum_ast((_N, _N), (0,))], _N**2, 4 * (_N**2 + _N),
-                             lambda a: a.reshape(_N, _N).sum(0)),
-    "sum axis 1 4096x4096": (lambda: [sum_ast((_N, _N), (1,))], _N**2, 4 * (_N**2 + _N),
-                             lambda a: a.reshape(_N, _N).sum(1)),
-    "add 16M": (lambda: [elementwise_ast(_N * _N)], _N**2, 3 * 4 * _N**2, lambda a, b: a + b),
-    "conv2d 8x32x64x64 k3x64": (lambda: [conv2d_ast(8, 32, 64, 64, 64, 3, 0, 1)], 2 * 8 * 64 * 62 * 62 * 32 * 9,
-                                4 * (8 * 32 * 64 * 64 + 64 * 32 * 9 + 8 * 64 * 62 * 62),
-                                lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3))),
-}
-# the names of the same workloads in the file written by tinygrad_perf.sh (tinygrad 0.9.1 timed on this device)
-TINYGRAD_KEYS = {"matmul 512": "matmul_512", "matmul 1024": "matmul_1024", "matvec 4096x4096": "matvec_4096",
-                 "sum 16M": "sum_all_16M", "sum axis 0 4096x4096": "sum_axis0_4096",
-                 "sum axis 1 4096x4096": "sum_axis1_4096", "add 16M": "add_16M",
-                 "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64"}
+def _state_key(k: Kernel) -> tuple:
+    """Everything rendering reads from a kernel besides its AST: two kernels with the same key render the same."""
+    return (tuple(st.views for st in k.sts), k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces,
+            k.dont_use_locals, k.tensor_core)
 
 
-def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
-    """Per benchmark, tinygrad 0.9.1's kernel time and the ASTs it ran, from a JSON file of tinygrad_perf.sh."""
-    if not path or not os.path.exists(path):
-        return {}
-    import json
-    with open(path) as f:
-        measured = json.load(f)
-    return {name: (measured[key]["tinygrad_s"],
-                   [tuple(lazyop_from_json(a) for a in k["ast"]) for k in measured[key].get("kernels", [])])
-            for name, key in TINYGRAD_KEYS.items() if key in measured}
+# -- compiling candidates: in worker processes --------------------------------------------------------------
+_pool = None  # the worker processes, started on the first search and kept for the next
 
 
-def optimizer_cost(path: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "kernels.json")) \
-        -> tuple[int, float]:
-    """(kernels, seconds per kernel) to build every kernel of the golden corpus and run the heuristics, once each."""
-    import json
-    with open(path) as f:
-        cases = [(tuple(lazyop_from_json(a) for a in c["ast"]), TARGETS[c["target"]]) for c in json.load(f)["cases"]]
-    start = time.perf_counter()
-    for ast, target in cases:
-        Kernel(*ast, opts=target).hand_coded_optimizations()
-    return len(cases), (time.perf_counter() - start) / len(cases)
+def _worker_init() -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
 
-def _same_kernels(ours: list[Kernel], asts: list[tuple[LazyOp, ...]]) -> bool:
-    """Do tinygrad's ASTs, optimized by our heuristics, give exactly our kernels (shape, opts and views)?"""
-    theirs = [optimize(Kernel(*ast)) for ast in asts]
-    return len(ours) == len(theirs) and all(
-        a.applied_opts == b.applied_opts and [s.views for s in a.sts] == [s.views for s in b.sts]
-        for a, b in zip(ours, theirs))
+def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[int, Program | None, str]:
+    """Render and build one candidate; returns (its number, the program or None, why it failed).
+
+    PoCL compiles in two steps: the OpenCL C at build, and the work-group function for a local size at the first
+    launch; both land in PoCL's on-disk kernel cache, keyed by the source. So a worker that builds the program and
+    launches one work-group leaves the main process only a cache lookup, and its timing measures the kernel alone."""
+    i, k, limits = job
+    try:
+        prg = render(k, limits)
+        kern = build(prg.src, prg.name)
+    except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
+        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if prg.local_size is not None and all(kind == "buffer" for _, kind in prg.args):
+        try:
+            infos = {b.idx: b for b in buffers(k.ast)}
+            sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
+            args = [cl.Buffer(get_device().ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            kern(get_device().queue, prg.local_size, prg.local_size, *args).wait()  # one work-group: within bounds
+        except Exception:  # noqa: S110 - only a warm-up: the main process times (and may drop) the kernel
+            pass
+    return i, prg, ""
 
 
-def bench(names: Sequence[str] | None = None, runs: int = 10, out=None,
-          tinygrad: str | None = None) -> dict[str, dict[str, float]]:
-    """Time each benchmark unoptimized, with the hand-coded opts, and in numpy; print a table as it goes.
-    With `tinygrad`, a JSON file of tinygrad_perf.sh, the hand-coded rows also show tinygrad 0.9.1's time for the
-    same workload and the ratio (ours / tinygrad's). Returns {name: {"unoptimized": s, "hand-coded": s, ...}}."""
-    out = out or sys.stdout
-    results: dict[str, dict[str, float]] = {}
-    measured = _tinygrad_measured(tinygrad)
-    tinygrad_s = {name: s for name, (s, _) in measured.items()}
-    compared, different = [], []
-    print(f"device: {get_device().name}, median of {runs} runs" +
-          (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "") + "\n", file=out)
-    n, cost = optimizer_cost()  # first, while the caches are cold
-    print(f"optimizer: Kernel() + hand_coded_optimizations() takes {cost * 1e3:.3f} ms per kernel "
-          f"({n} corpus kernels, once each)\n", file=out)
-    header = f"{'kernel':26s} {'variant':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
-    print(header + ("   tinygrad 0.9.1  ours/tinygrad" if tinygrad_s else ""), file=out)
-    for name in names or BENCHMARKS:
-        build_asts, flops, nbytes, numpy_fn = BENCHMARKS[name]
-        asts = build_asts()
-        inputs = [random_inputs(ast, seed=1) for ast in asts]  # real data: untouched pages flatter memory-bound kernels
-        times = {}
-        for variant in ("unoptimized", "hand-coded"):
-            kernels = [Kernel(*ast) for ast in asts]
-            if variant == "hand-coded":
-                for k in kernels:
-                    k.hand_coded_optimizations()
-                if name in measured and measured[name][1]:
-                    compared.append(name)
-                    if not _same_kernels(kernels, measured[name][1]):
-                        different.append(name)
-            first = time_kernel(kernels[0], *inputs[0], runs=1, warmup=1)
-            n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
-            times[variant] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(kernels, inputs))
-        data = [x.reshape(-1) for x in inputs[0]]
-        numpy_fn(*data)  # warm-up
-        times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
-        for variant, t in times.items():
-            tg = ""
-            if variant == "hand-coded" and name in tinygrad_s:
-                tg = f"{tinygrad_s[name] * 1e3:11.2f} ms  {t / tinygrad_s[name]:13.2f}"
-            print(f"{name:26s} {variant:12s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   {tg}",
-                  file=out, flush=True)
-        results[name] = times
-    if compared:
-        print("\n" + (f"not the same kernels as tinygrad's: {', '.join(different)}" if different else
-                      "each hand-coded kernel is the one tinygrad ran (same AST, opts and views)"), file=out)
-    return results
+def search_workers() -> int:
+    """Compile processes: one per core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _median_seconds(fn, runs: int) -> float:
-    times = []
+def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
+    """Compile the jobs, in `workers` processes (0: here); returns ([(number, program, why)], timed out?)."""
+    global _pool
+    results: list = []
+    if workers == 0:
+        for job in jobs:
+            if time.perf_counter() > deadline:
+                return results, True
+            results.append(_compile_candidate(job))
+            progress("compiling", len(results), len(jobs))
+        return results, False
+    if _pool is None or _pool._processes != workers:  # noqa: SLF001
+        if _pool is not None:
+            _pool.terminate()
+        import multiprocessing
+        _pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init)
+    # several kernels per message: fewer round trips, and still every worker busy until the end
+    for result in _pool.imap_unordered(_compile_candidate, jobs, chunksize=max(1, len(jobs) // (8 * workers))):
+        results.append(result)
+        progress("compiling", len(results), len(jobs))
+        if time.perf_counter() > deadline:
+            _pool.terminate()  # the rest would only delay the next search
+            _pool = None
+            return results, True
+    return results, False
+
+
+# -- timing candidates: here, one at a time ----------------------------------------------------------------------
+def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[list[int], int]:
+    """tinygrad's _get_test_global_size: halve the last dim above 16 until at most max_global_size work-groups
+    run; returns the smaller size and the factor the time is scaled by."""
+    size, factor = list(global_size), 1
+    while prod(size) > max_global_size:
+        for d in reversed(range(len(size))):
+            if size[d] > 16:
+                size[d] //= 2
+                factor *= 2
+                break
+        else:
+            break
+    return size, factor
+
+
+def _time_candidate(k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs: int = 3,
+                    max_global_size: int | None = None) -> float:
+    """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
+    can't be kept, and a slow kernel is what makes a search slow)."""
+    launch = _Launch(k, inputs, prg=prg, device_args=device_args)
+    factor = 1
+    if max_global_size is not None:
+        groups, factor = _test_global_size(prg.global_size, max_global_size)
+        local = prg.local_size or [1] * len(groups)
+        launch.global_size = [g * n for g, n in zip(groups, local)] if prg.local_size else groups
+    best = math.inf
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        event = launch.launch()
+        event.wait()
+        best = min(best, (event.profile.end - event.profile.start) * 1e-9 * factor)
+        if best > stop_above:
+            break
+    return best
+
+
+# -- the search ---------------------------------------------------------------------------------------------------
+class SearchError(ValueError):
+    """beam_search was called with arguments it can't search with."""
+
+
+@dataclass
+class SearchRound:
+    """One round: `candidates` kernels one action from the beam, `compiled` of them built (the rest `dropped`,
+    with `duplicates` rendering to code already timed), `timed`, and the best kernel and time so far."""
+    number: int
+    candidates: int
+    compiled: int
+    duplicates: int
+    timed: int
+    dropped: int
+    best_s: float
+    best: Kernel
+    seconds: float
+
+
+@dataclass
+class SearchResult:
+    """What a search found: the kernel (verified), its time, the rounds, how many candidates were dropped
+    (didn't build, run or verify), whether the answer came from the disk cache, and the wall time."""
+    kernel: Kernel
+    time_s: float
+    rounds: list[SearchRound]
+    dropped: int
+    cached: bool
+    seconds: float
+    start_s: dict[str, float]  # the times of the starting kernels: "given" and (from a bare kernel) "hand-coded"
+    why_dropped: list[str]
+
+
+def cache_dir() -> str:
+    """Where searches are remembered: $KERNELPY_CACHE, else $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
+    if os.environ.get("KERNELPY_CACHE"):
+        return os.environ["KERNELPY_CACHE"]
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                        "kernelpy")
+
+
+def _code_version() -> str:
+    """A hash of kernel.py and runtime.py: a result found by other code (another renderer) is not reused."""
+    import hashlib
+    import kernel
+    h = hashlib.sha256()
+    for path in (kernel.__file__, __file__):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
+    import hashlib
+    key = repr((k.ast, k.applied_opts, k.opts, get_device().name, amt, settings, [str(a) for a in ACTIONS],
+                _code_version()))
+    return os.path.join(directory, "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+
+def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
+    import json
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+        found = k.copy()
+        for op, axis, amount in entry["opts"]:
+            found.apply_opt(Opt(OptOps[op], axis, amount))
+        return found, entry["time_s"]
+    except (OSError, ValueError, KeyError, TypeError, KernelOptError):
+        return None  # no entry, or one this code can't replay: search again
+
+
+def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
+    import json
+    new = k.applied_opts[len(start.applied_opts):]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
+    os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
+
+
+def _check_search_args(k, inputs, amt, timeout, workers, max_global_size) -> None:
+    if not isinstance(k, Kernel):
+        raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
+    if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
+        raise SearchError(f"amt (kernels kept per round) must be an integer >= 1, got {amt!r}")
+    if timeout is not None and not timeout > 0:
+        raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 0):
+        raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
+    if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
+        raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
+    try:
+        _check_inputs(buffers(k.ast), inputs)
+    except ValueError as e:
+        raise SearchError(f"the inputs don't match the kernel: {e}") from None
+
+
+def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None,
+           timeout: float | None = None, cache: bool = True, workers: int | None = None,
+           max_global_size: int | None = None, min_progress: float = 0.01, from_heuristics: bool = True,
+           on_round=None, on_progress=None) -> SearchResult:
+    """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
+
+    Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
+    processes; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
+    stops when a round improves the best time by less than `min_progress` (a fraction), or when `timeout` seconds
+    have passed (then the best so far is returned). From a kernel with no opts, the heuristics' kernel starts in
+    the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk cache (cache_dir()).
+    `max_global_size` times each candidate on at most that many work-groups and scales the time (tinygrad's
+    test size; off by default, see the README). `on_round(SearchRound)` and `on_progress(phase, done, total)`
+    report as it goes. The returned kernel is verified against the reference; k is never changed."""
+    _check_search_args(k, inputs, amt, timeout, workers, max_global_size)
+    begin = time.perf_counter()
+    deadline = begin + timeout if timeout is not None else math.inf
+    workers = search_workers() if workers is None else workers
+    progress = on_progress or (lambda phase, done, total: None)
+    path = _cache_path(k, amt, cache_dir(), (max_global_size, min_progress, from_heuristics)) if cache else None
+    if path and (hit := _cache_get(path, k)) is not None:
+        # written only after verification, by this same code (the key holds its hash) on this AST and device
+        return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, {}, [])
+
+    limits, device_args = device_limits(), {}
+    seen: set = set()  # rendered programs already compiled (their source and launch sizes)
+    seen_states: set = set()  # kernel states already sent to compile
+    why_dropped: list[str] = []
+    timed: list[tuple[float, int, Kernel]] = []  # every kernel timed, with its time (the number breaks ties)
+
+    def compile_and_time(kernels: list[Kernel], cutoff: float) -> tuple[list[tuple[float, int, Kernel]], dict]:
+        """Compile the kernels not seen before, time the ones that built; returns the timed and counts."""
+        fresh = []
+        for kern in kernels:
+            if (key := _state_key(kern)) not in seen_states:
+                seen_states.add(key)
+                fresh.append(kern)
+        results, out_of_time = _compile_all([(i, kern, limits) for i, kern in enumerate(fresh)], workers,
+                                            deadline, progress)
+        counts = {"candidates": len(kernels), "compiled": 0, "duplicates": len(kernels) - len(fresh), "dropped": 0}
+        programs = []
+        for i, prg, why in sorted(results, key=lambda r: r[0]):
+            if prg is None:
+                counts["dropped"] += 1
+                why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
+                continue
+            counts["compiled"] += 1
+            if (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) in seen:
+                counts["duplicates"] += 1  # another kernel rendered the same code: timing it again tells nothing
+                continue
+            seen.add(key)
+            programs.append((fresh[i], prg))
+        round_times: list[float] = []
+        out = []
+        for n, (kern, prg) in enumerate(programs):
+            if time.perf_counter() > deadline:
+                break
+            # a kernel more than 3x slower than the amt-th best so far can't make the beam: one launch says so
+            stop_above = 3 * (sorted(round_times)[amt - 1] if len(round_times) >= amt else cutoff)
+            try:
+                t = _time_candidate(kern, prg, inputs, device_args, stop_above, max_global_size=max_global_size)
+            except (cl.Error, RuntimeError, ValueError) as e:
+                counts["dropped"] += 1
+                why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
+                continue
+            round_times.append(t)
+            out.append((t, len(timed) + len(out), kern))
+            progress("timing", n + 1, len(programs))
+        timed.extend(out)
+        return out, {**counts, "timed": len(out), "out_of_time": out_of_time or time.perf_counter() > deadline}
+
+    # round 0: the starting kernels
+    starts = [("given", k.copy())]
+    if from_heuristics and not k.applied_opts:
+        starts.append(("hand-coded", optimize(k.copy())))
+    first, counts = compile_and_time([s for _, s in starts], math.inf)
+    start_s = {name: t for (name, s) in starts for t, _, kern in first if kern is s}
+    beam = sorted(first, key=lambda x: x[:2])[:amt]
+    rounds = [SearchRound(0, len(starts), counts["compiled"], counts["duplicates"], counts["timed"],
+                          counts["dropped"], beam[0][0] if beam else math.inf, beam[0][2] if beam else k,
+                          time.perf_counter() - begin)]
+    if on_round:
+        on_round(rounds[-1])
+    out_of_time = counts["out_of_time"]
+    while beam and not out_of_time:
+        candidates = [kern for _, _, b in beam for kern in kernel_actions(b)]
+        new, counts = compile_and_time(candidates, beam[0][0])
+        out_of_time = counts.pop("out_of_time")
+        ranked = sorted(new, key=lambda x: x[:2])
+        improved = bool(ranked) and ranked[0][0] < beam[0][0] * (1 - min_progress)
+        if improved:
+            beam = ranked[:amt]
+        elif ranked and ranked[0][0] < beam[0][0]:
+            beam = ranked[:1]  # a little faster still, but not enough to search on from it
+        rounds.append(SearchRound(len(rounds), **counts, best_s=beam[0][0], best=beam[0][2],
+                                  seconds=time.perf_counter() - begin))
+        if on_round:
+            on_round(rounds[-1])
+        if not improved:
+            break
+
+    # verify the fastest; one that computes the wrong thing is dropped and the next one tried
+    expected = reference(k, *inputs, **({"var_vals": var_vals} if var_vals is not None else {}))
+    dropped = sum(r.dropped for r in rounds)
+    for t, _, kern in sorted(timed, key=lambda x: x[:2]) + [(math.inf, -1, k.copy())]:
+        try:
+            verify(kern, *inputs, expected=expected, **({"var_vals": var_vals} if var_vals is not None else {}))
+        except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
+            dropped += 1
+            why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        if path and math.isfinite(t) and not out_of_time:
+            _cache_put(path, kern, k, t)
+        return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped)
+    raise VerificationError(f"no kernel of the search verified, not even the given one: {why_dropped[-1]}")
+
+
+def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None,
+                timeout: float | None = None, **options) -> Kernel:
+    """A new Kernel with the opts a beam search found fastest on the device, verified against the reference
+    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s."""
+    return search(k, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, **options).kernel
 
 
 # ============================================================================================================
@@ -1327,14 +1579,82 @@ def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log) -> Ker
     return k
 
 
+class _SearchDisplay:
+    """What `python runtime.py search` prints: a line per round, and on a terminal a progress line while a round
+    runs (overwritten in place, so it never reaches a file or a pipe)."""
+
+    def __init__(self, out=None):
+        self.out = out or sys.stdout
+        self.live = self.out.isatty()
+        self.round = 0
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        if self.live:
+            self.out.write(f"\r  round {self.round}: {phase} {done}/{total}\033[K")
+            self.out.flush()
+
+    def on_round(self, r: SearchRound) -> None:
+        if self.live:
+            self.out.write("\r\033[K")
+        self.round = r.number + 1
+        print(f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
+              f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
+              f"{r.best.colored_shape()}  {_opts_text(r.best)}", file=self.out, flush=True)
+
+
+def _ms(t: float) -> str:
+    return f"{t * 1e3:9.3f} ms" if math.isfinite(t) else f"{'-':>9s} ms"
+
+
+def _opts_text(k: Kernel) -> str:
+    return ", ".join(str(o) for o in k.applied_opts) or "no opts"
+
+
+def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, target: str | None = None,
+                timeout: float | None = None, cache: bool = True, out=None) -> SearchResult:
+    """`python runtime.py search`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then
+    time the hand-coded and the searched kernel side by side."""
+    out = out or sys.stdout
+    if name not in DEMOS:
+        raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
+    demo = DEMOS[name]
+    start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
+    for opt in opts or ():
+        start.apply_opt(opt)
+    inputs = random_inputs(start)
+    display = _SearchDisplay(out)
+    print(f"{name} [{start.opts.device}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
+          f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}", file=out, flush=True)
+    result = search(start, *inputs, amt=amt, timeout=timeout, cache=cache, on_round=display.on_round,
+                    on_progress=display.progress)
+    if result.cached:
+        print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
+    hand = optimize(Kernel(*start.ast, opts=start.opts))
+    rows = [("hand-coded", hand), ("searched", result.kernel)]
+    times = {label: statistics.median(time_kernel(k, *inputs) for _ in range(3)) for label, k in rows}
+    width = max(ansilen(k.colored_shape()) for _, k in rows)
+    print("", file=out)
+    for label, k in rows:
+        shape = k.colored_shape()
+        print(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}", file=out)
+    print(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
+          f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified", file=out)
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # the benchmarks live in bench.py, beside this file
+        import bench
+        return bench.main(argv[1:], prog="python runtime.py bench")
     p = argparse.ArgumentParser(
         prog="python runtime.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, and verify "
-        "them against numpy.",
+        description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
+        "them against numpy, and beam-search their opts.",
         epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
-        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n  python runtime.py bench\n"
+        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n"
+        "  python runtime.py search matmul --beam 2\n  python runtime.py bench      (bench.py)\n"
         "\nAn opt is OP:AXIS:AMT, OP one of "
         + ", ".join(o.name for o in OptOps) + ". PYOPENCL_CTX chooses the OpenCL device.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1344,20 +1664,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver.add_argument("name", nargs="?", choices=list(DEMOS), help="one demo kernel (default: all)")
     ver.add_argument("--random", type=int, default=3, metavar="N", help="random opt sequences per kernel (3)")
     ver.add_argument("--seed", type=int, default=0, help="seed of the random opts (0)")
-    for sp in (show, ver):
+    sea = sub.add_parser("search", help="beam-search a demo kernel's opts on the device, round by round")
+    sea.add_argument("name", choices=list(DEMOS))
+    sea.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
+    sea.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
+    sea.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
+    for sp in (show, ver, sea):
         sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT",
-                        help="apply these opts in order instead of the heuristics (repeatable)")
+                        help="apply these opts in order instead of the heuristics (repeatable)" if sp is not sea
+                        else "start the search from these opts (repeatable)")
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
-    ben = sub.add_parser("bench", help="time unoptimized and hand-coded kernels and numpy on classic workloads")
-    ben.add_argument("names", nargs="*", metavar="NAME",
-                     help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS))
-    ben.add_argument("--runs", type=int, default=10, help="timed runs per kernel, after warm-up (10)")
-    ben.add_argument("--tinygrad", metavar="FILE", default="/tmp/tinygrad_perf.json",
-                     help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
-                          "(default: %(default)s)")
+    sub.add_parser("bench", help="time the benchmark suite (bench.py; python runtime.py bench --help)", add_help=False)
     args = p.parse_args(argv)
-    if args.command == "bench" and (unknown := [n for n in args.names if n not in BENCHMARKS]):
-        p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    if args.command == "search" and args.beam < 1:
+        p.error(f"--beam must be at least 1, got {args.beam}")
 
     def log(text: str) -> None:
         print(text, flush=True)
@@ -1373,7 +1693,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ": int arguments; this one program runs every value, the launch size follows them"
         print(f"{args.name} [{k.opts.device}]: {DEMOS[args.name].what}\n  shape   {k.colored_shape()}\n"
               f"  opts    {', '.join(str(o) for o in k.applied_opts) or 'none'}\n  launch  {launch}\n\n{prg.src}")
-    elif args.command == "verify":
+    elif args.command == "search":
+        try:
+            search_demo(args.name, args.beam, args.opt, args.target, args.timeout, not args.no_cache)
+        except (SearchError, KernelOptError) as e:
+            p.error(str(e))
+    else:
         rng, failed, count = np.random.default_rng(args.seed), 0, 0
         for name in [args.name] if args.name else list(DEMOS):
             k = _demo(name, args.target, args.opt, log)
@@ -1396,8 +1721,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"FAIL {name}: {e}")
         log(f"{count} kernels verified, {failed} failed on {get_device().name}")
         return 1 if failed else 0
-    else:
-        bench(args.names, args.runs, tinygrad=args.tinygrad)
     return 0
 
 

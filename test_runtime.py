@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import numpy as np
 import pyopencl as cl
@@ -522,15 +521,3 @@ def test_cli_help(command, capsys):
     with pytest.raises(SystemExit) as e:
         R.main([command, "--help"])
     assert e.value.code == 0 and "usage: python runtime.py" in capsys.readouterr().out
-
-
-def test_bench_prints_a_row_per_variant(capsys, tmp_path):
-    """With a tinygrad_perf.sh file, the hand-coded row also shows tinygrad's time and the ratio."""
-    measured = tmp_path / "tinygrad_perf.json"
-    measured.write_text('{"sum_axis1_4096": {"tinygrad_s": 0.002}}')
-    R.bench(["sum axis 1 4096x4096"], runs=1, tinygrad=str(measured))
-    out = capsys.readouterr().out
-    for variant in ("unoptimized", "hand-coded", "numpy"):
-        assert re.search(rf"sum axis 1 4096x4096 +{variant} +[0-9.]+ ms +[0-9.]+ +[0-9.]+", out)
-    assert re.search(r"hand-coded .* 2\.00 ms +[0-9.]+$", out, re.M)
-    assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)

@@ -1,0 +1,204 @@
+"""Tests of runtime.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
+
+Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the worker processes."""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+import bench
+import runtime as R
+from kernel import Kernel, Opt, OptOps, elementwise_ast, matmul_ast, sum_ast
+
+
+@pytest.fixture(scope="module", autouse=True)
+def device():
+    try:
+        return R.get_device()
+    except R.NoDeviceError as e:
+        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """Every test searches with its own empty cache, never the user's."""
+    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def few_actions(monkeypatch):
+    """A handful of tinygrad's actions: the same search, a few candidates per round (each costs a compile)."""
+    monkeypatch.setattr(R, "ACTIONS", [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4),
+                                       Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 0, 16),
+                                       Opt(OptOps.GROUPTOP, 0, 16)])
+
+
+def _state(k: Kernel) -> tuple:
+    return (list(k.applied_opts), [st.views for st in k.sts], k.full_shape, k.colors(), len(k.bufs))
+
+
+def test_search_returns_a_verified_kernel_whose_opts_replay_on_a_fresh_kernel(few_actions):
+    k = Kernel(*sum_ast((64, 128), (1,)))
+    inputs = R.random_inputs(k)
+    result = R.search(k, *inputs, amt=1, workers=0)
+    R.verify(result.kernel, *inputs)
+    assert result.kernel is not k and result.kernel.applied_opts and np.isfinite(result.time_s)
+    assert len(result.rounds) >= 2 and sum(r.timed for r in result.rounds) > 2
+    replay = Kernel(*k.ast)
+    for opt in result.kernel.applied_opts:
+        replay.apply_opt(opt)
+    assert _state(replay) == _state(result.kernel)
+    assert R.render(replay).src == R.render(result.kernel).src
+
+
+def test_search_never_changes_the_input_kernel(few_actions):
+    k = Kernel(*matmul_ast(16, 16, 16))
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
+    before = _state(k)
+    inputs = R.random_inputs(k)
+    found = R.beam_search(k, *inputs, amt=1, workers=0, timeout=20)
+    assert _state(k) == before
+    assert found.applied_opts[:1] == [Opt(OptOps.UPCAST, 0, 2)]  # it starts from k as given
+
+
+def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir):
+    k = Kernel(*elementwise_ast(2048))
+    inputs = R.random_inputs(k)
+    first = R.search(k, *inputs, amt=1)  # worker processes compile: the default
+    assert not first.cached and list(cache_dir.glob("beam/*.json"))
+    start = time.perf_counter()
+    second = R.search(k, *inputs, amt=1)
+    assert second.cached and second.rounds == [] and time.perf_counter() - start < 1
+    assert second.kernel.applied_opts == first.kernel.applied_opts and _state(k)[0] == []
+    again = R.search(k, *inputs, amt=1, cache=False, workers=0)
+    assert not again.cached and again.rounds
+    other_amt = R.search(k, *inputs, amt=2, workers=0)  # amt is part of the key
+    assert not other_amt.cached
+
+
+def test_time_budget_returns_the_best_so_far(cache_dir):
+    k = Kernel(*matmul_ast(128, 128, 128))
+    inputs = R.random_inputs(k)
+    start = time.perf_counter()
+    result = R.search(k, *inputs, amt=1, workers=0, timeout=1.0)
+    # the budget is checked between candidates; one compile and the final verification may follow it
+    assert time.perf_counter() - start < 1.0 + 4
+    R.verify(result.kernel, *inputs)
+    assert not list(cache_dir.glob("beam/*.json")), "a search cut short is not remembered"
+
+
+def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, monkeypatch):
+    real_build = R.build
+
+    def build_without_float4(src, name):
+        if "float4" in src:
+            raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
+        return real_build(src, name)
+
+    monkeypatch.setattr(R, "build", build_without_float4)
+    k = Kernel(*elementwise_ast(4096))
+    inputs = R.random_inputs(k)
+    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
+    assert result.dropped > 0 and any("BuildError" in why for why in result.why_dropped)
+    assert result.dropped == sum(r.dropped for r in result.rounds)
+    assert "float4" not in R.render(result.kernel).src
+    R.verify(result.kernel, *inputs)
+
+
+def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions, monkeypatch):
+    k = Kernel(*sum_ast((16, 32), (1,)))
+    inputs = R.random_inputs(k)
+    real_run = R.run
+
+    def run_wrong_when_upcast(kern, *xs):
+        outs = real_run(kern, *xs)
+        return [o + 1 for o in outs] if kern.upcasted else outs
+
+    monkeypatch.setattr(R, "run", run_wrong_when_upcast)
+    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
+    assert result.kernel.upcasted == 0
+    assert any("VerificationError" in why for why in result.why_dropped)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"amt": 0}, "amt"), ({"amt": 1.5}, "amt"), ({"amt": True}, "amt"), ({"timeout": 0}, "timeout"),
+    ({"workers": -1}, "workers"), ({"max_global_size": 0}, "max_global_size"),
+])
+def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
+    monkeypatch.setattr(R, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
+    k = Kernel(*elementwise_ast(256))
+    with pytest.raises(R.SearchError, match=message):
+        R.search(k, *R.random_inputs(k), **kwargs)
+
+
+def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkeypatch):
+    monkeypatch.setattr(R, "build", lambda *a: pytest.fail("compiled despite bad inputs"))
+    k = Kernel(*elementwise_ast(256))
+    a, b = R.random_inputs(k)
+    with pytest.raises(R.SearchError, match="expected 2 input arrays"):
+        R.beam_search(k, a)
+    with pytest.raises(R.SearchError, match="dtype"):
+        R.beam_search(k, a, b.astype(np.float64))
+    with pytest.raises(R.SearchError, match="elements"):
+        R.beam_search(k, a, b[:10])
+    with pytest.raises(R.SearchError, match="Kernel"):
+        R.beam_search(k.ast, a, b)
+    with pytest.raises(ValueError, match="no demo kernel 'nope'"):
+        R.search_demo("nope")
+
+
+def test_actions_are_one_opt_more_and_stay_within_the_limits():
+    k = Kernel(*matmul_ast(64, 64, 64))
+    kernels = R.kernel_actions(k)
+    assert kernels and all(len(x.applied_opts) == 1 and x.applied_opts[0] in R.ACTIONS for x in kernels)
+    for x in kernels:
+        shape = list(zip(x.full_shape, x.colors()))
+        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.BEAM_UPCAST_MAX
+    assert k.applied_opts == []
+
+
+def test_test_global_size_halves_dims_above_16_and_scales_time():
+    assert R._test_global_size([256, 32, 8], 65536) == ([256, 32, 8], 1)
+    size, factor = R._test_global_size([4096, 64, 8], 65536)
+    assert np.prod(size) <= 65536 and size[2] == 8 and factor * np.prod(size) == 4096 * 64 * 8
+
+
+def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
+    assert R.main(["search", "sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
+    assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
+    assert re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out) and "\r" not in out  # no progress into a pipe
+
+
+@pytest.mark.parametrize("argv, message", [(["search", "sum", "--beam", "0"], "--beam must be at least 1"),
+                                           (["search", "nope"], "invalid choice")])
+def test_cli_search_rejects_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        R.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bench_prints_a_row_per_variant(capsys, tmp_path):
+    """With a tinygrad_perf.sh file, the hand-coded row also shows tinygrad's time and the ratio."""
+    measured = tmp_path / "tinygrad_perf.json"
+    measured.write_text('{"sum_axis1_4096": {"tinygrad_s": 0.002}}')
+    bench.bench(["sum axis 1 4096x4096"], runs=1, tinygrad=str(measured))
+    out = capsys.readouterr().out
+    for variant in ("unoptimized", "hand-coded", "numpy"):
+        assert re.search(rf"sum axis 1 4096x4096 +{variant} +[0-9.]+ ms +[0-9.]+ +[0-9.]+", out)
+    assert re.search(r"hand-coded .* 2\.00 ms +[0-9.]+$", out, re.M)
+    assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)
+
+
+def test_runtime_bench_is_bench_py(capsys):
+    with pytest.raises(SystemExit) as e:
+        R.main(["bench", "--help"])
+    assert e.value.code == 0 and "usage: python runtime.py bench" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["no such benchmark"])
+    assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
