@@ -34,8 +34,8 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
                     LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
-                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, dedup, dtypes, getenv, optimize, parse_opt_arg,
-                    prod, sym_infer, sym_render)
+                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, ansistrip, dedup, dtypes, getenv, optimize,
+                    parse_opt_arg, prod, sym_infer, sym_render)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -1485,8 +1485,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
         for n, (kern, prg) in enumerate(programs):
             if time.perf_counter() > deadline:
                 break
-            # a kernel more than 3x slower than the amt-th best so far can't make the beam: one launch says so
-            stop_above = 3 * (sorted(round_times)[amt - 1] if len(round_times) >= amt else cutoff)
+            # one launch twice as slow as the best so far says enough: such a kernel keeps its time from that one
+            # launch instead of the best of three, which can't make it the best (tinygrad stops at 3x)
+            stop_above = 2 * min([cutoff, *round_times])
             try:
                 t = _time_candidate(kern, prg, inputs, device_args, stop_above, max_global_size=max_global_size)
             except (cl.Error, RuntimeError, ValueError) as e:
@@ -1501,8 +1502,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
 
     # round 0: the starting kernels
     starts = [("given", k.copy())]
-    if from_heuristics and not k.applied_opts:
-        starts.append(("hand-coded", optimize(k.copy())))
+    if from_heuristics and not k.applied_opts:  # first: a bare kernel is often slow, and stops early behind it
+        starts.insert(0, ("hand-coded", optimize(k.copy())))
     first, counts = compile_and_time([s for _, s in starts], math.inf)
     start_s = {name: t for (name, s) in starts for t, _, kern in first if kern is s}
     beam = sorted(first, key=lambda x: x[:2])[:amt]
@@ -1597,9 +1598,17 @@ class _SearchDisplay:
         if self.live:
             self.out.write("\r\033[K")
         self.round = r.number + 1
+        shape = _plain_unless_terminal(r.best.colored_shape(), self.out)
         print(f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
               f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
-              f"{r.best.colored_shape()}  {_opts_text(r.best)}", file=self.out, flush=True)
+              f"{shape}  {_opts_text(r.best)}", file=self.out, flush=True)
+
+
+def _plain_unless_terminal(text: str, out) -> str:
+    """Colours only to a terminal (or with FORCE_COLOR); NO_COLOR wins."""
+    if os.environ.get("NO_COLOR") or not (os.environ.get("FORCE_COLOR") or out.isatty()):
+        return ansistrip(text)
+    return text
 
 
 def _ms(t: float) -> str:
@@ -1635,7 +1644,7 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     print("", file=out)
     for label, k in rows:
-        shape = k.colored_shape()
+        shape = _plain_unless_terminal(k.colored_shape(), out)
         print(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}", file=out)
     print(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
           f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified", file=out)

@@ -114,14 +114,23 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     inputs = R.random_inputs(k)
     real_run = R.run
 
-    def run_wrong_when_upcast(kern, *xs):
+    def run_wrong_with_any_opt(kern, *xs):  # as if every optimized kernel were miscompiled
         outs = real_run(kern, *xs)
-        return [o + 1 for o in outs] if kern.upcasted else outs
+        return [o + 1 for o in outs] if kern.applied_opts else outs
 
-    monkeypatch.setattr(R, "run", run_wrong_when_upcast)
+    real_time = R._time_candidate
+
+    def given_kernel_slowest(kern, *args, **kwargs):  # so that every other kernel is tried first
+        t = real_time(kern, *args, **kwargs)
+        return t if kern.applied_opts else 1.0
+
+    monkeypatch.setattr(R, "run", run_wrong_with_any_opt)
+    monkeypatch.setattr(R, "_time_candidate", given_kernel_slowest)
     result = R.search(k, *inputs, amt=1, workers=0, cache=False)
-    assert result.kernel.upcasted == 0
-    assert any("VerificationError" in why for why in result.why_dropped)
+    assert result.kernel.applied_opts == []
+    wrong = [why for why in result.why_dropped if "VerificationError" in why]
+    assert len(wrong) == sum(r.timed for r in result.rounds) - 1  # every timed kernel but the given one
+    assert result.dropped >= len(wrong)
 
 
 @pytest.mark.parametrize("kwargs, message", [
