@@ -1308,21 +1308,41 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
+def _set_global_size(launch: _Launch, prg: Program, max_global_size: int | None) -> int:
+    """Launch at most max_global_size work-groups (None: all of them); returns the factor a time is scaled by."""
+    groups, factor = _test_global_size(prg.global_size, max_global_size) if max_global_size else \
+        (list(prg.global_size), 1)
+    if prg.local_size is not None:
+        launch.global_size = [g * n for g, n in zip(groups, prg.local_size)]
+    else:  # no local size: the runtime groups the items, as _Launch does
+        launch.global_size = groups
+        launch.local_size = [max(d for d in range(1, 33) if groups[0] % d == 0)] + [1] * (len(groups) - 1)
+    return factor
+
+
+PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
+
+
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs: int = 3,
                     max_global_size: int | None = None) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, prg=prg, device_args=device_args)
-    factor = 1
-    if max_global_size is not None:
-        groups, factor = _test_global_size(prg.global_size, max_global_size)
-        local = prg.local_size or [1] * len(groups)
-        launch.global_size = [g * n for g, n in zip(groups, local)] if prg.local_size else groups
-    best = math.inf
-    for _ in range(runs):
+
+    def once(factor: int) -> float:
         event = launch.launch()
         event.wait()
-        best = min(best, (event.profile.end - event.profile.start) * 1e-9 * factor)
+        return (event.profile.end - event.profile.start) * 1e-9 * factor
+
+    if max_global_size is None and prod(prg.global_size) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+        # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
+        # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
+        if (probe := once(_set_global_size(launch, prg, PROBE_GLOBAL_SIZE))) > stop_above:
+            return probe
+    factor = _set_global_size(launch, prg, max_global_size)
+    best = math.inf
+    for _ in range(runs):
+        best = min(best, once(factor))
         if best > stop_above:
             break
     return best

@@ -11,7 +11,7 @@ import pytest
 
 import bench
 import runtime as R
-from kernel import Kernel, Opt, OptOps, elementwise_ast, matmul_ast, sum_ast
+from kernel import Kernel, Opt, OptOps, elementwise_ast, matmul_ast, prod, sum_ast
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -211,3 +211,25 @@ def test_runtime_bench_is_bench_py(capsys):
     with pytest.raises(SystemExit):
         bench.main(["no such benchmark"])
     assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
+
+
+def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
+    k = Kernel(*elementwise_ast(1 << 20))  # no opts: 2**20 work-groups, more than a probe launches
+    inputs, limits = R.random_inputs(k), R.device_limits()
+    prg = R.render(k, limits)
+    sizes = []
+    real_launch = R._Launch.launch
+
+    def counting_launch(self):
+        sizes.append(prod(self.global_size))
+        return real_launch(self)
+
+    monkeypatch.setattr(R._Launch, "launch", counting_launch)
+    assert R._time_candidate(k, prg, inputs, {}, stop_above=0.0) > 0
+    assert sizes == [R.PROBE_GLOBAL_SIZE]  # one partial launch said enough
+    sizes.clear()
+    R._time_candidate(k, prg, inputs, {}, stop_above=1e9)
+    assert sizes == [R.PROBE_GLOBAL_SIZE] + [1 << 20] * 3  # the probe, then the best of three full launches
+    sizes.clear()
+    R._time_candidate(k, prg, inputs, {}, stop_above=1e9, max_global_size=1 << 16)
+    assert sizes == [1 << 16] * 3  # tinygrad's test size: every launch partial, scaled up
