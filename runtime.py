@@ -1249,7 +1249,7 @@ def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[
         kern = build(prg.src, prg.name)
     except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if prg.local_size is not None and all(kind == "buffer" for _, kind in prg.args):
+    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         try:
             infos = {b.idx: b for b in buffers(k.ast)}
             sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
@@ -1308,15 +1308,17 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
-def _set_global_size(launch: _Launch, prg: Program, max_global_size: int | None) -> int:
-    """Launch at most max_global_size work-groups (None: all of them); returns the factor a time is scaled by."""
-    groups, factor = _test_global_size(prg.global_size, max_global_size) if max_global_size else \
-        (list(prg.global_size), 1)
+def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_size: int | None) -> int:
+    """Launch at most max_global_size work-groups of the `full` launch (work-items; None: all of them); returns the
+    factor a time is scaled by."""
     if prg.local_size is not None:
+        groups = [g // n for g, n in zip(full, prg.local_size)]
+        groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
         launch.global_size = [g * n for g, n in zip(groups, prg.local_size)]
     else:  # no local size: the runtime groups the items, as _Launch does
-        launch.global_size = groups
-        launch.local_size = [max(d for d in range(1, 33) if groups[0] % d == 0)] + [1] * (len(groups) - 1)
+        items, factor = _test_global_size(full, max_global_size) if max_global_size else (list(full), 1)
+        launch.global_size = items
+        launch.local_size = [max(d for d in range(1, 33) if items[0] % d == 0)] + [1] * (len(items) - 1)
     return factor
 
 
@@ -1324,22 +1326,24 @@ PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large
 
 
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs: int = 3,
-                    max_global_size: int | None = None) -> float:
+                    max_global_size: int | None = None, var_vals: dict | None = None) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
-    launch = _Launch(k, inputs, prg=prg, device_args=device_args)
+    launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
+    full = list(launch.global_size)  # work-items, at these variable values
 
     def once(factor: int) -> float:
         event = launch.launch()
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    if max_global_size is None and prod(prg.global_size) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    groups = prod(full) // prod(prg.local_size or [1])
+    if max_global_size is None and groups > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(_set_global_size(launch, prg, PROBE_GLOBAL_SIZE))) > stop_above:
+        if (probe := once(_set_global_size(launch, prg, full, PROBE_GLOBAL_SIZE))) > stop_above:
             return probe
-    factor = _set_global_size(launch, prg, max_global_size)
+    factor = _set_global_size(launch, prg, full, max_global_size)
     best = math.inf
     for _ in range(runs):
         best = min(best, once(factor))
@@ -1402,6 +1406,7 @@ def _code_version() -> str:
 
 
 def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
+    """The file of one search: a hash of everything its answer depends on."""
     import hashlib
     key = repr((k.ast, k.applied_opts, k.opts, get_device().name, amt, settings, [str(a) for a in ACTIONS],
                 _code_version()))
@@ -1431,7 +1436,8 @@ def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
     os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
 
 
-def _check_search_args(k, inputs, amt, timeout, workers, max_global_size) -> None:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size) -> dict[str, int]:
+    """Every argument checked before anything compiles; returns the variables' values."""
     if not isinstance(k, Kernel):
         raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
     if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
@@ -1443,15 +1449,20 @@ def _check_search_args(k, inputs, amt, timeout, workers, max_global_size) -> Non
     if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
         raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
     try:
-        _check_inputs(buffers(k.ast), inputs)
+        values = var_values(k, var_vals)
+    except ValueError as e:
+        raise SearchError(str(e)) from None
+    try:
+        _check_inputs(buffers(concrete_ast(k, values)), inputs)
     except ValueError as e:
         raise SearchError(f"the inputs don't match the kernel: {e}") from None
+    return values
 
 
 FINALISTS, FINAL_PASSES = 4, 3
 
 
-def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict) -> list[tuple]:
+def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) -> list[tuple]:
     """Time the FINALISTS fastest kernels again (and the heuristics' kernel), FINAL_PASSES times in turn, and rank
     them by their best: each was timed once, at one moment of a busy machine, and a lucky moment can make a kernel
     look faster than it is. The rest keep their order behind them."""
@@ -1459,7 +1470,7 @@ def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict) 
     best = {x[1]: math.inf for x in finalists}  # only the new times, taken under the same conditions
     for _ in range(FINAL_PASSES):
         for _, n, kern, prg in finalists:
-            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf))
+            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, var_vals=var_vals))
     rest = [x for x in ranked if x[1] not in best]
     return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest
 
@@ -1479,12 +1490,13 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
     k is never changed."""
-    _check_search_args(k, inputs, amt, timeout, workers, max_global_size)
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size)
     begin = time.perf_counter()
     deadline = begin + timeout if timeout is not None else math.inf
     workers = search_workers() if workers is None else workers
     progress = on_progress or (lambda phase, done, total: None)
-    path = _cache_path(k, amt, cache_dir(), (max_global_size, min_progress, from_heuristics)) if cache else None
+    settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
+    path = _cache_path(k, amt, cache_dir(), settings) if cache else None
     if path and (hit := _cache_get(path, k)) is not None:
         # written only after verification, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, {}, [])
@@ -1526,7 +1538,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             # launch instead of the best of three, which can't make it the best (tinygrad stops at 3x)
             stop_above = 2 * min([cutoff, *round_times])
             try:
-                t = _time_candidate(kern, prg, inputs, device_args, stop_above, max_global_size=max_global_size)
+                t = _time_candidate(kern, prg, inputs, device_args, stop_above, max_global_size=max_global_size,
+                                    var_vals=var_vals)
             except (cl.Error, RuntimeError, ValueError) as e:
                 counts["dropped"] += 1
                 why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
@@ -1569,13 +1582,13 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
 
     ranked = sorted(timed, key=lambda x: x[:2])
     if not out_of_time:
-        ranked = _runoff(ranked, [s for name, s in starts if name == "hand-coded"], inputs, device_args)
+        ranked = _runoff(ranked, [s for name, s in starts if name == "hand-coded"], inputs, device_args, var_vals)
     # verify the fastest; one that computes the wrong thing is dropped and the next one tried
-    expected = reference(k, *inputs, **({"var_vals": var_vals} if var_vals is not None else {}))
+    expected = reference(k, *inputs, var_vals=var_vals)
     dropped = sum(r.dropped for r in rounds)
     for t, _, kern, _ in ranked + [(math.inf, -1, k.copy(), None)]:
         try:
-            verify(kern, *inputs, expected=expected, **({"var_vals": var_vals} if var_vals is not None else {}))
+            verify(kern, *inputs, expected=expected, var_vals=var_vals)
         except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
             dropped += 1
             why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
@@ -1670,17 +1683,20 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
     start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
     for opt in opts or ():
         start.apply_opt(opt)
-    inputs = random_inputs(start)
+    samples = sample_var_vals(start)
+    var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
+    inputs = random_inputs(start, var_vals=var_vals)
     display = _SearchDisplay(out)
     print(f"{name} [{start.opts.device}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
           f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}", file=out, flush=True)
-    result = search(start, *inputs, amt=amt, timeout=timeout, cache=cache, on_round=display.on_round,
-                    on_progress=display.progress)
+    result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache,
+                    on_round=display.on_round, on_progress=display.progress)
     if result.cached:
         print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
     hand = optimize(Kernel(*start.ast, opts=start.opts))
     rows = [("hand-coded", hand), ("searched", result.kernel)]
-    times = {label: statistics.median(time_kernel(k, *inputs) for _ in range(3)) for label, k in rows}
+    times = {label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
+             for label, k in rows}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     print("", file=out)
     for label, k in rows:

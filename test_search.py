@@ -11,7 +11,7 @@ import pytest
 
 import bench
 import runtime as R
-from kernel import Kernel, Opt, OptOps, elementwise_ast, matmul_ast, prod, sum_ast
+from kernel import Kernel, Opt, OptOps, attention_ast, elementwise_ast, matmul_ast, prod, sum_ast
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -114,8 +114,8 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     inputs = R.random_inputs(k)
     real_run = R.run
 
-    def run_wrong_with_any_opt(kern, *xs):  # as if every optimized kernel were miscompiled
-        outs = real_run(kern, *xs)
+    def run_wrong_with_any_opt(kern, *xs, **kwargs):  # as if every optimized kernel were miscompiled
+        outs = real_run(kern, *xs, **kwargs)
         return [o + 1 for o in outs] if kern.applied_opts else outs
 
     real_time = R._time_candidate
@@ -233,3 +233,13 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     sizes.clear()
     R._time_candidate(k, prg, inputs, {}, stop_above=1e9, max_global_size=1 << 16)
     assert sizes == [1 << 16] * 3  # tinygrad's test size: every launch partial, scaled up
+
+
+def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
+    k = Kernel(*attention_ast(16, 64))
+    inputs = R.random_inputs(k, var_vals={"i": 40})
+    with pytest.raises(R.SearchError, match="no value for the variable i"):
+        R.search(k, *inputs, amt=1, workers=0)
+    result = R.search(k, *inputs, amt=1, workers=0, var_vals={"i": 40})
+    for n in (1, 40, 64):  # one program serves every length: the searched one too
+        R.verify(result.kernel, *R.random_inputs(k, var_vals={"i": n}), var_vals={"i": n})
