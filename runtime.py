@@ -1459,18 +1459,20 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
     return values
 
 
-FINALISTS, FINAL_PASSES = 4, 3
+TIMING_PASSES = 3  # launches of a contender in its round, one per pass
+FINALISTS, FINAL_PASSES = 6, 5
 
 
 def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) -> list[tuple]:
-    """Time the FINALISTS fastest kernels again (and the heuristics' kernel), FINAL_PASSES times in turn, and rank
-    them by their best: each was timed once, at one moment of a busy machine, and a lucky moment can make a kernel
-    look faster than it is. The rest keep their order behind them."""
+    """Time the FINALISTS fastest kernels again (and the heuristics' kernel), once per pass for FINAL_PASSES passes,
+    and rank them by their best new time: each was timed in its own round, at other moments of a busy machine, and
+    a lucky moment can make a kernel look faster than it is. The rest keep their order behind them."""
     finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
     best = {x[1]: math.inf for x in finalists}  # only the new times, taken under the same conditions
     for _ in range(FINAL_PASSES):
         for _, n, kern, prg in finalists:
-            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, var_vals=var_vals))
+            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
+                                                   var_vals=var_vals))
     rest = [x for x in ranked if x[1] not in best]
     return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest
 
@@ -1529,24 +1531,30 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
                 continue
             seen.add(key)
             programs.append((fresh[i], prg))
-        round_times: list[float] = []
-        out = []
+        best: dict[int, float] = {}  # candidate number -> its best launch so far
         for n, (kern, prg) in enumerate(programs):
             if time.perf_counter() > deadline:
                 break
-            # one launch twice as slow as the best so far says enough: such a kernel keeps its time from that one
-            # launch instead of the best of three, which can't make it the best (tinygrad stops at 3x)
-            stop_above = 2 * min([cutoff, *round_times])
+            # a first launch twice as slow as the best so far says enough: such a kernel keeps that one time, which
+            # can't make it the best (tinygrad stops at 3x); a large one may not even need the whole launch
+            stop_above = 2 * min([cutoff, *best.values()])
             try:
-                t = _time_candidate(kern, prg, inputs, device_args, stop_above, max_global_size=max_global_size,
-                                    var_vals=var_vals)
+                best[n] = _time_candidate(kern, prg, inputs, device_args, stop_above, runs=1,
+                                          max_global_size=max_global_size, var_vals=var_vals)
             except (cl.Error, RuntimeError, ValueError) as e:
                 counts["dropped"] += 1
                 why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
-                continue
-            round_times.append(t)
-            out.append((t, len(timed) + len(out), kern, prg))
             progress("timing", n + 1, len(programs))
+        # more launches for the contenders, one pass over them at a time: on a busy machine launches close together
+        # share the same busy moment, launches spread over the round don't, and the best of them is the kernel's
+        for _ in range(TIMING_PASSES - 1):
+            for n in [n for n, t in best.items() if t <= 2 * min(best.values())]:
+                if time.perf_counter() > deadline:
+                    break
+                kern, prg = programs[n]
+                best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
+                                                       max_global_size=max_global_size, var_vals=var_vals))
+        out = [(t, len(timed) + i, programs[n][0], programs[n][1]) for i, (n, t) in enumerate(best.items())]
         timed.extend(out)
         return out, {**counts, "timed": len(out), "out_of_time": out_of_time or time.perf_counter() > deadline}
 
