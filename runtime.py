@@ -1384,6 +1384,7 @@ class SearchResult:
     seconds: float
     start_s: dict[str, float]  # the times of the starting kernels: "given" and (from a bare kernel) "hand-coded"
     why_dropped: list[str]
+    finalists: int = 0  # kernels timed again in the runoff before one was chosen
 
 
 def cache_dir() -> str:
@@ -1463,7 +1464,8 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES = 6, 5
 
 
-def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) -> list[tuple]:
+def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) \
+        -> tuple[list[tuple], int]:
     """Time the FINALISTS fastest kernels again (and the heuristics' kernel), once per pass for FINAL_PASSES passes,
     and rank them by their best new time: each was timed in its own round, at other moments of a busy machine, and
     a lucky moment can make a kernel look faster than it is. The rest keep their order behind them."""
@@ -1474,7 +1476,8 @@ def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, 
             best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
                                                    var_vals=var_vals))
     rest = [x for x in ranked if x[1] not in best]
-    return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest
+    return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest, \
+        len(finalists)
 
 
 def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None,
@@ -1588,9 +1591,10 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
         if not improved:
             break
 
-    ranked = sorted(timed, key=lambda x: x[:2])
+    ranked, finalists = sorted(timed, key=lambda x: x[:2]), 0
     if not out_of_time:
-        ranked = _runoff(ranked, [s for name, s in starts if name == "hand-coded"], inputs, device_args, var_vals)
+        hand_coded = [s for name, s in starts if name == "hand-coded"]
+        ranked, finalists = _runoff(ranked, hand_coded, inputs, device_args, var_vals)
     # verify the fastest; one that computes the wrong thing is dropped and the next one tried
     expected = reference(k, *inputs, var_vals=var_vals)
     dropped = sum(r.dropped for r in rounds)
@@ -1603,7 +1607,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             continue
         if path and math.isfinite(t) and not out_of_time:
             _cache_put(path, kern, k, t)
-        return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped)
+        return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped,
+                            finalists)
     raise VerificationError(f"no kernel of the search verified, not even the given one: {why_dropped[-1]}")
 
 
@@ -1701,6 +1706,10 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
                     on_round=display.on_round, on_progress=display.progress)
     if result.cached:
         print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
+    elif result.finalists:
+        shape = _plain_unless_terminal(result.kernel.colored_shape(), out)
+        print(f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
+              f"best {_ms(result.time_s).strip()}  {shape}  {_opts_text(result.kernel)}", file=out)
     hand = optimize(Kernel(*start.ast, opts=start.opts))
     rows = [("hand-coded", hand), ("searched", result.kernel)]
     times = {label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))

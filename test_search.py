@@ -181,7 +181,8 @@ def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
     out = capsys.readouterr().out
     assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
-    assert re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out) and "\r" not in out  # no progress into a pipe
+    assert re.search(r"runoff: +\d+ fastest timed again", out) and re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
+    assert "\r" not in out and "\x1b" not in out  # no progress display, no colours into a pipe
 
 
 @pytest.mark.parametrize("argv, message", [(["search", "sum", "--beam", "0"], "--beam must be at least 1"),
