@@ -1254,6 +1254,10 @@ def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[
             infos = {b.idx: b for b in buffers(k.ast)}
             sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
             args = [cl.Buffer(get_device().ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
+                one = np.ones(1, np_dtype(infos[idx].dtype))
+                cl.enqueue_fill_buffer(get_device().queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one,
+                                       0, size)
             kern(get_device().queue, prg.local_size, prg.local_size, *args).wait()  # one work-group: within bounds
         except Exception:  # noqa: S110 - only a warm-up: the main process times (and may drop) the kernel
             pass
@@ -1263,6 +1267,9 @@ def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[
 def search_workers() -> int:
     """Compile processes: one per core this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
 
 
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
@@ -1281,14 +1288,22 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
             _pool.terminate()
         import multiprocessing
         _pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init)
-    # several kernels per message: fewer round trips, and still every worker busy until the end
-    for result in _pool.imap_unordered(_compile_candidate, jobs, chunksize=max(1, len(jobs) // (8 * workers))):
-        results.append(result)
-        progress("compiling", len(results), len(jobs))
-        if time.perf_counter() > deadline:
-            _pool.terminate()  # the rest would only delay the next search
+    pending = {job[0]: _pool.apply_async(_compile_candidate, (job,)) for job in jobs}
+    last_answer = time.perf_counter()
+    while pending:
+        for i in [i for i, r in pending.items() if r.ready()]:
+            results.append(pending.pop(i).get())
+            progress("compiling", len(results), len(jobs))
+            last_answer = time.perf_counter()
+        out_of_time = time.perf_counter() > deadline
+        if out_of_time or (pending and time.perf_counter() - last_answer > COMPILE_TIMEOUT):
+            # a worker that crashed (the pool replaces it) never answers for its kernel: those are dropped
+            results += [(i, None, f"no answer from the compile worker in {COMPILE_TIMEOUT} s") for i in pending
+                        if not out_of_time]
+            _pool.terminate()  # what is left would only delay the next search
             _pool = None
-            return results, True
+            return results, out_of_time
+        time.sleep(0.002)
     return results, False
 
 
