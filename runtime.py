@@ -1225,7 +1225,7 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
 def _state_key(k: Kernel) -> tuple:
     """Everything rendering reads from a kernel besides its AST: two kernels with the same key render the same."""
     return (tuple(st.views for st in k.sts), k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces,
-            k.dont_use_locals, k.tensor_core)
+            k.dont_use_locals, repr(k.tensor_core))  # a TensorCore holds lists: its repr is the hashable part
 
 
 # -- compiling candidates: in worker processes --------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 import bench
 import runtime as R
-from kernel import Kernel, Opt, OptOps, attention_ast, elementwise_ast, matmul_ast, prod, sum_ast
+from kernel import TARGETS, Kernel, Opt, OptOps, attention_ast, elementwise_ast, matmul_ast, prod, sum_ast
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -244,3 +244,12 @@ def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
     result = R.search(k, *inputs, amt=1, workers=0, var_vals={"i": 40})
     for n in (1, 40, 64):  # one program serves every length: the searched one too
         R.verify(result.kernel, *R.random_inputs(k, var_vals={"i": n}), var_vals={"i": n})
+
+
+def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
+    monkeypatch.setattr(R, "ACTIONS", R.ACTIONS + [Opt(OptOps.TC, 0, 0)])
+    k = Kernel(*matmul_ast(16, 16, 16), opts=TARGETS["metal"])  # rendered with plain multiply-adds on this device
+    inputs = R.random_inputs(k)
+    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
+    assert any(kern.tensor_core for kern in R.kernel_actions(k)) and result.rounds
+    R.verify(result.kernel, *inputs)
