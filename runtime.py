@@ -1482,10 +1482,11 @@ FINALISTS, FINAL_PASSES = 6, 5
 def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) \
         -> tuple[list[tuple], int]:
     """Time the FINALISTS fastest kernels again (and the heuristics' kernel), once per pass for FINAL_PASSES passes,
-    and rank them by their best new time: each was timed in its own round, at other moments of a busy machine, and
-    a lucky moment can make a kernel look faster than it is. The rest keep their order behind them."""
+    and rank them by their best launch: each was timed in its own round, and a busy moment of the machine there can
+    have made it look slower than it is (other work only ever adds time, so the best launch is the truest). The rest
+    keep their order behind them."""
     finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
-    best = {x[1]: math.inf for x in finalists}  # only the new times, taken under the same conditions
+    best = {x[1]: x[0] for x in finalists}
     for _ in range(FINAL_PASSES):
         for _, n, kern, prg in finalists:
             best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
