@@ -1742,8 +1742,12 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # the benchmarks live in bench.py, beside this file
-        import bench
+    if argv[:1] == ["bench"]:  # the benchmarks live in bench.py, beside this file in the repository
+        try:
+            import bench
+        except ImportError:
+            sys.exit("python runtime.py bench runs bench.py, which is in the repository beside runtime.py: "
+                     "run it from a checkout")
         return bench.main(argv[1:], prog="python runtime.py bench")
     p = argparse.ArgumentParser(
         prog="python runtime.py", formatter_class=argparse.RawDescriptionHelpFormatter,
