@@ -8,7 +8,21 @@ The pipeline, top to bottom, in the order data flows through it:
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
 in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled". The colours of
-`Kernel.colored_shape()` show which part is which (see the legend above `Kernel.colors`).
+`Kernel.colored_shape()` show which part is which: COLOR_LEGEND, at the top of the Kernel section, is the legend.
+
+An axis is *upcast* (UPCAST, yellow) when one thread computes all of its values itself, in registers, with the loop
+over it unrolled: a loop transformation, not a type widening. UNROLL does the same to a reduce axis (magenta), and
+`Kernel.upcasted` counts both: the last `upcasted` axes of the shape are the yellow and magenta ones.
+
+Reading map. First read, in this order: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`,
+`real_strides`), the Kernel section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method
+per OptOp, and the heuristics (`hand_coded_optimizations` reads as their table of contents; each docstring gives
+its sort key and thresholds). Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`.
+Skip on a first read, as a library the rest relies on: View merging (`View.__add__`, `View.reshape`, `_merge_dims`,
+`_reshape_mask`), the symbolic algebra's division, modulo and comparisons (`SumNode.__floordiv__`, `__mod__`,
+`create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`, the image branches of
+`required_optimizations` and `_grouping`), tensor cores, and the Kernel methods only tinygrad's linearizer uses
+(`acc_offsets`, `get_float4_upcast_dim`, `limit_dims_to_max`, `alias_buffer`, `LocalBuffer`).
 
 Run `python kernel.py demo` to watch it happen. Only the standard library is imported at module level.
 """
@@ -69,6 +83,11 @@ def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list
     for x in xs:
         (yes if pred(x) else no).append(x)
     return yes, no
+
+
+def _count(n: Any, noun: str) -> str:
+    """'1 output', '4 outputs'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def getenv(key: str, default: int = 0) -> int:
@@ -977,6 +996,29 @@ render_python: dict[type, Callable[..., str]] = {
 }
 
 
+def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
+    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
+    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
+    function for any table of node spellings (render_readable here, runtime.py's C table)."""
+    if isinstance(x.b, int):
+        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
+        const = sum(y.b for y in terms if isinstance(y, NumNode))
+        variables = [y for y in terms if not isinstance(y, NumNode)]
+        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
+            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
+            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
+    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
+
+
+# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
+render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
+
+
+def render_condition(node: sint) -> str:
+    """A validity condition as a person writes it: render_readable's text."""
+    return sym_render(node, render_readable)
+
+
 # ============================================================================================================
 # View: one strided, offset, masked window onto a flat buffer
 # ============================================================================================================
@@ -1082,7 +1124,9 @@ def _check_arg(op: str, shape: tuple[int, ...], arg: Any, ok: bool, why: str) ->
 
 @dataclass(frozen=True)
 class View:
-    """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`."""
+    """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
+
+    A View is an immutable value, so its methods (the size and every movement op) cache their results."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -1090,7 +1134,7 @@ class View:
     mask: tuple[tuple[int, int], ...] | None
     contiguous: bool
 
-    @functools.cache  # views are immutable: cache every movement op
+    @functools.cache
     def size(self) -> int:
         """How many elements; a symbolic size counts at its largest."""
         return prod(x.max if isinstance(x, Node) else x for x in self.shape)
@@ -1738,24 +1782,20 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 #   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
 #   0             global_dims  first_reduce                               shape_len - upcasted
 #
-# The colours of colored_shape(), tinygrad's eight chunks of a kernel's shape:
+# The "upcasted dims" are registers: yellow (UPCAST) output axes and magenta (UNROLL) reduce axes both count.
 #
-#   blue    global dims: one work-group per index (BLUE when NOLOCALS says: no work-groups at all)
-#   cyan    local dims: threads inside a work-group
-#   green   grouped reduce dims: threads of a work-group that share one reduce through local memory (GROUP)
-#   white   reduce dims upcast mid-reduce (UPCASTMID, for images)
-#   red     reduce loops
-#   magenta unrolled reduce dims (UNROLL)
-#   yellow  upcasted output dims: each thread computes several outputs in registers (UPCAST)
+# COLOR_LEGEND is the one legend of the project: the colours of colored_shape(), tinygrad's eight chunks of a
+# kernel's shape, in order from left to right, with what each becomes in runtime.py's OpenCL C. The demo prints
+# it; runtime.py and the README refer to it.
 COLOR_LEGEND = {
-    "blue": "global dims (work-groups)",
-    "BLUE": "global dims when NOLOCALS: no locals at all",
-    "cyan": "local dims (threads in a work-group)",
-    "green": "grouped reduce dims (reduce shared through local memory)",
-    "white": "reduce dims upcast in the middle of a grouped reduce",
-    "red": "reduce loops",
-    "magenta": "unrolled reduce dims",
-    "yellow": "upcasted dims (several outputs per thread)",
+    "blue": "global dims: one work-group per index (get_group_id)",
+    "BLUE": "global dims with NOLOCALS: one thread per index, no work-groups (get_global_id)",
+    "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
+    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through __local memory",
+    "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
+    "red": "reduce loops: a for loop",
+    "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers, float4 where contiguous",
 }
 
 
@@ -1865,7 +1905,8 @@ class TensorCoreOptions:
 
 @dataclass(frozen=True)
 class LocalBuffer:
-    """A buffer in local (shared) memory, as added by alias_buffer."""
+    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
+    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
 
     name: str
     size: int
@@ -1874,6 +1915,30 @@ class LocalBuffer:
 
     def __str__(self) -> str:
         return f"localbuffer<{self.name}[{self.size}]>"
+
+
+@dataclass
+class Decision:
+    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
+
+    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads.
+    `candidates` are (sort key, what it would apply, note) in the order the heuristic weighed them, best first; the
+    first that applies wins. A 4th field, when present, says whether the candidate was taken; without it, a
+    candidate was taken when `what` names one of the chosen opts, or all of them. `chosen` lists the opts it
+    applied: empty when it declined (`rule` then says why).
+    `step` is how many opts were applied before it. Recording changes no decision."""
+
+    heuristic: str
+    rule: str
+    candidates: list[tuple]
+    chosen: list[Opt]
+    step: int
+
+    def taken(self, candidate: tuple) -> bool:
+        """Was this candidate the one (or one of those) the heuristic applied?"""
+        if len(candidate) == 4:
+            return candidate[3]
+        return candidate[1] in {str(o) for o in self.chosen} | {" ".join(str(o) for o in self.chosen)}
 
 
 @dataclass
@@ -1935,6 +2000,7 @@ class Kernel:
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
         self.heuristic_log: list[tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
+        self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -1962,6 +2028,7 @@ class Kernel:
         "tensor_core_opts",
         "bufs_for_tensor_core",
         "heuristic_log",
+        "decisions",
     )
 
     def _state(self) -> dict[str, Any]:
@@ -2056,7 +2123,9 @@ class Kernel:
         )
 
     def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
+
+        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
         if self.upcasted == 0:
             return [0]
         ax = self.upcasted_axis(i)[::-1]
@@ -2068,6 +2137,9 @@ class Kernel:
         ]
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
+
+        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
         should = self.opts.supports_float4 and (
             self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
         )
@@ -2155,7 +2227,11 @@ class Kernel:
         for i, x in enumerate(merged[: len(self.sts)]):
             self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
 
-    # -- helpers from earlier tinygrad versions, kept for the renderer's sake --
+    # -- the part of the Kernel only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1; runtime.py renders
+    # -- without them, and test_teaching.py pins what they do): acc_offsets and get_float4_upcast_dim above,
+    # -- LocalBuffer and alias_buffer (the tensor-core operands' local copies in Linearizer.linearize). _limit_size and
+    # -- limit_dims_to_max are the Kernel's of tinygrad 0.8 and 0.9.0 (kept from the seeds); 0.9.1 dropped them and
+    # -- folds launch dims in get_grouped_dims instead, as runtime.py's fit_dims does here.
     def _limit_size(self, x: tuple[int, ...], max_size: list[float]) -> tuple[int, ...]:
         new_shape = list(x)
         for i in range(len(new_shape)):
@@ -2402,8 +2478,13 @@ class Kernel:
     # tensor cores
     # ========================================================================================================
 
-    def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> TensorCoreOptions | None:
-        """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K."""
+    def _create_tc_opts(
+        self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int, weighed: list | None = None
+    ) -> TensorCoreOptions | None:
+        """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K.
+
+        Every (N, M, K) combination is a candidate; `axis` picks one counting from the last (0: the last). The
+        combinations are added to `weighed` when it is given (for Decision)."""
         has_cast = tc.dtype_in != tc.dtype_out
         if has_cast and not (reduceop.src[0].op is UnaryOps.CAST and reduceop.src[0].arg == tc.dtype_out):
             return None
@@ -2432,6 +2513,8 @@ class Kernel:
         if not (axis_buf0 and axis_buf1 and ((self.shape_len - self.first_reduce) == 1 or opt_level >= 1)):
             return None
         choices = list(itertools.product(axis_buf0, axis_buf1, range(self.first_reduce, self.shape_len)))
+        if weighed is not None:
+            weighed.extend(choices[::-1])
         if not axis < len(choices):
             return None
         s0, s1, s2 = choices[-(axis + 1)][0][0], choices[-(axis + 1)][1][0], choices[-(axis + 1)][2]
@@ -2447,13 +2530,19 @@ class Kernel:
             use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM
         ):
             return False
+        weighed: list[tuple[tuple, str, str]] = []
         for tc in self.opts.tensor_cores:
             state = self._state()
             # every reduce op runs on the same tensor core, so each must fit it the same way
-            all_tc_opts = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
+            combos: list = []  # the first reduce's (N, M, K) candidates, for the Decision
+            all_tc_opts = [
+                self._create_tc_opts(r, tc, axis, opt_level, combos if n == 0 else None)
+                for n, r in enumerate(self.reduceops)
+            ]
             check(all_same(all_tc_opts), "can only fuse reduces with the same tensor core options")
             tc_opts = all_tc_opts[0]
             if tc_opts is None:
+                weighed.append(((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)", False))
                 continue
             self.tensor_core_opts = tc_opts
             try:
@@ -2475,6 +2564,16 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
                 self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
+            picks = [f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for j, (n, m, kk) in
+                     enumerate(combos)]
+            weighed.append(((len(weighed),), str(tc), "fits: " + ", ".join(picks), True))
+            rule = (
+                "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
+                f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
+                "counting from the last"
+            )
+            chosen = [Opt(OptOps.TC, axis, opt_level)]
+            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen)
             return True
         return False
 
@@ -2495,6 +2594,8 @@ class Kernel:
         TC opt itself reads the target's `tc` (the TC environment variable), not this argument.
         tc_opt: 0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs;
         2 also sizes that aren't multiples of the core (PADTO pads them). Returns True if it applied.
+        The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
+        only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
         if tc_opt is None:
             tc_opt = self.opts.tc_opt
@@ -2515,23 +2616,32 @@ class Kernel:
                 self.late_upcast_tc(tc_dim)
             tco = self.tensor_core_opts
             if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
+                step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
                 for upc in (4, 2):
                     if self.full_shape[tco.axes[0]] % upc == 0:
                         self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], upc), "tensor core: more of N as local threads")
                         break
+                candidates = [((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}") for u in (4, 2)]
+                rule = "N as local threads: the first of 4, 2 that divides"
+                self._decided(step, "apply_tensor_cores", rule, candidates)
             return True
         except KernelOptError:
             return False
 
     def late_upcast_tc(self, tc_dim: int) -> None:
-        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it."""
+        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it (sort
+        key: the amount, largest first); the list is tinygrad's, tuned rather than derived."""
         tco = self.tensor_core_opts
         if tco is not None and tco.axes_exist[tc_dim]:
+            step, size = len(self.applied_opts), self.full_shape[tco.axes[tc_dim]]
             amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
             if amt != 1:
                 self._log_apply(
                     Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
                 )
+            candidates = [((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}") for d in (5, 4, 3, 2)]
+            rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
+            self._decided(step, "apply_tensor_cores", rule, candidates)
 
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
@@ -2542,9 +2652,29 @@ class Kernel:
         self.apply_opt(opt)
         self.heuristic_log.append((opt, why))
 
+    def _decided(
+        self,
+        step: int,
+        heuristic: str,
+        rule: str,
+        candidates: list[tuple] | None = None,
+        chosen: list[Opt] | None = None,
+    ) -> None:
+        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`."""
+        chosen = self.applied_opts[step:] if chosen is None else chosen
+        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step))
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx> (a constant has no buffer)."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"const {buf.val}"
+
     def required_optimizations(self) -> None:
-        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
+        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
+
+        Sort key: the axis number; the first unit-stride axis whose size is a multiple of 4 is taken (4: a pixel)."""
         if isinstance(self.bufs[0].dtype, ImageDType):
+            step = len(self.applied_opts)
             axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
             check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
             if (
@@ -2554,9 +2684,15 @@ class Kernel:
                 self._log_apply(
                     Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
                 )
+            candidates = [((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4") for a in axes4]
+            self._decided(step, "required_optimizations", "image output: the first unit-stride axis (key: axis)",
+                          candidates)
 
     def hand_coded_optimizations(self) -> None:
-        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch."""
+        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
+
+        Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
+        derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
         self.required_optimizations()
         if self._matvec():
             return
@@ -2572,13 +2708,18 @@ class Kernel:
 
     def _matvec(self) -> bool:
         """A matrix-vector product (SUM of MUL of two LOADs, the first contiguous along the reduce): group the
-        reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread."""
+        reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread.
+
+        Sort key: the global axis number; the first axis whose size divides by MV_BLOCKSIZE * MV_ROWS_PER_THREAD
+        while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
+        based on the wide vs tall/large vs small mat"), hence the environment knobs."""
         blocksize, threads, rows = (
             getenv("MV_BLOCKSIZE", 4),
             getenv("MV_THREADS_PER_ROW", 8),
             getenv("MV_ROWS_PER_THREAD", 4),
         )
         r = self.reduceop
+        step = len(self.applied_opts)
         if not (
             self.opts.has_local
             and getenv("MV", 1) != 0
@@ -2591,20 +2732,46 @@ class Kernel:
             and r.src[0].src[0].op is BufferOps.LOAD
             and r.src[0].src[1].op is BufferOps.LOAD
         ):
+            if r is not None:
+                self._decided(step, "_matvec", "no: not SUM(MUL(LOAD, LOAD)) on a target with locals and shared "
+                              "memory (or MV=0)")
             return False
         mulop = r.src[0]
-        st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
+        i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
+        st0, st1 = self.sts[i0], self.sts[i1]
         strides0, strides1 = st0.real_strides(), st1.real_strides()
 
         def has_expanded_axis(shape: tuple[int, ...], strides: tuple[int | None, ...]) -> bool:
             return any(s > 1 and st == 0 for s, st in zip(shape, strides))
 
         if self.first_reduce >= self.shape_len:  # every reduced axis had size 1: nothing left to reduce
+            self._decided(step, "_matvec", "no: every reduced axis has size 1")
             return False
         if strides0[self.first_reduce] != 1 or (
             has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)
         ):
+            why = (
+                f"{self._buf_name(i0)} has stride {strides0[self.first_reduce]} on the reduce axis, not 1"
+                if strides0[self.first_reduce] != 1
+                else f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
+            )
+            self._decided(step, "_matvec", f"no: {why}")
             return False
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        reduce_size = self.full_shape[self.first_reduce]
+        candidates = [
+            (
+                (g,),
+                f"GROUP:0:{threads} LOCAL:{g}:{blocksize} UPCAST:{g}:{rows}",
+                f"reduce {reduce_size} % {threads} = {reduce_size % threads}, "
+                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
+                f"{sym_render(self.full_shape[g] % (blocksize * rows))}",
+            )
+            for g in range(self.global_dims)
+        ]
         for global_idx in range(self.global_dims):
             if (
                 self.full_shape[self.first_reduce] % threads == 0
@@ -2618,14 +2785,23 @@ class Kernel:
                     )
                 if rows > 1:
                     self._log_apply(Opt(OptOps.UPCAST, global_idx, rows), f"matvec: {rows} rows per thread")
+                self._decided(step, "_matvec", rule, candidates)
                 return True
+        self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
         return False
 
     def _grouping(self) -> None:
         """Few outputs, long reduce: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory
-        allows; for images, then upcast the output's unit-stride axis mid-reduce."""
+        allows; for images, then upcast the output's unit-stride axis mid-reduce.
+
+        Sort key: the size, tried in the order 256, 16 (256 only when there are <= 32 outputs); the first that
+        divides every buffer's reduce axis and fits shared memory wins. Both thresholds are tuned: with <= 2048
+        outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
+        256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
+        smarter way")."""
         if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
             return  # (nor with a symbolic output size)
+        step = len(self.applied_opts)
         outputs = prod(self.sts[0].shape[: self.first_reduce])
         if (
             not self.float4_axis(0)
@@ -2633,15 +2809,31 @@ class Kernel:
             and self.first_reduce + 1 <= self.shape_len
             and outputs <= 2048
         ):
-            for sz in [256, 16] if outputs <= 32 else [16]:
+            sizes = [256, 16] if outputs <= 32 else [16]
+            tried: dict[int, str] = {}
+            for sz in sizes:
                 if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
                     try:
-                        self._log_apply(
-                            Opt(OptOps.GROUPTOP, 0, sz), f"{outputs} outputs, long reduce: {sz} threads share it"
-                        )
+                        why = f"{_count(outputs, 'output')}, long reduce: {sz} threads share it"
+                        self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
+                        tried[sz] = "divides the reduce axis, fits shared memory"
                         break
-                    except KernelOptError:
-                        pass  # too much shared memory: try the next size
+                    except KernelOptError as e:
+                        tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
+                else:
+                    tried[sz] = f"doesn't divide the reduce axis ({self.full_shape[self.first_reduce]})"
+            rule = f"{_count(outputs, 'output')} <= 2048: GROUPTOP the reduce by the first size that fits (key: -size)"
+            candidates = [((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried")) for sz in sizes]
+            self._decided(step, "_grouping", rule, candidates)
+        elif self.first_reduce + 1 <= self.shape_len:
+            why = (
+                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
+                if outputs > 2048
+                else "more than 2 output axes"
+                if self.first_reduce > 2
+                else "the output is already written 4 at a time"
+            )
+            self._decided(step, "_grouping", f"no: {why}")
         if (
             self.bufs[0].dtype.name.startswith("image")
             and not self.float4_axis(0)
@@ -2652,14 +2844,23 @@ class Kernel:
             axes = self.sts[0].unit_stride_axes()
             check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
             if self.sts[0].shape[axes[0]] % 4 == 0:
+                step = len(self.applied_opts)
                 self._log_apply(Opt(OptOps.UPCASTMID, axes[0], 4), "image output: upcast mid-reduce by 4")
+                self._decided(step, "_grouping", "image output: its only unit-stride axis, by 4 (one pixel)")
 
     def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4."""
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
+
+        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
         for i, buf in enumerate(self.bufs):
             if not isinstance(buf.dtype, ImageDType):
                 continue
+            step = len(self.applied_opts)
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
+            candidates = [
+                ((a,), f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4", "unit stride")
+                for a in axes4
+            ]
             if (
                 axes4
                 and all(x < self.shape_len - self.upcasted for x in axes4)
@@ -2674,48 +2875,95 @@ class Kernel:
                         Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
                         f"image buffer {i}: unroll its unit-stride axis by 4",
                     )
+            self._decided(step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)",
+                          candidates)
 
     def _upcast_masked_axes(self) -> None:
-        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants."""
+        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
+
+        Every output axis of size <= 7 that some buffer masks is taken, from the left, while the upcast elements
+        (those already upcast times these) stay <= 7 * 7; then they are applied right to left. 7 and 7 * 7 are
+        tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
+        step = len(self.applied_opts)
         to_upcast: list[int] = []
+        candidates: list[tuple[tuple, str, str]] = []
         for axis in range(self.first_reduce):
             if (
                 isinstance(self.full_shape[axis], int)  # not a symbolic axis
                 and self.full_shape[axis] <= 7
                 and any(st.axis_is_masked(axis) for st in self.sts)
-                and prod(self.full_shape[self.shape_len - self.upcasted :])
-                * prod(self.full_shape[j] for j in to_upcast)
-                * self.full_shape[axis]
-                <= 7 * 7
             ):
-                to_upcast.append(axis)
+                elements = (
+                    prod(self.full_shape[self.shape_len - self.upcasted :])
+                    * prod(self.full_shape[j] for j in to_upcast)
+                    * self.full_shape[axis]
+                )
+                if elements <= 7 * 7:
+                    to_upcast.append(axis)
+                fits = "<=" if elements <= 7 * 7 else ">"
+                note = f"size {self.full_shape[axis]}, masked: {elements} elements {fits} 49"
+                candidates.append(((axis,), f"UPCAST:{axis}:0", note))
         for axis in to_upcast[::-1]:
             self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
+        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
+        self._decided(step, "_upcast_masked_axes", rule if candidates else "no: no masked output axis of size <= 7",
+                      candidates)
 
     def _upcast_broadcast_axes(self) -> None:
-        """While there are >= 1024 outputs, upcast (by 3 or 4) an axis some buffer broadcasts along, so its loaded
-        values are reused from registers; prefer axes that few buffers move along."""
+        """While there are >= 1024 outputs, upcast an output axis that some buffer has stride 0 on (and none of that
+        buffer's upcast axes has): the thread then computes that many outputs in registers and one load of that
+        buffer serves them all.
+
+        Sort key, smallest first: (buffers that move along the axis, the sum of their strides, axis, amount).
+        Fewest moving buffers first; a tie there is broken by the smaller sum of strides (matmul: both axes have two
+        moving buffers, and axis 1's strides 1 + 1 beat axis 0's 512 + 512, so axis 1 goes first); then the lower
+        axis; then the amount, 3 before 4 (plain tuple order: a 384 matmul is upcast by 3). Strides are those of
+        each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
         upcasted_axis: set = set()
-        while prod(self.sts[0].shape[: self.first_reduce]) >= 1024:
-            choices = []
+        while (outputs := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
+            step = len(self.applied_opts)
+            choices, stride0 = [], {}
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
                 if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
-                # some buffer is broadcast along this axis and along none of the axes upcast so far
-                if any(
-                    st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
+                # buffers broadcast along this axis (stride 0) and along none of the axes upcast so far
+                broadcast = [
+                    i
                     for i, st in enumerate(self.sts)
-                ):
+                    if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
+                ]
+                if broadcast:
                     strides = [st.views[-1].strides[axis] for st in self.sts]
                     choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
+                    stride0[axis] = broadcast
             if not choices:
+                self._decided(step, "_upcast_broadcast_axes", "stop: no axis left that a buffer has stride 0 on")
                 break
             _, _, axis, amt = sorted(choices)[0]
-            self._log_apply(Opt(OptOps.UPCAST, axis, amt), f"axis {axis} is broadcast: upcast {amt} to reuse loads")
+            names = ", ".join(self._buf_name(i) for i in stride0[axis])
+            self._log_apply(
+                Opt(OptOps.UPCAST, axis, amt), f"{names} has stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+            )
             upcasted_axis.add(axis)
+            candidates = [
+                (c, f"UPCAST:{c[2]}:{c[3]}", ", ".join(self._buf_name(i) for i in stride0[c[2]]) + " has stride 0")
+                for c in sorted(choices)
+            ]
+            rule = (
+                f"{outputs} outputs >= 1024; key (buffers moving along "
+                "the axis, sum of their strides, axis, amount), smallest first"
+            )
+            self._decided(step, "_upcast_broadcast_axes", rule, candidates)
+        else:
+            self._decided(len(self.applied_opts), "_upcast_broadcast_axes", f"stop: {outputs} outputs < 1024")
 
     def _unroll_reduce(self) -> None:
-        """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4."""
+        """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
+
+        Only while few registers are in use: the full buffer has <= 4 upcast elements or none of its upcast axes is
+        a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
+        64 are tuned bounds on code size and registers."""
+        step = len(self.applied_opts)
         if not (
             self.first_reduce < self.shape_len - self.upcasted
             and (
@@ -2724,7 +2972,17 @@ class Kernel:
             )
             and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         ):
+            if self.first_reduce < self.shape_len - self.upcasted:
+                self._decided(step, "_unroll_reduce", "no: too many upcast elements already (registers)")
             return
+        s = self.full_unupcasted_shape[-1]
+        axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
+        candidates = [
+            ((0,), f"UNROLL:{axis}:0", f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}" if isinstance(s, int)
+             else f"whole: size {s} is symbolic"),
+            ((1,), f"UNROLL:{axis}:4", f"by 4: {s} % 4 = {s % 4 if isinstance(s, int) else '?'}"),
+        ]
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
@@ -2745,30 +3003,49 @@ class Kernel:
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
                 "long reduce axis: unroll the loop by 4",
             )
+        self._decided(step, "_unroll_reduce", rule, candidates)
 
     def _default_upcast(self) -> None:
-        """Nothing upcast yet: upcast the last axis by 4 if it divides."""
+        """Nothing upcast yet: upcast the last output axis by 4 if it divides (4: one float4)."""
+        step = len(self.applied_opts)
         if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % 4 == 0:
             self._log_apply(
                 Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
                 "nothing upcast yet: upcast the last axis by 4",
             )
+            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4, a float4")
+        elif self.upcasted == 0 and self.full_unupcasted_shape:
+            last = self.full_unupcasted_shape[-1]
+            self._decided(step, "_default_upcast", f"no: the last axis ({last}) isn't a multiple of 4")
 
     def _locals(self) -> None:
-        """Make work-groups of at most 128 threads from up to 3 global axes, broadcast axes first (32 on axis 0,
-        else the largest of 16, 8, 4, 3, 2 that divides); or NOLOCALS=1 turns locals off."""
+        """Make work-groups of at most 128 threads from up to 3 global axes; or NOLOCALS=1 turns locals off.
+
+        Sort key, smallest first: (-(some buffer has stride 0 on the axis), -axis): broadcast axes first, then from
+        the right. Each axis in turn gets the first size of [32 (axis 0 only), 16, 8, 4, 3, 2] that divides it and
+        keeps the work-group <= 128 threads; the first 3 axes that got one are applied in axis order. 128 threads
+        and the sizes are tuned (they fit every target's work-group limit); 3 is the launch's number of dims."""
         if not self.opts.has_local:
             return
         if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            step = len(self.applied_opts)
             self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups")
+            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups")
             return
+        step = len(self.applied_opts)
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        for _, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then from the right
+        candidates: list[tuple[tuple, str, str]] = []
+        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
             threads = prod(sz for _, sz in to_local)
             sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
             if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
                 to_local.append((axis, fits[0]))
+            zero = [self._buf_name(i) for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            kind = f"{', '.join(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if broadcast else "no stride 0"
+            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)" if fits else "no size fits"
+            candidates.append(((-int(broadcast), -axis), f"LOCAL:{axis}:{fits[0]}" if fits else f"axis {axis}",
+                               f"{kind}; {what}"))
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -2776,6 +3053,8 @@ class Kernel:
             self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
             if whole:
                 deleted += 1
+        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+        self._decided(step, "_locals", rule, candidates)
 
 
 # ============================================================================================================
@@ -3043,71 +3322,449 @@ def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
 
 @dataclass(frozen=True)
 class Demo:
-    """A classic kernel for the demo: what it computes, how to build it, and the target to show it on."""
+    """A classic kernel for the demo: what it computes, how to build it, the target to show it on, and the names
+    `what` gives buffers 0, 1, ... (the others are called data<idx>, as in the OpenCL C)."""
 
     what: str
     build: Callable[[], tuple[LazyOp, ...]]
     target: str = "opencl"
+    buffers: tuple[str, ...] = ()
 
 
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096)),
-    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256)),
-    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,))),
-    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,))),
-    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,))),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768)),
-    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512)),
-    "conv2d": Demo("3x3 conv, padding 1: 16 -> 32 channels on 32x32", lambda: conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1)),
+    "elementwise": Demo(
+        "out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), buffers=("out", "a", "b")
+    ),
+    "broadcast": Demo(
+        "out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), buffers=("out", "a", "b")
+    ),
+    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), buffers=("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), buffers=("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), buffers=("out", "a")),
+    "matvec": Demo(
+        "out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), buffers=("out", "a", "x")
+    ),
+    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), buffers=("out", "a", "b")),
+    "conv2d": Demo(
+        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)",
+        lambda: conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1),
+        buffers=("out", "img", "wt"),
+    ),
     "tc_matmul": Demo(
         "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
         lambda: matmul_ast(256, 256, 256),
         target="metal",
+        buffers=("out", "a", "b"),
     ),
-    "image": Demo("matvec 256x64 written into a 4x16 RGBA image", lambda: image_matvec_ast(256, 64)),
+    "image": Demo(
+        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels",
+        lambda: image_matvec_ast(256, 64),
+        buffers=("out", "a", "x"),
+    ),
     "attention": Demo(
         "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
         lambda: attention_ast(64, 1024),
+        buffers=("scores", "q", "keys"),
     ),
     "variance": Demo(
-        "mean and variance of each row of 64x1024: two reduces in one kernel", lambda: mean_var_ast(64, 1024)
+        "mean and variance of each row of 64x1024: two reduces in one kernel",
+        lambda: mean_var_ast(64, 1024),
+        buffers=("mean", "var", "x"),
     ),
 }
 
 
 # ============================================================================================================
-# demo: python kernel.py demo [NAME] [--opt OP:AXIS:AMT ...] [--target T]
+# demo: python kernel.py demo [NAME] [--opt OP:AXIS:AMT ...] [--target T] [--explain | --loops [--steps] | --map]
 # ============================================================================================================
+# Four views of the same optimization: the step table (one line per opt), --explain (each buffer's strides after
+# each opt and what every heuristic weighed), --loops (the kernel as a loop nest) and --map (which work-group, thread
+# and register computes each output element). They read only the Kernel's public state and its `decisions`.
 
 
 def legend() -> str:
-    """The colour legend, one line per colour."""
+    """The colour legend (COLOR_LEGEND), one line per colour."""
     return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
 
 
-def demo_kernel(name: str, target: str | None = None, opts: Sequence[Opt] | None = None, out=None) -> Kernel:
-    """Print how the optimizer reshapes one demo kernel, step by step; return the optimized kernel.
+def _txt(x: Any) -> str:
+    """A size, stride or index as text (a symbolic one renders itself; None, a stride with no single value, is ?)."""
+    if x is None:
+        return "?"
+    return x.render() if isinstance(x, Node) else str(x)
+
+
+def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+    """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
+    ret = []
+    for buf in k.bufs:
+        if isinstance(buf, ConstBuffer):
+            ret.append(f"const {buf.val}")
+        else:
+            ret.append(names[buf.idx] if buf.idx < len(names) else f"data{buf.idx}")
+    return ret
+
+
+def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
+    """Replace data<idx> in the heuristics' notes by the demo's buffer names."""
+    table = {f"data{b.idx}": n for b, n in zip(k.bufs, buffer_names(k, names)) if isinstance(b, MemBuffer)}
+    return lambda text: re.sub(r"\bdata\d+\b", lambda m: table.get(m.group(0), m.group(0)), text)
+
+
+# -- --explain: strides and decisions --
+
+
+def _new_axis(k: Kernel, opt: Opt) -> int | None:
+    """The axis an opt just made (where shift_to put the piece it split off), or None."""
+    if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
+        return k.shape_len - 1
+    if opt.op is OptOps.LOCAL:
+        return k.first_reduce - 1
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID):
+        return k.first_reduce + k.group_for_reduces - 1
+    return None
+
+
+def axis_notes(k: Kernel, axis: int, names: Sequence[str]) -> list[str]:
+    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per input buffer)."""
+    color, size, notes = k.colors()[axis], k.full_shape[axis], []
+    outputs = len(k.ast)
+    for i, st in enumerate(k.sts):
+        stride = st.real_strides()[axis]
+        if stride is None or (i < outputs and color in ("green", "red", "magenta")):
+            continue  # no single stride; or an output on a reduce axis (stride 0: it is reduced)
+        verb = "write" if i < outputs else "read"
+        if color in ("yellow", "magenta"):
+            what = "register" if color == "yellow" else "unrolled step of the reduce"
+            if stride == 0:
+                notes.append(f"{names[i]} has stride 0 here: one load serves all {_txt(size)} (registers)")
+            elif stride == 1:
+                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, one vector access")
+            else:
+                notes.append(f"{names[i]}: {_txt(size)} accesses {stride} apart, one per {what}")
+        elif color in ("green", "cyan", "white"):
+            if stride == 0:
+                notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads {verb} the same element")
+            elif stride == 1 and color == "green":
+                notes.append(f"{names[i]} has stride 1 across the {_txt(size)} threads: they interleave, thread t "
+                             f"reads t, t+{_txt(size)}, ... (GROUP)")
+            elif color == "green":
+                notes.append(f"{names[i]} has stride {stride} across the {_txt(size)} threads: each reads its own "
+                             f"contiguous run (GROUPTOP)")
+            elif stride == 1:
+                notes.append(f"{names[i]} has stride 1 here: neighbouring threads {verb} neighbouring elements")
+            else:
+                notes.append(f"{names[i]} has stride {stride} here: neighbouring threads {verb} {stride} apart")
+    return notes
+
+
+def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> list[str]:
+    """The shape line and, under it, every buffer's strides, in columns coloured by axis."""
+    strides = [st.real_strides() for st in k.sts]
+    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
+    colors = k.colors()
+
+    def row(values: Sequence[Any]) -> str:
+        return " ".join(colored(f"{_txt(v):>{w}}", c) for v, w, c in zip(values, widths, colors))
+
+    width = max([16] + [len(name) + 11 for name in names])  # the label column: "  strides NAME "
+    lines = [f"  {label:<{width}}{row(k.full_shape)}   {why}".rstrip()]
+    lines += [f"    {'strides ' + name:<{width - 2}}{row(x)}" for name, x in zip(names, strides)]
+    return lines
+
+
+def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
+    lines = [f"    {d.heuristic}: {rename(d.rule)}"]
+    keys = [str(c[0]) for c in d.candidates]
+    kw = max((len(x) for x in keys), default=0)
+    ww = max((len(rename(c[1])) for c in d.candidates), default=0)
+    for key, candidate in zip(keys, d.candidates):
+        mark, what, note = "->" if d.taken(candidate) else "  ", candidate[1], candidate[2]
+        lines.append(f"      {mark} {key:<{kw}}  {rename(what):<{ww}}  {rename(note)}".rstrip())
+    return lines
+
+
+def explain_lines(k: Kernel, steps: Sequence[tuple[Opt, str]], decisions: Sequence[Decision],
+                  names: Sequence[str]) -> list[str]:
+    """--explain: after each opt the shape, every buffer's strides, what the new axis means for each buffer, and the
+    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
+    bnames, rename = buffer_names(k, names), _renamer(k, names)
+    lines = _strides_block(k, bnames, "start", "")
+    lines += [x for d in decisions if d.step == 0 for x in _decision_lines(d, rename)]
+    for opt, why in steps:
+        try:
+            k.apply_opt(opt)
+        except KernelOptError as e:
+            lines.append(f"  {str(opt):<16}rejected: {e}")
+            continue
+        lines += _strides_block(k, bnames, str(opt), rename(why))
+        if (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
+            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames)]
+        applied = len(k.applied_opts)
+        lines += [x for d in decisions if d.step == applied for x in _decision_lines(d, rename)]
+    return lines
+
+
+# -- --loops: the kernel as a loop nest --
+
+_OP_SYMBOLS = {BinaryOps.ADD: "+", BinaryOps.MUL: "*", BinaryOps.IDIV: "//", BinaryOps.MOD: "%", BinaryOps.CMPLT: "<",
+               BinaryOps.CMPNE: "!=", BinaryOps.XOR: "^", BinaryOps.SHL: "<<", BinaryOps.SHR: ">>"}
+
+
+def _axis_var(k: Kernel, axis: int) -> Node:
+    """The loop variable of an axis, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+    registers are up (upcast) and un (unrolled)."""
+    prefix = {"blue": "gidx", "BLUE": "gidx", "cyan": "lidx", "green": "lidx", "white": "lidx", "red": "ridx",
+              "yellow": "up", "magenta": "un"}[k.colors()[axis]]
+    size = k.full_shape[axis]
+    hi = size - 1 if isinstance(size, int) else max(size.max - 1, 1)
+    return Variable(f"{prefix}{axis}", 0, hi)
+
+
+def _access(k: Kernel, i: int, idxs: Sequence[Node], names: Sequence[str]) -> str:
+    idx, valid = k.sts[i].expr_idxs(idxs)
+    text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+    if valid.min == 1:
+        return text
+    return "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
+
+
+def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
+    """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register."""
+    if x.op in (BufferOps.LOAD, BufferOps.CONST):
+        return _access(k, k.bufs.index(x.arg), idxs, names)
+    if x.op in ReduceOps:
+        return accs.get(x, "acc")
+    srcs = [_expression(k, s, idxs, names, accs) for s in x.src]
+    if x.op in _OP_SYMBOLS:
+        return f"({srcs[0]} {_OP_SYMBOLS[x.op]} {srcs[1]})"
+    if x.op is UnaryOps.CAST:
+        return f"({x.arg.name})({srcs[0]})"
+    if x.op is UnaryOps.NEG:
+        return f"-{srcs[0]}"
+    if x.op is TernaryOps.WHERE:
+        return f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
+    return f"{x.op.name.lower()}({', '.join(srcs)})"
+
+
+class _Nest:
+    """Lines of an indented loop nest, each with an optional comment in a column of its own."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str, str]] = []
+        self.depth = 0
+
+    def add(self, code: str, comment: str = "", open_block: bool = False) -> None:
+        self.rows.append((self.depth, code, comment))
+        self.depth += open_block
+
+    def lines(self, max_column: int = 72) -> list[str]:
+        width = min(max((4 + 2 * d + ansilen(c) for d, c, note in self.rows if note), default=0), max_column)
+        out = []
+        for d, code, comment in self.rows:
+            text = "  " + "  " * d + code
+            out.append((text + " " * max(2, width + 2 - ansilen(text)) + "# " + comment) if comment else text)
+        return out
+
+
+def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+    """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
+    `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
+    colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
+    idxs = [_axis_var(k, a) for a in range(k.shape_len)]
+    regs = range(k.shape_len - k.upcasted, k.shape_len)
+    yellow = [a for a in regs if colors[a] == "yellow"]
+    group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+    nest = _Nest()
+
+    def var(a: int) -> str:
+        return colored(idxs[a].render(), colors[a])
+
+    def loop(a: int, keyword: str, what: str) -> None:
+        code = colored(f"{keyword} {idxs[a].render()} in 0..{_txt(shape[a] - 1)}:", colors[a])
+        nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
+
+    kinds = {"blue": "one work-group each", "BLUE": "one thread each, no work-groups",
+             "cyan": "threads of a work-group", "green": "threads that share one reduce",
+             "white": "threads; the finishing thread unrolls it"}
+    for a in range(k.first_reduce + k.group_for_reduces):
+        loop(a, "parallel for", kinds[colors[a]])
+    accs: dict[LazyOp, str] = {}
+    sub = "".join(f"[{var(a)}]" for a in yellow)
+    # a reduce that reads another one comes after it
+    for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
+        acc = "acc" if len(k.reduceops) == 1 else f"acc{n}"
+        depth = nest.depth
+        size = "".join(f"[{_txt(shape[a])}]" for a in yellow)
+        identity = "0" if r.op is ReduceOps.SUM else "-inf"
+        outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
+        nest.add(f"{acc}{size} = {identity}", f"registers: {outs} accumulator(s) per thread" if yellow else "")
+        for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
+            loop(a, "for", "a loop")
+        if regs:
+            unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in regs)
+            nest.add(f"for {unrolled} (unrolled):", "registers: " + ", ".join(
+                f"{colors[a]} axis {a}" for a in regs), open_block=True)
+        op = "+=" if r.op is ReduceOps.SUM else "= max(..)"
+        nest.add(f"{acc}{sub} {op} {_expression(k, r.src[0], idxs, bnames, accs)}")
+        nest.depth = depth
+        accs[r] = f"{acc}{sub}"
+        if group_axes:
+            green = [a for a in group_axes if colors[a] == "green"]
+            local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
+            every = "[:]" * len(yellow)
+            temp = "".join(f"[{var(a)}]" for a in local)
+            local_array = "temp" if len(k.reduceops) == 1 else f"temp{n}"  # one __local array per reduce
+            nest.add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
+            nest.add("barrier", "wait for every thread of the work-group")
+            first = " and ".join(f"{var(a)} == 0" for a in green)
+            nest.add(f"if {first}:", f"the first of the {prod(shape[a] for a in green)} green threads finishes",
+                     open_block=True)
+            parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
+            if yellow:
+                unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in yellow)
+                nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
+            nest.add(f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
+                     "over the green threads' partial results")
+            if n < len(k.reduceops) - 1:
+                nest.depth = depth
+    late = [idxs[a] if a < k.first_reduce or colors[a] == "white" or a >= k.shape_len - k.upcasted
+            else NumNode(0) for a in range(k.shape_len)]
+    store_regs = [a for a in regs if colors[a] == "yellow"]
+    if store_regs and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
+        unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in store_regs)
+        nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
+    for root in k.ast:
+        i = k.bufs.index(root.arg)
+        idx, valid = k.sts[i].expr_idxs(late)
+        store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
+        nest.add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
+    return nest.lines()
+
+
+# -- --map: who computes each output element --
+
+
+def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
+    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
+    st, colors = k.sts[0], k.colors()
+    strides, offset = st.real_strides(), st.views[-1].offset
+    axes = [a for a in range(k.shape_len) if st.shape[a] != 1]
+    top = max(want)
+    ranges = [range(min(st.shape[a], top // strides[a] + 1) if strides[a] else 1) for a in axes]
+    cells: dict[int, dict[str, list[int]]] = {}
+    for values in itertools.product(*ranges):
+        flat = offset + sum(v * strides[a] for v, a in zip(values, axes))
+        if flat in want and flat not in cells:
+            cells[flat] = {c: [v for v, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+    return cells
+
+
+def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 150) -> list[str]:
+    """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
+    (t, cyan) and register (r, yellow) that computes it."""
+    st = k.sts[0]
+    if not all(isinstance(s, int) for s in k.full_shape):
+        return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
+    if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
+        return ["  (the map needs an output written through one plain view)"]
+    logical = [s for s in k.ast[0].arg.st.shape if s != 1] if k.ast[0].arg.st.contiguous else [st.real_size()]
+    logical = logical or [1]
+    parts = [("g", ("blue", "BLUE")), ("t", ("cyan", "white")), ("r", ("yellow",))]
+    parts = [(letter, cs) for letter, cs in parts if any(c in cs for c in k.colors()) or letter == "g"]
+
+    def label(cell: dict[str, list[int]]) -> str:
+        return " ".join(colored(letter + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0])
+                        for letter, cs in parts)
+
+    rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
+    widest = {c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
+              for c in set(k.colors())}  # every index at its largest: the widest label
+    cell_width = max(8, ansilen(label(widest)) + 2)
+    cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
+    if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
+        cols = 1 << (cols.bit_length() - 1)
+        rows = min(4, -(-cols_total // cols))
+        flat = [[r * cols + c for c in range(cols) if r * cols + c < cols_total] for r in range(rows)]
+        shown = min(rows * cols, cols_total)
+        title = f"out[row + column] for the first {shown} of {cols_total} elements"
+    else:
+        rows = min(rows_total, max_rows)
+        flat = [[r * cols_total + c for c in range(cols)] for r in range(rows)]
+        lead = "".join("0, " for _ in logical[:-2])
+        title = f"out[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
+    cells = _output_cells(k, {f for row in flat for f in row})
+    lines = [f"  {title.replace('out', names[0] if names else 'out', 1)}"]
+    lines.append("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols)))
+    for r, row in enumerate(flat):
+        head = f"{row[0]:>6}  " if rows_total is None else f"{r:>6}  "
+        body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
+        lines.append("  " + head + body.rstrip())
+    legend_parts = {"g": "work-group (blue axes)", "t": "thread in it (cyan axes)", "r": "register (yellow axes)"}
+    if k.dont_use_locals:
+        legend_parts["g"] = "thread (BLUE axes: no work-groups)"
+    lines.append("  each cell: " + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts) +
+                 "; indices in axis order")
+    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]:
+        lines.append(f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
+                     "reduce; the first of them writes it")
+    return lines
+
+
+# -- the command line --
+
+
+def demo_kernel(
+    name: str,
+    target: str | None = None,
+    opts: Sequence[Opt] | None = None,
+    out=None,
+    view: str = "steps",
+    every_step: bool = False,
+) -> Kernel:
+    """Print how the optimizer reshapes one demo kernel; return the optimized kernel.
 
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
-    order, and a rejected one is reported and skipped."""
+    order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
+    "loops" (with every_step, after each opt too) or "map"."""
     out = out or sys.stdout
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     d = DEMOS[name]
     target = target or d.target
     k = Kernel(*d.build(), opts=TARGETS[target])
-    steps = optimize(k.copy()).heuristic_log if opts is None else [(o, "") for o in opts]
-    rows = [("start", k.colored_shape(), "")]
-    for opt, why in steps:
-        try:
-            k.apply_opt(opt)
-            rows.append((str(opt), k.colored_shape(), why))
-        except KernelOptError as e:
-            rows.append((str(opt), f"rejected: {e}", ""))
-    width = max(ansilen(shape) for _, shape, _ in rows) + 3
+    if opts is None:
+        tuned = optimize(k.copy())
+        steps, decisions = tuned.heuristic_log, tuned.decisions
+    else:
+        steps, decisions = [(o, "") for o in opts], []
+    rename = _renamer(k, d.buffers)
     print(f"{name} [{target}]: {d.what}", file=out)
-    for label, shape, why in rows:
-        print(f"  {label:<16}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip(), file=out)
+    if view == "explain":
+        lines = explain_lines(k, steps, decisions, d.buffers)
+    else:
+        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers)]
+        for opt, why in steps:
+            try:
+                k.apply_opt(opt)
+                rows.append((str(opt), k.colored_shape(), rename(why)))
+                nests.append(loop_nest(k, d.buffers) if every_step else [])
+            except KernelOptError as e:
+                rows.append((str(opt), f"rejected: {e}", ""))
+                nests.append([])
+        width = max(ansilen(shape) for _, shape, _ in rows) + 3
+        table = [f"  {label:<16}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip() for label, shape, why in rows]
+        if view == "steps":
+            lines = table
+        elif view == "loops" and every_step:
+            lines = [x for row, nest in zip(table, nests) for x in [row] + nest + ([""] if nest else [])]
+        elif view == "loops":
+            lines = table + [""] + loop_nest(k, d.buffers)
+        elif view == "map":
+            lines = table + [""] + output_map(k, d.buffers)
+        else:
+            raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
+    print("\n".join(lines), file=out)
     return k
 
 
@@ -3132,7 +3789,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog="kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python kernel.py demo\n"
         "  python kernel.py demo matmul\n"
         "  python kernel.py demo matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --opt UNROLL:0:4\n"
-        "  python kernel.py demo matmul --target metal\n\n"
+        "  python kernel.py demo matmul --target metal\n"
+        "  python kernel.py demo matmul --explain     # strides after each opt; what each heuristic weighed\n"
+        "  python kernel.py demo matvec --loops       # the optimized kernel as a loop nest (--steps: after each opt)\n"
+        "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
         "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
         "axis); UNROLL and GROUP count axes from the first reduce axis; AMT 0 means the whole axis.\n"
         "Set NO_COLOR=1 for plain text.",
@@ -3148,12 +3808,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="apply these opts in order instead of the heuristics (repeatable)",
     )
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
+    views = d.add_mutually_exclusive_group()
+    views.add_argument("--explain", action="store_true",
+                       help="under each opt, every buffer's strides, and each heuristic's candidates and sort keys")
+    views.add_argument("--loops", action="store_true", help="the optimized kernel as a coloured loop nest")
+    views.add_argument("--map", action="store_true",
+                       help="the output as a grid: the work-group, thread and register of each element")
+    d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
     args = p.parse_args(argv)
+    if args.steps and not args.loops:
+        p.error("--steps goes with --loops")
+    view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
     print("Each axis of a kernel's shape is coloured by its role:")
     print(legend())
     for name in [args.name] if args.name else list(DEMOS):
         print()
-        demo_kernel(name, args.target, args.opt)
+        demo_kernel(name, args.target, args.opt, view=view, every_step=args.steps)
     return 0
 
 

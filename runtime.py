@@ -1,14 +1,8 @@
 """runtime.py: render a kernel.py `Kernel` to OpenCL C, run it with pyopencl, and prove it right with numpy.
 
-How each colour of a kernel's shape becomes code (the legend itself lives in kernel.py):
-
-    blue     global dims     -> get_group_id(d)      (BLUE, NOLOCALS: get_global_id(d), and no local size)
-    cyan     local dims      -> get_local_id(d)
-    green    grouped reduce  -> every thread reduces its part, parks it in a __local buffer, barrier, then the
-                                first thread of the group reduces the parts (white axes are unrolled there)
-    red      reduce loops    -> for loops
-    magenta  unrolled reduce -> straight-line code, all into one accumulator
-    yellow   upcasted dims   -> one register per element; float4 loads and stores where aligned
+Each colour of a kernel's shape becomes code as kernel.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
+in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 = get_group_id(1);  /* blue, axis 0:
+0..15 */`. The grouped reduce (green) is _Renderer.group_reduce.
 
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
@@ -18,6 +12,7 @@ Usage: python runtime.py show NAME | verify [NAME] | search NAME | bench   (each
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import math
 import os
@@ -34,8 +29,8 @@ import pyopencl as cl
 
 from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
                     LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
-                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, ansistrip, dedup, dtypes, getenv, optimize,
-                    parse_opt_arg, prod, sym_infer, sym_render)
+                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, ansistrip, dedup, demo_kernel, dtypes, getenv,
+                    optimize, parse_opt_arg, prod, render_lt_as_ge, sym_infer, sym_render)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -125,7 +120,7 @@ render_c: dict[type, Any] = {
     MulNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}*{sym_render(x.b, ops, ctx)})",
     DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{x.b})",  # C's / and % : the operands are >= 0
     ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
-    LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
+    LtNode: render_lt_as_ge,  # a comparison of negative terms is written as the >= it means
     SumNode: _c_sum,
     AndNode: lambda x, ops, ctx: f"({'&&'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
 }
@@ -234,8 +229,8 @@ class _Renderer:
     def line(self, text: str) -> None:
         self.lines.append("  " * len(self.scopes) + text)
 
-    def open(self, header: str) -> None:
-        self.line(header + " {")
+    def open(self, header: str, comment: str = "") -> None:
+        self.line(header + " {" + (f"  /* {comment} */" if comment else ""))
         self.scopes.append(dict(self.scopes[-1]))  # registers of outer scopes stay usable inside
 
     def close(self) -> None:
@@ -304,10 +299,12 @@ class _Renderer:
                 w = weight.get(i, 1)
                 parts.setdefault(i, []).append(term if w == 1 else f"({term}*{cexpr(w)})")
                 weight[i], div = w * s, div * s
+        colors = self.k.colors()
         for i, terms in sorted(parts.items()):
             axis = axes[i]
-            if (size := self.k.full_shape[axis]) > 1:
-                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* 0..{cexpr(size - 1)} */")
+            if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
+                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: "
+                          f"0..{cexpr(size - 1)} */")
                 idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
 
     # -- loads --
@@ -497,7 +494,8 @@ class _Renderer:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
-            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)")
+            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)",
+                      f"red, axis {axis}")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[:self.up] + [NumNode(c) for c in combo], None)
@@ -573,7 +571,7 @@ class _Renderer:
         self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
         green = [a for a in group_axes if a not in white]
         for a in green:
-            self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)")
+            self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)", f"green, axis {a}: the parts")
         for (w, combo), acc in late.items():
             ws = dict(zip(white, w))
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
@@ -646,8 +644,16 @@ class _Renderer:
         name = kernel_name(k)
         prelude = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n" \
             if self.images else ""
-        src = f"{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        tc = any(o.op is OptOps.TC for o in k.applied_opts)
+        note = _TC_NOTE.format(device=k.opts.device) if tc else ""
+        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
         return Program(name, src, global_size, local_size, args, variables)
+
+
+# the header of a kernel shaped by the TC opt: why it has no tensor-core instruction
+_TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
+   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
+"""
 
 
 def kernel_name(k: Kernel) -> str:
@@ -1648,17 +1654,16 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
             for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)]
 
 
-def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log) -> Kernel:
-    """A demo kernel of kernel.py with the heuristics' opts, or with the given ones (a rejected one is logged)."""
-    demo = DEMOS[name]
-    k = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
-    if opts is None:
-        return optimize(k)
-    for opt in opts:
-        try:
-            k.apply_opt(opt)
-        except KernelOptError as e:
-            log(f"  {opt} rejected: {e}")
+def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
+    """A demo kernel optimized by kernel.py's demo_kernel (the heuristics' opts, or the given ones). With `steps` its
+    step table is printed, as `python kernel.py demo NAME` prints it; else only the rejected opts are logged."""
+    table = io.StringIO()
+    k = demo_kernel(name, target, opts, out=table)
+    if steps:
+        print(table.getvalue(), end="")
+    for line in table.getvalue().splitlines()[1:] if not steps else []:
+        if "rejected:" in line:
+            log(line)
     return k
 
 
@@ -1716,7 +1721,7 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
     var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
     inputs = random_inputs(start, var_vals=var_vals)
     display = _SearchDisplay(out)
-    print(f"{name} [{start.opts.device}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
+    print(f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
           f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}", file=out, flush=True)
     result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache,
                     on_round=display.on_round, on_progress=display.progress)
@@ -1785,16 +1790,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, flush=True)
 
     if args.command == "show":
-        k = _demo(args.name, args.target, args.opt, log)
+        k = _demo(args.name, args.target, args.opt, log, steps=True)
         prg = render(k)
         sizes = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
         launch = f"{sizes} work-groups of {prg.local_size} threads" if prg.local_size else \
             f"{sizes} threads, grouped as the runtime chooses"
+        launch += " (launch dims: the blue axes last first, the cyan ones in order)"
         if prg.vars:
-            launch += "\n  vars    " + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars) + \
+            launch += "\n  vars            " + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars) + \
                 ": int arguments; this one program runs every value, the launch size follows them"
-        print(f"{args.name} [{k.opts.device}]: {DEMOS[args.name].what}\n  shape   {k.colored_shape()}\n"
-              f"  opts    {', '.join(str(o) for o in k.applied_opts) or 'none'}\n  launch  {launch}\n\n{prg.src}")
+        print(f"  launch          {launch}\n\n{prg.src}")
     elif args.command == "search":
         try:
             search_demo(args.name, args.beam, args.opt, args.target, args.timeout, not args.no_cache)

@@ -2,10 +2,7 @@
 hand-coded heuristics, colours and the demo.
 
 Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
-is written as `full_shape` with one colour per axis (see the legend above `Kernel.colors` in kernel.py):
-
-    blue global, BLUE global without locals, cyan local, green grouped reduce, white upcast mid-reduce,
-    red reduce loop, magenta unrolled reduce, yellow upcast
+is written as `full_shape` with one colour per axis; the colours are kernel.py's COLOR_LEGEND.
 
 The golden-corpus replays live in test_golden.py.
 """
@@ -899,7 +896,8 @@ class TestHeuristics:
 
     # -- upcast broadcast axes while there are >= 1024 outputs --
     def test_broadcast_axes_are_upcast_for_reuse(self):
-        """matmul: axis 1 is broadcast in A and axis 0 in B; each is upcast by 4 (fewest moving buffers first)."""
+        """matmul: A has stride 0 on axis 1 and B on axis 0. Both axes have two moving buffers; the tie is broken by
+        the sum of strides (1 + 1 on axis 1 against 512 + 512 on axis 0), so axis 1 is upcast first, each by 4."""
         k = hand_coded(matmul_ast(512, 512, 512))
         assert k.applied_opts[:2] == [Opt(U, 1, 4), Opt(U, 0, 4)]
 

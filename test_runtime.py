@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pyopencl as cl
@@ -511,7 +512,8 @@ def test_time_kernel_is_positive_and_small():
 def test_cli_show_and_verify(capsys):
     assert R.main(["show", "sum_axis1", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:9:4"]) == 0
     out = capsys.readouterr().out
-    assert "UPCAST:9:4 rejected" in out and "__kernel void r_" in out and "work-groups of [16, 1, 1] threads" in out
+    assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
+    assert "work-groups of [16, 1, 1] threads" in out
     assert R.main(["verify", "broadcast", "--random", "1"]) == 0
     assert "kernels verified, 0 failed" in capsys.readouterr().out
 
