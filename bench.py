@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernel import (TARGETS, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, conv2d_ast, elementwise_ast,
-                    lazyop_from_json, load, matmul_ast, matvec_ast, optimize, reduce, store, sum_ast)
+                    int_at_least, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, reduce, run_command_line,
+                    store, sum_ast)
 from runtime import get_device, random_inputs, search, time_kernel
 
 
@@ -233,7 +234,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> in
                                 "tinygrad 0.9.1's own times when its measurement files exist.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS))
-    p.add_argument("--runs", type=int, default=10, help="timed runs per kernel, after warm-up (10)")
+    p.add_argument("--runs", type=int_at_least(1), default=10, help="timed runs per kernel, after warm-up (10)")
     p.add_argument("--tinygrad", metavar="FILE", default="/tmp/tinygrad_perf.json",
                    help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
                         "(default: %(default)s)")
@@ -254,4 +255,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> in
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command_line(main, "python bench.py"))

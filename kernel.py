@@ -90,19 +90,59 @@ def _count(n: Any, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def getenv(key: str, default: int = 0) -> int:
-    """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ..."""
-    return int(os.environ.get(key, default))
+def is_int(x: Any) -> bool:
+    """Is x an integer as a size, axis or amount takes it: a Python int or a numpy integer, never a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+class KnobError(ValueError):
+    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
+
+
+def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
+    """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
+    text = os.environ.get(key, "")
+    try:
+        value = int(text) if text.strip() else default
+    except ValueError:
+        value = None
+    if value is None or (minimum is not None and value < minimum):
+        want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")
+    return value
+
+
+def run_command_line(main: Callable[[Sequence[str] | None], int], prog: str, argv: Sequence[str] | None = None) -> int:
+    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), and
+    a reader that goes away (`| head`) ends it quietly."""
+    try:
+        status = main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
+        return status
+    except KnobError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
+        return 1
 
 
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
 
 
+def use_color() -> bool:
+    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
+    only a terminal gets it (never a file or a pipe)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+
+
 def colored(text: Any, color: str | None) -> str:
     """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
 
-    Plain text when the NO_COLOR environment variable is set (https://no-color.org)."""
-    if color is None or os.environ.get("NO_COLOR"):
+    Plain text unless use_color() says someone will see the colours."""
+    if color is None or not use_color():
         return str(text)
     code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
     return f"\x1b[{code}m{text}\x1b[0m"
@@ -284,8 +324,25 @@ class BufferOps(Enum):
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
-# ops that don't keep f(0) == 0: padding their input with zeros would change a SUM, so PADTO refuses them
+# how many sources each op takes
+ARITY: dict[Op, int] = {
+    **dict.fromkeys(UnaryOps, 1),
+    **dict.fromkeys(BinaryOps, 2),
+    **dict.fromkeys(TernaryOps, 3),
+    **dict.fromkeys(ReduceOps, 1),
+    BufferOps.LOAD: 0,
+    BufferOps.CONST: 0,
+    BufferOps.STORE: 1,
+}
+
+# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
+# some (MOD, a boolean NEG, ...): Kernel._padto also evaluates the SUM's source where every buffer reads 0.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
+
+
+def _check_field(owner: str, name: str, value: Any, ok: bool, want: str) -> None:
+    if not ok:
+        raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -296,6 +353,12 @@ class MemBuffer:
     dtype: DType
     st: ShapeTracker
 
+    def __post_init__(self) -> None:
+        _check_field("MemBuffer", "idx", self.idx, is_int(self.idx) and self.idx >= 0, "an int >= 0")
+        _check_field("MemBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
+        _check_field("MemBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
+        object.__setattr__(self, "idx", int(self.idx))  # a numpy integer idx is the same buffer
+
 
 @dataclass(frozen=True)
 class ConstBuffer:
@@ -305,6 +368,29 @@ class ConstBuffer:
     dtype: DType
     st: ShapeTracker
 
+    def __post_init__(self) -> None:
+        _check_field("ConstBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
+        _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
+        if (why := const_out_of_range(self.val, self.dtype)) is not None:
+            raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
+
+
+def const_out_of_range(val: Any, dtype: DType) -> str | None:
+    """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
+    if isinstance(val, Node):
+        return None  # a symbolic value: bound at run time
+    if not isinstance(val, numbers.Real):
+        return "is not a number for"
+    if dtype.scalar() == dtypes.bool:
+        return None if val in (0, 1) else "is not a truth value (True, False, 0 or 1) for"
+    if not dtypes.is_int(dtype):
+        return None  # floats: inf and nan are values too
+    if isinstance(val, float) and not (math.isfinite(val) and val == int(val)):
+        return "is not an integer, as it must be for"
+    bits = 8 * dtype.scalar().itemsize
+    lo, hi = (0, 2**bits - 1) if dtypes.is_unsigned(dtype) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return None if lo <= val <= hi else f"is out of the range {lo}..{hi} of"
+
 
 @dataclass(frozen=True)
 class LazyOp:
@@ -313,6 +399,29 @@ class LazyOp:
     op: Op
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
+
+    def __post_init__(self) -> None:
+        """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
+        built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
+        if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
+            raise ValueError(
+                f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or "
+                "BufferOps)"
+            )
+        name = self.op.name
+        if not isinstance(self.src, tuple):
+            raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
+        for i, s in enumerate(self.src):
+            if not isinstance(s, LazyOp):
+                raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
+        if len(self.src) != (n := ARITY[self.op]):
+            raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
+        want = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer,
+                UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}.get(self.op)
+        if want is not None and not isinstance(self.arg, want):
+            raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
+        if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
+            raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -400,13 +509,21 @@ def verify_lazyop(*ast: LazyOp) -> None:
             raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
         if len(out.src) != 1:
             raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
-        if out.arg.st.size != ast[-1].arg.st.size:
-            raise ValueError(f"outputs must have the same size, got {out.arg.st.size} and {ast[-1].arg.st.size}")
+        if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
+            outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
+            raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
         if shape_of(out.src[0]) != out.arg.st.shape:
             raise ValueError(
                 f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
+    dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
+    for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
+        how = "loaded" if x.op is BufferOps.LOAD else "stored"
+        seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
+        if seen != x.arg.dtype:
+            raise ValueError(f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
+                             f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}")
     _verify_reduceops(ast, shapes)
 
 
@@ -437,6 +554,87 @@ def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, .
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
             )
+
+
+# Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
+# are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
+_ON_NUMBERS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.EXP2: lambda a: 2.0**a,
+    UnaryOps.LOG2: math.log2,
+    UnaryOps.SIN: math.sin,
+    UnaryOps.SQRT: math.sqrt,
+    UnaryOps.NEG: operator.neg,
+    UnaryOps.RECIP: lambda a: 1 / a,
+    BinaryOps.ADD: operator.add,
+    BinaryOps.MUL: operator.mul,
+    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
+    BinaryOps.MAX: max,
+    BinaryOps.MOD: math.fmod,
+    BinaryOps.CMPLT: operator.lt,
+    BinaryOps.CMPNE: operator.ne,
+    BinaryOps.XOR: operator.xor,
+    BinaryOps.SHR: operator.rshift,
+    BinaryOps.SHL: operator.lshift,
+    TernaryOps.WHERE: lambda c, a, b: a if c else b,
+    TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}
+_ON_BOOLS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.NEG: operator.not_,
+    BinaryOps.ADD: operator.or_,
+    BinaryOps.MUL: operator.and_,
+    BinaryOps.MAX: operator.or_,
+}
+
+
+def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
+    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
+    memo = {} if memo is None else memo
+    if x in memo:
+        return memo[x]
+    srcs = [value_on_zeros(s, memo) for s in x.src]
+    if x.op in BufferOps:
+        ret: Any = False if x.dtype == dtypes.bool else 0
+    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+        a = srcs[0]
+        if x.op is UnaryOps.BITCAST and a != 0:
+            ret = math.nan  # the bits of anything but 0 mean something else in the new type
+        elif x.arg == dtypes.bool:
+            ret = bool(a)
+        elif dtypes.is_int(x.arg):
+            ret = int(a) if math.isfinite(a) else math.nan
+        else:
+            ret = float(a)
+    else:
+        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
+        try:
+            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
+        except (ArithmeticError, ValueError, TypeError):
+            ret = math.nan
+    memo[x] = ret
+    return ret
+
+
+def padding_changes(r: LazyOp | None) -> str | None:
+    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
+    if r is None or r.op is not ReduceOps.SUM:
+        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
+    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
+        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
+    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
+    if (off := first_op_off_zero(r.src[0])) is not None:
+        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
+    return None
+
+
+def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
+    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
+    memo: dict[LazyOp, Any] = {}
+    if value_on_zeros(x, memo) == 0:
+        return None
+    while (off := [s for s in x.src if memo[s] != 0]):
+        x = off[0]
+    return x, memo[x]
 
 
 # ============================================================================================================
@@ -1158,14 +1356,25 @@ class View:
             ok = all(is_sint(s) and s >= 0 for s in shape)
         if not ok:
             raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic, got shape {shape}")
-        if strides is not None and len(strides) != len(shape):
-            raise ValueError(f"View.create: {len(strides)} strides for shape {shape}")
-        if mask is not None and (len(mask) != len(shape) or any(len(m) != 2 for m in mask)):
-            raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair per axis of {shape}")
+        if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
+            raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
+        if not is_sint(offset):
+            raise ValueError(f"View.create: offset must be an int, got {offset!r}")
+        if mask is not None:
+            mask = tuple(tuple(m) for m in mask)
+            if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
+                raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
+            outside = [
+                (m, s) for m, s in zip(mask, shape) if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1]
+                and not (0 <= m[0] and m[1] <= s)
+            ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
+            if outside:
+                (b, e), s = outside[0]
+                raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
         return View._create(
             shape,
-            tuple(strides) if strides is not None else None,
-            offset,
+            tuple(map(_sint, strides)) if strides is not None else None,
+            _sint(offset),
             tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None,
         )
 
@@ -1836,6 +2045,11 @@ class Opt:
     axis: int | None = None
     amt: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("axis", "amt"):  # a numpy integer is an int: stored as one, the opt prints and compares as one
+            if is_int(value := getattr(self, name)) and type(value) is not int:
+                object.__setattr__(self, name, int(value))
+
     def __repr__(self) -> str:
         return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
 
@@ -1856,10 +2070,13 @@ class Opt:
         """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
         op, *rest = text.split(":")
         try:
+            if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
+                raise ValueError
             return Opt(OptOps[op.upper()], *(int(x) for x in rest))
         except (KeyError, ValueError, TypeError):
             raise ValueError(
-                f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)}"
+                f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
+                "and AXIS, AMT integers (NOLOCALS alone)"
             ) from None
 
 
@@ -2293,6 +2510,7 @@ class Kernel:
 
     def _apply_opt(self, opt: Opt, append_opt: bool) -> None:
         check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
+        check(0 not in self.full_shape, f"the kernel has no elements (shape {self.full_shape}): no opt applies")
         check(
             not self.dont_use_locals or opt.op not in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID),
             "not using locals",
@@ -2322,9 +2540,13 @@ class Kernel:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
         NOLOCALS takes neither: (-1, -1)."""
         if opt.op is OptOps.NOLOCALS:
+            check(
+                opt.axis is None and opt.amt is None,
+                f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}",
+            )
             return -1, -1
-        check(isinstance(opt.axis, int) and opt.axis >= 0, f"{opt.op.name} needs an axis >= 0, got {opt.axis}")
-        check(isinstance(opt.amt, int) and opt.amt >= 0, f"{opt.op.name} needs an amount >= 0, got {opt.amt}")
+        check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
+        check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
@@ -2427,16 +2649,14 @@ class Kernel:
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
-        if self.first_reduce <= axis:  # padding a reduce axis adds zeros to the SUM: only safe if f(0) == 0
+        if self.first_reduce <= axis:  # padding a reduce axis adds elements to every SUM: each must be 0
             # tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here
             for r in self.reduceops or [None]:
-                check(
-                    r is not None
-                    and r.op is ReduceOps.SUM
-                    and all(op.op not in UNSAFE_PAD_OPS for s in r.src for op in s.lazyops),
-                    "cannot pad" if r is self.reduceop else f"cannot pad: the padding would change {r.op} (reduce op "
-                    f"{self.reduceops.index(r)}), which tinygrad 0.9.1 doesn't check",
-                )
+                if (why := padding_changes(r)) is not None:
+                    if r is not self.reduceop:
+                        why = f"the padding would change {r.op} (reduce op {self.reduceops.index(r)}), which " \
+                            f"tinygrad 0.9.1 doesn't check: {why}"
+                    raise KernelOptError(f"cannot pad: {why}")
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
@@ -2578,8 +2798,9 @@ class Kernel:
         return False
 
     def _apply_tc(self, opt: Opt) -> None:
+        check(is_int(opt.axis) and opt.axis >= 0, f"TC needs an int axis >= 0, got {opt.axis!r}")
+        check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
         check(len(self.applied_opts) == 0, "tensor core opts must be first")
-        check(opt.axis is not None and opt.amt is not None, "tensor core opts must have an axis and amt")
         use_tensor_cores = self.opts.tc
         check(use_tensor_cores == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
         check(self._apply_tc_opt(use_tensor_cores, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
@@ -2692,7 +2913,20 @@ class Kernel:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
 
         Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
-        derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
+        derived (tinygrad's own comments say these branches "need to be optional and benchmarked").
+
+        All or nothing: where an opt fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the
+        kernel as it was."""
+        state = self._state()
+        try:
+            self._hand_coded()
+        except KernelOptError:
+            self._restore(state)
+            raise
+
+    def _hand_coded(self) -> None:
+        if 0 in self.full_shape:
+            return  # an empty kernel: nothing to optimize
         self.required_optimizations()
         if self._matvec():
             return
@@ -2714,9 +2948,9 @@ class Kernel:
         while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
         based on the wide vs tall/large vs small mat"), hence the environment knobs."""
         blocksize, threads, rows = (
-            getenv("MV_BLOCKSIZE", 4),
-            getenv("MV_THREADS_PER_ROW", 8),
-            getenv("MV_ROWS_PER_THREAD", 4),
+            getenv("MV_BLOCKSIZE", 4, minimum=1),
+            getenv("MV_THREADS_PER_ROW", 8, minimum=1),
+            getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
         )
         r = self.reduceop
         step = len(self.applied_opts)
@@ -3099,6 +3333,13 @@ def _cuda_tensor_cores() -> list[TensorCore]:
         for di, do in [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]
     ]
 
+
+if __name__ == "__main__":  # the targets below read TC and TC_OPT at import: on the command line a bad one is one line
+    try:
+        getenv("TC"), getenv("TC_OPT")
+    except KnobError as e:
+        print(f"python kernel.py: error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
 TARGETS: dict[str, Target] = {
@@ -3753,7 +3994,9 @@ def demo_kernel(
                 rows.append((str(opt), f"rejected: {e}", ""))
                 nests.append([])
         width = max(ansilen(shape) for _, shape, _ in rows) + 3
-        table = [f"  {label:<16}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip() for label, shape, why in rows]
+        label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
+        table = [f"  {label:<{label_width}}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip()
+                 for label, shape, why in rows]
         if view == "steps":
             lines = table
         elif view == "loops" and every_step:
@@ -3778,6 +4021,22 @@ def parse_opt_arg(text: str) -> Opt:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type for the command lines: an integer >= low, or an error that says so."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -3795,7 +4054,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
         "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
         "axis); UNROLL and GROUP count axes from the first reduce axis; AMT 0 means the whole axis.\n"
-        "Set NO_COLOR=1 for plain text.",
+        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="show how kernels are optimized")
@@ -3828,4 +4087,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command_line(main, "python kernel.py"))

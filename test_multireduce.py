@@ -24,6 +24,7 @@ import kernel as K
 from kernel import (TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu,
                     const, load, matmul_ast, reduce, store)
 from test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
+from test_fuzz import verify_random_opts
 
 MR_CASES = load_corpus("multireduce.json")["cases"]
 MR_IDS = [case_id(c) for c in MR_CASES]
@@ -457,7 +458,7 @@ def test_random_pairs_of_reduces_and_opts_verify(device, seed):
     for target in ("opencl", "clang"):
         k = Kernel(store(out), opts=TARGETS[target])
         inputs = R.random_inputs(k)
-        R.verify_random_opts(k, inputs, rng, tries=6)
+        verify_random_opts(k, inputs, rng, tries=6)
         k = Kernel(store(out), opts=TARGETS[target])
         k.hand_coded_optimizations()
         R.verify(k, *inputs)

@@ -4,7 +4,7 @@ The golden corpus (testdata/kernels.json, kernels tinygrad 0.9.1 really produced
 heuristics and after every accepted step of its random opt sequences, then compared with the numpy reference.
 Kernels whose iteration space is larger than 2**22 elements need RUNTIME_LARGE=1 (they take minutes on 2 cores);
 the default run still covers every OptOp, every target, images, masks and GROUP (a test below checks that).
-RUNTIME_FUZZ=N runs N random ASTs instead of the default 12 (RUNTIME_FUZZ_SEED=S starts from another seed).
+The fuzzer of random ASTs and opts is test_fuzz.py.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pytest
 
 import runtime as R
 from test_golden import KERNEL_CASES, build_kernel
-from kernel import (TARGETS, BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, Opt, OptOps,
+from kernel import (TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps,
                     ReduceOps, ShapeTracker, TernaryOps, UnaryOps, alu, const, conv2d_ast, dtypes,
-                    elementwise_ast, image_matvec_ast, load, matmul_ast, matvec_ast, optimize, prod, reduce, store,
+                    elementwise_ast, image_matvec_ast, load, matmul_ast, matvec_ast, reduce, store,
                     sum_ast)
 
 CASES = KERNEL_CASES
@@ -86,146 +86,6 @@ def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
     assert any("image" in json.dumps(c["ast"]) for c in small)
     assert any('"mask": [[' in json.dumps(c["ast"]) for c in small)
     assert any("green" in c["hand_coded"]["colors"] for c in small)
-
-
-# -- the fuzzer ---------------------------------------------------------------------------------------------------
-def _random_st(rng: np.random.Generator, shape: tuple[int, ...]) -> ShapeTracker:
-    """A random view of some buffer with the given shape: permuted, broadcast, flipped, padded, shrunk, strided
-    or reshaped, a few of these at once."""
-    n = len(shape)
-    perm = [int(x) for x in rng.permutation(n)] if rng.random() < 0.3 else list(range(n))
-    base = [0] * n
-    for i, p in enumerate(perm):
-        base[p] = shape[i]
-    bcast = [rng.random() < 0.2 for _ in range(n)]
-    st = ShapeTracker.from_shape(tuple(1 if b else s for s, b in zip(base, bcast)))
-    st = st.expand(tuple(base)).permute(tuple(perm))
-    for _ in range(int(rng.integers(3))):
-        axis, kind = int(rng.integers(n)), rng.choice(["flip", "pad", "stride", "reshape"])
-        size = shape[axis]
-        if kind == "flip":
-            st = st.stride(tuple(-1 if i == axis else 1 for i in range(n)))
-        elif kind == "pad":  # pad, then shrink back to the shape at a random offset: some elements are padding
-            lo, hi = int(rng.integers(3)), int(rng.integers(3))
-            start = int(rng.integers(lo + hi + 1))
-            st = st.pad(tuple((lo, hi) if i == axis else (0, 0) for i in range(n)))
-            st = st.shrink(tuple((start, start + size) if i == axis else (0, s) for i, s in enumerate(st.shape)))
-        elif kind == "stride":  # every other element of twice the axis
-            st = st.pad(tuple((0, size) if i == axis else (0, 0) for i in range(n)))
-            st = st.stride(tuple(2 if i == axis else 1 for i in range(n)))
-        else:  # through a flat view and back: a second view when the first isn't contiguous
-            st = st.reshape((prod(shape),)).reshape(shape)
-    return st
-
-
-class _AstBuilder:
-    """Random expression trees over loads of random views (one new input buffer per load)."""
-
-    def __init__(self, rng: np.random.Generator):
-        self.rng, self.next_idx = rng, 1
-
-    def leaf(self, shape, dt) -> LazyOp:
-        if self.rng.random() < 0.2:
-            val = True if dt == dtypes.bool else int(self.rng.integers(1, 5)) if dt == dtypes.int else \
-                float(self.rng.integers(-4, 5)) / 2
-            return const(val, shape, dt)
-        self.next_idx += 1
-        return load(self.next_idx - 1, _random_st(self.rng, shape), dt)
-
-    def expr(self, shape, dt, depth: int) -> LazyOp:
-        rng = self.rng
-        if depth == 0 or rng.random() < 0.25:
-            return self.leaf(shape, dt)
-        def sub(d=dt):  # noqa: E306
-            return self.expr(shape, d, depth - 1)
-        if dt == dtypes.bool:
-            return [lambda: alu(BinaryOps.CMPLT, sub(dtypes.float), sub(dtypes.float)),
-                    lambda: alu(BinaryOps.CMPNE, sub(dtypes.int), sub(dtypes.int)),
-                    lambda: alu(UnaryOps.NEG, sub())][rng.integers(3)]()
-        if rng.random() < 0.15:
-            return alu(TernaryOps.WHERE, sub(dtypes.bool), sub(), sub())
-        if rng.random() < 0.1:
-            return alu(UnaryOps.CAST, sub(dtypes.float if dt == dtypes.int else dtypes.int), arg=dt)
-        if dt == dtypes.int:
-            op = [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.XOR, BinaryOps.IDIV, BinaryOps.MOD,
-                  BinaryOps.SHL, UnaryOps.NEG][rng.integers(8)]
-            if op in (BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL):  # by a positive constant: always defined
-                return alu(op, sub(), const(int(rng.integers(1, 5)), shape, dt))
-            return alu(op, sub()) if op is UnaryOps.NEG else alu(op, sub(), sub())
-        op = [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, UnaryOps.NEG, UnaryOps.SIN, UnaryOps.EXP2,
-              UnaryOps.SQRT, UnaryOps.RECIP][rng.integers(8)]
-        if op in (UnaryOps.SQRT, UnaryOps.RECIP):  # of x*x + 1 >= 1: no NaN, no division by zero
-            x = sub()
-            return alu(op, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), const(1.0, shape, dt)))
-        return alu(op, sub()) if op in UnaryOps else alu(op, sub(), sub())
-
-
-def random_ast(rng: np.random.Generator) -> tuple[LazyOp, ...]:
-    """A random kernel AST: an elementwise tree, maybe a SUM/MAX over random axes (sometimes a matmul-like
-    contraction of two broadcast operands), maybe more elementwise work after it, and one or two outputs."""
-    b = _AstBuilder(rng)
-    shape = tuple(int(rng.choice([1, 2, 3, 4, 5, 8, 16, 32])) for _ in range(int(rng.integers(1, 5))))
-    while prod(shape) > 1 << 14:
-        shape = shape[1:]
-    dt = [dtypes.float, dtypes.float, dtypes.half, dtypes.int, dtypes.bool][rng.integers(5)]
-    big = [i for i, s in enumerate(shape) if s > 1]
-    if big and rng.random() < 0.6:  # a reduce, over axes of more than 1 (as tinygrad's scheduler makes them)
-        dt = dtypes.float if dt == dtypes.bool else dt
-        axes = tuple(i for i in big if rng.random() < 0.5) or (big[-1],)
-        if rng.random() < 0.3:  # a contraction: a broadcast along its first axis times b along its last
-            a_st, b_st = (ShapeTracker.from_shape(tuple(1 if i == j else s for i, s in enumerate(shape))).expand(shape)
-                          for j in (0, len(shape) - 1))
-            src, b.next_idx = alu(BinaryOps.MUL, load(1, a_st, dt), load(2, b_st, dt)), 3
-        else:
-            src = b.expr(shape, dt, 3)
-        red = reduce(ReduceOps.SUM if rng.random() < 0.7 else ReduceOps.MAX, src, axes)
-        out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-        value = red if rng.random() < 0.5 else alu(BinaryOps.ADD, red, b.expr(out_shape, dt, 1))
-    else:
-        out_shape, value = shape, b.expr(shape, dt, 4)
-    outputs = [value] + ([b.expr(out_shape, dt, 2)] if value.op not in ReduceOps and rng.random() < 0.2 else [])
-
-    def renumber(x: LazyOp) -> LazyOp:  # outputs are buffers 0, 1, ...; the loads come after them
-        if x.op is BufferOps.LOAD:
-            return load(x.arg.idx + len(outputs) - 1, x.arg.st, x.arg.dtype)
-        return LazyOp(x.op, tuple(renumber(s) for s in x.src), x.arg)
-    return tuple(store(renumber(v), i) for i, v in enumerate(outputs))
-
-
-def fuzz(count: int, seed: int) -> int:
-    """Verify `count` random ASTs on random targets, each with the heuristics and then random opts, and without
-    opts and then random opts. Raises on the first wrong kernel; returns how many kernels were verified."""
-    rng = np.random.default_rng(seed)
-    verified = 0
-    for n in range(count):
-        ast = random_ast(rng)
-        target = list(TARGETS)[rng.integers(len(TARGETS))]
-        inputs = R.random_inputs(ast, seed=n)
-        expected = R.reference(ast, *inputs)
-        for heuristics in (True, False):
-            k = Kernel(*ast, opts=TARGETS[target])
-            if heuristics:
-                optimize(k)
-            try:
-                R.verify(k, *inputs, expected=expected)
-                verified += 1 + R.verify_random_opts(k, inputs, rng, tries=6)
-            except Exception as e:
-                raise AssertionError(f"fuzz case {n} (seed {seed}) on {target}, opts {k.applied_opts}: "
-                                     f"{type(e).__name__}: {e}\nAST: {ast}") from e
-    return verified
-
-
-def test_fuzzer_random_asts_and_opts_verify():
-    count, seed = int(os.environ.get("RUNTIME_FUZZ", 12)), int(os.environ.get("RUNTIME_FUZZ_SEED", 0))
-    assert fuzz(count, seed) >= 2 * count  # each AST verifies at least with the heuristics and without opts
-
-
-def test_random_asts_use_views_of_every_kind():
-    rng = np.random.default_rng(1)
-    text = " ".join(repr(random_ast(rng)) for _ in range(40))
-    for what in ("mask=((", "strides=(-", "ReduceOps.SUM", "ReduceOps.MAX", "dtypes.int", "dtypes.bool", "dtypes.half",
-                 "CONST", "UnaryOps.CAST", "TernaryOps.WHERE", "BinaryOps.IDIV"):
-        assert what in text
 
 
 # -- what each colour becomes -------------------------------------------------------------------------------------
@@ -514,7 +374,7 @@ def test_cli_show_and_verify(capsys):
     out = capsys.readouterr().out
     assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
     assert "work-groups of [16, 1, 1] threads" in out
-    assert R.main(["verify", "broadcast", "--random", "1"]) == 0
+    assert R.main(["verify", "broadcast", "--seed", "1"]) == 0
     assert "kernels verified, 0 failed" in capsys.readouterr().out
 
 

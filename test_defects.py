@@ -1,0 +1,597 @@
+"""The rules behind issue 8: no wrong results, no unclear errors.
+
+Each test states a rule that holds for a whole class of input (every dtype, every op, every malformed argument),
+not only for the case that found it: a refusal names what was wrong, and a kernel that is accepted computes exactly
+what its AST means. The random search for more such cases lives in test_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kernel
+import runtime as R
+from kernel import (
+    UNSAFE_PAD_OPS,
+    BinaryOps,
+    BufferOps,
+    Kernel,
+    KernelOptError,
+    LazyOp,
+    MemBuffer,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    TernaryOps,
+    UnaryOps,
+    View,
+    alu,
+    const,
+    dtypes,
+    elementwise_ast,
+    load,
+    matmul_ast,
+    reduce,
+    store,
+    sum_ast,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+        dtypes.uint64]
+NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
+
+
+@pytest.fixture(autouse=True)
+def _no_knobs(monkeypatch):
+    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT"):
+        monkeypatch.delenv(knob, raising=False)
+
+
+@pytest.fixture
+def device():
+    try:
+        return R.get_device()
+    except R.NoDeviceError as e:
+        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+def copy_ast(shape: tuple[int, ...], dt=dtypes.float) -> tuple[LazyOp, ...]:
+    """out = a"""
+    return (store(load(1, ShapeTracker.from_shape(shape), dt)),)
+
+
+def binary_ast(op, dt, n: int = 4, out_dt=None) -> tuple[LazyOp, ...]:
+    """out = CAST(a op b, out_dt), both contiguous of n elements"""
+    st = ShapeTracker.from_shape((n,))
+    value = alu(op, load(1, st, dt), load(2, st, dt))
+    return (store(alu(UnaryOps.CAST, value, arg=out_dt) if out_dt else value),)
+
+
+# ============================================================================================================
+# 1. PADTO of a reduce axis only where the padding's zeros leave the SUM unchanged
+# ============================================================================================================
+def _padded_sum_ast(build, dt=dtypes.float) -> tuple[LazyOp, ...]:
+    """SUM over axis 1 of CAST(build(a, b), float) on (4, 6): padding axis 1 to 8 adds two columns of zeros."""
+    st = ShapeTracker.from_shape((4, 6))
+    value = build(load(1, st, dt), load(2, st, dt))
+    if value.dtype != dtypes.float:
+        value = alu(UnaryOps.CAST, value, arg=dtypes.float)
+    return (store(reduce(ReduceOps.SUM, value, (1,))),)
+
+
+_PAD_CASES = {
+    "ADD": (lambda a, b: alu(BinaryOps.ADD, a, b), dtypes.float),
+    "MUL": (lambda a, b: alu(BinaryOps.MUL, a, b), dtypes.float),
+    "MAX": (lambda a, b: alu(BinaryOps.MAX, a, b), dtypes.float),
+    "NEG": (lambda a, b: alu(UnaryOps.NEG, a), dtypes.float),
+    "SQRT": (lambda a, b: alu(UnaryOps.SQRT, alu(BinaryOps.MUL, a, a)), dtypes.float),
+    "SIN": (lambda a, b: alu(UnaryOps.SIN, a), dtypes.float),
+    "CMPLT": (lambda a, b: alu(BinaryOps.CMPLT, a, b), dtypes.float),
+    "CMPNE": (lambda a, b: alu(BinaryOps.CMPNE, a, b), dtypes.float),
+    "WHERE": (lambda a, b: alu(TernaryOps.WHERE, alu(BinaryOps.CMPLT, a, b), a, b), dtypes.float),
+    "MOD": (lambda a, b: alu(BinaryOps.MOD, a, b), dtypes.float),
+    "int MOD": (lambda a, b: alu(BinaryOps.MOD, a, b), dtypes.int32),
+    "int XOR": (lambda a, b: alu(BinaryOps.XOR, a, b), dtypes.int32),
+    "bool NEG": (lambda a, b: alu(UnaryOps.NEG, alu(BinaryOps.CMPNE, a, b)), dtypes.float),
+    "EXP2": (lambda a, b: alu(UnaryOps.EXP2, a), dtypes.float),
+    "LOG2": (lambda a, b: alu(UnaryOps.LOG2, alu(BinaryOps.MUL, a, a)), dtypes.float),
+    "RECIP": (lambda a, b: alu(UnaryOps.RECIP, a), dtypes.float),
+    "IDIV": (lambda a, b: alu(BinaryOps.IDIV, a, b), dtypes.int32),
+    "WHERE of bool NEG": (lambda a, b: alu(TernaryOps.WHERE, alu(UnaryOps.NEG, alu(BinaryOps.CMPLT, a, b)), a, b),
+                          dtypes.float),
+}
+
+
+@pytest.mark.parametrize("name", list(_PAD_CASES))
+def test_padto_of_a_reduce_axis_is_accepted_exactly_where_zeros_in_give_zero_out(name, device):
+    """The padding reads 0 from every buffer: PADTO of a SUM's axis is safe iff the SUM's source maps all-zero inputs
+    to 0 (measured here with the reference on zeros) and holds no op tinygrad 0.9.1 refuses (UNSAFE_PAD_OPS);
+    an accepted PADTO computes the same sum, a refused one says which op maps 0 to something else."""
+    build, dt = _PAD_CASES[name]
+    ast = _padded_sum_ast(build, dt)
+    elementwise = (store(ast[0].src[0].src[0]),)  # the SUM's source, unreduced
+    zeros = [np.zeros_like(x) for x in R.random_inputs(elementwise)]
+    try:
+        with np.errstate(all="raise"):  # a division by zero is undefined in C: not a 0
+            (at_zero,) = R.reference(elementwise, *zeros)
+    except FloatingPointError:
+        at_zero = np.ones(1)
+    divides = any(x.op in (BinaryOps.IDIV, BinaryOps.MOD) for x in ast[0].lazyops)  # by the padding's 0: undefined
+    safe = bool(np.all(at_zero == 0)) and not divides and not any(x.op in UNSAFE_PAD_OPS for x in ast[0].lazyops)
+    k = Kernel(*ast)
+    if safe:
+        k.apply_opt(Opt(OptOps.PADTO, 1, 4))
+        assert k.full_shape == (4, 8)
+        R.verify(k, *R.random_inputs(k))
+    else:
+        with pytest.raises(KernelOptError, match=r"cannot pad: (\w+)") as e:
+            k.apply_opt(Opt(OptOps.PADTO, 1, 4))
+        assert re.search(r"cannot pad: (\w+)", str(e.value))[1] in name.split()[-1] + " ".join(
+            x.op.name for x in ast[0].lazyops)
+        assert k.applied_opts == [] and k.full_shape == (4, 6)
+
+
+def test_padto_names_the_op_that_breaks_the_sum():
+    with pytest.raises(KernelOptError, match=r"cannot pad: MOD maps the padding's 0 to nan"):
+        Kernel(*_padded_sum_ast(lambda a, b: alu(BinaryOps.MOD, a, const(4.0, (4, 6))))).apply_opt(
+            Opt(OptOps.PADTO, 1, 4))
+    bool_neg = _padded_sum_ast(lambda a, b: alu(UnaryOps.NEG, alu(BinaryOps.CMPNE, a, b)))
+    with pytest.raises(KernelOptError, match=r"cannot pad: NEG maps the padding's 0 to True"):
+        Kernel(*bool_neg).apply_opt(Opt(OptOps.PADTO, 1, 4))
+
+
+def test_padto_of_an_output_axis_is_safe_through_any_op(device):
+    """Padding an output axis only adds outputs that are never stored."""
+    k = Kernel(*_padded_sum_ast(lambda a, b: alu(BinaryOps.MOD, a, const(4.0, (4, 6)))))
+    k.apply_opt(Opt(OptOps.PADTO, 0, 8))
+    R.verify(k, *R.random_inputs(k))
+
+
+# ============================================================================================================
+# 2. integer arithmetic wraps in its own width, as numpy's does
+# ============================================================================================================
+@pytest.mark.parametrize("dt", NARROW_INTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.SHL, UnaryOps.NEG])
+def test_narrow_int_arithmetic_wraps_before_it_is_used(dt, op, device):
+    info = np.iinfo(R.np_dtype(dt))
+    a = np.array([info.max, info.min, 16, info.max // 2 + 1], R.np_dtype(dt))
+    b = np.array([1, -1 if info.min else 1, 16, 2], R.np_dtype(dt)) if op is not BinaryOps.SHL else \
+        np.array([1, 1, 4, 1], R.np_dtype(dt))
+    st = ShapeTracker.from_shape((4,))
+    value = alu(op, load(1, st, dt)) if op is UnaryOps.NEG else alu(op, load(1, st, dt), load(2, st, dt))
+    ast = (store(alu(UnaryOps.CAST, value, arg=dtypes.int64)),)
+    with np.errstate(all="ignore"):
+        want = {BinaryOps.ADD: a + b, BinaryOps.MUL: a * b, BinaryOps.SHL: a << b, UnaryOps.NEG: -a}[op]
+    inputs = (a,) if op is UnaryOps.NEG else (a, b)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), *inputs)[0], want.astype(np.int64))
+    np.testing.assert_array_equal(R.reference(ast, *inputs)[0], want.astype(np.int64))
+
+
+@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_signed_overflow_wraps_as_numpy_does(dt, device):
+    """Signed overflow is undefined in C, and a compiler that knows a value (here the identity of a MAX over an
+    empty axis) may fold it away: the renderer computes in the unsigned type."""
+    info = np.iinfo(R.np_dtype(dt))
+    smallest = reduce(ReduceOps.MAX, load(1, ShapeTracker.from_shape((4, 0)), dt), (1,))
+    ast = (store(alu(BinaryOps.ADD, smallest, load(2, ShapeTracker.from_shape((4, 1)), dt))),)
+    x = np.array([-4, -1, 0, 3], R.np_dtype(dt))
+    with np.errstate(all="ignore"):
+        want = np.full(4, info.min, R.np_dtype(dt)) + x
+    np.testing.assert_array_equal(R.reference(ast, np.zeros(0, R.np_dtype(dt)), x)[0], want)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), np.zeros(0, R.np_dtype(dt)), x)[0], want)
+
+
+def test_narrow_int_comparison_sees_the_wrapped_value(device):
+    st = ShapeTracker.from_shape((1,))
+    sq = alu(BinaryOps.MUL, load(1, st, dtypes.int8), load(1, st, dtypes.int8))
+    ast = (store(alu(BinaryOps.CMPLT, sq, const(5, (1,), dtypes.int8))),)
+    assert R.run(Kernel(*ast), np.array([16], np.int8))[0].tolist() == [True]  # 16*16 wraps to 0 in int8
+
+
+# ============================================================================================================
+# 3, 4. indices and loop bounds are C ints: past int32 the renderer refuses instead of computing garbage
+# ============================================================================================================
+def test_an_index_past_int32_is_refused_not_miscomputed(device):
+    st = ShapeTracker.from_shape((4,)).reshape((4, 1)).expand((4, 1 << 30)).reshape((1 << 32,)).stride(
+        ((1 << 30) + 1,))
+    k = Kernel(store(load(1, st)))
+    with pytest.raises(ValueError, match=r"data1: index .* does not fit in a 32-bit int"):
+        R.render(k)
+    with pytest.raises(ValueError, match="32-bit"):
+        R.run(k, np.array([10, 20, 30, 40], np.float32))
+
+
+def test_a_loop_past_int32_is_refused_not_endless():
+    k = Kernel(*sum_ast(((1 << 31) + 6,)))
+    with pytest.raises(ValueError, match=r"axis 0 of size 2147483654 .* does not fit in a 32-bit int"):
+        R.render(k)
+
+
+def test_indices_up_to_int32_still_render():
+    st = ShapeTracker.from_shape((2, 1 << 30)).shrink(((1, 2), (0, 4)))  # reads from index 2**30 on
+    assert "1073741824" in R.render(Kernel(store(load(1, st)))).src
+
+
+# ============================================================================================================
+# 5. the reference computes in the dtype's own arithmetic
+# ============================================================================================================
+def test_reference_uint64_is_exact(device):
+    ast = binary_ast(BinaryOps.ADD, dtypes.uint64)
+    a = np.array([2**64 - 2, 2**63, 1, 2**53 + 1], np.uint64)
+    b = np.array([1, 2**63 - 1, 2**64 - 1, 2], np.uint64)
+    np.testing.assert_array_equal(R.reference(ast, a, b)[0], a + b)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), a, b)[0], a + b)
+
+
+def test_reference_keeps_narrow_inputs_narrow():
+    """A uint8 input is gathered as uint8 (a 3 GiB input must not become 24 GiB of int64)."""
+    seen = []
+    real = R._Reference.__init__
+
+    def spy(self, ast, data):
+        seen.extend(x.dtype for x in data.values())
+        real(self, ast, data)
+
+    ast = copy_ast((8,), dtypes.uint8)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(R._Reference, "__init__", spy)
+        R.reference(ast, np.arange(8, dtype=np.uint8))
+    assert seen == [np.uint8]
+
+
+def test_reference_computes_half_as_float_until_stored(device):
+    """The device keeps half in memory and computes it as float: a CAST to half rounds nothing until the store
+    (sin of a uint past half's range is sin of that number, not of inf)."""
+    st = ShapeTracker.from_shape((3,))
+    as_half = alu(UnaryOps.CAST, load(1, st, dtypes.uint32), arg=dtypes.half)
+    ast = (store(alu(UnaryOps.CAST, alu(UnaryOps.SIN, as_half), arg=dtypes.float)),)
+    x = np.array([4_000_000_000, 70_000, 3], np.uint32)
+    want = np.sin(x.astype(np.float32))
+    np.testing.assert_allclose(R.reference(ast, x)[0], want, rtol=1e-6)
+    np.testing.assert_allclose(R.run(Kernel(*ast), x)[0], want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_idiv_truncates_toward_zero_even_at_the_smallest_int(dt, device):
+    info = np.iinfo(R.np_dtype(dt))
+    a = np.array([info.min, info.min, -7, 7, -7, info.max], R.np_dtype(dt))
+    b = np.array([2, info.max, 2, -2, -2, info.min], R.np_dtype(dt))
+    # C's quotient truncates toward zero: the magnitude is |a| // |b|, the sign is negative when the signs differ
+    want = [-(abs(int(x)) // abs(int(y))) if (x < 0) != (y < 0) else abs(int(x)) // abs(int(y)) for x, y in zip(a, b)]
+    ast = binary_ast(BinaryOps.IDIV, dt, 6)
+    assert R.reference(ast, a, b)[0].tolist() == want
+    assert R.run(Kernel(*ast), a, b)[0].tolist() == want
+
+
+# ============================================================================================================
+# 6. verify compares every element, every output, and sees unwritten elements whatever their value
+# ============================================================================================================
+@pytest.mark.parametrize("dt, big, wrong", [(dtypes.float, 1e6, 1000.0), (dtypes.half, 60000.0, 1001.0)])
+def test_verify_compares_each_element_on_its_own_scale(dt, big, wrong, device):
+    k = Kernel(*copy_ast((2,), dt))
+    x = np.array([wrong, big], R.np_dtype(dt))
+    with pytest.raises(R.VerificationError, match="differs in 1 of 2 elements"):
+        R.verify(k, x, expected=[np.array([1.0, big], R.np_dtype(dt))])
+
+
+def test_verify_checks_the_number_and_shapes_of_expected_outputs(device):
+    k = Kernel(*copy_ast((4,)))
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="expected 1 output array .*got 0"):
+        R.verify(k, x, expected=[])
+    with pytest.raises(ValueError, match=r"expected output data0 has shape \(3,\), the kernel writes \(4,\)"):
+        R.verify(k, x, expected=[x[:3]])
+    st = ShapeTracker.from_shape((4,))
+    two = Kernel(store(load(2, st)), store(alu(UnaryOps.NEG, load(2, st)), 1))
+    ref = R.reference(two, x)
+    with pytest.raises(ValueError, match="expected 2 output arrays .*got 1"):
+        R.verify(two, x, expected=ref[:1])
+
+
+@pytest.mark.parametrize("dt, true_value", [(dtypes.float, np.nan), (dtypes.int32, 2**31 - 1),
+                                            (dtypes.uint8, 255), (dtypes.half, np.nan), (dtypes.int64, -2**63)])
+def test_verify_detects_an_unwritten_element_whatever_its_true_value(dt, true_value, device, monkeypatch):
+    k = Kernel(*copy_ast((4,), dt))
+    x = np.array([1, true_value, 2, 3]).astype(R.np_dtype(dt))
+    R.verify(k, x)  # the real kernel writes every element
+    real = R.render
+
+    def skip_element_1(k, limits=None):  # a wrong program: element 1 is never written
+        prg = real(k, limits)
+        src = re.sub(r"\n( *)(data0\[gidx0\]|vstore_half\(val0, 0, data0\+gidx0\))", r"\n\1if (gidx0!=1) \2", prg.src)
+        assert src != prg.src
+        return R.Program(**{**vars(prg), "src": src})
+
+    monkeypatch.setattr(R, "render", skip_element_1)
+    with pytest.raises(R.VerificationError, match="differs in 1 of 4 elements"):
+        R.verify(k, x)
+
+
+# ============================================================================================================
+# 7. every valid kernel compiles: MAX of every int type
+# ============================================================================================================
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_int_max_compiles_for_every_int_type(dt, device):
+    st = ShapeTracker.from_shape((4, 4))
+    a = load(1, st, dt)
+    ast = (store(reduce(ReduceOps.MAX, alu(BinaryOps.MAX, alu(BinaryOps.ADD, a, a), const(3, (4, 4), dt)), (1,))),)
+    R.verify(Kernel(*ast), *R.random_inputs(ast))
+    const_max = (store(reduce(ReduceOps.MAX, const(5, (4, 4), dt), (1,))),)
+    R.verify(Kernel(*const_max))
+
+
+# ============================================================================================================
+# 8, 9. a malformed AST is refused where it is built, naming the op and what is wrong
+# ============================================================================================================
+@pytest.mark.parametrize("dt, val", [(dtypes.int8, 300), (dtypes.uint8, -1), (dtypes.int32, 2**31),
+                                     (dtypes.uint64, 2**64), (dtypes.int32, 2.5), (dtypes.bool, 2),
+                                     (dtypes.int16, math.nan), (dtypes.float, "1")])
+def test_a_constant_must_fit_its_dtype(dt, val):
+    with pytest.raises(ValueError, match=rf"CONST .*{re.escape(repr(val))}.* {re.escape(dt.name)}"):
+        const(val, (4,), dt)
+
+
+@pytest.mark.parametrize("dt, val", [(dtypes.int8, -128), (dtypes.uint64, 2**64 - 1), (dtypes.float, math.inf),
+                                     (dtypes.half, math.nan), (dtypes.bool, True), (dtypes.int32, 3.0)])
+def test_constants_in_range_are_accepted(dt, val):
+    assert const(val, (4,), dt).arg.val == val or math.isnan(val)
+
+
+_ST = ShapeTracker.from_shape((4,))
+_X = load(1, _ST)
+
+MALFORMED = {
+    "unknown op": (lambda: LazyOp("ADD", (_X, _X)), r"'ADD' is not an op"),
+    "src not a tuple of LazyOps": (lambda: LazyOp(BinaryOps.ADD, (_X, 1)), r"ADD: source 1 is not a LazyOp"),
+    "ADD with one source": (lambda: alu(BinaryOps.ADD, _X), r"ADD takes 2 sources, got 1"),
+    "ADD with three": (lambda: alu(BinaryOps.ADD, _X, _X, _X), r"ADD takes 2 sources, got 3"),
+    "NEG with two": (lambda: alu(UnaryOps.NEG, _X, _X), r"NEG takes 1 source, got 2"),
+    "WHERE with two": (lambda: alu(TernaryOps.WHERE, _X, _X), r"WHERE takes 3 sources, got 2"),
+    "reduce with two sources": (lambda: LazyOp(ReduceOps.SUM, (_X, _X), (0,)), r"SUM takes 1 source, got 2"),
+    "reduce arg a list": (lambda: LazyOp(ReduceOps.SUM, (_X,), [0]), r"SUM needs a tuple of axes as its arg"),
+    "reduce arg of floats": (lambda: LazyOp(ReduceOps.SUM, (_X,), (0.5,)), r"SUM needs a tuple of axes as its arg"),
+    "LOAD of an int": (lambda: LazyOp(BufferOps.LOAD, (), 3), r"LOAD needs a MemBuffer arg, got 3"),
+    "LOAD with a source": (lambda: LazyOp(BufferOps.LOAD, (_X,), _X.arg), r"LOAD takes 0 sources, got 1"),
+    "CONST of a MemBuffer": (lambda: LazyOp(BufferOps.CONST, (), _X.arg), r"CONST needs a ConstBuffer arg"),
+    "CAST to a string": (lambda: alu(UnaryOps.CAST, _X, arg="float"), r"CAST needs a DType arg, got 'float'"),
+    "BITCAST to nothing": (lambda: alu(UnaryOps.BITCAST, _X), r"BITCAST needs a DType arg, got None"),
+    "negative buffer index": (lambda: load(-1, _ST), r"MemBuffer: idx must be an int >= 0, got -1"),
+    "buffer index a float": (lambda: load(1.0, _ST), r"MemBuffer: idx must be an int >= 0, got 1.0"),
+    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType, got 'float'"),
+    "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_ast_node_is_refused_when_built(name):
+    build, message = MALFORMED[name]
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_one_buffer_is_loaded_as_one_dtype():
+    ast = (store(alu(BinaryOps.ADD, load(1, _ST), alu(UnaryOps.CAST, load(1, _ST, dtypes.int32), arg=dtypes.float))),)
+    with pytest.raises(ValueError, match=r"buffer 1 is loaded as float and as int"):
+        Kernel(*ast)
+    with pytest.raises(ValueError, match=r"buffer 1 is loaded as float and as int"):
+        R.reference(ast, np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("shapes", [((8,), (2, 4)), ((2, 4), (4, 2))])
+def test_all_outputs_have_one_shape(shapes):
+    outs = [store(load(5, ShapeTracker.from_shape(s)), i) for i, s in enumerate(shapes)]
+    with pytest.raises(ValueError, match=re.escape(f"outputs must have one shape: data0 {shapes[0]}, "
+                                                   f"data1 {shapes[1]}")):
+        Kernel(*outs)
+
+
+# ============================================================================================================
+# 10. zero-size kernels: no opt applies, and they compute empty outputs (a reduce of nothing is its identity)
+# ============================================================================================================
+@pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 0), Opt(OptOps.LOCAL, 0, 2),
+                                 Opt(OptOps.PADTO, 0, 4), Opt(OptOps.NOLOCALS)])
+def test_no_opt_applies_to_an_empty_kernel(opt):
+    k = Kernel(*elementwise_ast(0))
+    with pytest.raises(KernelOptError, match=r"the kernel has no elements \(shape \(0,\)\)"):
+        k.apply_opt(opt)
+    assert k.applied_opts == [] and k.full_shape == (0,)
+
+
+@pytest.mark.parametrize("ast", [elementwise_ast(0), sum_ast((4, 0), (1,)), matmul_ast(4, 4, 0), matmul_ast(0, 4, 4)])
+def test_heuristics_apply_nothing_to_an_empty_kernel(ast):
+    k = Kernel(*ast)
+    k.hand_coded_optimizations()
+    assert k.applied_opts == []
+    k2 = Kernel(*ast, opts=kernel.TARGETS["metal"])
+    assert not k2.apply_tensor_cores(1) and k2.applied_opts == []
+
+
+def test_an_empty_kernel_runs_to_empty_outputs(device):
+    k = Kernel(*elementwise_ast(0))
+    empty = [np.zeros(0, np.float32)] * 2
+    assert [x.shape for x in R.reference(k, *empty)] == [(0,)]
+    assert [x.shape for x in R.run(k, *empty)] == [(0,)]
+    R.verify(k, *empty)
+
+
+@pytest.mark.parametrize("op, identity", [(ReduceOps.SUM, 0.0), (ReduceOps.MAX, -math.inf)])
+@pytest.mark.parametrize("dt", [dtypes.float, dtypes.int32, dtypes.bool], ids=lambda d: d.name)
+def test_a_reduce_over_an_empty_axis_gives_its_identity(op, identity, dt, device):
+    ast = (store(reduce(op, load(1, ShapeTracker.from_shape((3, 0)), dt), (1,))),)
+    want = np.full((3,), identity).astype(R.np_dtype(dt)) if dt != dtypes.int32 or op is ReduceOps.SUM else \
+        np.full((3,), np.iinfo(np.int32).min, np.int32)
+    if dt == dtypes.bool:
+        want = np.zeros(3, np.bool_)
+    np.testing.assert_array_equal(R.reference(ast, np.zeros(0, R.np_dtype(dt)))[0], want)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), np.zeros(0, R.np_dtype(dt)))[0], want)
+
+
+# ============================================================================================================
+# 11. movement-op arguments and View fields are integers: Python ints, numpy integers, or symbolic Nodes
+# ============================================================================================================
+_BASE = ShapeTracker.from_shape((4, 6))
+
+BAD_MOVEMENT = {
+    "reshape to a float": (lambda: _BASE.reshape((4.5, 6)), r"reshape: .*4\.5"),
+    "reshape to an integral float": (lambda: _BASE.reshape((4.0, 6)), r"reshape: .*4\.0"),
+    "reshape to strings": (lambda: _BASE.reshape(("4", "6")), r"reshape: .*'4'"),
+    "reshape to bools": (lambda: ShapeTracker.from_shape((1, 1)).reshape((True, True)), r"reshape: .*True"),
+    "pad by a float": (lambda: _BASE.pad(((1.9, 0), (0, 0))), r"pad: .*1\.9"),
+    "shrink by a float": (lambda: _BASE.shrink(((0, 2.5), (0, 6))), r"shrink: .*2\.5"),
+    "stride by a float": (lambda: _BASE.stride((1.5, 1)), r"stride: .*1\.5"),
+    "stride by a bool": (lambda: _BASE.stride((True, 1)), r"stride: .*True"),
+    "expand to a float": (lambda: ShapeTracker.from_shape((1, 6)).expand((4.0, 6)), r"expand: .*4\.0"),
+    "permute by floats": (lambda: _BASE.permute((1.0, 0)), r"permute: .*1\.0"),
+    "from_shape of a float": (lambda: ShapeTracker.from_shape((2.0, 3)), r"2\.0"),
+    "View offset a float": (lambda: View.create((4,), (1,), 1.5), r"View.create: offset .*1\.5"),
+    "View strides floats": (lambda: View.create((4,), (1.5,)), r"View.create: strides .*1\.5"),
+    "View mask floats": (lambda: View.create((4,), (1,), 0, ((0.5, 3),)), r"View.create: mask .*0\.5"),
+    "View mask past the shape": (lambda: View.create((4,), (1,), 0, ((0, 5),)), r"View.create: mask .*\(0, 5\)"),
+    "View mask before 0": (lambda: View.create((4,), (1,), 0, ((-1, 3),)), r"View.create: mask .*\(-1, 3\)"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_MOVEMENT))
+def test_movement_op_arguments_must_be_integers(name):
+    build, message = BAD_MOVEMENT[name]
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_numpy_integers_are_integers():
+    n = np.int64
+    assert _BASE.reshape((n(4), n(6))) == _BASE.reshape((4, 6))
+    assert _BASE.pad(((n(1), 0), (0, n(2)))) == _BASE.pad(((1, 0), (0, 2)))
+    assert _BASE.stride((n(2), np.int32(-1))) == _BASE.stride((2, -1))
+    assert ShapeTracker.from_shape((np.uint8(4), 6)) == _BASE
+    assert View.create((n(4),), (n(1),), n(0), ((n(1), n(3)),)) == View.create((4,), (1,), 0, ((1, 3),))
+    assert all(type(s) is int for s in _BASE.reshape((n(4), n(6))).shape)
+
+
+# ============================================================================================================
+# 12. opt arguments: ints (numpy ints count), and only where the op takes them
+# ============================================================================================================
+def test_numpy_int_opt_arguments_are_ints():
+    k = Kernel(*elementwise_ast(64))
+    k.apply_opt(Opt(OptOps.UPCAST, np.int64(0), np.int32(4)))
+    assert [str(o) for o in k.applied_opts] == ["UPCAST:0:4"] and k.full_shape == (16, 4)
+
+
+BAD_OPTS = [
+    (Opt(OptOps.UPCAST, True, 4), r"UPCAST needs an int axis >= 0, got True"),
+    (Opt(OptOps.UPCAST, 0, False), r"UPCAST needs an int amount >= 0, got False"),
+    (Opt(OptOps.UPCAST, 0.0, 4), r"UPCAST needs an int axis >= 0, got 0.0"),
+    (Opt(OptOps.UPCAST, "0", 4), r"UPCAST needs an int axis >= 0, got '0'"),
+    (Opt(OptOps.LOCAL, 0, 4.0), r"LOCAL needs an int amount >= 0, got 4.0"),
+    (Opt(OptOps.NOLOCALS, 3, 4), r"NOLOCALS takes no axis and no amount, got 3 and 4"),
+    (Opt(OptOps.TC, -1, 0), r"TC needs an int axis >= 0, got -1"),
+    (Opt(OptOps.TC, 0, -5), r"TC needs an amount \(tc_opt\) of 0, 1 or 2, got -5"),
+    (Opt(OptOps.TC, 0, 3), r"TC needs an amount \(tc_opt\) of 0, 1 or 2, got 3"),
+    (Opt(OptOps.TC, True, 0), r"TC needs an int axis >= 0, got True"),
+]
+
+
+@pytest.mark.parametrize("opt, message", BAD_OPTS, ids=[str(o) for o, _ in BAD_OPTS])
+def test_opt_arguments_must_be_what_the_op_takes(opt, message):
+    k = Kernel(*matmul_ast(64, 64, 64), opts=kernel.TARGETS["metal"])
+    with pytest.raises(KernelOptError, match=message):
+        k.apply_opt(opt)
+    assert k.applied_opts == [] and k.full_shape == (64, 64, 64)
+
+
+# ============================================================================================================
+# 13. hand_coded_optimizations is all or nothing
+# ============================================================================================================
+@pytest.mark.parametrize("first", [[Opt(OptOps.NOLOCALS)], [Opt(OptOps.LOCAL, 0, 4)], "heuristics"])
+@pytest.mark.parametrize("ast", [elementwise_ast(4096), matmul_ast(64, 64, 64), sum_ast((64, 64), (1,))])
+def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
+    k = Kernel(*ast)
+    if first == "heuristics":
+        k.hand_coded_optimizations()
+    else:
+        for o in first:
+            k.apply_opt(o)
+    before = (list(k.applied_opts), k.full_shape, [st.views for st in k.sts], k.colors())
+    try:
+        k.hand_coded_optimizations()
+    except KernelOptError:
+        assert (k.applied_opts, k.full_shape, [st.views for st in k.sts], k.colors()) == before
+    else:
+        assert k.applied_opts[:len(before[0])] == before[0]
+
+
+# ============================================================================================================
+# 14. command lines: one line naming the option or variable; colour only where it is seen; quiet broken pipes
+# ============================================================================================================
+def _cli(*args: str, env: dict | None = None, script: str = "kernel.py") -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TC", "MV_THREADS_PER_ROW")}
+    return subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
+                          env={**environ, **(env or {})}, timeout=120)
+
+
+@pytest.mark.parametrize("args, env, script, names", [
+    (["bench", "--runs", "0"], {}, "runtime.py", "--runs"),
+    (["verify", "--seed", "-5"], {}, "runtime.py", "--seed"),
+    (["demo"], {"TC": "abc"}, "kernel.py", "TC"),
+    (["show", "matmul"], {"TC": "abc"}, "runtime.py", "TC"),
+    (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
+    (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
+    (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
+], ids=["bench --runs 0", "verify --seed -5", "demo TC=abc", "show TC=abc", "MV_THREADS_PER_ROW=0", "UPCAST:0",
+        "NOLOCALS:1:2"])
+def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, names):
+    p = _cli(*args, env=env, script=script)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.strip().splitlines()[-1]  # (argparse prints its usage first)
+    assert "Traceback" not in p.stderr and re.match(r"(usage: )?python \w+\.py.*: error: ", last), p.stderr
+    assert names in last
+
+
+def test_a_closed_pipe_ends_the_demo_quietly():
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "kernel.py"), "demo"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "FORCE_COLOR": "1"})
+    p.stdout.close()  # the reader is gone before the first line (as `| head -0`)
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    assert err == ""
+
+
+@pytest.mark.parametrize("env, coloured", [({}, False), ({"FORCE_COLOR": "1"}, True),
+                                           ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False), ({"NO_COLOR": ""}, False)])
+def test_colour_only_for_a_terminal_or_when_forced(env, coloured):
+    p = _cli("demo", "matvec", env=env)
+    assert p.returncode == 0 and ("\x1b[" in p.stdout) == coloured
+
+
+def test_rejected_opts_are_shown_after_the_header_with_room_for_long_labels(capsys, device):
+    assert R.main(["show", "sum_axis1", "--opt", "UPCAST:7:4"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("sum_axis1 [") < re.search(r"UPCAST:7:4 +rejected", out).start()
+    kernel.demo_kernel("matvec", opts=[Opt(OptOps.GROUPTOP, 100, 1000)])
+    assert re.search(r"GROUPTOP:100:1000 +rejected", capsys.readouterr().out)
+
+
+# ============================================================================================================
+# 15. the compiled-program cache is bounded
+# ============================================================================================================
+def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
+    monkeypatch.setattr(R, "PROGRAM_CACHE_SIZE", 3)
+    monkeypatch.setattr(R, "_programs", type(R._programs)())
+    srcs = [f"__kernel void k{i}(__global int* data0) {{ data0[0] = {i}; }}\n" for i in range(5)]
+    first = R.build(srcs[0], "k0")
+    for i, src in enumerate(srcs[1:3], 1):
+        R.build(src, f"k{i}")
+    assert R.build(srcs[0], "k0") is first  # used again: now the most recent
+    for i, src in enumerate(srcs[3:], 3):
+        R.build(src, f"k{i}")
+    assert len(R._programs) == 3 and srcs[0] in R._programs and srcs[1] not in R._programs
+    assert R.PROGRAM_CACHE_SIZE == 3 and isinstance(R.PROGRAM_CACHE_SIZE, int)

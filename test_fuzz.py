@@ -1,0 +1,288 @@
+"""The fuzzer: random kernels of every dtype, on random shapes (0 and 1 included), with random opts, run on the
+device and compared with the numpy reference.
+
+A kernel is built from random views (permuted, broadcast, flipped, padded, shrunk, strided, reshaped) of its input
+buffers, combined by random ops of the dtype at hand (bool, int8 ... uint64, half, float, double), maybe reduced
+(SUM or MAX, sometimes as a matmul-like contraction), with one or two outputs. Each is verified with the heuristics'
+opts and without, and then after each of a few random opts that the kernel accepts; every rejected opt must leave the
+kernel exactly as it was.
+
+The default run is small (12 ASTs). FUZZ=N runs N random ASTs instead (FUZZ_SEED=S starts from another seed); a
+failure names its case as fuzz_case(seed, n), which replays it alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+import runtime as R
+from kernel import (
+    TARGETS,
+    BinaryOps,
+    BufferOps,
+    DType,
+    Kernel,
+    KernelOptError,
+    LazyOp,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    TernaryOps,
+    UnaryOps,
+    alu,
+    const,
+    dtypes,
+    load,
+    optimize,
+    prod,
+    reduce,
+    store,
+)
+
+FLOATS = [dtypes.half, dtypes.float, dtypes.double]
+INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+        dtypes.uint64]
+DTYPES = [dtypes.bool, *INTS, *FLOATS]
+SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)
+AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def device():
+    try:
+        return R.get_device()
+    except R.NoDeviceError as e:
+        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+# ============================================================================================================
+# random views and random expressions
+# ============================================================================================================
+def random_st(rng: np.random.Generator, shape: tuple[int, ...]) -> ShapeTracker:
+    """A random view of some buffer with the given shape: permuted, broadcast, flipped, padded, shrunk, strided
+    or reshaped, a few of these at once."""
+    n = len(shape)
+    perm = [int(x) for x in rng.permutation(n)] if rng.random() < 0.3 else list(range(n))
+    base = [0] * n
+    for i, p in enumerate(perm):
+        base[p] = shape[i]
+    bcast = [rng.random() < 0.2 for _ in range(n)]
+    st = ShapeTracker.from_shape(tuple(1 if b else s for s, b in zip(base, bcast)))
+    st = st.expand(tuple(base)).permute(tuple(perm))
+    for _ in range(int(rng.integers(3))):
+        axis, kind = int(rng.integers(n)), rng.choice(["flip", "pad", "stride", "reshape"])
+        size = shape[axis]
+        if kind == "flip":
+            st = st.stride(tuple(-1 if i == axis else 1 for i in range(n)))
+        elif kind == "pad":  # pad, then shrink back to the shape at a random offset: some elements are padding
+            lo, hi = int(rng.integers(3)), int(rng.integers(3))
+            start = int(rng.integers(lo + hi + 1))
+            st = st.pad(tuple((lo, hi) if i == axis else (0, 0) for i in range(n)))
+            st = st.shrink(tuple((start, start + size) if i == axis else (0, s) for i, s in enumerate(st.shape)))
+        elif kind == "stride":  # every other element of twice the axis
+            st = st.pad(tuple((0, size) if i == axis else (0, 0) for i in range(n)))
+            st = st.stride(tuple(2 if i == axis else 1 for i in range(n)))
+        else:  # through a flat view and back: a second view when the first isn't contiguous
+            st = st.reshape((prod(shape),)).reshape(shape)
+    return st
+
+
+def _small_const(rng: np.random.Generator, dt: DType):
+    if dt == dtypes.bool:
+        return bool(rng.integers(2))
+    if dtypes.is_int(dt):
+        return int(rng.integers(0 if dtypes.is_unsigned(dt) else -4, 5))
+    return float(rng.integers(-4, 5)) / 2
+
+
+class AstBuilder:
+    """Random expression trees of one dtype over loads of random views (one new input buffer per load).
+
+    Only what C defines: integer division and remainder by a positive constant, shifts by 0..3, float-to-int casts
+    of values in [-8, 8), square roots and reciprocals of x*x + 1."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng, self.next_idx = rng, 1
+
+    def pick(self, choices: Sequence):
+        return choices[int(self.rng.integers(len(choices)))]
+
+    def leaf(self, shape, dt) -> LazyOp:
+        if self.rng.random() < 0.2:
+            return const(_small_const(self.rng, dt), shape, dt)
+        self.next_idx += 1
+        return load(self.next_idx - 1, random_st(self.rng, shape), dt)
+
+    def expr(self, shape, dt: DType, depth: int) -> LazyOp:
+        if depth == 0 or self.rng.random() < 0.25:
+            return self.leaf(shape, dt)
+
+        def sub(d: DType = dt) -> LazyOp:
+            return self.expr(shape, d, depth - 1)
+
+        r = self.rng.random()
+        if r < 0.12:
+            return alu(TernaryOps.WHERE, sub(dtypes.bool), sub(), sub())
+        if r < 0.24:
+            return self.cast(shape, dt, depth)
+        if dt == dtypes.bool:
+            other = self.pick(DTYPES)
+            return self.pick([lambda: alu(BinaryOps.CMPLT, sub(other), sub(other)),
+                              lambda: alu(BinaryOps.CMPNE, sub(other), sub(other)),
+                              lambda: alu(UnaryOps.NEG, sub()),
+                              lambda: alu(self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX]), sub(), sub())])()
+        if dtypes.is_int(dt):
+            op = self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.XOR, BinaryOps.IDIV, BinaryOps.MOD,
+                            BinaryOps.SHL, BinaryOps.SHR, UnaryOps.NEG])
+            if op in (BinaryOps.IDIV, BinaryOps.MOD):
+                return alu(op, sub(), const(int(self.rng.integers(1, 5)), shape, dt))
+            if op in (BinaryOps.SHL, BinaryOps.SHR):
+                return alu(op, sub(), const(int(self.rng.integers(0, 4)), shape, dt))
+            return alu(op, sub()) if op is UnaryOps.NEG else alu(op, sub(), sub())
+        op = self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, UnaryOps.NEG, UnaryOps.SIN, UnaryOps.EXP2,
+                        UnaryOps.SQRT, UnaryOps.RECIP, BinaryOps.MOD])
+        if op in (UnaryOps.SQRT, UnaryOps.RECIP):  # of x*x + 1 >= 1: no NaN, no division by zero
+            x = sub()
+            return alu(op, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), const(1.0, shape, dt)))
+        if op is BinaryOps.MOD:
+            return alu(op, sub(), const(float(self.rng.integers(1, 4)), shape, dt))
+        return alu(op, sub()) if op in UnaryOps else alu(op, sub(), sub())
+
+    def cast(self, shape, dt: DType, depth: int) -> LazyOp:
+        """dt from another dtype; a float becomes an int only from [-8, 8), where every int type holds it
+        (through int32 first: a negative float to an unsigned type is undefined in C)."""
+        src_dt = self.pick(DTYPES)
+        if dtypes.is_int(dt) and dtypes.is_float(src_dt):
+            x = alu(UnaryOps.SIN, self.expr(shape, src_dt, depth - 1))
+            as_int = alu(UnaryOps.CAST, alu(BinaryOps.MUL, x, const(8.0, shape, src_dt)), arg=dtypes.int32)
+            return as_int if dt == dtypes.int32 else alu(UnaryOps.CAST, as_int, arg=dt)
+        return alu(UnaryOps.CAST, self.expr(shape, src_dt, depth - 1), arg=dt)
+
+
+def random_ast(rng: np.random.Generator) -> tuple[LazyOp, ...]:
+    """A random kernel AST: an elementwise tree of a random dtype, maybe a SUM/MAX over random axes (sometimes a
+    matmul-like contraction of two broadcast operands), maybe more elementwise work after it, one or two outputs."""
+    b = AstBuilder(rng)
+    shape = tuple(int(rng.choice(SIZES)) if rng.random() < 0.08 else int(rng.choice(SIZES[1:]))
+                  for _ in range(int(rng.integers(1, 5))))
+    while prod(shape) > 1 << 14:
+        shape = shape[1:]
+    dt = b.pick(DTYPES)
+    if shape and rng.random() < 0.6:  # a reduce
+        dt = dtypes.float if dt == dtypes.bool else dt
+        big = [i for i, s in enumerate(shape) if s != 1] or [len(shape) - 1]
+        axes = tuple(i for i in big if rng.random() < 0.5) or (big[-1],)
+        if rng.random() < 0.3 and len(shape) > 1:  # a contraction: a broadcast along its first axis, b its last
+            a_st, b_st = (ShapeTracker.from_shape(tuple(1 if i == j else s for i, s in enumerate(shape))).expand(shape)
+                          for j in (0, len(shape) - 1))
+            src, b.next_idx = alu(BinaryOps.MUL, load(1, a_st, dt), load(2, b_st, dt)), 3
+        else:
+            src = b.expr(shape, dt, 3)
+        red = reduce(ReduceOps.SUM if rng.random() < 0.7 else ReduceOps.MAX, src, axes)
+        out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
+        value = red if rng.random() < 0.5 else alu(BinaryOps.ADD, red, b.expr(out_shape, dt, 1))
+    else:
+        out_shape, value = shape, b.expr(shape, dt, 4)
+    outputs = [value]
+    if value.op not in ReduceOps and rng.random() < 0.2:
+        outputs.append(b.expr(out_shape, b.pick(DTYPES), 2))
+
+    def renumber(x: LazyOp) -> LazyOp:  # outputs are buffers 0, 1, ...; the loads come after them
+        if x.op is BufferOps.LOAD:
+            return load(x.arg.idx + len(outputs) - 1, x.arg.st, x.arg.dtype)
+        return LazyOp(x.op, tuple(renumber(s) for s in x.src), x.arg)
+
+    return tuple(store(renumber(v), i) for i, v in enumerate(outputs))
+
+
+# ============================================================================================================
+# random opts
+# ============================================================================================================
+def random_opt(k: Kernel, rng: np.random.Generator) -> Opt:
+    """A random opt for k; many are invalid, which is the point (a rejected opt must change nothing)."""
+    op = list(OptOps)[rng.integers(len(OptOps))]
+    if op is OptOps.NOLOCALS:
+        return Opt(op)
+    if op is OptOps.TC:
+        return Opt(op, int(rng.integers(2)), int(rng.integers(3)))
+    return Opt(op, int(rng.integers(max(1, k.shape_len))), int(rng.choice(AMOUNTS)))
+
+
+def _state(k: Kernel) -> tuple:
+    return (list(k.applied_opts), k.full_shape, [st.views for st in k.sts], k.colors())
+
+
+def verify_random_opts(k: Kernel, inputs: Sequence[np.ndarray], rng: np.random.Generator, tries: int = 6,
+                       expected: Sequence[np.ndarray] | None = None, var_vals: dict | None = None) -> int:
+    """Try `tries` random opts on k one after another; verify the kernel after each accepted one (against `expected`,
+    the reference of its AST, computed here if not given), and check that a rejected one changed nothing.
+    Returns how many kernels were verified."""
+    if expected is None:
+        expected = R.reference(k, *inputs, var_vals=var_vals)
+    verified = 0
+    for _ in range(tries):
+        before, opt = _state(k), random_opt(k, rng)
+        try:
+            k.apply_opt(opt)
+        except KernelOptError:
+            assert _state(k) == before, f"rejected {opt} changed the kernel"
+            continue
+        R.verify(k, *inputs, expected=expected, var_vals=var_vals)
+        verified += 1
+    return verified
+
+
+# ============================================================================================================
+# the fuzzer
+# ============================================================================================================
+def fuzz_case(seed: int, n: int) -> int:
+    """Case n of seed: a random AST on a random target, verified with the heuristics and then random opts, and
+    without opts and then random opts. Raises on a wrong kernel, naming the case; returns the kernels verified."""
+    rng = np.random.default_rng([seed, n])  # each case on its own: fuzz_case(seed, n) replays it
+    ast = random_ast(rng)
+    target = list(TARGETS)[rng.integers(len(TARGETS))]
+    k, verified = None, 0
+    try:
+        inputs = R.random_inputs(ast, seed=n)
+        expected = R.reference(ast, *inputs)
+        for heuristics in (True, False):
+            k = Kernel(*ast, opts=TARGETS[target])
+            if heuristics:
+                optimize(k)
+            R.verify(k, *inputs, expected=expected)
+            verified += 1 + verify_random_opts(k, inputs, rng, expected=expected)
+    except Exception as e:
+        opts = [str(o) for o in k.applied_opts] if k is not None else "none"
+        raise AssertionError(f"fuzz_case({seed}, {n}) on {target}, opts {opts}: {type(e).__name__}: {e}\n"
+                             f"AST: {ast}") from e
+    return verified
+
+
+def fuzz(count: int, seed: int) -> int:
+    """Run cases 0 .. count-1 of seed; returns how many kernels were verified."""
+    return sum(fuzz_case(seed, n) for n in range(count))
+
+
+def test_fuzzer_random_kernels_of_every_dtype_verify():
+    count, seed = int(os.environ.get("FUZZ", 12)), int(os.environ.get("FUZZ_SEED", 0))
+    verified = fuzz(count, seed)
+    print(f"fuzz: {count} random ASTs, {verified} kernels verified (FUZZ_SEED={seed})")
+    assert verified >= 2 * count  # each AST verifies at least with the heuristics and without opts
+
+
+def test_random_asts_cover_every_dtype_op_and_view():
+    rng = np.random.default_rng(1)
+    asts = [random_ast(rng) for _ in range(200)]
+    ops = {x.op for ast in asts for root in ast for x in root.lazyops}
+    assert {*BinaryOps, *TernaryOps} - {TernaryOps.MULACC} <= ops and set(ReduceOps) <= ops
+    assert {UnaryOps.NEG, UnaryOps.CAST, UnaryOps.SIN, UnaryOps.EXP2, UnaryOps.SQRT, UnaryOps.RECIP} <= ops
+    assert {x.dtype for ast in asts for root in ast for x in root.lazyops} >= set(DTYPES)
+    text = repr(asts)
+    assert "mask=((" in text and "strides=(-" in text and "CONST" in text
+    shapes = [root.arg.st.shape for ast in asts for root in ast]
+    assert any(0 in s for s in shapes) and any(1 in s for s in shapes)
