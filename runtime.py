@@ -203,11 +203,11 @@ def _check_int32(node, what: str):
     """node, if every part of it fits in a C int; else a ValueError (a wrong index would be a wrong answer).
     A part whose bounds are symbolic is checked at the largest value of its variables."""
     for part in _node_parts(node):
-        if not -INT32_MAX - 1 <= _smallest(part.min) <= _largest(part.max) <= INT32_MAX:
+        lo, hi = _smallest(part.min), _largest(part.max)
+        if not -INT32_MAX - 1 <= lo <= hi <= INT32_MAX:
             raise ValueError(f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
-                             f"reaches {part.max if part.max > INT32_MAX else part.min}); indices are C ints")
+                             f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints")
     return node
-
 
 
 def _largest(x) -> int:
@@ -218,6 +218,7 @@ def _largest(x) -> int:
 
 
 def _smallest(x) -> int:
+    """The smallest value of a bound (a symbolic one at the bottom of its range)."""
     while isinstance(x, Node):
         x = x.min
     return x
