@@ -94,10 +94,16 @@ def _c_const(val, dt) -> str:
         return "NAN"
     if math.isinf(val):
         return "INFINITY" if val > 0 else "(-INFINITY)"
-    if not _is_float(dt) and val == np.iinfo(np_dtype(dt)).min and val < 0:
-        return f"({val + 1}-1)"  # the literal 2**63 doesn't exist in C, so LONG_MIN is written -(2**63-1)-1
-    text = str(int(val)) if not _is_float(dt) else repr(float(val)) + ("" if _type(dt)[2] == "double" else "f")
+    if _is_float(dt):
+        text = repr(float(val)) + ("" if _type(dt)[2] == "double" else "f")
+    else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
+        text = str(int(val)) + _INT_SUFFIX.get(_type(dt)[2], "")
+        if val == np.iinfo(np_dtype(dt)).min and val < 0:  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
+            text = f"{int(val) + 1}{_INT_SUFFIX.get(_type(dt)[2], '')}-1"
     return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
+
+
+_INT_SUFFIX = {"uint": "u", "long": "l", "ulong": "ul"}  # char and short literals are ints, cast back after each op
 
 
 def _reduce_init(op, dt):

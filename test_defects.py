@@ -189,6 +189,17 @@ def test_signed_overflow_wraps_as_numpy_does(dt, device):
     np.testing.assert_array_equal(R.run(Kernel(*ast), np.zeros(0, R.np_dtype(dt)), x)[0], want)
 
 
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_constants_compute_in_their_own_type(dt, device):
+    """-3 of a uint is 2**32 - 3, and halving it is unsigned division: a constant is a literal of its dtype."""
+    ast = (store(alu(BinaryOps.IDIV, alu(UnaryOps.NEG, const(3, (4,), dt)), const(2, (4,), dt))),)
+    bits = 8 * dt.itemsize
+    neg = (-3) % 2**bits if dtypes.is_unsigned(dt) else -3
+    want = [neg // 2 if neg > 0 else -1] * 4  # C's quotient truncates toward zero
+    assert R.reference(ast)[0].tolist() == want
+    assert R.run(Kernel(*ast))[0].tolist() == want
+
+
 def test_narrow_int_comparison_sees_the_wrapped_value(device):
     st = ShapeTracker.from_shape((1,))
     sq = alu(BinaryOps.MUL, load(1, st, dtypes.int8), load(1, st, dtypes.int8))
