@@ -189,6 +189,8 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_C_OPS[op].format(*(f'(u{ctype}){s}' for s in srcs))})"
+    if op in (BinaryOps.IDIV, BinaryOps.MOD) and not table:  # an int divisor of 0 (say the padding's) is undefined in
+        return f"({srcs[1]}?{_C_OPS[op].format(*srcs)}:0)"  # C, and lets the compiler drop guards: 0, as numpy gives
     return table.get(op, _C_OPS[op]).format(*srcs)
 
 

@@ -200,6 +200,19 @@ def test_constants_compute_in_their_own_type(dt, device):
     assert R.run(Kernel(*ast))[0].tolist() == want
 
 
+@pytest.mark.parametrize("op", [BinaryOps.IDIV, BinaryOps.MOD])
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_integer_division_by_zero_gives_zero_as_numpy_does(dt, op, device):
+    """C leaves x / 0 undefined, and a compiler may then assume the divisor is never 0 (and drop the guards of a
+    padded lane that reads 0): the renderer gives 0 there, as numpy does."""
+    st = ShapeTracker.from_shape((4,))
+    ast = (store(alu(op, load(1, st, dt), load(2, st, dt))),)
+    a, b = np.array([7, 5, 9, 3], R.np_dtype(dt)), np.array([0, 1, 2, 0], R.np_dtype(dt))
+    want = [0, 5, 4, 0] if op is BinaryOps.IDIV else [0, 0, 1, 0]
+    assert R.reference(ast, a, b)[0].tolist() == want
+    assert R.run(Kernel(*ast), a, b)[0].tolist() == want
+
+
 def test_narrow_int_comparison_sees_the_wrapped_value(device):
     st = ShapeTracker.from_shape((1,))
     sq = alu(BinaryOps.MUL, load(1, st, dtypes.int8), load(1, st, dtypes.int8))

@@ -275,6 +275,16 @@ def test_fuzzer_random_kernels_of_every_dtype_verify():
     assert verified >= 2 * count  # each AST verifies at least with the heuristics and without opts
 
 
+# cases that found a defect (fixed since, each also pinned by a rule in test_defects.py): a CAST to half, a negated
+# unsigned constant, a division by the padding's 0 that let the compiler drop a store's guard (heap corruption)
+FOUND = [(2, 208), (2, 1413), (4, 229)]
+
+
+@pytest.mark.parametrize("seed, n", FOUND, ids=[f"fuzz_case({s}, {n})" for s, n in FOUND])
+def test_cases_the_fuzzer_found_verify(seed, n):
+    assert fuzz_case(seed, n) >= 2
+
+
 def test_random_asts_cover_every_dtype_op_and_view():
     rng = np.random.default_rng(1)
     asts = [random_ast(rng) for _ in range(200)]
