@@ -6,6 +6,7 @@ runtime, so both are timed the same way in one sitting).
 Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--tinygrad FILE] [--tinygrad-beam FILE]
        (python runtime.py bench ... is the same)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel import (TARGETS, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, conv2d_ast, elementwise_ast,
-                    int_at_least, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, reduce, run_command_line,
-                    store, sum_ast)
+from kernel import (
+    TARGETS,
+    Kernel,
+    LazyOp,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    conv2d_ast,
+    elementwise_ast,
+    int_at_least,
+    lazyop_from_json,
+    load,
+    matmul_ast,
+    matvec_ast,
+    optimize,
+    reduce,
+    run_command_line,
+    store,
+    sum_ast,
+)
 from runtime import get_device, random_inputs, search, time_kernel
 
 
@@ -39,27 +58,56 @@ def _np_conv2d(img: np.ndarray, wt: np.ndarray) -> np.ndarray:
 _N = 4096
 # name: (the kernels' ASTs, flops, bytes moved, the same computation in numpy on the kernels' inputs)
 BENCHMARKS = {
-    "matmul 512": (lambda: [matmul_ast(512, 512, 512)], 2 * 512**3, 3 * 4 * 512**2,
-                   lambda a, b: a.reshape(512, 512) @ b.reshape(512, 512)),
-    "matmul 1024": (lambda: [matmul_ast(1024, 1024, 1024)], 2 * 1024**3, 3 * 4 * 1024**2,
-                    lambda a, b: a.reshape(1024, 1024) @ b.reshape(1024, 1024)),
-    "matvec 4096x4096": (lambda: [matvec_ast(_N, _N)], 2 * _N**2, 4 * (_N**2 + 2 * _N),
-                         lambda a, x: a.reshape(_N, _N) @ x),
+    "matmul 512": (
+        lambda: [matmul_ast(512, 512, 512)],
+        2 * 512**3,
+        3 * 4 * 512**2,
+        lambda a, b: a.reshape(512, 512) @ b.reshape(512, 512),
+    ),
+    "matmul 1024": (
+        lambda: [matmul_ast(1024, 1024, 1024)],
+        2 * 1024**3,
+        3 * 4 * 1024**2,
+        lambda a, b: a.reshape(1024, 1024) @ b.reshape(1024, 1024),
+    ),
+    "matvec 4096x4096": (
+        lambda: [matvec_ast(_N, _N)],
+        2 * _N**2,
+        4 * (_N**2 + 2 * _N),
+        lambda a, x: a.reshape(_N, _N) @ x,
+    ),
     "sum 16M": (_sum_in_two, _N**2, 4 * _N**2, lambda a: a.sum()),
-    "sum axis 0 4096x4096": (lambda: [sum_ast((_N, _N), (0,))], _N**2, 4 * (_N**2 + _N),
-                             lambda a: a.reshape(_N, _N).sum(0)),
-    "sum axis 1 4096x4096": (lambda: [sum_ast((_N, _N), (1,))], _N**2, 4 * (_N**2 + _N),
-                             lambda a: a.reshape(_N, _N).sum(1)),
+    "sum axis 0 4096x4096": (
+        lambda: [sum_ast((_N, _N), (0,))],
+        _N**2,
+        4 * (_N**2 + _N),
+        lambda a: a.reshape(_N, _N).sum(0),
+    ),
+    "sum axis 1 4096x4096": (
+        lambda: [sum_ast((_N, _N), (1,))],
+        _N**2,
+        4 * (_N**2 + _N),
+        lambda a: a.reshape(_N, _N).sum(1),
+    ),
     "add 16M": (lambda: [elementwise_ast(_N * _N)], _N**2, 3 * 4 * _N**2, lambda a, b: a + b),
-    "conv2d 8x32x64x64 k3x64": (lambda: [conv2d_ast(8, 32, 64, 64, 64, 3, 0, 1)], 2 * 8 * 64 * 62 * 62 * 32 * 9,
-                                4 * (8 * 32 * 64 * 64 + 64 * 32 * 9 + 8 * 64 * 62 * 62),
-                                lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3))),
+    "conv2d 8x32x64x64 k3x64": (
+        lambda: [conv2d_ast(8, 32, 64, 64, 64, 3, 0, 1)],
+        2 * 8 * 64 * 62 * 62 * 32 * 9,
+        4 * (8 * 32 * 64 * 64 + 64 * 32 * 9 + 8 * 64 * 62 * 62),
+        lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3)),
+    ),
 }
 # the names of the same workloads in the files written by tinygrad_perf.sh and tinygrad_beam.sh
-TINYGRAD_KEYS = {"matmul 512": "matmul_512", "matmul 1024": "matmul_1024", "matvec 4096x4096": "matvec_4096",
-                 "sum 16M": "sum_all_16M", "sum axis 0 4096x4096": "sum_axis0_4096",
-                 "sum axis 1 4096x4096": "sum_axis1_4096", "add 16M": "add_16M",
-                 "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64"}
+TINYGRAD_KEYS = {
+    "matmul 512": "matmul_512",
+    "matmul 1024": "matmul_1024",
+    "matvec 4096x4096": "matvec_4096",
+    "sum 16M": "sum_all_16M",
+    "sum axis 0 4096x4096": "sum_axis0_4096",
+    "sum axis 1 4096x4096": "sum_axis1_4096",
+    "add 16M": "add_16M",
+    "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64",
+}
 
 
 def _load_json(path: str | None) -> dict:
@@ -72,9 +120,14 @@ def _load_json(path: str | None) -> dict:
 def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
     """Per benchmark, tinygrad 0.9.1's kernel time and the ASTs it ran, from a JSON file of tinygrad_perf.sh."""
     measured = _load_json(path)
-    return {name: (measured[key]["tinygrad_s"],
-                   [tuple(lazyop_from_json(a) for a in k["ast"]) for k in measured[key].get("kernels", [])])
-            for name, key in TINYGRAD_KEYS.items() if key in measured}
+    return {
+        name: (
+            measured[key]["tinygrad_s"],
+            [tuple(lazyop_from_json(a) for a in k["ast"]) for k in measured[key].get("kernels", [])],
+        )
+        for name, key in TINYGRAD_KEYS.items()
+        if key in measured
+    }
 
 
 def _tinygrad_beam(path: str | None) -> dict[str, tuple[list[Kernel], float]]:
@@ -94,8 +147,9 @@ def _tinygrad_beam(path: str | None) -> dict[str, tuple[list[Kernel], float]]:
     return out
 
 
-def optimizer_cost(path: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "kernels.json")) \
-        -> tuple[int, float]:
+def optimizer_cost(
+    path: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "kernels.json"),
+) -> tuple[int, float]:
     """(kernels, seconds per kernel) to build every kernel of the golden corpus and run the heuristics, once each."""
     with open(path) as f:
         cases = [(tuple(lazyop_from_json(a) for a in c["ast"]), TARGETS[c["target"]]) for c in json.load(f)["cases"]]
@@ -110,7 +164,8 @@ def _same_kernels(ours: list[Kernel], asts: list[tuple[LazyOp, ...]]) -> bool:
     theirs = [optimize(Kernel(*ast)) for ast in asts]
     return len(ours) == len(theirs) and all(
         a.applied_opts == b.applied_opts and [s.views for s in a.sts] == [s.views for s in b.sts]
-        for a, b in zip(ours, theirs))
+        for a, b in zip(ours, theirs)
+    )
 
 
 def _median_seconds(fn, runs: int) -> float:
@@ -122,8 +177,7 @@ def _median_seconds(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int, rounds: int = 3) \
-        -> dict[str, float]:
+def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int, rounds: int = 3) -> dict[str, float]:
     """Seconds per variant (the sum over its kernels): `rounds` medians of `runs`, taken in turn so that a busy
     moment of a shared machine hits every variant alike, and their median."""
     samples: dict[str, list[float]] = {v: [] for v in variants}
@@ -137,8 +191,15 @@ def geomean(xs: Sequence[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
 
-def bench(names: Sequence[str] | None = None, runs: int = 10, out=None, tinygrad: str | None = None,
-          search_amt: int | None = None, tinygrad_beam: str | None = None, cache: bool = True) -> dict[str, dict]:
+def bench(
+    names: Sequence[str] | None = None,
+    runs: int = 10,
+    out=None,
+    tinygrad: str | None = None,
+    search_amt: int | None = None,
+    tinygrad_beam: str | None = None,
+    cache: bool = True,
+) -> dict[str, dict]:
     """Time each benchmark unoptimized, with the hand-coded opts, and in numpy; print a table as it goes.
     With `tinygrad`, a JSON file of tinygrad_perf.sh, the hand-coded rows also show tinygrad 0.9.1's time for the
     same workload and the ratio (ours / tinygrad's). With `search_amt`, also beam-search each kernel (that many
@@ -150,12 +211,19 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None, tinygrad
     tinygrad_s = {name: s for name, (s, _) in measured.items()}
     beam = _tinygrad_beam(tinygrad_beam) if search_amt else {}
     compared, different = [], []
-    print(f"device: {get_device().name}, {os.cpu_count()} cores, median of {runs} runs" +
-          (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "") +
-          (f"; tinygrad's BEAM choices from {tinygrad_beam}" if beam else "") + "\n", file=out)
+    print(
+        f"device: {get_device().name}, {os.cpu_count()} cores, median of {runs} runs"
+        + (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "")
+        + (f"; tinygrad's BEAM choices from {tinygrad_beam}" if beam else "")
+        + "\n",
+        file=out,
+    )
     n, cost = optimizer_cost()  # first, while the caches are cold
-    print(f"optimizer: Kernel() + hand_coded_optimizations() takes {cost * 1e3:.3f} ms per kernel "
-          f"({n} corpus kernels, once each)\n", file=out)
+    print(
+        f"optimizer: Kernel() + hand_coded_optimizations() takes {cost * 1e3:.3f} ms per kernel "
+        f"({n} corpus kernels, once each)\n",
+        file=out,
+    )
     header = f"{'kernel':26s} {'variant':13s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
     print(header + ("   tinygrad 0.9.1  ours/tinygrad" if tinygrad_s else ""), file=out)
     for name in names or BENCHMARKS:
@@ -182,8 +250,11 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None, tinygrad
             if name in beam:
                 variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name][0]]
                 extra["tinygrad_search_s"] = beam[name][1]
-        times.update(_time_side_by_side(variants, runs) if len(variants) > 1 else
-                     {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])})
+        times.update(
+            _time_side_by_side(variants, runs)
+            if len(variants) > 1
+            else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
+        )
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
@@ -195,12 +266,23 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None, tinygrad
                 note = f"search {extra['search_s']:.1f} s" + (" (cached)" if extra["cached"] else "")
             elif variant == "tinygrad BEAM":
                 note = f"search {extra['tinygrad_search_s']:.1f} s (tinygrad's, in its own sitting)"
-            print(f"{name:26s} {variant:13s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   "
-                  f"{note}".rstrip(), file=out, flush=True)
+            print(
+                f"{name:26s} {variant:13s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   "
+                f"{note}".rstrip(),
+                file=out,
+                flush=True,
+            )
         results[name] = {**times, **extra}
     if compared:
-        print("\n" + (f"not the same kernels as tinygrad's: {', '.join(different)}" if different else
-                      "each hand-coded kernel is the one tinygrad ran (same AST, opts and views)"), file=out)
+        print(
+            "\n"
+            + (
+                f"not the same kernels as tinygrad's: {', '.join(different)}"
+                if different
+                else "each hand-coded kernel is the one tinygrad ran (same AST, opts and views)"
+            ),
+            file=out,
+        )
     if search_amt:
         _summary(results, out)
     return results
@@ -208,49 +290,81 @@ def bench(names: Sequence[str] | None = None, runs: int = 10, out=None, tinygrad
 
 def _summary(results: dict[str, dict], out) -> None:
     """The searched column against tinygrad's BEAM, as a markdown table, and the geometric means."""
-    print("\n| workload | hand-coded | searched | tinygrad BEAM | numpy | searched GFLOP/s | searched GB/s | "
-          "search s | tinygrad search s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
+    print(
+        "\n| workload | hand-coded | searched | tinygrad BEAM | numpy | searched GFLOP/s | searched GB/s | "
+        "search s | tinygrad search s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        file=out,
+    )
     for name, r in results.items():
         _, flops, nbytes, _ = BENCHMARKS[name]
         tg, tg_s = r.get("tinygrad BEAM"), r.get("tinygrad_search_s")
-        print(f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {r['searched'] * 1e3:.2f} ms | "
-              f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {r['numpy'] * 1e3:.2f} ms | "
-              f"{flops / r['searched'] * 1e-9:.1f} | {nbytes / r['searched'] * 1e-9:.1f} | {r['search_s']:.1f} | "
-              f"{f'{tg_s:.1f}' if tg_s else '-'} |", file=out)
+        print(
+            f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {r['searched'] * 1e3:.2f} ms | "
+            f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {r['numpy'] * 1e3:.2f} ms | "
+            f"{flops / r['searched'] * 1e-9:.1f} | {nbytes / r['searched'] * 1e-9:.1f} | {r['search_s']:.1f} | "
+            f"{f'{tg_s:.1f}' if tg_s else '-'} |",
+            file=out,
+        )
     both = [r for r in results.values() if "tinygrad BEAM" in r]
-    print(f"\ngeomean speedup of searched over hand-coded: "
-          f"{geomean([r['hand-coded'] / r['searched'] for r in results.values()]):.2f}x", file=out)
+    print(
+        f"\ngeomean speedup of searched over hand-coded: "
+        f"{geomean([r['hand-coded'] / r['searched'] for r in results.values()]):.2f}x",
+        file=out,
+    )
     if both:
-        print(f"geomean tinygrad BEAM time / our searched time: "
-              f"{geomean([r['tinygrad BEAM'] / r['searched'] for r in both]):.2f} (>= 1: ours at least as fast)\n"
-              f"geomean our search seconds / tinygrad's: "
-              f"{geomean([r['search_s'] / r['tinygrad_search_s'] for r in both]):.2f} (<= 1: ours no slower)",
-              file=out)
+        print(
+            f"geomean tinygrad BEAM time / our searched time: "
+            f"{geomean([r['tinygrad BEAM'] / r['searched'] for r in both]):.2f} (>= 1: ours at least as fast)\n"
+            f"geomean our search seconds / tinygrad's: "
+            f"{geomean([r['search_s'] / r['tinygrad_search_s'] for r in both]):.2f} (<= 1: ours no slower)",
+            file=out,
+        )
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Time the benchmark suite on the OpenCL device: "
-                                "unoptimized, hand-coded and (with --search) beam-searched kernels, numpy, and "
-                                "tinygrad 0.9.1's own times when its measurement files exist.")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS))
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Time the benchmark suite on the OpenCL device: "
+        "unoptimized, hand-coded and (with --search) beam-searched kernels, numpy, and "
+        "tinygrad 0.9.1's own times when its measurement files exist.",
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="benchmarks to run (default: all): " + ", ".join(f"'{n}'" for n in BENCHMARKS),
+    )
     p.add_argument("--runs", type=int_at_least(1), default=10, help="timed runs per kernel, after warm-up (10)")
-    p.add_argument("--tinygrad", metavar="FILE", default="/tmp/tinygrad_perf.json",
-                   help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
-                        "(default: %(default)s)")
+    p.add_argument(
+        "--tinygrad",
+        metavar="FILE",
+        default="/tmp/tinygrad_perf.json",
+        help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
+        "(default: %(default)s)",
+    )
     p.add_argument("--search", action="store_true", help="also beam-search each kernel and time the result")
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round of --search (2)")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
-    p.add_argument("--tinygrad-beam", metavar="FILE", default="/tmp/tinygrad_beam.json",
-                   help="tinygrad 0.9.1's BEAM choices written by tinygrad_beam.sh: with --search, time them on "
-                        "our runtime beside ours if the file exists (default: %(default)s)")
+    p.add_argument(
+        "--tinygrad-beam",
+        metavar="FILE",
+        default="/tmp/tinygrad_beam.json",
+        help="tinygrad 0.9.1's BEAM choices written by tinygrad_beam.sh: with --search, time them on "
+        "our runtime beside ours if the file exists (default: %(default)s)",
+    )
     args = p.parse_args(argv)
     if unknown := [n for n in args.names if n not in BENCHMARKS]:
         p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
-    bench(args.names, args.runs, tinygrad=args.tinygrad, search_amt=args.beam if args.search else None,
-          tinygrad_beam=args.tinygrad_beam, cache=not args.no_cache)
+    bench(
+        args.names,
+        args.runs,
+        tinygrad=args.tinygrad,
+        search_amt=args.beam if args.search else None,
+        tinygrad_beam=args.tinygrad_beam,
+        cache=not args.no_cache,
+    )
     return 0
 
 

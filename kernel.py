@@ -416,8 +416,13 @@ class LazyOp:
                 raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
         if len(self.src) != (n := ARITY[self.op]):
             raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
-        want = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer,
-                UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}.get(self.op)
+        want = {
+            BufferOps.LOAD: MemBuffer,
+            BufferOps.STORE: MemBuffer,
+            BufferOps.CONST: ConstBuffer,
+            UnaryOps.CAST: DType,
+            UnaryOps.BITCAST: DType,
+        }.get(self.op)
         if want is not None and not isinstance(self.arg, want):
             raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
         if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
@@ -497,8 +502,10 @@ def verify_lazyop(*ast: LazyOp) -> None:
             shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
         for s in srcs:
             if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
-                                 + _reduce_used_elsewhere(op.src, shape, shapes))
+                raise ValueError(
+                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                    + _reduce_used_elsewhere(op.src, shape, shapes)
+                )
         shapes[op] = shape
         return shape
 
@@ -522,8 +529,10 @@ def verify_lazyop(*ast: LazyOp) -> None:
         how = "loaded" if x.op is BufferOps.LOAD else "stored"
         seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
         if seen != x.arg.dtype:
-            raise ValueError(f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
-                             f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}")
+            raise ValueError(
+                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
+                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
+            )
     _verify_reduceops(ast, shapes)
 
 
@@ -534,8 +543,10 @@ def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes
             continue
         for r in src.lazyops:
             if r.op in ReduceOps and shapes.get(r) == shapes[src]:
-                return (f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
-                        "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)")
+                return (
+                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
+                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
+                )
     return ""
 
 
@@ -632,7 +643,7 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
     memo: dict[LazyOp, Any] = {}
     if value_on_zeros(x, memo) == 0:
         return None
-    while (off := [s for s in x.src if memo[s] != 0]):
+    while off := [s for s in x.src if memo[s] != 0]:
         x = off[0]
     return x, memo[x]
 
@@ -1365,8 +1376,9 @@ class View:
             if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
                 raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
             outside = [
-                (m, s) for m, s in zip(mask, shape) if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1]
-                and not (0 <= m[0] and m[1] <= s)
+                (m, s)
+                for m, s in zip(mask, shape)
+                if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
             ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
             if outside:
                 (b, e), s = outside[0]
@@ -1852,15 +1864,17 @@ class ShapeTracker:
         def at(x: sint) -> int:
             return x if isinstance(x, int) else sym_infer(x, vals)
 
-        return ShapeTracker(tuple(
-            View.create(
-                tuple(at(x) for x in v.shape),
-                tuple(at(x) for x in v.strides),
-                at(v.offset),
-                tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
+        return ShapeTracker(
+            tuple(
+                View.create(
+                    tuple(at(x) for x in v.shape),
+                    tuple(at(x) for x in v.strides),
+                    at(v.offset),
+                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
+                )
+                for v in st.views
             )
-            for v in st.views
-        ))
+        )
 
     def indices(self, var_vals: dict[Variable, int] | None = None):
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
@@ -1947,7 +1961,6 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
     except (TypeError, ValueError):
         want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
-
 
 
 def _view_indices(view: View, idxs: list, dtype):
@@ -2654,8 +2667,10 @@ class Kernel:
             for r in self.reduceops or [None]:
                 if (why := padding_changes(r)) is not None:
                     if r is not self.reduceop:
-                        why = f"the padding would change {r.op} (reduce op {self.reduceops.index(r)}), which " \
+                        why = (
+                            f"the padding would change {r.op} (reduce op {self.reduceops.index(r)}), which "
                             f"tinygrad 0.9.1 doesn't check: {why}"
+                        )
                     raise KernelOptError(f"cannot pad: {why}")
         padded = False
         for i, st in enumerate(self.sts):
@@ -2784,8 +2799,10 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
                 self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
-            picks = [f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for j, (n, m, kk) in
-                     enumerate(combos)]
+            picks = [
+                f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}"
+                for j, (n, m, kk) in enumerate(combos)
+            ]
             weighed.append(((len(weighed),), str(tc), "fits: " + ", ".join(picks), True))
             rule = (
                 "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
@@ -2906,8 +2923,9 @@ class Kernel:
                     Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
                 )
             candidates = [((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4") for a in axes4]
-            self._decided(step, "required_optimizations", "image output: the first unit-stride axis (key: axis)",
-                          candidates)
+            self._decided(
+                step, "required_optimizations", "image output: the first unit-stride axis (key: axis)", candidates
+            )
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
@@ -2967,8 +2985,9 @@ class Kernel:
             and r.src[0].src[1].op is BufferOps.LOAD
         ):
             if r is not None:
-                self._decided(step, "_matvec", "no: not SUM(MUL(LOAD, LOAD)) on a target with locals and shared "
-                              "memory (or MV=0)")
+                self._decided(
+                    step, "_matvec", "no: not SUM(MUL(LOAD, LOAD)) on a target with locals and shared memory (or MV=0)"
+                )
             return False
         mulop = r.src[0]
         i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
@@ -3109,8 +3128,9 @@ class Kernel:
                         Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
                         f"image buffer {i}: unroll its unit-stride axis by 4",
                     )
-            self._decided(step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)",
-                          candidates)
+            self._decided(
+                step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)", candidates
+            )
 
     def _upcast_masked_axes(self) -> None:
         """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
@@ -3140,8 +3160,9 @@ class Kernel:
         for axis in to_upcast[::-1]:
             self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        self._decided(step, "_upcast_masked_axes", rule if candidates else "no: no masked output axis of size <= 7",
-                      candidates)
+        self._decided(
+            step, "_upcast_masked_axes", rule if candidates else "no: no masked output axis of size <= 7", candidates
+        )
 
     def _upcast_broadcast_axes(self) -> None:
         """While there are >= 1024 outputs, upcast an output axis that some buffer has stride 0 on (and none of that
@@ -3212,8 +3233,13 @@ class Kernel:
         s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
         candidates = [
-            ((0,), f"UNROLL:{axis}:0", f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}" if isinstance(s, int)
-             else f"whole: size {s} is symbolic"),
+            (
+                (0,),
+                f"UNROLL:{axis}:0",
+                f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
+                if isinstance(s, int)
+                else f"whole: size {s} is symbolic",
+            ),
             ((1,), f"UNROLL:{axis}:4", f"by 4: {s} % 4 = {s % 4 if isinstance(s, int) else '?'}"),
         ]
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
@@ -3278,8 +3304,9 @@ class Kernel:
             zero = [self._buf_name(i) for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
             kind = f"{', '.join(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if broadcast else "no stride 0"
             what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)" if fits else "no size fits"
-            candidates.append(((-int(broadcast), -axis), f"LOCAL:{axis}:{fits[0]}" if fits else f"axis {axis}",
-                               f"{kind}; {what}"))
+            candidates.append(
+                ((-int(broadcast), -axis), f"LOCAL:{axis}:{fits[0]}" if fits else f"axis {axis}", f"{kind}; {what}")
+            )
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -3514,7 +3541,10 @@ def sint_from_json(x: Any) -> sint:
     if kind == "and":
         return Node.ands(a)
     ops: dict[str, Callable[[Any, Any], Any]] = {
-        "mul": operator.mul, "div": operator.floordiv, "mod": operator.mod, "lt": operator.lt
+        "mul": operator.mul,
+        "div": operator.floordiv,
+        "mod": operator.mod,
+        "lt": operator.lt,
     }
     return ops[kind](a[0], a[1])
 
@@ -3532,15 +3562,17 @@ def lazyop_from_json(x: dict[str, Any]) -> LazyOp:
         def sizes(xs: list[Any]) -> tuple[sint, ...]:
             return tuple(sint_from_json(y) for y in xs)
 
-        return ShapeTracker(tuple(
-            View.create(
-                sizes(v["shape"]),
-                sizes(v["strides"]),
-                sint_from_json(v["offset"]),
-                tuple(sizes(m) for m in v["mask"]) if v["mask"] is not None else None,
+        return ShapeTracker(
+            tuple(
+                View.create(
+                    sizes(v["shape"]),
+                    sizes(v["strides"]),
+                    sint_from_json(v["offset"]),
+                    tuple(sizes(m) for m in v["mask"]) if v["mask"] is not None else None,
+                )
+                for v in views
             )
-            for v in views
-        ))
+        )
 
     kind, name = x["op"].split(".")
     op = {
@@ -3582,9 +3614,7 @@ DEMOS: dict[str, Demo] = {
     "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), buffers=("out", "a")),
     "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), buffers=("out", "a")),
     "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), buffers=("out", "a")),
-    "matvec": Demo(
-        "out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), buffers=("out", "a", "x")
-    ),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), buffers=("out", "a", "x")),
     "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), buffers=("out", "a", "b")),
     "conv2d": Demo(
         "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)",
@@ -3687,11 +3717,15 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str]) -> list[str]:
             if stride == 0:
                 notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads {verb} the same element")
             elif stride == 1 and color == "green":
-                notes.append(f"{names[i]} has stride 1 across the {_txt(size)} threads: they interleave, thread t "
-                             f"reads t, t+{_txt(size)}, ... (GROUP)")
+                notes.append(
+                    f"{names[i]} has stride 1 across the {_txt(size)} threads: they interleave, thread t "
+                    f"reads t, t+{_txt(size)}, ... (GROUP)"
+                )
             elif color == "green":
-                notes.append(f"{names[i]} has stride {stride} across the {_txt(size)} threads: each reads its own "
-                             f"contiguous run (GROUPTOP)")
+                notes.append(
+                    f"{names[i]} has stride {stride} across the {_txt(size)} threads: each reads its own "
+                    f"contiguous run (GROUPTOP)"
+                )
             elif stride == 1:
                 notes.append(f"{names[i]} has stride 1 here: neighbouring threads {verb} neighbouring elements")
             else:
@@ -3725,8 +3759,9 @@ def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
     return lines
 
 
-def explain_lines(k: Kernel, steps: Sequence[tuple[Opt, str]], decisions: Sequence[Decision],
-                  names: Sequence[str]) -> list[str]:
+def explain_lines(
+    k: Kernel, steps: Sequence[tuple[Opt, str]], decisions: Sequence[Decision], names: Sequence[str]
+) -> list[str]:
     """--explain: after each opt the shape, every buffer's strides, what the new axis means for each buffer, and the
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
     bnames, rename = buffer_names(k, names), _renamer(k, names)
@@ -3748,15 +3783,32 @@ def explain_lines(k: Kernel, steps: Sequence[tuple[Opt, str]], decisions: Sequen
 
 # -- --loops: the kernel as a loop nest --
 
-_OP_SYMBOLS = {BinaryOps.ADD: "+", BinaryOps.MUL: "*", BinaryOps.IDIV: "//", BinaryOps.MOD: "%", BinaryOps.CMPLT: "<",
-               BinaryOps.CMPNE: "!=", BinaryOps.XOR: "^", BinaryOps.SHL: "<<", BinaryOps.SHR: ">>"}
+_OP_SYMBOLS = {
+    BinaryOps.ADD: "+",
+    BinaryOps.MUL: "*",
+    BinaryOps.IDIV: "//",
+    BinaryOps.MOD: "%",
+    BinaryOps.CMPLT: "<",
+    BinaryOps.CMPNE: "!=",
+    BinaryOps.XOR: "^",
+    BinaryOps.SHL: "<<",
+    BinaryOps.SHR: ">>",
+}
 
 
 def _axis_var(k: Kernel, axis: int) -> Node:
     """The loop variable of an axis, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
     registers are up (upcast) and un (unrolled)."""
-    prefix = {"blue": "gidx", "BLUE": "gidx", "cyan": "lidx", "green": "lidx", "white": "lidx", "red": "ridx",
-              "yellow": "up", "magenta": "un"}[k.colors()[axis]]
+    prefix = {
+        "blue": "gidx",
+        "BLUE": "gidx",
+        "cyan": "lidx",
+        "green": "lidx",
+        "white": "lidx",
+        "red": "ridx",
+        "yellow": "up",
+        "magenta": "un",
+    }[k.colors()[axis]]
     size = k.full_shape[axis]
     hi = size - 1 if isinstance(size, int) else max(size.max - 1, 1)
     return Variable(f"{prefix}{axis}", 0, hi)
@@ -3825,9 +3877,13 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
         code = colored(f"{keyword} {idxs[a].render()} in 0..{_txt(shape[a] - 1)}:", colors[a])
         nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
-    kinds = {"blue": "one work-group each", "BLUE": "one thread each, no work-groups",
-             "cyan": "threads of a work-group", "green": "threads that share one reduce",
-             "white": "threads; the finishing thread unrolls it"}
+    kinds = {
+        "blue": "one work-group each",
+        "BLUE": "one thread each, no work-groups",
+        "cyan": "threads of a work-group",
+        "green": "threads that share one reduce",
+        "white": "threads; the finishing thread unrolls it",
+    }
     for a in range(k.first_reduce + k.group_for_reduces):
         loop(a, "parallel for", kinds[colors[a]])
     accs: dict[LazyOp, str] = {}
@@ -3844,8 +3900,11 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
             loop(a, "for", "a loop")
         if regs:
             unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in regs)
-            nest.add(f"for {unrolled} (unrolled):", "registers: " + ", ".join(
-                f"{colors[a]} axis {a}" for a in regs), open_block=True)
+            nest.add(
+                f"for {unrolled} (unrolled):",
+                "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs),
+                open_block=True,
+            )
         op = "+=" if r.op is ReduceOps.SUM else "= max(..)"
         nest.add(f"{acc}{sub} {op} {_expression(k, r.src[0], idxs, bnames, accs)}")
         nest.depth = depth
@@ -3859,18 +3918,25 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
             nest.add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
             nest.add("barrier", "wait for every thread of the work-group")
             first = " and ".join(f"{var(a)} == 0" for a in green)
-            nest.add(f"if {first}:", f"the first of the {prod(shape[a] for a in green)} green threads finishes",
-                     open_block=True)
+            nest.add(
+                f"if {first}:",
+                f"the first of the {prod(shape[a] for a in green)} green threads finishes",
+                open_block=True,
+            )
             parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
             if yellow:
                 unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in yellow)
                 nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
-            nest.add(f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
-                     "over the green threads' partial results")
+            nest.add(
+                f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
+                "over the green threads' partial results",
+            )
             if n < len(k.reduceops) - 1:
                 nest.depth = depth
-    late = [idxs[a] if a < k.first_reduce or colors[a] == "white" or a >= k.shape_len - k.upcasted
-            else NumNode(0) for a in range(k.shape_len)]
+    late = [
+        idxs[a] if a < k.first_reduce or colors[a] == "white" or a >= k.shape_len - k.upcasted else NumNode(0)
+        for a in range(k.shape_len)
+    ]
     store_regs = [a for a in regs if colors[a] == "yellow"]
     if store_regs and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in store_regs)
@@ -3915,12 +3981,16 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
     parts = [(letter, cs) for letter, cs in parts if any(c in cs for c in k.colors()) or letter == "g"]
 
     def label(cell: dict[str, list[int]]) -> str:
-        return " ".join(colored(letter + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0])
-                        for letter, cs in parts)
+        return " ".join(
+            colored(letter + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0])
+            for letter, cs in parts
+        )
 
     rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
-    widest = {c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
-              for c in set(k.colors())}  # every index at its largest: the widest label
+    widest = {
+        c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
+        for c in set(k.colors())
+    }  # every index at its largest: the widest label
     cell_width = max(8, ansilen(label(widest)) + 2)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
@@ -3944,11 +4014,16 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
     legend_parts = {"g": "work-group (blue axes)", "t": "thread in it (cyan axes)", "r": "register (yellow axes)"}
     if k.dont_use_locals:
         legend_parts["g"] = "thread (BLUE axes: no work-groups)"
-    lines.append("  each cell: " + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts) +
-                 "; indices in axis order")
+    lines.append(
+        "  each cell: "
+        + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts)
+        + "; indices in axis order"
+    )
     if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]:
-        lines.append(f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
-                     "reduce; the first of them writes it")
+        lines.append(
+            f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
+            "reduce; the first of them writes it"
+        )
     return lines
 
 
@@ -3995,8 +4070,10 @@ def demo_kernel(
                 nests.append([])
         width = max(ansilen(shape) for _, shape, _ in rows) + 3
         label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
-        table = [f"  {label:<{label_width}}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip()
-                 for label, shape, why in rows]
+        table = [
+            f"  {label:<{label_width}}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip()
+            for label, shape, why in rows
+        ]
         if view == "steps":
             lines = table
         elif view == "loops" and every_step:
@@ -4068,11 +4145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
     views = d.add_mutually_exclusive_group()
-    views.add_argument("--explain", action="store_true",
-                       help="under each opt, every buffer's strides, and each heuristic's candidates and sort keys")
+    views.add_argument(
+        "--explain",
+        action="store_true",
+        help="under each opt, every buffer's strides, and each heuristic's candidates and sort keys",
+    )
     views.add_argument("--loops", action="store_true", help="the optimized kernel as a coloured loop nest")
-    views.add_argument("--map", action="store_true",
-                       help="the output as a grid: the work-group, thread and register of each element")
+    views.add_argument(
+        "--map", action="store_true", help="the output as a grid: the work-group, thread and register of each element"
+    )
     d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
     args = p.parse_args(argv)
     if args.steps and not args.loops:

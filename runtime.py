@@ -9,6 +9,7 @@ buffer and barrier; the stores come after the last one and read every result.
 
 Usage: python runtime.py show NAME | verify [NAME] | search NAME | bench   (each with --help)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,47 @@ except ValueError as e:  # a bad knob (TC=abc): on the command line, one line in
         raise
     print(f"python runtime.py: error: {e}", file=sys.stderr)
     sys.exit(2)
-from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, KernelOptError,
-                    LazyOp, LtNode, MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker,
-                    SumNode, TernaryOps, UnaryOps, Variable, ansilen, ansistrip, dedup, demo_kernel, dtypes, getenv,
-                    int_at_least, optimize, parse_opt_arg, prod, render_lt_as_ge, run_command_line, sym_infer,
-                    sym_render, verify_lazyop)
+from kernel import (
+    DEMOS,
+    TARGETS,
+    AndNode,
+    BinaryOps,
+    BufferOps,
+    ConstBuffer,
+    DivNode,
+    Kernel,
+    KernelOptError,
+    LazyOp,
+    LtNode,
+    MemBuffer,
+    ModNode,
+    MulNode,
+    Node,
+    NumNode,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    SumNode,
+    TernaryOps,
+    UnaryOps,
+    Variable,
+    ansilen,
+    ansistrip,
+    dedup,
+    demo_kernel,
+    dtypes,
+    getenv,
+    int_at_least,
+    optimize,
+    parse_opt_arg,
+    prod,
+    render_lt_as_ge,
+    run_command_line,
+    sym_infer,
+    sym_render,
+    verify_lazyop,
+)
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -46,12 +83,18 @@ from kernel import (DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, 
 # name -> (numpy dtype, C type in memory, C type in registers). half is kept in memory and computed as float
 # (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte.
 _TYPES = {
-    "bool": (np.bool_, "uchar", "bool"), "char": (np.int8, "char", "char"),
-    "unsigned char": (np.uint8, "uchar", "uchar"), "short": (np.int16, "short", "short"),
-    "unsigned short": (np.uint16, "ushort", "ushort"), "int": (np.int32, "int", "int"),
-    "unsigned int": (np.uint32, "uint", "uint"), "long": (np.int64, "long", "long"),
-    "unsigned long": (np.uint64, "ulong", "ulong"), "half": (np.float16, "half", "float"),
-    "float": (np.float32, "float", "float"), "double": (np.float64, "double", "double"),
+    "bool": (np.bool_, "uchar", "bool"),
+    "char": (np.int8, "char", "char"),
+    "unsigned char": (np.uint8, "uchar", "uchar"),
+    "short": (np.int16, "short", "short"),
+    "unsigned short": (np.uint16, "ushort", "ushort"),
+    "int": (np.int32, "int", "int"),
+    "unsigned int": (np.uint32, "uint", "uint"),
+    "long": (np.int64, "long", "long"),
+    "unsigned long": (np.uint64, "ulong", "ulong"),
+    "half": (np.float16, "half", "float"),
+    "float": (np.float32, "float", "float"),
+    "double": (np.float64, "double", "double"),
 }
 
 
@@ -144,6 +187,7 @@ def cexpr(x) -> str:
     """C text of an int or an index node."""
     return sym_render(x, render_c)
 
+
 @dataclass
 class Program:
     """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
@@ -152,6 +196,7 @@ class Program:
     `args` lists the buffer arguments: (buffer idx, "buffer" or "image"); `vars` the symbolic variables passed
     after them as `int` arguments. With variables, `global_size` may hold nodes of them: the launch computes them
     from the values, and one program serves every value."""
+
     name: str
     src: str
     global_size: list[Any]
@@ -162,16 +207,32 @@ class Program:
 
 # OpenCL C for each op; {0}, {1}, {2} are the C expressions of the sources
 _C_OPS = {
-    UnaryOps.EXP2: "exp2({0})", UnaryOps.LOG2: "log2({0})", UnaryOps.SIN: "sin({0})", UnaryOps.SQRT: "sqrt({0})",
-    UnaryOps.NEG: "(-{0})", UnaryOps.RECIP: "(1/{0})",
-    BinaryOps.ADD: "({0}+{1})", BinaryOps.MUL: "({0}*{1})", BinaryOps.IDIV: "({0}/{1})", BinaryOps.MOD: "({0}%{1})",
-    BinaryOps.MAX: "max({0},{1})", BinaryOps.CMPLT: "({0}<{1})", BinaryOps.CMPNE: "({0}!={1})",
-    BinaryOps.XOR: "({0}^{1})", BinaryOps.SHL: "({0}<<{1})", BinaryOps.SHR: "({0}>>{1})",
-    TernaryOps.WHERE: "({0}?{1}:{2})", TernaryOps.MULACC: "(({0}*{1})+{2})",
+    UnaryOps.EXP2: "exp2({0})",
+    UnaryOps.LOG2: "log2({0})",
+    UnaryOps.SIN: "sin({0})",
+    UnaryOps.SQRT: "sqrt({0})",
+    UnaryOps.NEG: "(-{0})",
+    UnaryOps.RECIP: "(1/{0})",
+    BinaryOps.ADD: "({0}+{1})",
+    BinaryOps.MUL: "({0}*{1})",
+    BinaryOps.IDIV: "({0}/{1})",
+    BinaryOps.MOD: "({0}%{1})",
+    BinaryOps.MAX: "max({0},{1})",
+    BinaryOps.CMPLT: "({0}<{1})",
+    BinaryOps.CMPNE: "({0}!={1})",
+    BinaryOps.XOR: "({0}^{1})",
+    BinaryOps.SHL: "({0}<<{1})",
+    BinaryOps.SHR: "({0}>>{1})",
+    TernaryOps.WHERE: "({0}?{1}:{2})",
+    TernaryOps.MULACC: "(({0}*{1})+{2})",
 }
 # ... and where the sources' dtype changes the spelling (C's integer max/NEG would be wrong for bool, % for floats)
-_C_OPS_BOOL = {UnaryOps.NEG: "(!{0})", BinaryOps.ADD: "({0}||{1})", BinaryOps.MUL: "({0}&&{1})",
-               BinaryOps.MAX: "({0}||{1})"}
+_C_OPS_BOOL = {
+    UnaryOps.NEG: "(!{0})",
+    BinaryOps.ADD: "({0}||{1})",
+    BinaryOps.MUL: "({0}&&{1})",
+    BinaryOps.MAX: "({0}||{1})",
+}
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
@@ -213,8 +274,10 @@ def _check_int32(node, what: str):
     for part in _node_parts(node):
         lo, hi = _smallest(part.min), _largest(part.max)
         if not -INT32_MAX - 1 <= lo <= hi <= INT32_MAX:
-            raise ValueError(f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
-                             f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints")
+            raise ValueError(
+                f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
+                f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
+            )
     return node
 
 
@@ -246,16 +309,18 @@ def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> li
         if _largest(s) <= max_sizes[d]:
             continue
         if isinstance(s, Node):
-            raise ValueError(f"dim {i} of symbolic size {cexpr(s)} (up to {_largest(s)}) doesn't fit in a launch "
-                             f"dim of at most {max_sizes[d]}")
+            raise ValueError(
+                f"dim {i} of symbolic size {cexpr(s)} (up to {_largest(s)}) doesn't fit in a launch "
+                f"dim of at most {max_sizes[d]}"
+            )
         factor = next((f for f in range(2, math.isqrt(s) + 1) if s % f == 0 and s // f <= max_sizes[d]), None)
         if factor is None:
             raise ValueError(f"dim {i} of size {s} doesn't fit in a launch dim of at most {max_sizes[d]}")
-        slots[d:d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
+        slots[d : d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
     d = 0
     while len(slots) > len(max_sizes):
         if _largest(prod(s for _, s in slots[d] + slots[d + 1])) <= max_sizes[d]:
-            slots[d:d + 2] = [slots[d] + slots[d + 1]]
+            slots[d : d + 2] = [slots[d] + slots[d + 1]]
         elif d < len(max_sizes) - 1:
             d += 1
         else:
@@ -319,7 +384,7 @@ class _Renderer:
         idxs: list[Any] = [NumNode(0)] * self.n
         use_locals = k.opts.has_local and not k.dont_use_locals
         gmax = k.opts.global_max or (2**31 - 1,) * 3
-        groups = fit_dims(full[:k.global_dims], gmax[:3], reverse=True)
+        groups = fit_dims(full[: k.global_dims], gmax[:3], reverse=True)
         self._define_ids(groups, "get_group_id" if use_locals else "get_global_id", range(k.global_dims), "gidx", idxs)
         global_size = [prod(s for _, s in slot) for slot in groups] + [1] * (3 - len(groups))
         if not use_locals:
@@ -338,8 +403,10 @@ class _Renderer:
                 break
             except ValueError as e:
                 if not (cyan := [a for a in axes if a < k.first_reduce]):
-                    raise ValueError(f"the grouped reduce of {kernel_name(k)} needs more threads than the device "
-                                     f"has in a work-group ({e})") from None
+                    raise ValueError(
+                        f"the grouped reduce of {kernel_name(k)} needs more threads than the device "
+                        f"has in a work-group ({e})"
+                    ) from None
                 looped.append(max(cyan, key=lambda a: full[a]))  # the largest local axis becomes a loop
         self._define_ids(threads, "get_local_id", axes, "lidx", idxs)
         return global_size, [prod(s for _, s in slot) for slot in threads] + [1] * (3 - len(threads)), idxs, looped
@@ -360,8 +427,9 @@ class _Renderer:
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
-                self.line(f"int {prefix}{axis} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: "
-                          f"0..{cexpr(size - 1)} */")
+                self.line(
+                    f"int {prefix}{axis} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0..{cexpr(size - 1)} */"
+                )
                 idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
 
     # -- loads --
@@ -387,8 +455,11 @@ class _Renderer:
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
         buf, st = self.k.bufs[i], self.k.sts[i]
-        if isinstance(buf, ConstBuffer) or not self.k.opts.supports_float4 or _scalar(buf.dtype).name not in (
-                "float", "half"):
+        if (
+            isinstance(buf, ConstBuffer)
+            or not self.k.opts.supports_float4
+            or _scalar(buf.dtype).name not in ("float", "half")
+        ):
             return None
         axes = [a for a in st.unit_stride_axes() if a >= self.up and st.shape[a] > 1]
         amts = (4,) if _is_image(buf.dtype) else (2, 4)
@@ -399,7 +470,7 @@ class _Renderer:
         if (axis := self.float4_axis[i]) is None:
             return None
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
-        base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1:]
+        base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :]
         idx, valid = self.exprs(i, base)
         if idx.min < 0 or idx // amt * amt != idx:
             return None  # not provably a multiple of amt: stay scalar
@@ -420,8 +491,11 @@ class _Renderer:
             idx, valid, comp, amt = vec
             if valid.max == 0:
                 return zero
-            load = f"vload_half{amt}(0, {name}+{self.index(idx)})" if mem == "half" else \
-                f"*((__global float{amt}*)({name}+{self.index(idx)}))"  # aligned: one vector load
+            load = (
+                f"vload_half{amt}(0, {name}+{self.index(idx)})"
+                if mem == "half"
+                else f"*((__global float{amt}*)({name}+{self.index(idx)}))"
+            )  # aligned: one vector load
             vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
             return f"{vector}.s{_VEC[comp]}"
         idx, valid = self.exprs(i, idxs)
@@ -500,15 +574,17 @@ class _Renderer:
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
-        return list(itertools.product(*[range(s) for s in shape[self.up:]]))
+        return list(itertools.product(*[range(s) for s in shape[self.up :]]))
 
     # -- the kernel --
     def render(self) -> Program:
         k = self.k
         for axis, size in enumerate(k.full_shape):
             if _largest(size) > INT32_MAX:
-                raise ValueError(f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id) does not fit "
-                                 "in a 32-bit int; split it with a reshape")
+                raise ValueError(
+                    f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id) does not fit "
+                    "in a 32-bit int; split it with a reshape"
+                )
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
             self.open(f"for (int lidx{axis} = 0; lidx{axis} < {cexpr(k.full_shape[axis])}; lidx{axis}++)")
@@ -516,7 +592,7 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
             idxs[axis] = NumNode(0) if size == 0 else Variable(f"ridx{axis}", 0, size - 1)  # a loop of 0 never runs
-        late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[:self.up])]
+        late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[: self.up])]
         if k.reduceop is None:
             self.stores([(late_idxs + [NumNode(c) for c in combo], None) for combo in self.combos(k.output_shape)])
         else:
@@ -525,8 +601,9 @@ class _Renderer:
             self.close()
         return self.program(global_size, local_size)
 
-    def accumulators(self, r: LazyOp, combos: list[tuple[int, ...]], vec_axis: int | None) \
-            -> dict[tuple[int, ...], str]:
+    def accumulators(
+        self, r: LazyOp, combos: list[tuple[int, ...]], vec_axis: int | None
+    ) -> dict[tuple[int, ...], str]:
         """A register per combination, starting at the reduce's identity. When the results are stored as float4
         (or float2) along vec_axis, the registers are the components of vectors: acc0.s0, acc0.s1, ...; the
         OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
@@ -536,7 +613,7 @@ class _Renderer:
             return {c: self.declare(ctype, init, "acc") for c in combos}
         pos, vectors, accs = vec_axis - self.up, {}, {}
         for c in combos:
-            base = c[:pos] + (0,) + c[pos + 1:]
+            base = c[:pos] + (0,) + c[pos + 1 :]
             if base not in vectors:
                 vectors[base] = self.declare(f"float{amt}", f"(float{amt})({init})", "acc")
             accs[c] = f"{vectors[base]}.s{c[pos]}"
@@ -549,8 +626,12 @@ class _Renderer:
         results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
         if k.group_for_reduces:  # only the first thread of each group holds the finished results
             self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
-        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)})
-                     for key, idxs in self.result_idxs(late_idxs).items()])
+        self.stores(
+            [
+                (idxs, {r: res[key] for r, res in zip(k.reduceops, results)})
+                for key, idxs in self.result_idxs(late_idxs).items()
+            ]
+        )
         if k.group_for_reduces:
             self.close()
 
@@ -564,15 +645,16 @@ class _Renderer:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
-            self.open(f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)",
-                      f"red, axis {axis}")
+            self.open(
+                f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)", f"red, axis {axis}"
+            )
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
-            val = self.value(r.src[0], idxs[:self.up] + [NumNode(c) for c in combo], None)
-            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up:]))]].append(val)
+            val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
+            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
-                self.line(f"{acc} = {self.combine(r.op, vals[i:i + 16] + [acc], dt)};")
+                self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
         if not k.group_for_reduces:
@@ -583,15 +665,19 @@ class _Renderer:
     def white_axes(self) -> list[int]:
         """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
         k = self.k
-        return [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-                if k.output_shape[a] == k.full_shape[a]]
+        return [
+            a
+            for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+            if k.output_shape[a] == k.full_shape[a]
+        ]
 
     @property
     def group_firsts(self) -> list[str]:
         """The condition for the threads that finish a grouped reduce: group ids 0."""
         k = self.k
-        return [f"lidx{a}==0" for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-                if k.full_shape[a] > 1]
+        return [
+            f"lidx{a}==0" for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.full_shape[a] > 1
+        ]
 
     def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
         """The output element of each finished result: keyed (white axes' values, upcast combination)."""
@@ -615,7 +701,7 @@ class _Renderer:
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
         group_axes = range(k.first_reduce, last)
         white = self.white_axes
-        temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up:])
+        temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
         self.lines.insert(n, f"  __local {_type(dt)[2]} {temp}[{prod(temp_shape)}];")  # __local lives at kernel scope
 
@@ -712,8 +798,11 @@ class _Renderer:
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
         name = kernel_name(k)
-        prelude = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n" \
-            if self.images else ""
+        prelude = (
+            "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
+            if self.images
+            else ""
+        )
         tc = any(o.op is OptOps.TC for o in k.applied_opts)
         note = _TC_NOTE.format(device=k.opts.device) if tc else ""
         src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
@@ -831,6 +920,7 @@ def build(src: str, name: str):
 class BufferInfo:
     """One buffer of a kernel: `size` elements (for an image: height * width * 4). A buffer that is `read` is an
     input; one that is written is an `output` (both: updated in place, starting from its input)."""
+
     idx: int
     dtype: Any
     size: int
@@ -850,8 +940,13 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
         if x.op in (BufferOps.LOAD, BufferOps.STORE):
             size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
             old = found.get(x.arg.idx)
-            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, max(size, old.size if old else 0),
-                                          x.arg.idx in outputs, x.op is BufferOps.LOAD or bool(old and old.read))
+            found[x.arg.idx] = BufferInfo(
+                x.arg.idx,
+                x.arg.dtype,
+                max(size, old.size if old else 0),
+                x.arg.idx in outputs,
+                x.op is BufferOps.LOAD or bool(old and old.read),
+            )
     return [found[i] for i in sorted(found)]
 
 
@@ -905,8 +1000,9 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     for v in variables:
         val = given.get(v.expr, bound.get(v.expr))
         if val is None:
-            raise ValueError(f"no value for the variable {v.expr} (range [{v.min}, {v.max}]): "
-                             f"pass var_vals={{'{v.expr}': value}}")
+            raise ValueError(
+                f"no value for the variable {v.expr} (range [{v.min}, {v.max}]): pass var_vals={{'{v.expr}': value}}"
+            )
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not v.min <= val <= v.max:
             raise ValueError(f"{v.expr}={val!r} is outside its range [{v.min}, {v.max}]")
         ret[v.expr] = int(val)
@@ -983,8 +1079,13 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
         if not b.read:
             continue
         dt = np_dtype(b.dtype)
-        x = rng.random(b.size, dtype=np.float32) * 2 - 1 if dt.kind == "f" else \
-            rng.random(b.size) < 0.5 if dt == np.bool_ else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
+        x = (
+            rng.random(b.size, dtype=np.float32) * 2 - 1
+            if dt.kind == "f"
+            else rng.random(b.size) < 0.5
+            if dt == np.bool_
+            else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
+        )
         arrays.append(x.astype(dt).reshape(b.shape))
     return arrays
 
@@ -995,9 +1096,15 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
-    def __init__(self, k: Kernel, inputs: Sequence[np.ndarray], var_vals: dict | None = None,
-                 prg: Program | None = None, device_args: dict | None = None,
-                 second_poison: bool = False):
+    def __init__(
+        self,
+        k: Kernel,
+        inputs: Sequence[np.ndarray],
+        var_vals: dict | None = None,
+        prg: Program | None = None,
+        device_args: dict | None = None,
+        second_poison: bool = False,
+    ):
         """`prg`: k already rendered with the device's limits. `device_args`: a dict that keeps the device buffers
         between launches of kernels of the same AST (the beam search times many), filled on first use."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
@@ -1020,8 +1127,9 @@ class _Launch:
                 data = data.view(np.uint8)
             if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
                 data = np.zeros(1, data.dtype)
-            flags = (mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY) \
-                | mf.COPY_HOST_PTR
+            flags = (
+                mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
+            ) | mf.COPY_HOST_PTR
             if kind == "image":
                 h, w, _ = b.shape
                 channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
@@ -1059,8 +1167,7 @@ class _Launch:
         return [self.outputs[i].reshape(self.infos[i].shape) for i in sorted(self.outputs)]
 
 
-def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None,
-        second_poison: bool = False) -> list[np.ndarray]:
+def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poison: bool = False) -> list[np.ndarray]:
     """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4)).
     A symbolic kernel runs at var_vals ({"i": 37}; names or Variables as keys). Outputs start poisoned (see
     _poisoned; `second_poison` picks the other poison)."""
@@ -1069,8 +1176,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None,
     return launch.read()
 
 
-def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) \
-        -> float:
+def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) -> float:
     """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
     launch = _Launch(k, inputs, var_vals)
     times = []
@@ -1088,14 +1194,31 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # MAX is fmax: OpenCL leaves max() of a NaN undefined, and devices (PoCL among them) return the other operand
 _NP_OPS = {
-    UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin, UnaryOps.SQRT: np.sqrt,
-    UnaryOps.RECIP: np.reciprocal, UnaryOps.NEG: np.negative, BinaryOps.ADD: np.add, BinaryOps.MUL: np.multiply,
-    BinaryOps.MOD: np.fmod, BinaryOps.MAX: np.fmax, BinaryOps.CMPLT: np.less, BinaryOps.CMPNE: np.not_equal,
-    BinaryOps.XOR: np.bitwise_xor, BinaryOps.SHL: np.left_shift, BinaryOps.SHR: np.right_shift,
-    BinaryOps.IDIV: np.true_divide, TernaryOps.WHERE: np.where, TernaryOps.MULACC: lambda a, b, c: a * b + c,
+    UnaryOps.EXP2: np.exp2,
+    UnaryOps.LOG2: np.log2,
+    UnaryOps.SIN: np.sin,
+    UnaryOps.SQRT: np.sqrt,
+    UnaryOps.RECIP: np.reciprocal,
+    UnaryOps.NEG: np.negative,
+    BinaryOps.ADD: np.add,
+    BinaryOps.MUL: np.multiply,
+    BinaryOps.MOD: np.fmod,
+    BinaryOps.MAX: np.fmax,
+    BinaryOps.CMPLT: np.less,
+    BinaryOps.CMPNE: np.not_equal,
+    BinaryOps.XOR: np.bitwise_xor,
+    BinaryOps.SHL: np.left_shift,
+    BinaryOps.SHR: np.right_shift,
+    BinaryOps.IDIV: np.true_divide,
+    TernaryOps.WHERE: np.where,
+    TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
-_NP_OPS_BOOL = {UnaryOps.NEG: np.logical_not, BinaryOps.ADD: np.logical_or, BinaryOps.MAX: np.logical_or,
-                BinaryOps.MUL: np.logical_and}
+_NP_OPS_BOOL = {
+    UnaryOps.NEG: np.logical_not,
+    BinaryOps.ADD: np.logical_or,
+    BinaryOps.MAX: np.logical_or,
+    BinaryOps.MUL: np.logical_and,
+}
 
 
 def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
@@ -1140,8 +1263,9 @@ class _Reference:
         """st restricted to the box: axes where st has size 1 (reduced, or broadcast) stay whole."""
         if id(st) not in self.strides:
             self.strides[id(st)] = st.real_strides()
-        arg = tuple((0, 1) if s == 1 or stride == 0 else rng
-                    for s, stride, rng in zip(st.shape, self.strides[id(st)], box))
+        arg = tuple(
+            (0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in zip(st.shape, self.strides[id(st)], box)
+        )
         return st.shrink(arg)
 
     def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
@@ -1206,8 +1330,11 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
     # computed in the register dtype, with one extra element: a buffer only ever read in its padding may be empty
-    data = {b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)).astype(_compute_np(b.dtype), copy=False)
-            for b in infos if b.read}
+    data = {
+        b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)).astype(_compute_np(b.dtype), copy=False)
+        for b in infos
+        if b.read
+    }
     outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
     with np.errstate(all="ignore"):
         _Reference(ast, data).run(outputs)
@@ -1232,8 +1359,10 @@ def _reduced_size(r: LazyOp) -> int:
 
 def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Sequence[np.ndarray]) -> None:
     if len(expected) != len(outs):
-        raise ValueError(f"expected {len(outs)} output array{'s' if len(outs) != 1 else ''} (one per output of "
-                         f"{kernel_name(k)}), got {len(expected)}")
+        raise ValueError(
+            f"expected {len(outs)} output array{'s' if len(outs) != 1 else ''} (one per output of "
+            f"{kernel_name(k)}), got {len(expected)}"
+        )
     for b, want in zip(outs, expected):
         if np.shape(want) != b.shape:
             raise ValueError(f"expected output data{b.idx} has shape {np.shape(want)}, the kernel writes {b.shape}")
@@ -1253,8 +1382,9 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
     return bad, np.where(bad, np.abs(got.astype(np.float64) - want.astype(np.float64)), 0)
 
 
-def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None,
-           var_vals: dict | None = None) -> None:
+def verify(
+    k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None, var_vals: dict | None = None
+) -> None:
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
     computed earlier for the same AST and inputs); raises VerificationError with a readable report.
     An element the kernel never writes keeps its poison and fails; where the true value is the poison itself, a
@@ -1279,7 +1409,8 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None
                 raise VerificationError(
                     f"{render(k).name}{at_values} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: "
                     f"output data{b.idx} differs in {int(bad.sum())} of {bad.size} elements; max error "
-                    f"{err[at]:.4g} at {where}: got {got[at]}, expected {want[at]}")
+                    f"{err[at]:.4g} at {where}: got {got[at]}, expected {want[at]}"
+                )
 
 
 # ============================================================================================================
@@ -1316,8 +1447,10 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
             continue
         tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
         colors = list(zip(k2.full_shape, k2.colors()))
-        if prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > BEAM_UPCAST_MAX or \
-                prod(s for s, c in colors if c in ("cyan", "green", "white")) > BEAM_LOCAL_MAX:
+        if (
+            prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > BEAM_UPCAST_MAX
+            or prod(s for s, c in colors if c in ("cyan", "green", "white")) > BEAM_LOCAL_MAX
+        ):
             continue
         out.append(k2)
     return out
@@ -1325,8 +1458,15 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
 
 def _state_key(k: Kernel) -> tuple:
     """Everything rendering reads from a kernel besides its AST: two kernels with the same key render the same."""
-    return (tuple(st.views for st in k.sts), k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces,
-            k.dont_use_locals, repr(k.tensor_core))  # a TensorCore holds lists: its repr is the hashable part
+    return (
+        tuple(st.views for st in k.sts),
+        k.full_shape,
+        k.upcasted,
+        k.local_dims,
+        k.group_for_reduces,
+        k.dont_use_locals,
+        repr(k.tensor_core),
+    )  # a TensorCore holds lists: its repr is the hashable part
 
 
 # -- compiling candidates: in worker processes --------------------------------------------------------------
@@ -1335,6 +1475,7 @@ _pool = None  # the worker processes, started on the first search and kept for t
 
 def _worker_init() -> None:
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
 
@@ -1357,8 +1498,9 @@ def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[
             args = [cl.Buffer(get_device().ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
             for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
                 one = np.ones(1, np_dtype(infos[idx].dtype))
-                cl.enqueue_fill_buffer(get_device().queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one,
-                                       0, size)
+                cl.enqueue_fill_buffer(
+                    get_device().queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size
+                )
             kern(get_device().queue, prg.local_size, prg.local_size, *args).wait()  # one work-group: within bounds
         except Exception:  # noqa: S110 - only a warm-up: the main process times (and may drop) the kernel
             pass
@@ -1388,6 +1530,7 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
         if _pool is not None:
             _pool.terminate()
         import multiprocessing
+
         _pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init)
     pending = {job[0]: _pool.apply_async(_compile_candidate, (job,)) for job in jobs}
     last_answer = time.perf_counter()
@@ -1399,8 +1542,11 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
         out_of_time = time.perf_counter() > deadline
         if out_of_time or (pending and time.perf_counter() - last_answer > COMPILE_TIMEOUT):
             # a worker that crashed (the pool replaces it) never answers for its kernel: those are dropped
-            results += [(i, None, f"no answer from the compile worker in {COMPILE_TIMEOUT} s") for i in pending
-                        if not out_of_time]
+            results += [
+                (i, None, f"no answer from the compile worker in {COMPILE_TIMEOUT} s")
+                for i in pending
+                if not out_of_time
+            ]
             _pool.terminate()  # what is left would only delay the next search
             _pool = None
             return results, out_of_time
@@ -1441,8 +1587,16 @@ def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_
 PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
 
 
-def _time_candidate(k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs: int = 3,
-                    max_global_size: int | None = None, var_vals: dict | None = None) -> float:
+def _time_candidate(
+    k: Kernel,
+    prg: Program,
+    inputs,
+    device_args: dict,
+    stop_above: float,
+    runs: int = 3,
+    max_global_size: int | None = None,
+    var_vals: dict | None = None,
+) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
@@ -1477,6 +1631,7 @@ class SearchError(ValueError):
 class SearchRound:
     """One round: `candidates` kernels one action from the beam, `compiled` of them built (the rest `dropped`,
     with `duplicates` rendering to code already timed), `timed`, and the best kernel and time so far."""
+
     number: int
     candidates: int
     compiled: int
@@ -1492,6 +1647,7 @@ class SearchRound:
 class SearchResult:
     """What a search found: the kernel (verified), its time, the rounds, how many candidates were dropped
     (didn't build, run or verify), whether the answer came from the disk cache, and the wall time."""
+
     kernel: Kernel
     time_s: float
     rounds: list[SearchRound]
@@ -1507,14 +1663,14 @@ def cache_dir() -> str:
     """Where searches are remembered: $KERNELPY_CACHE, else $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
     if os.environ.get("KERNELPY_CACHE"):
         return os.environ["KERNELPY_CACHE"]
-    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                        "kernelpy")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kernelpy")
 
 
 def _code_version() -> str:
     """A hash of kernel.py and runtime.py: a result found by other code (another renderer) is not reused."""
     import hashlib
     import kernel
+
     h = hashlib.sha256()
     for path in (kernel.__file__, __file__):
         with open(path, "rb") as f:
@@ -1525,13 +1681,16 @@ def _code_version() -> str:
 def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
     """The file of one search: a hash of everything its answer depends on."""
     import hashlib
-    key = repr((k.ast, k.applied_opts, k.opts, get_device().name, amt, settings, [str(a) for a in ACTIONS],
-                _code_version()))
+
+    key = repr(
+        (k.ast, k.applied_opts, k.opts, get_device().name, amt, settings, [str(a) for a in ACTIONS], _code_version())
+    )
     return os.path.join(directory, "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
 
 
 def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
     import json
+
     try:
         with open(path) as f:
             entry = json.load(f)
@@ -1545,7 +1704,8 @@ def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
 
 def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
     import json
-    new = k.applied_opts[len(start.applied_opts):]
+
+    new = k.applied_opts[len(start.applied_opts) :]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
@@ -1580,8 +1740,9 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES = 6, 5
 
 
-def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict) \
-        -> tuple[list[tuple], int]:
+def _runoff(
+    ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict
+) -> tuple[list[tuple], int]:
     """Time the FINALISTS fastest kernels again (and the heuristics' kernel), once per pass for FINAL_PASSES passes,
     and rank them by their best launch: each was timed in its own round, and a busy moment of the machine there can
     have made it look slower than it is (other work only ever adds time, so the best launch is the truest). The rest
@@ -1590,17 +1751,27 @@ def _runoff(ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, 
     best = {x[1]: x[0] for x in finalists}
     for _ in range(FINAL_PASSES):
         for _, n, kern, prg in finalists:
-            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
-                                                   var_vals=var_vals))
+            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1, var_vals=var_vals))
     rest = [x for x in ranked if x[1] not in best]
-    return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest, \
-        len(finalists)
+    return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest, len(
+        finalists
+    )
 
 
-def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None,
-           timeout: float | None = None, cache: bool = True, workers: int | None = None,
-           max_global_size: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
-           on_round=None, on_progress=None) -> SearchResult:
+def search(
+    k: Kernel,
+    *inputs: np.ndarray,
+    amt: int = 2,
+    var_vals: dict | None = None,
+    timeout: float | None = None,
+    cache: bool = True,
+    workers: int | None = None,
+    max_global_size: int | None = None,
+    min_progress: float = 1e-8,
+    from_heuristics: bool = True,
+    on_round=None,
+    on_progress=None,
+) -> SearchResult:
     """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
 
     Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
@@ -1636,8 +1807,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             if (key := _state_key(kern)) not in seen_states:
                 seen_states.add(key)
                 fresh.append(kern)
-        results, out_of_time = _compile_all([(i, kern, limits) for i, kern in enumerate(fresh)], workers,
-                                            deadline, progress)
+        results, out_of_time = _compile_all(
+            [(i, kern, limits) for i, kern in enumerate(fresh)], workers, deadline, progress
+        )
         counts = {"candidates": len(kernels), "compiled": 0, "duplicates": len(kernels) - len(fresh), "dropped": 0}
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
@@ -1659,8 +1831,16 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             # can't make it the best (tinygrad stops at 3x); a large one may not even need the whole launch
             stop_above = 2 * min([cutoff, *best.values()])
             try:
-                best[n] = _time_candidate(kern, prg, inputs, device_args, stop_above, runs=1,
-                                          max_global_size=max_global_size, var_vals=var_vals)
+                best[n] = _time_candidate(
+                    kern,
+                    prg,
+                    inputs,
+                    device_args,
+                    stop_above,
+                    runs=1,
+                    max_global_size=max_global_size,
+                    var_vals=var_vals,
+                )
             except (cl.Error, RuntimeError, ValueError) as e:
                 counts["dropped"] += 1
                 why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
@@ -1672,8 +1852,19 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
                 if time.perf_counter() > deadline:
                     break
                 kern, prg = programs[n]
-                best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1,
-                                                       max_global_size=max_global_size, var_vals=var_vals))
+                best[n] = min(
+                    best[n],
+                    _time_candidate(
+                        kern,
+                        prg,
+                        inputs,
+                        device_args,
+                        math.inf,
+                        runs=1,
+                        max_global_size=max_global_size,
+                        var_vals=var_vals,
+                    ),
+                )
         out = [(t, len(timed) + i, programs[n][0], programs[n][1]) for i, (n, t) in enumerate(best.items())]
         timed.extend(out)
         return out, {**counts, "timed": len(out), "out_of_time": out_of_time or time.perf_counter() > deadline}
@@ -1685,9 +1876,19 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     first, counts = compile_and_time([s for _, s in starts], math.inf)
     start_s = {name: t for (name, s) in starts for t, _, kern, _ in first if kern is s}
     beam = sorted(first, key=lambda x: x[:2])[:amt]
-    rounds = [SearchRound(0, len(starts), counts["compiled"], counts["duplicates"], counts["timed"],
-                          counts["dropped"], beam[0][0] if beam else math.inf, beam[0][2] if beam else k,
-                          time.perf_counter() - begin)]
+    rounds = [
+        SearchRound(
+            0,
+            len(starts),
+            counts["compiled"],
+            counts["duplicates"],
+            counts["timed"],
+            counts["dropped"],
+            beam[0][0] if beam else math.inf,
+            beam[0][2] if beam else k,
+            time.perf_counter() - begin,
+        )
+    ]
     if on_round:
         on_round(rounds[-1])
     out_of_time = counts["out_of_time"]
@@ -1701,8 +1902,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             beam = ranked[:amt]
         elif ranked and ranked[0][0] < beam[0][0]:
             beam = ranked[:1]  # a little faster still, but not enough to search on from it
-        rounds.append(SearchRound(len(rounds), **counts, best_s=beam[0][0], best=beam[0][2],
-                                  seconds=time.perf_counter() - begin))
+        rounds.append(
+            SearchRound(len(rounds), **counts, best_s=beam[0][0], best=beam[0][2], seconds=time.perf_counter() - begin)
+        )
         if on_round:
             on_round(rounds[-1])
         if not improved:
@@ -1724,13 +1926,15 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             continue
         if path and math.isfinite(t) and not out_of_time:
             _cache_put(path, kern, k, t)
-        return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped,
-                            finalists)
+        return SearchResult(
+            kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped, finalists
+        )
     raise VerificationError(f"no kernel of the search verified, not even the given one: {why_dropped[-1]}")
 
 
-def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None,
-                timeout: float | None = None, **options) -> Kernel:
+def beam_search(
+    k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None, **options
+) -> Kernel:
     """A new Kernel with the opts a beam search found fastest on the device, verified against the reference
     (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s."""
     return search(k, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, **options).kernel
@@ -1745,8 +1949,10 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
     variables = kernel_vars(k_or_ast)
     if not variables:
         return [{}]
-    return [{v.expr: pick(v) for v in variables}
-            for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)]
+    return [
+        {v.expr: pick(v) for v in variables}
+        for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
+    ]
 
 
 def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
@@ -1781,9 +1987,13 @@ class _SearchDisplay:
             self.out.write("\r\033[K")
         self.round = r.number + 1
         shape = _plain_unless_terminal(r.best.colored_shape(), self.out)
-        print(f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-              f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
-              f"{shape}  {_opts_text(r.best)}", file=self.out, flush=True)
+        print(
+            f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
+            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
+            f"{shape}  {_opts_text(r.best)}",
+            file=self.out,
+            flush=True,
+        )
 
 
 def _plain_unless_terminal(text: str, out) -> str:
@@ -1801,8 +2011,15 @@ def _opts_text(k: Kernel) -> str:
     return ", ".join(str(o) for o in k.applied_opts) or "no opts"
 
 
-def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, target: str | None = None,
-                timeout: float | None = None, cache: bool = True, out=None) -> SearchResult:
+def search_demo(
+    name: str,
+    amt: int = 2,
+    opts: Sequence[Opt] | None = None,
+    target: str | None = None,
+    timeout: float | None = None,
+    cache: bool = True,
+    out=None,
+) -> SearchResult:
     """`python runtime.py search`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then
     time the hand-coded and the searched kernel side by side."""
     out = out or sys.stdout
@@ -1816,27 +2033,46 @@ def search_demo(name: str, amt: int = 2, opts: Sequence[Opt] | None = None, targ
     var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
     inputs = random_inputs(start, var_vals=var_vals)
     display = _SearchDisplay(out)
-    print(f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
-          f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}", file=out, flush=True)
-    result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache,
-                    on_round=display.on_round, on_progress=display.progress)
+    print(
+        f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
+        f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}",
+        file=out,
+        flush=True,
+    )
+    result = search(
+        start,
+        *inputs,
+        amt=amt,
+        var_vals=var_vals,
+        timeout=timeout,
+        cache=cache,
+        on_round=display.on_round,
+        on_progress=display.progress,
+    )
     if result.cached:
         print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
     elif result.finalists:
         shape = _plain_unless_terminal(result.kernel.colored_shape(), out)
-        print(f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
-              f"best {_ms(result.time_s).strip()}  {shape}  {_opts_text(result.kernel)}", file=out)
+        print(
+            f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
+            f"best {_ms(result.time_s).strip()}  {shape}  {_opts_text(result.kernel)}",
+            file=out,
+        )
     hand = optimize(Kernel(*start.ast, opts=start.opts))
     rows = [("hand-coded", hand), ("searched", result.kernel)]
-    times = {label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-             for label, k in rows}
+    times = {
+        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
+    }
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     print("", file=out)
     for label, k in rows:
         shape = _plain_unless_terminal(k.colored_shape(), out)
         print(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}", file=out)
-    print(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
-          f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified", file=out)
+    print(
+        f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
+        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified",
+        file=out,
+    )
     return result
 
 
@@ -1846,11 +2082,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import bench
         except ImportError:
-            sys.exit("python runtime.py bench runs bench.py, which is in the repository beside runtime.py: "
-                     "run it from a checkout")
+            sys.exit(
+                "python runtime.py bench runs bench.py, which is in the repository beside runtime.py: "
+                "run it from a checkout"
+            )
         return bench.main(argv[1:], prog="python runtime.py bench")
     p = argparse.ArgumentParser(
-        prog="python runtime.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python runtime.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
         "them against numpy, and beam-search their opts.",
         epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
@@ -1858,7 +2097,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n"
         "  python runtime.py search matmul --beam 2\n  python runtime.py bench      (bench.py)\n"
         "\nAn opt is OP:AXIS:AMT, OP one of "
-        + ", ".join(o.name for o in OptOps) + ". PYOPENCL_CTX chooses the OpenCL device.")
+        + ", ".join(o.name for o in OptOps)
+        + ". PYOPENCL_CTX chooses the OpenCL device.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")
     show.add_argument("name", choices=list(DEMOS))
@@ -1871,9 +2112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sea.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
     sea.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
     for sp in (show, ver, sea):
-        sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT",
-                        help="apply these opts in order instead of the heuristics (repeatable)" if sp is not sea
-                        else "start the search from these opts (repeatable)")
+        sp.add_argument(
+            "--opt",
+            action="append",
+            type=parse_opt_arg,
+            metavar="OP:AXIS:AMT",
+            help="apply these opts in order instead of the heuristics (repeatable)"
+            if sp is not sea
+            else "start the search from these opts (repeatable)",
+        )
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     sub.add_parser("bench", help="time the benchmark suite (bench.py; python runtime.py bench --help)", add_help=False)
     args = p.parse_args(argv)
@@ -1887,12 +2134,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         k = _demo(args.name, args.target, args.opt, log, steps=True)
         prg = render(k)
         sizes = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
-        launch = f"{sizes} work-groups of {prg.local_size} threads" if prg.local_size else \
-            f"{sizes} threads, grouped as the runtime chooses"
+        launch = (
+            f"{sizes} work-groups of {prg.local_size} threads"
+            if prg.local_size
+            else f"{sizes} threads, grouped as the runtime chooses"
+        )
         launch += " (launch dims: the blue axes last first, the cyan ones in order)"
         if prg.vars:
-            launch += "\n  vars            " + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars) + \
-                ": int arguments; this one program runs every value, the launch size follows them"
+            launch += (
+                "\n  vars            "
+                + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars)
+                + ": int arguments; this one program runs every value, the launch size follows them"
+            )
         print(f"  launch          {launch}\n\n{prg.src}")
     elif args.command == "search":
         try:

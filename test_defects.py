@@ -45,8 +45,16 @@ from kernel import (
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-        dtypes.uint64]
+INTS = [
+    dtypes.int8,
+    dtypes.uint8,
+    dtypes.int16,
+    dtypes.uint16,
+    dtypes.int32,
+    dtypes.uint32,
+    dtypes.int64,
+    dtypes.uint64,
+]
 NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
 
 
@@ -106,8 +114,10 @@ _PAD_CASES = {
     "LOG2": (lambda a, b: alu(UnaryOps.LOG2, alu(BinaryOps.MUL, a, a)), dtypes.float),
     "RECIP": (lambda a, b: alu(UnaryOps.RECIP, a), dtypes.float),
     "IDIV": (lambda a, b: alu(BinaryOps.IDIV, a, b), dtypes.int32),
-    "WHERE of bool NEG": (lambda a, b: alu(TernaryOps.WHERE, alu(UnaryOps.NEG, alu(BinaryOps.CMPLT, a, b)), a, b),
-                          dtypes.float),
+    "WHERE of bool NEG": (
+        lambda a, b: alu(TernaryOps.WHERE, alu(UnaryOps.NEG, alu(BinaryOps.CMPLT, a, b)), a, b),
+        dtypes.float,
+    ),
 }
 
 
@@ -142,7 +152,8 @@ def test_padto_of_a_reduce_axis_is_accepted_exactly_where_zeros_in_give_zero_out
 def test_padto_names_the_op_that_breaks_the_sum():
     with pytest.raises(KernelOptError, match=r"cannot pad: MOD maps the padding's 0 to nan"):
         Kernel(*_padded_sum_ast(lambda a, b: alu(BinaryOps.MOD, a, const(4.0, (4, 6))))).apply_opt(
-            Opt(OptOps.PADTO, 1, 4))
+            Opt(OptOps.PADTO, 1, 4)
+        )
     bool_neg = _padded_sum_ast(lambda a, b: alu(UnaryOps.NEG, alu(BinaryOps.CMPNE, a, b)))
     with pytest.raises(KernelOptError, match=r"cannot pad: NEG maps the padding's 0 to True"):
         Kernel(*bool_neg).apply_opt(Opt(OptOps.PADTO, 1, 4))
@@ -163,8 +174,11 @@ def test_padto_of_an_output_axis_is_safe_through_any_op(device):
 def test_narrow_int_arithmetic_wraps_before_it_is_used(dt, op, device):
     info = np.iinfo(R.np_dtype(dt))
     a = np.array([info.max, info.min, 16, info.max // 2 + 1], R.np_dtype(dt))
-    b = np.array([1, -1 if info.min else 1, 16, 2], R.np_dtype(dt)) if op is not BinaryOps.SHL else \
-        np.array([1, 1, 4, 1], R.np_dtype(dt))
+    b = (
+        np.array([1, -1 if info.min else 1, 16, 2], R.np_dtype(dt))
+        if op is not BinaryOps.SHL
+        else np.array([1, 1, 4, 1], R.np_dtype(dt))
+    )
     st = ShapeTracker.from_shape((4,))
     value = alu(op, load(1, st, dt)) if op is UnaryOps.NEG else alu(op, load(1, st, dt), load(2, st, dt))
     ast = (store(alu(UnaryOps.CAST, value, arg=dtypes.int64)),)
@@ -224,8 +238,7 @@ def test_narrow_int_comparison_sees_the_wrapped_value(device):
 # 3, 4. indices and loop bounds are C ints: past int32 the renderer refuses instead of computing garbage
 # ============================================================================================================
 def test_an_index_past_int32_is_refused_not_miscomputed(device):
-    st = ShapeTracker.from_shape((4,)).reshape((4, 1)).expand((4, 1 << 30)).reshape((1 << 32,)).stride(
-        ((1 << 30) + 1,))
+    st = ShapeTracker.from_shape((4,)).reshape((4, 1)).expand((4, 1 << 30)).reshape((1 << 32,)).stride(((1 << 30) + 1,))
     k = Kernel(store(load(1, st)))
     with pytest.raises(ValueError, match=r"data1: index .* does not fit in a 32-bit int"):
         R.render(k)
@@ -320,8 +333,16 @@ def test_verify_checks_the_number_and_shapes_of_expected_outputs(device):
         R.verify(two, x, expected=ref[:1])
 
 
-@pytest.mark.parametrize("dt, true_value", [(dtypes.float, np.nan), (dtypes.int32, 2**31 - 1),
-                                            (dtypes.uint8, 255), (dtypes.half, np.nan), (dtypes.int64, -2**63)])
+@pytest.mark.parametrize(
+    "dt, true_value",
+    [
+        (dtypes.float, np.nan),
+        (dtypes.int32, 2**31 - 1),
+        (dtypes.uint8, 255),
+        (dtypes.half, np.nan),
+        (dtypes.int64, -(2**63)),
+    ],
+)
 def test_verify_detects_an_unwritten_element_whatever_its_true_value(dt, true_value, device, monkeypatch):
     k = Kernel(*copy_ast((4,), dt))
     x = np.array([1, true_value, 2, 3]).astype(R.np_dtype(dt))
@@ -355,16 +376,35 @@ def test_int_max_compiles_for_every_int_type(dt, device):
 # ============================================================================================================
 # 8, 9. a malformed AST is refused where it is built, naming the op and what is wrong
 # ============================================================================================================
-@pytest.mark.parametrize("dt, val", [(dtypes.int8, 300), (dtypes.uint8, -1), (dtypes.int32, 2**31),
-                                     (dtypes.uint64, 2**64), (dtypes.int32, 2.5), (dtypes.bool, 2),
-                                     (dtypes.int16, math.nan), (dtypes.float, "1")])
+@pytest.mark.parametrize(
+    "dt, val",
+    [
+        (dtypes.int8, 300),
+        (dtypes.uint8, -1),
+        (dtypes.int32, 2**31),
+        (dtypes.uint64, 2**64),
+        (dtypes.int32, 2.5),
+        (dtypes.bool, 2),
+        (dtypes.int16, math.nan),
+        (dtypes.float, "1"),
+    ],
+)
 def test_a_constant_must_fit_its_dtype(dt, val):
     with pytest.raises(ValueError, match=rf"CONST .*{re.escape(repr(val))}.* {re.escape(dt.name)}"):
         const(val, (4,), dt)
 
 
-@pytest.mark.parametrize("dt, val", [(dtypes.int8, -128), (dtypes.uint64, 2**64 - 1), (dtypes.float, math.inf),
-                                     (dtypes.half, math.nan), (dtypes.bool, True), (dtypes.int32, 3.0)])
+@pytest.mark.parametrize(
+    "dt, val",
+    [
+        (dtypes.int8, -128),
+        (dtypes.uint64, 2**64 - 1),
+        (dtypes.float, math.inf),
+        (dtypes.half, math.nan),
+        (dtypes.bool, True),
+        (dtypes.int32, 3.0),
+    ],
+)
 def test_constants_in_range_are_accepted(dt, val):
     assert const(val, (4,), dt).arg.val == val or math.isnan(val)
 
@@ -412,16 +452,25 @@ def test_one_buffer_is_loaded_as_one_dtype():
 @pytest.mark.parametrize("shapes", [((8,), (2, 4)), ((2, 4), (4, 2))])
 def test_all_outputs_have_one_shape(shapes):
     outs = [store(load(5, ShapeTracker.from_shape(s)), i) for i, s in enumerate(shapes)]
-    with pytest.raises(ValueError, match=re.escape(f"outputs must have one shape: data0 {shapes[0]}, "
-                                                   f"data1 {shapes[1]}")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"outputs must have one shape: data0 {shapes[0]}, data1 {shapes[1]}")
+    ):
         Kernel(*outs)
 
 
 # ============================================================================================================
 # 10. zero-size kernels: no opt applies, and they compute empty outputs (a reduce of nothing is its identity)
 # ============================================================================================================
-@pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 0, 0), Opt(OptOps.LOCAL, 0, 2),
-                                 Opt(OptOps.PADTO, 0, 4), Opt(OptOps.NOLOCALS)])
+@pytest.mark.parametrize(
+    "opt",
+    [
+        Opt(OptOps.UPCAST, 0, 4),
+        Opt(OptOps.UPCAST, 0, 0),
+        Opt(OptOps.LOCAL, 0, 2),
+        Opt(OptOps.PADTO, 0, 4),
+        Opt(OptOps.NOLOCALS),
+    ],
+)
 def test_no_opt_applies_to_an_empty_kernel(opt):
     k = Kernel(*elementwise_ast(0))
     with pytest.raises(KernelOptError, match=r"the kernel has no elements \(shape \(0,\)\)"):
@@ -450,8 +499,11 @@ def test_an_empty_kernel_runs_to_empty_outputs(device):
 @pytest.mark.parametrize("dt", [dtypes.float, dtypes.int32, dtypes.bool], ids=lambda d: d.name)
 def test_a_reduce_over_an_empty_axis_gives_its_identity(op, identity, dt, device):
     ast = (store(reduce(op, load(1, ShapeTracker.from_shape((3, 0)), dt), (1,))),)
-    want = np.full((3,), identity).astype(R.np_dtype(dt)) if dt != dtypes.int32 or op is ReduceOps.SUM else \
-        np.full((3,), np.iinfo(np.int32).min, np.int32)
+    want = (
+        np.full((3,), identity).astype(R.np_dtype(dt))
+        if dt != dtypes.int32 or op is ReduceOps.SUM
+        else np.full((3,), np.iinfo(np.int32).min, np.int32)
+    )
     if dt == dtypes.bool:
         want = np.zeros(3, np.bool_)
     np.testing.assert_array_equal(R.reference(ast, np.zeros(0, R.np_dtype(dt)))[0], want)
@@ -549,7 +601,7 @@ def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
     except KernelOptError:
         assert (k.applied_opts, k.full_shape, [st.views for st in k.sts], k.colors()) == before
     else:
-        assert k.applied_opts[:len(before[0])] == before[0]
+        assert k.applied_opts[: len(before[0])] == before[0]
 
 
 # ============================================================================================================
@@ -557,20 +609,36 @@ def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
 # ============================================================================================================
 def _cli(*args: str, env: dict | None = None, script: str = "kernel.py") -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TC", "MV_THREADS_PER_ROW")}
-    return subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
-                          env={**environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, os.path.join(HERE, script), *args],
+        capture_output=True,
+        text=True,
+        env={**environ, **(env or {})},
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("args, env, script, names", [
-    (["bench", "--runs", "0"], {}, "runtime.py", "--runs"),
-    (["verify", "--seed", "-5"], {}, "runtime.py", "--seed"),
-    (["demo"], {"TC": "abc"}, "kernel.py", "TC"),
-    (["show", "matmul"], {"TC": "abc"}, "runtime.py", "TC"),
-    (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
-    (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
-    (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
-], ids=["bench --runs 0", "verify --seed -5", "demo TC=abc", "show TC=abc", "MV_THREADS_PER_ROW=0", "UPCAST:0",
-        "NOLOCALS:1:2"])
+@pytest.mark.parametrize(
+    "args, env, script, names",
+    [
+        (["bench", "--runs", "0"], {}, "runtime.py", "--runs"),
+        (["verify", "--seed", "-5"], {}, "runtime.py", "--seed"),
+        (["demo"], {"TC": "abc"}, "kernel.py", "TC"),
+        (["show", "matmul"], {"TC": "abc"}, "runtime.py", "TC"),
+        (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
+        (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
+        (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
+    ],
+    ids=[
+        "bench --runs 0",
+        "verify --seed -5",
+        "demo TC=abc",
+        "show TC=abc",
+        "MV_THREADS_PER_ROW=0",
+        "UPCAST:0",
+        "NOLOCALS:1:2",
+    ],
+)
 def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, names):
     p = _cli(*args, env=env, script=script)
     assert p.returncode == 2, p.stderr
@@ -580,16 +648,27 @@ def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, 
 
 
 def test_a_closed_pipe_ends_the_demo_quietly():
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "kernel.py"), "demo"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env={**os.environ, "FORCE_COLOR": "1"})
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "kernel.py"), "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FORCE_COLOR": "1"},
+    )
     p.stdout.close()  # the reader is gone before the first line (as `| head -0`)
     err = p.stderr.read().decode()
     p.wait(timeout=60)
     assert err == ""
 
 
-@pytest.mark.parametrize("env, coloured", [({}, False), ({"FORCE_COLOR": "1"}, True),
-                                           ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False), ({"NO_COLOR": ""}, False)])
+@pytest.mark.parametrize(
+    "env, coloured",
+    [
+        ({}, False),
+        ({"FORCE_COLOR": "1"}, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+        ({"NO_COLOR": ""}, False),
+    ],
+)
 def test_colour_only_for_a_terminal_or_when_forced(env, coloured):
     p = _cli("demo", "matvec", env=env)
     assert p.returncode == 0 and ("\x1b[" in p.stdout) == coloured

@@ -45,8 +45,16 @@ from kernel import (
 )
 
 FLOATS = [dtypes.half, dtypes.float, dtypes.double]
-INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-        dtypes.uint64]
+INTS = [
+    dtypes.int8,
+    dtypes.uint8,
+    dtypes.int16,
+    dtypes.uint16,
+    dtypes.int32,
+    dtypes.uint32,
+    dtypes.int64,
+    dtypes.uint64,
+]
 DTYPES = [dtypes.bool, *INTS, *FLOATS]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)
 AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
@@ -132,20 +140,46 @@ class AstBuilder:
             return self.cast(shape, dt, depth)
         if dt == dtypes.bool:
             other = self.pick(DTYPES)
-            return self.pick([lambda: alu(BinaryOps.CMPLT, sub(other), sub(other)),
-                              lambda: alu(BinaryOps.CMPNE, sub(other), sub(other)),
-                              lambda: alu(UnaryOps.NEG, sub()),
-                              lambda: alu(self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX]), sub(), sub())])()
+            return self.pick(
+                [
+                    lambda: alu(BinaryOps.CMPLT, sub(other), sub(other)),
+                    lambda: alu(BinaryOps.CMPNE, sub(other), sub(other)),
+                    lambda: alu(UnaryOps.NEG, sub()),
+                    lambda: alu(self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX]), sub(), sub()),
+                ]
+            )()
         if dtypes.is_int(dt):
-            op = self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.XOR, BinaryOps.IDIV, BinaryOps.MOD,
-                            BinaryOps.SHL, BinaryOps.SHR, UnaryOps.NEG])
+            op = self.pick(
+                [
+                    BinaryOps.ADD,
+                    BinaryOps.MUL,
+                    BinaryOps.MAX,
+                    BinaryOps.XOR,
+                    BinaryOps.IDIV,
+                    BinaryOps.MOD,
+                    BinaryOps.SHL,
+                    BinaryOps.SHR,
+                    UnaryOps.NEG,
+                ]
+            )
             if op in (BinaryOps.IDIV, BinaryOps.MOD):
                 return alu(op, sub(), const(int(self.rng.integers(1, 5)), shape, dt))
             if op in (BinaryOps.SHL, BinaryOps.SHR):
                 return alu(op, sub(), const(int(self.rng.integers(0, 4)), shape, dt))
             return alu(op, sub()) if op is UnaryOps.NEG else alu(op, sub(), sub())
-        op = self.pick([BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, UnaryOps.NEG, UnaryOps.SIN, UnaryOps.EXP2,
-                        UnaryOps.SQRT, UnaryOps.RECIP, BinaryOps.MOD])
+        op = self.pick(
+            [
+                BinaryOps.ADD,
+                BinaryOps.MUL,
+                BinaryOps.MAX,
+                UnaryOps.NEG,
+                UnaryOps.SIN,
+                UnaryOps.EXP2,
+                UnaryOps.SQRT,
+                UnaryOps.RECIP,
+                BinaryOps.MOD,
+            ]
+        )
         if op in (UnaryOps.SQRT, UnaryOps.RECIP):  # of x*x + 1 >= 1: no NaN, no division by zero
             x = sub()
             return alu(op, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), const(1.0, shape, dt)))
@@ -168,8 +202,10 @@ def random_ast(rng: np.random.Generator) -> tuple[LazyOp, ...]:
     """A random kernel AST: an elementwise tree of a random dtype, maybe a SUM/MAX over random axes (sometimes a
     matmul-like contraction of two broadcast operands), maybe more elementwise work after it, one or two outputs."""
     b = AstBuilder(rng)
-    shape = tuple(int(rng.choice(SIZES)) if rng.random() < 0.08 else int(rng.choice(SIZES[1:]))
-                  for _ in range(int(rng.integers(1, 5))))
+    shape = tuple(
+        int(rng.choice(SIZES)) if rng.random() < 0.08 else int(rng.choice(SIZES[1:]))
+        for _ in range(int(rng.integers(1, 5)))
+    )
     while prod(shape) > 1 << 14:
         shape = shape[1:]
     dt = b.pick(DTYPES)
@@ -178,8 +214,10 @@ def random_ast(rng: np.random.Generator) -> tuple[LazyOp, ...]:
         big = [i for i, s in enumerate(shape) if s != 1] or [len(shape) - 1]
         axes = tuple(i for i in big if rng.random() < 0.5) or (big[-1],)
         if rng.random() < 0.3 and len(shape) > 1:  # a contraction: a broadcast along its first axis, b its last
-            a_st, b_st = (ShapeTracker.from_shape(tuple(1 if i == j else s for i, s in enumerate(shape))).expand(shape)
-                          for j in (0, len(shape) - 1))
+            a_st, b_st = (
+                ShapeTracker.from_shape(tuple(1 if i == j else s for i, s in enumerate(shape))).expand(shape)
+                for j in (0, len(shape) - 1)
+            )
             src, b.next_idx = alu(BinaryOps.MUL, load(1, a_st, dt), load(2, b_st, dt)), 3
         else:
             src = b.expr(shape, dt, 3)
@@ -217,8 +255,14 @@ def _state(k: Kernel) -> tuple:
     return (list(k.applied_opts), k.full_shape, [st.views for st in k.sts], k.colors())
 
 
-def verify_random_opts(k: Kernel, inputs: Sequence[np.ndarray], rng: np.random.Generator, tries: int = 6,
-                       expected: Sequence[np.ndarray] | None = None, var_vals: dict | None = None) -> int:
+def verify_random_opts(
+    k: Kernel,
+    inputs: Sequence[np.ndarray],
+    rng: np.random.Generator,
+    tries: int = 6,
+    expected: Sequence[np.ndarray] | None = None,
+    var_vals: dict | None = None,
+) -> int:
     """Try `tries` random opts on k one after another; verify the kernel after each accepted one (against `expected`,
     the reference of its AST, computed here if not given), and check that a rejected one changed nothing.
     Returns how many kernels were verified."""
@@ -258,8 +302,9 @@ def fuzz_case(seed: int, n: int) -> int:
             verified += 1 + verify_random_opts(k, inputs, rng, expected=expected)
     except Exception as e:
         opts = [str(o) for o in k.applied_opts] if k is not None else "none"
-        raise AssertionError(f"fuzz_case({seed}, {n}) on {target}, opts {opts}: {type(e).__name__}: {e}\n"
-                             f"AST: {ast}") from e
+        raise AssertionError(
+            f"fuzz_case({seed}, {n}) on {target}, opts {opts}: {type(e).__name__}: {e}\nAST: {ast}"
+        ) from e
     return verified
 
 

@@ -13,6 +13,7 @@ One deliberate difference: tinygrad 0.9.1 checks only the first reduce op before
 it pads a second reduce whose source doesn't keep zeros at zero, and computes a wrong result. kernel.py refuses those
 steps; the test that shows the wrong result is below.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,23 @@ import numpy as np
 import pytest
 
 import kernel as K
-from kernel import (TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu,
-                    const, load, matmul_ast, reduce, store)
+from kernel import (
+    TARGETS,
+    BinaryOps,
+    Kernel,
+    KernelOptError,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    UnaryOps,
+    alu,
+    const,
+    load,
+    matmul_ast,
+    reduce,
+    store,
+)
 from test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
 from test_fuzz import verify_random_opts
 
@@ -103,7 +119,8 @@ def test_multireduce_opt_sequences_match_tinygrad(case):
                 assert list(k.full_shape) == step["full_shape"] and k.colors() == step["colors"], step["opt"]
             continue
         assert step["ok"] and step["opt"][0] == "PADTO" and reason.startswith(REFUSED_PADTO), (
-            f"{step['opt']}: accepted={accepted}, tinygrad: {step['ok']} ({reason})")
+            f"{step['opt']}: accepted={accepted}, tinygrad: {step['ok']} ({reason})"
+        )
 
 
 def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads():
@@ -179,8 +196,11 @@ def test_a_reduce_result_used_at_another_shape_is_an_implicit_movement_op():
     """x - max(x) needs max(x) broadcast back along the reduced axis: a movement op after the reduce."""
     x = load(1, ST)
     shifted = alu(BinaryOps.ADD, x, alu(UnaryOps.NEG, reduce(ReduceOps.MAX, x, (1,))))
-    with pytest.raises(ValueError, match=r"implicit movement op.*result of ReduceOps.MAX \(shape \(4, 1\)\) is used "
-                                         r"at shape \(4, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"implicit movement op.*result of ReduceOps.MAX \(shape \(4, 1\)\) is used "
+        r"at shape \(4, 8\)",
+    ):
         Kernel(store(reduce(ReduceOps.SUM, alu(UnaryOps.EXP2, shifted), (1,))))
 
 
@@ -194,8 +214,11 @@ def test_reduces_over_different_shapes_are_refused():
     """tinygrad 0.9.1 accepts these and loops both over all reduce axes: SUM(b) would add each b 8 times."""
     a = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, 8, 8))), (1, 2))
     b = reduce(ReduceOps.SUM, load(2, ShapeTracker.from_shape((4, 8, 1))), (1,))
-    with pytest.raises(ValueError, match=r"same shape to the same shape.*\(4, 8, 8\) to \(4, 1, 1\).*"
-                                         r"\(4, 8, 1\) to \(4, 1, 1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"same shape to the same shape.*\(4, 8, 8\) to \(4, 1, 1\).*"
+        r"\(4, 8, 1\) to \(4, 1, 1\)",
+    ):
         Kernel(store(alu(BinaryOps.ADD, a, b)))
 
 
@@ -212,8 +235,15 @@ def test_a_reduce_of_a_reduce_is_refused():
 
 def _two_sums(second_src=lambda x: x, shape=(16, 200)):
     st = ShapeTracker.from_shape(shape)
-    return (store(alu(BinaryOps.MUL, reduce(ReduceOps.SUM, load(1, st), (1,)),
-                      reduce(ReduceOps.SUM, second_src(load(2, st)), (1,)))),)
+    return (
+        store(
+            alu(
+                BinaryOps.MUL,
+                reduce(ReduceOps.SUM, load(1, st), (1,)),
+                reduce(ReduceOps.SUM, second_src(load(2, st)), (1,)),
+            )
+        ),
+    )
 
 
 def _exp(x):
@@ -233,8 +263,9 @@ def test_padding_a_reduce_axis_checks_every_reduce(second):
 
 def test_padding_a_reduce_axis_is_refused_when_a_later_reduce_is_a_max():
     st = ShapeTracker.from_shape((16, 200))
-    k = Kernel(store(alu(BinaryOps.ADD, reduce(ReduceOps.SUM, load(1, st), (1,)),
-                         reduce(ReduceOps.MAX, load(2, st), (1,)))))
+    k = Kernel(
+        store(alu(BinaryOps.ADD, reduce(ReduceOps.SUM, load(1, st), (1,)), reduce(ReduceOps.MAX, load(2, st), (1,))))
+    )
     with pytest.raises(KernelOptError, match=r"cannot pad: the padding would change ReduceOps.MAX"):
         k.apply_opt(Opt(OptOps.PADTO, 1, 32))
 
@@ -366,10 +397,13 @@ def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, 
 
 
 def _recorded_params():
-    for i, c in zip(ALL_IDS[len(MR_CASES):], RECORDED_CASES):
+    for i, c in zip(ALL_IDS[len(MR_CASES) :], RECORDED_CASES):
         tc = c.get("tensor_cores", {}).get("used", False)
-        marks = [] if tc or ALL_SEQUENCES else \
-            [pytest.mark.skip(reason="set RUNTIME_MULTIREDUCE=1 to verify every recorded multi-reduce case")]
+        marks = (
+            []
+            if tc or ALL_SEQUENCES
+            else [pytest.mark.skip(reason="set RUNTIME_MULTIREDUCE=1 to verify every recorded multi-reduce case")]
+        )
         yield pytest.param(c, id=i, marks=marks)
 
 
@@ -453,8 +487,11 @@ def test_random_pairs_of_reduces_and_opts_verify(device, seed):
         src = alu(BinaryOps.MUL, loads[a], unary[int(rng.integers(3))](loads[b]))
         return reduce([ReduceOps.SUM, ReduceOps.MAX][int(rng.integers(2))], src, axes)
 
-    out = alu(BinaryOps.ADD, side(), alu(BinaryOps.MUL, side(), const(0.5, tuple(1 if i in axes else s
-                                                                                 for i, s in enumerate(shape)))))
+    out = alu(
+        BinaryOps.ADD,
+        side(),
+        alu(BinaryOps.MUL, side(), const(0.5, tuple(1 if i in axes else s for i, s in enumerate(shape)))),
+    )
     for target in ("opencl", "clang"):
         k = Kernel(store(out), opts=TARGETS[target])
         inputs = R.random_inputs(k)

@@ -6,6 +6,7 @@ Kernels whose iteration space is larger than 2**22 elements need RUNTIME_LARGE=1
 the default run still covers every OptOp, every target, images, masks and GROUP (a test below checks that).
 The fuzzer of random ASTs and opts is test_fuzz.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,30 @@ import pytest
 
 import runtime as R
 from test_golden import KERNEL_CASES, build_kernel
-from kernel import (TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps,
-                    ReduceOps, ShapeTracker, TernaryOps, UnaryOps, alu, const, conv2d_ast, dtypes,
-                    elementwise_ast, image_matvec_ast, load, matmul_ast, matvec_ast, reduce, store,
-                    sum_ast)
+from kernel import (
+    TARGETS,
+    BinaryOps,
+    Kernel,
+    KernelOptError,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    TernaryOps,
+    UnaryOps,
+    alu,
+    const,
+    conv2d_ast,
+    dtypes,
+    elementwise_ast,
+    image_matvec_ast,
+    load,
+    matmul_ast,
+    matvec_ast,
+    reduce,
+    store,
+    sum_ast,
+)
 
 CASES = KERNEL_CASES
 LARGE = 1 << 22  # iteration spaces above this many elements are verified only with RUNTIME_LARGE=1
@@ -58,8 +79,11 @@ def _accepted_prefixes(case):
 
 def _golden_params():
     for c in CASES:
-        marks = [] if _size(c) <= LARGE or os.environ.get("RUNTIME_LARGE") else \
-            [pytest.mark.skip(reason=f"{_size(c)} elements: set RUNTIME_LARGE=1 to verify large kernels")]
+        marks = (
+            []
+            if _size(c) <= LARGE or os.environ.get("RUNTIME_LARGE")
+            else [pytest.mark.skip(reason=f"{_size(c)} elements: set RUNTIME_LARGE=1 to verify large kernels")]
+        )
         yield pytest.param(c, id=f"{c['name']}[{c['target']}]", marks=marks)
 
 
@@ -221,22 +245,34 @@ def test_ops_have_tinygrads_meaning():
     np.testing.assert_array_equal(m, [1, -1, 1, -1, 0, 0, -1, 2])  # takes the dividend's sign, like C
     (lt,) = R.run(_int_kernel(BinaryOps.CMPLT, dtypes.int, dtypes.int), a, b)
     assert lt.dtype == np.bool_ and list(lt) == list(a < b)
-    for k, inputs in [(_int_kernel(BinaryOps.IDIV, dtypes.int, dtypes.int), (a, b)),
-                      (_int_kernel(BinaryOps.MOD, dtypes.int, dtypes.int), (a, b)),
-                      (_int_kernel(TernaryOps.WHERE, dtypes.bool, dtypes.int, dtypes.int), (a > 0, a, b))]:
+    for k, inputs in [
+        (_int_kernel(BinaryOps.IDIV, dtypes.int, dtypes.int), (a, b)),
+        (_int_kernel(BinaryOps.MOD, dtypes.int, dtypes.int), (a, b)),
+        (_int_kernel(TernaryOps.WHERE, dtypes.bool, dtypes.int, dtypes.int), (a > 0, a, b)),
+    ]:
         R.verify(k, *inputs)
         np.testing.assert_array_equal(R.run(k, *inputs)[0], R.reference(k, *inputs)[0])
 
 
-@pytest.mark.parametrize("op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.RECIP, UnaryOps.SIN,
-                                UnaryOps.NEG])
+@pytest.mark.parametrize(
+    "op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.RECIP, UnaryOps.SIN, UnaryOps.NEG]
+)
 def test_unary_float_ops(op):
     k = _int_kernel(op, dtypes.float)
     x = np.linspace(0.1, 4, 8, dtype=np.float32)
     R.verify(k, x)
-    np.testing.assert_allclose(R.reference(k, x)[0], {
-        UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: np.reciprocal,
-        UnaryOps.SIN: np.sin, UnaryOps.NEG: np.negative}[op](x), rtol=1e-6)
+    np.testing.assert_allclose(
+        R.reference(k, x)[0],
+        {
+            UnaryOps.EXP2: np.exp2,
+            UnaryOps.LOG2: np.log2,
+            UnaryOps.SQRT: np.sqrt,
+            UnaryOps.RECIP: np.reciprocal,
+            UnaryOps.SIN: np.sin,
+            UnaryOps.NEG: np.negative,
+        }[op](x),
+        rtol=1e-6,
+    )
 
 
 def test_max_reduce_starts_at_minus_infinity():
@@ -355,6 +391,7 @@ def test_no_opencl_platform_says_how_to_install_pocl(monkeypatch, fake):
         if fake == "no platforms":
             return []
         raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.setattr(cl, "get_platforms", get_platforms)
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)

@@ -1,6 +1,7 @@
 """Tests of runtime.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
 
 Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the worker processes."""
+
 from __future__ import annotations
 
 import re
@@ -32,9 +33,19 @@ def cache_dir(tmp_path, monkeypatch):
 @pytest.fixture
 def few_actions(monkeypatch):
     """A handful of tinygrad's actions: the same search, a few candidates per round (each costs a compile)."""
-    monkeypatch.setattr(R, "ACTIONS", [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4),
-                                       Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 0, 16),
-                                       Opt(OptOps.GROUPTOP, 0, 16)])
+    monkeypatch.setattr(
+        R,
+        "ACTIONS",
+        [
+            Opt(OptOps.UPCAST, 0, 2),
+            Opt(OptOps.UPCAST, 0, 4),
+            Opt(OptOps.UPCAST, 1, 4),
+            Opt(OptOps.UNROLL, 0, 4),
+            Opt(OptOps.LOCAL, 0, 4),
+            Opt(OptOps.LOCAL, 0, 16),
+            Opt(OptOps.GROUPTOP, 0, 16),
+        ],
+    )
 
 
 def _state(k: Kernel) -> tuple:
@@ -140,10 +151,17 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     assert result.dropped >= len(wrong)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"amt": 0}, "amt"), ({"amt": 1.5}, "amt"), ({"amt": True}, "amt"), ({"timeout": 0}, "timeout"),
-    ({"workers": -1}, "workers"), ({"max_global_size": 0}, "max_global_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"amt": 0}, "amt"),
+        ({"amt": 1.5}, "amt"),
+        ({"amt": True}, "amt"),
+        ({"timeout": 0}, "timeout"),
+        ({"workers": -1}, "workers"),
+        ({"max_global_size": 0}, "max_global_size"),
+    ],
+)
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
     monkeypatch.setattr(R, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
     k = Kernel(*elementwise_ast(256))
@@ -192,8 +210,10 @@ def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
     assert "\r" not in out and "\x1b" not in out  # no progress display, no colours into a pipe
 
 
-@pytest.mark.parametrize("argv, message", [(["search", "sum", "--beam", "0"], "--beam must be at least 1"),
-                                           (["search", "nope"], "invalid choice")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["search", "sum", "--beam", "0"], "--beam must be at least 1"), (["search", "nope"], "invalid choice")],
+)
 def test_cli_search_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         R.main(argv)

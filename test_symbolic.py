@@ -18,8 +18,20 @@ import numpy as np
 import pytest
 
 import kernel as K
-from kernel import (Kernel, KernelOptError, NumNode, Opt, OptOps, ShapeTracker, Variable, View, attention_ast,
-                    create_lt_node, sym_infer, sym_render)
+from kernel import (
+    Kernel,
+    KernelOptError,
+    NumNode,
+    Opt,
+    OptOps,
+    ShapeTracker,
+    Variable,
+    View,
+    attention_ast,
+    create_lt_node,
+    sym_infer,
+    sym_render,
+)
 from test_golden import load_corpus, opt_of
 
 SYMBOLIC_CASES = load_corpus("symbolic.json")["cases"]
