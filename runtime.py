@@ -2170,7 +2170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (AssertionError, RuntimeError, ValueError) as e:
                 failed += 1
                 log(f"FAIL {name}: {e}")
-        log(f"{count} kernels verified, {failed} failed on {get_device().name}")
+        log(f"{count} kernel{'' if count == 1 else 's'} verified, {failed} failed on {get_device().name}")
         return 1 if failed else 0
     return 0
 

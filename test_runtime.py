@@ -412,7 +412,7 @@ def test_cli_show_and_verify(capsys):
     assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
     assert "work-groups of [16, 1, 1] threads" in out
     assert R.main(["verify", "broadcast", "--seed", "1"]) == 0
-    assert "kernels verified, 0 failed" in capsys.readouterr().out
+    assert "1 kernel verified, 0 failed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["show", "verify", "bench"])
