@@ -58,20 +58,6 @@ INTS = [
 NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
 
 
-@pytest.fixture(autouse=True)
-def _no_knobs(monkeypatch):
-    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT"):
-        monkeypatch.delenv(knob, raising=False)
-
-
-@pytest.fixture
-def device():
-    try:
-        return R.get_device()
-    except R.NoDeviceError as e:
-        pytest.skip(f"no OpenCL device to run kernels on: {e}")
-
-
 def copy_ast(shape: tuple[int, ...], dt=dtypes.float) -> tuple[LazyOp, ...]:
     """out = a"""
     return (store(load(1, ShapeTracker.from_shape(shape), dt)),)

@@ -60,12 +60,7 @@ SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (
 AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def device():
-    try:
-        return R.get_device()
-    except R.NoDeviceError as e:
-        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
 
 # ============================================================================================================

@@ -49,10 +49,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(autouse=True)
-def _no_knobs(monkeypatch):
-    """The heuristics read MV*, NOLOCALS, TC from the environment: start every test from the defaults."""
-    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "NO_COLOR"):
-        monkeypatch.delenv(knob, raising=False)
+def _colours(monkeypatch):
+    """Colour on (conftest.py resets the heuristics' knobs)."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("FORCE_COLOR", "1")  # pytest's output isn't a terminal, and these tests read the colours
 
 

@@ -50,13 +50,6 @@ ALL_IDS = [f"golden-{i}" for i in MR_IDS] + [f"recorded-{case_id(c)}" for c in R
 REFUSED_PADTO = "cannot pad: the padding would change"  # the start of kernel.py's reason for its one difference
 
 
-@pytest.fixture(autouse=True)
-def _no_knobs(monkeypatch):
-    """The heuristics read MV*, NOLOCALS, TC from the environment: start every test from the defaults."""
-    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT"):
-        monkeypatch.delenv(knob, raising=False)
-
-
 def replay(case):
     """Yield (kernel after the step, step, accepted, reason) for every step of every sequence, up to the first one
     kernel.py refuses on purpose (the states differ from tinygrad's after it)."""
@@ -356,15 +349,6 @@ def _default_sequences() -> set[tuple[int, int]]:
 
 
 DEFAULT_SEQUENCES = _default_sequences()
-
-
-@pytest.fixture(scope="module")
-def device():
-    R = pytest.importorskip("runtime")
-    try:
-        return R.get_device()
-    except R.NoDeviceError as e:
-        pytest.skip(f"no OpenCL device to run kernels on: {e}")
 
 
 def _accepted_kernels(case, only=None):

@@ -48,12 +48,7 @@ CASES = KERNEL_CASES
 LARGE = 1 << 22  # iteration spaces above this many elements are verified only with RUNTIME_LARGE=1
 
 
-@pytest.fixture(scope="module", autouse=True)
-def device():
-    try:
-        return R.get_device()
-    except R.NoDeviceError as e:
-        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
 
 # -- the golden corpus --------------------------------------------------------------------------------------------

@@ -15,12 +15,7 @@ import runtime as R
 from kernel import TARGETS, Kernel, Opt, OptOps, attention_ast, elementwise_ast, matmul_ast, prod, sum_ast
 
 
-@pytest.fixture(scope="module", autouse=True)
-def device():
-    try:
-        return R.get_device()
-    except R.NoDeviceError as e:
-        pytest.skip(f"no OpenCL device to run kernels on: {e}")
+pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
 
 @pytest.fixture(autouse=True)

@@ -39,9 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture(autouse=True)
 def _plain(monkeypatch):
-    """Plain text and the heuristics' defaults."""
-    for knob in ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "FORCE_COLOR"):
-        monkeypatch.delenv(knob, raising=False)
+    """Plain text (conftest.py resets the heuristics' knobs)."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
 
 
