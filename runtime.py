@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -866,13 +867,53 @@ class Device:
 _device: Device | None = None
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
-_NO_DEVICE = 'no OpenCL device found. Install the PoCL CPU device with: pip install "pyopencl[pocl]"'
+_NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
+# Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
+warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
+
+
+def _register_pip_opencl_drivers() -> None:
+    """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra).
+
+    The wheel puts libintelocl.so in <venv>/lib, but its .icd file names the path of the machine it was built on, so
+    the loader never finds it. Point OCL_ICD_VENDORS at a folder whose .icd names the installed library, beside
+    copies of the system's own .icd files so that a GPU driver stays visible. A user's OCL_ICD_VENDORS wins."""
+    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
+    if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
+        return
+    folder = os.path.join(cache_dir(), "opencl-vendors")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        icds = {"intel-cpu-pip.icd": lib + "\n"}
+        system = "/etc/OpenCL/vendors"
+        for name in os.listdir(system) if os.path.isdir(system) else []:
+            with open(os.path.join(system, name)) as f:
+                icds[name] = f.read()
+        for name, text in icds.items():
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(text)
+    except OSError:
+        return  # an unwritable cache: the loader sees only the system's drivers
+    os.environ["OCL_ICD_VENDORS"] = folder
+
+
+def _builds(device) -> bool:
+    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
+    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
+    try:
+        cl.Program(cl.Context([device]), _PROBE).build()
+        return True
+    except cl.Error:
+        return False
 
 
 def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else the first CPU."""
+    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else the first CPU, taking only
+    a device whose compiler works."""
     global _device
     if _device is None:
+        _register_pip_opencl_drivers()
         try:
             if os.environ.get("PYOPENCL_CTX"):
                 ctx = cl.create_some_context(interactive=False)
@@ -880,9 +921,11 @@ def get_device() -> Device:
                 devices = [d for p in cl.get_platforms() for d in p.get_devices()]
                 gpus = [d for d in devices if d.type & cl.device_type.GPU]
                 cpus = [d for d in devices if d.type & cl.device_type.CPU]
-                if not devices:
-                    raise NoDeviceError(_NO_DEVICE)
-                ctx = cl.Context([(gpus or cpus or devices)[0]])
+                working = next((d for d in gpus + cpus + devices if _builds(d)), None)
+                if working is None:
+                    names = ", ".join(d.name.strip() for d in devices)
+                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
+                ctx = cl.Context([working])
         except cl.Error as e:
             raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
