@@ -381,7 +381,7 @@ def test_programs_are_cached_by_source():
 
 
 @pytest.mark.parametrize("fake", ["no platforms", "platform error"])
-def test_no_opencl_platform_says_how_to_install_pocl(monkeypatch, fake):
+def test_no_opencl_platform_says_how_to_install_a_cpu_device(monkeypatch, fake):
     def get_platforms():
         if fake == "no platforms":
             return []
@@ -390,8 +390,22 @@ def test_no_opencl_platform_says_how_to_install_pocl(monkeypatch, fake):
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.setattr(cl, "get_platforms", get_platforms)
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)
-    with pytest.raises(R.NoDeviceError, match=r'pip install "pyopencl\[pocl\]"'):
+    with pytest.raises(R.NoDeviceError, match=r'pip install -e "\.\[cpu\]"'):
         R.run(Kernel(*elementwise_ast(8)), np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+def test_a_device_whose_compiler_fails_is_passed_over(monkeypatch):
+    """PoCL's LLVM 14 can't compile for CPUs newer than itself (AMD Zen 5): get_device takes the next device whose
+    compiler builds a test kernel, and says so when none does."""
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    monkeypatch.setattr(R, "_device", None)
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.setattr(R, "_builds", lambda d: d.int_ptr == devices[-1].int_ptr)
+    assert R.get_device().ctx.devices[0].int_ptr == devices[-1].int_ptr
+    monkeypatch.setattr(R, "_device", None)
+    monkeypatch.setattr(R, "_builds", lambda d: False)
+    with pytest.raises(R.NoDeviceError, match="none of them compiles a kernel"):
+        R.get_device()
 
 
 def test_time_kernel_is_positive_and_small():
