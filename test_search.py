@@ -186,7 +186,7 @@ def test_actions_are_one_opt_more_and_stay_within_the_limits():
     assert kernels and all(len(x.applied_opts) == 1 and x.applied_opts[0] in R.ACTIONS for x in kernels)
     for x in kernels:
         shape = list(zip(x.full_shape, x.colors()))
-        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.BEAM_UPCAST_MAX
+        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.search_limits()[0]
     assert k.applied_opts == []
 
 
