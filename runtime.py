@@ -1666,8 +1666,20 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
             done.put(_compile_candidate(job))
 
     # daemon threads: one stuck in a compiler never keeps the program from ending
-    for _ in range(min(workers, len(jobs))):
-        threading.Thread(target=work, daemon=True).start()
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    try:
+        return _collect(jobs, results, done, stop, deadline, progress)
+    except BaseException:  # Ctrl-C: let each thread finish the compile it is in (an exit under it would crash)
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+
+
+def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading.Event, deadline: float, progress):
+    """_compile_all's wait for the compile threads' answers."""
     last_answer = time.perf_counter()
     while len(results) < len(jobs):
         try:
