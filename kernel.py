@@ -123,7 +123,7 @@ def run_command_line(
     (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
     is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - it lives as long as the process
+        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
     try:
         status = main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit

@@ -1963,7 +1963,8 @@ def search(
     cache (cache_dir()). `max_global_size` times each candidate on at most that many work-groups and scales the
     time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
-    k is never changed."""
+    k is never changed. A search that timed no kernel (each one dropped, or the timeout before the first) raises
+    SearchError rather than hand k back as if it had been chosen; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
