@@ -1671,11 +1671,10 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
         t.start()
     try:
         return _collect(jobs, results, done, stop, deadline, progress)
-    except BaseException:  # Ctrl-C: let each thread finish the compile it is in (an exit under it would crash)
+    finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
         stop.set()
         for t in threads:
-            t.join()
-        raise
+            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
 
 
 def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading.Event, deadline: float, progress):
@@ -1691,7 +1690,7 @@ def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading
             pass
         out_of_time = time.perf_counter() > deadline
         if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-            stop.set()  # the threads take no new job; what they still compile is not waited for
+            stop.set()  # the threads take no new job
             answered = {r[0] for r in results}
             results += [
                 (job[0], None, f"no answer from the compiler in {COMPILE_TIMEOUT} s")

@@ -892,3 +892,14 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.strip() == "python runtime.py: interrupted", err
+
+
+def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(tmp_path):
+    """Not the given kernel back as the search's answer; and the compile threads finish before the program ends
+    (one ending under a compile crashed the OpenCL runtime)."""
+    p = _cli("search", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)}, script="runtime.py")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "python runtime.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
+    )
+    assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error
