@@ -1902,7 +1902,7 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
     if not _is_number(min_progress) or not 0 <= min_progress < math.inf:
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
+        raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
     if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
         raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
     try:
@@ -1955,7 +1955,7 @@ def search(
     """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
 
     Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
-    processes; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
+    threads; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
     stops when a round improves the best time by less than `min_progress` seconds (tinygrad's 0.01 us), or when
     `timeout` seconds have passed (then the best so far is returned). From a kernel with no opts, the heuristics'
     kernel starts in the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk

@@ -1,6 +1,6 @@
 """Tests of runtime.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
 
-Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the worker processes."""
+Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the compile threads."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_search_never_changes_the_input_kernel(few_actions):
 def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir):
     k = Kernel(*elementwise_ast(2048))
     inputs = R.random_inputs(k)
-    first = R.search(k, *inputs, amt=1)  # worker processes compile: the default
+    first = R.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
     start = time.perf_counter()
     second = R.search(k, *inputs, amt=1)
