@@ -10,6 +10,7 @@ Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--tinygrad F
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import numpy as np
 from kernel import (
     TARGETS,
     Kernel,
+    KernelOptError,
     LazyOp,
     Opt,
     OptOps,
@@ -41,7 +43,7 @@ from kernel import (
     store,
     sum_ast,
 )
-from runtime import get_device, random_inputs, search, time_kernel
+from runtime import NoDeviceError, get_device, random_inputs, search, time_kernel
 
 
 def _sum_in_two(n: int = 4096 * 4096, parts: int = 256) -> list[tuple[LazyOp, ...]]:
@@ -111,15 +113,27 @@ TINYGRAD_KEYS = {
 
 
 def _load_json(path: str | None) -> dict:
+    """The JSON object in path ({} where there is no such file); ValueError naming the file where it can't be read."""
     if not path or not os.path.exists(path):
         return {}
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as e:
+        raise ValueError(f"{path} can't be read as JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
     """Per benchmark, tinygrad 0.9.1's kernel time and the ASTs it ran, from a JSON file of tinygrad_perf.sh."""
     measured = _load_json(path)
+    with _what_file(path, "tinygrad_perf.sh"):
+        return _read_measured(measured)
+
+
+def _read_measured(measured: dict) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
     return {
         name: (
             measured[key]["tinygrad_s"],
@@ -133,7 +147,13 @@ def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[La
 def _tinygrad_beam(path: str | None) -> dict[str, tuple[list[Kernel], float]]:
     """Per benchmark, tinygrad 0.9.1's BEAM choices applied to our own Kernels of its ASTs, and its search
     seconds, from a JSON file of tinygrad_beam.sh."""
-    measured, out = _load_json(path), {}
+    measured = _load_json(path)
+    with _what_file(path, "tinygrad_beam.sh"):
+        return _read_beam(measured)
+
+
+def _read_beam(measured: dict) -> dict[str, tuple[list[Kernel], float]]:
+    out = {}
     for name, key in TINYGRAD_KEYS.items():
         if key not in measured:
             continue
@@ -145,6 +165,15 @@ def _tinygrad_beam(path: str | None) -> dict[str, tuple[list[Kernel], float]]:
             kernels.append(k)
         out[name] = (kernels, measured[key]["search_s"])
     return out
+
+
+@contextlib.contextmanager
+def _what_file(path: str | None, writer: str):
+    """A file that is JSON but not what `writer` writes (a missing key, a malformed AST): ValueError naming it."""
+    try:
+        yield
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
+        raise ValueError(f"{path} is not a file of {writer} ({type(e).__name__}: {e})") from None
 
 
 def optimizer_cost(
@@ -357,6 +386,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> in
         p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
+    for option, path, read in [
+        ("--tinygrad", args.tinygrad, _tinygrad_measured),
+        ("--tinygrad-beam", args.tinygrad_beam, _tinygrad_beam if args.search else None),
+    ]:
+        try:  # read before the first benchmark runs: a bad file costs no wait
+            if read is not None:
+                read(path)
+        except ValueError as e:
+            p.error(f"{option}: {e}")
     bench(
         args.names,
         args.runs,
@@ -369,4 +407,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> in
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "python bench.py"))
+    sys.exit(run_command_line(main, "python bench.py", one_line=(NoDeviceError,)))

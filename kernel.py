@@ -112,9 +112,18 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     return value
 
 
-def run_command_line(main: Callable[[Sequence[str] | None], int], prog: str, argv: Sequence[str] | None = None) -> int:
-    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), and
-    a reader that goes away (`| head`) ends it quietly."""
+def run_command_line(
+    main: Callable[[Sequence[str] | None], int],
+    prog: str,
+    argv: Sequence[str] | None = None,
+    one_line: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
+    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
+    is a stdout that discards what it gets."""
+    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
+        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
     try:
         status = main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
@@ -124,6 +133,12 @@ def run_command_line(main: Callable[[Sequence[str] | None], int], prog: str, arg
         return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except one_line as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
 
 
@@ -534,6 +549,8 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
             )
     _verify_reduceops(ast, shapes)
+    _verify_bindings(ast)
+    _verify_outputs_read_in_place(ast)
 
 
 def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
@@ -564,6 +581,28 @@ def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, .
                 f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
+            )
+
+
+def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
+    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
+    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
+    bound: dict[str, int] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
+        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
+            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
+
+
+def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
+    """An output may also be an input only when each thread reads the very element it writes (the same
+    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
+    writes, in no defined order, and the result would depend on the timing."""
+    stores = {out.arg.idx: out.arg.st for out in ast}
+    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.st != stores[x.arg.idx]:
+            raise ValueError(
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
+                "may read its output only where it writes it (threads would race on the other elements)"
             )
 
 
@@ -2186,6 +2225,18 @@ class Target:
     tc: int = field(default_factory=lambda: getenv("TC", 1))
     tc_opt: int = field(default_factory=lambda: getenv("TC_OPT", 0))
 
+    def __post_init__(self) -> None:
+        """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
+        for name in ("supports_float4", "has_local", "has_shared"):
+            _check_field("Target", name, getattr(self, name), isinstance(getattr(self, name), bool), "True or False")
+        for name in ("global_max", "local_max"):  # None: no limit
+            sizes = getattr(self, name)
+            ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
+            _check_field("Target", name, sizes, ok, "None (no limit) or a tuple of ints >= 1")
+        _check_field(
+            "Target", "shared_max", self.shared_max, is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"
+        )
+
 
 class Kernel:
     """The optimizer's view of one kernel: its AST, its buffers, and one ShapeTracker per buffer on a common shape.
@@ -2695,9 +2746,10 @@ class Kernel:
     }
 
     def _check_shared_memory(self, amt: int) -> None:
-        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory."""
-        dt = self.reduceop.dtype  # type: ignore[union-attr]
-        acc_sz = dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize
+        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
+        reduce op of the kernel (each has its own __local buffer, of its own dtype)."""
+        dts = [r.dtype for r in self.reduceops]
+        acc_sz = sum(dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize for dt in dts)
         up = self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
         local_sz = prod(

@@ -17,8 +17,10 @@ import io
 import itertools
 import math
 import os
+import queue
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections import Counter, OrderedDict
@@ -392,8 +394,9 @@ class _Renderer:
             assert k.first_reduce + k.group_for_reduces == k.global_dims, "a kernel without locals has no local dims"
             return global_size, None, idxs, []
         local_axes = list(range(k.global_dims, k.first_reduce + k.group_for_reduces))  # cyan, green and white
-        max_threads, lmax = self.limits if self.limits else (None, k.opts.local_max[:3])
-        lmax = [min(a, b) for a, b in zip(lmax, k.opts.local_max[:3])]
+        target_lmax = k.opts.local_max[:3] if k.opts.local_max else (2**31 - 1,) * 3  # None: no limit
+        max_threads, lmax = self.limits if self.limits else (None, target_lmax)
+        lmax = [min(a, b) for a, b in zip(lmax, target_lmax)]
         looped: list[int] = []
         while True:
             axes = [a for a in local_axes if a not in looped]
@@ -834,6 +837,7 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
 
     `limits` = (threads per work-group, per-dim maximum) of the device that will run it; local dims beyond them
     run as loops inside each thread. Without it the program is exactly the kernel's."""
+    _check_kernel(k, "render")
     flat: frozenset = frozenset()
     while True:
         try:
@@ -867,6 +871,7 @@ class Device:
 _device: Device | None = None
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
+_programs_lock = threading.Lock()
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
@@ -915,8 +920,14 @@ def get_device() -> Device:
     if _device is None:
         _register_pip_opencl_drivers()
         try:
-            if os.environ.get("PYOPENCL_CTX"):
-                ctx = cl.create_some_context(interactive=False)
+            if choice := os.environ.get("PYOPENCL_CTX"):
+                try:
+                    ctx = cl.create_some_context(interactive=False)
+                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
+                    raise NoDeviceError(
+                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
+                        "first device that works"
+                    ) from None
             else:
                 devices = [d for p in cl.get_platforms() for d in p.get_devices()]
                 gpus = [d for d in devices if d.type & cl.device_type.GPU]
@@ -942,17 +953,19 @@ def device_limits() -> tuple[int, list[int]]:
 def build(src: str, name: str):
     """Compile an OpenCL program (once per distinct source, while it is among the PROGRAM_CACHE_SIZE most recently
     used) and return its kernel `name`."""
-    if (kern := _programs.get(src)) is not None:
-        _programs.move_to_end(src)
-        return kern
+    with _programs_lock:  # the beam search builds in several threads at once
+        if (kern := _programs.get(src)) is not None:
+            _programs.move_to_end(src)
+            return kern
     try:
-        program = cl.Program(get_device().ctx, src).build()
+        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
     except cl.Error as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
-    kern = _programs[src] = getattr(program, name)
-    while len(_programs) > PROGRAM_CACHE_SIZE:
-        _programs.popitem(last=False)
+    with _programs_lock:
+        kern = _programs[src] = getattr(program, name)
+        while len(_programs) > PROGRAM_CACHE_SIZE:
+            _programs.popitem(last=False)
     return kern
 
 
@@ -1004,6 +1017,13 @@ def _needed_size(st: ShapeTracker) -> int:
     return min(st.real_size(), top + 1)
 
 
+def _check_kernel(k: Any, fn: str) -> None:
+    """`fn` takes a Kernel: an AST (a tuple of STOREs) is not one yet."""
+    if not isinstance(k, Kernel):
+        hint = ": build one with Kernel(*ast)" if isinstance(k, (tuple, list, LazyOp)) else ""
+        raise ValueError(f"{fn} takes a Kernel as its first argument, got {type(k).__name__}{hint}")
+
+
 def _ast(k_or_ast) -> tuple[LazyOp, ...]:
     """The STOREs of a Kernel or of an AST, checked by the rules a Kernel checks (ValueError naming the one broken)."""
     if isinstance(k_or_ast, LazyOp):
@@ -1025,12 +1045,17 @@ def kernel_vars(k_or_ast) -> list[Variable]:
     return [found[name] for name in sorted(found)]
 
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
 def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     """{name: value} for every variable of the kernel, from var_vals (keys are names or Variables), else the
     value a variable is bound to in the AST. A missing value, one outside the variable's range, or a name the
     kernel doesn't have is a ValueError that names the variable and its range."""
     variables = kernel_vars(k_or_ast)
     given: dict[str, Any] = {}
+    if var_vals is not None and not isinstance(var_vals, dict):
+        raise ValueError(f"var_vals must be a dict {{name or Variable: value}}, got {type(var_vals).__name__}")
     for key, val in (var_vals or {}).items():
         if not isinstance(key, (str, Variable)):
             raise ValueError(f"var_vals keys are variable names or Variables, got {key!r}")
@@ -1048,6 +1073,8 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
             )
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not v.min <= val <= v.max:
             raise ValueError(f"{v.expr}={val!r} is outside its range [{v.min}, {v.max}]")
+        if not INT32_MIN <= val <= INT32_MAX:  # the kernel takes each variable as an `int` argument
+            raise ValueError(f"{v.expr}={val!r} doesn't fit the kernel's int argument (32 bits, at most {INT32_MAX})")
         ret[v.expr] = int(val)
     return ret
 
@@ -1193,7 +1220,8 @@ class _Launch:
     def launch(self):
         if 0 in self.global_size:
             return None  # an empty kernel: nothing to run (OpenCL refuses a launch of no work-items)
-        return self.kern(get_device().queue, self.global_size, self.local_size, *self.args)
+        with _device_lock:  # sets the kernel object's arguments: one thread at a time
+            return self.kern(get_device().queue, self.global_size, self.local_size, *self.args)
 
     def read(self) -> list[np.ndarray]:
         queue = get_device().queue
@@ -1214,6 +1242,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
     """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4)).
     A symbolic kernel runs at var_vals ({"i": 37}; names or Variables as keys). Outputs start poisoned (see
     _poisoned; `second_poison` picks the other poison)."""
+    _check_kernel(k, "run")
     launch = _Launch(k, inputs, var_vals, second_poison=second_poison)
     launch.launch()
     return launch.read()
@@ -1221,6 +1250,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
 
 def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) -> float:
     """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
+    _check_kernel(k, "time_kernel")
     launch = _Launch(k, inputs, var_vals)
     times = []
     for i in range(warmup + runs):
@@ -1400,15 +1430,48 @@ def _reduced_size(r: LazyOp) -> int:
     return prod(shape[a] for a in r.arg)
 
 
-def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Sequence[np.ndarray]) -> None:
+def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Any) -> list[np.ndarray]:
+    """`expected` as verify takes it: a list with a numpy array of each output's shape."""
+    if not isinstance(expected, (list, tuple)):
+        raise ValueError(
+            f"expected must be a list of numpy arrays, one per output of {kernel_name(k)}, "
+            f"got {type(expected).__name__}"
+        )
     if len(expected) != len(outs):
         raise ValueError(
             f"expected {len(outs)} output array{'s' if len(outs) != 1 else ''} (one per output of "
             f"{kernel_name(k)}), got {len(expected)}"
         )
     for b, want in zip(outs, expected):
+        if not isinstance(want, np.ndarray):
+            raise ValueError(f"expected output data{b.idx} must be a numpy array, got {type(want).__name__}")
         if np.shape(want) != b.shape:
             raise ValueError(f"expected output data{b.idx} has shape {np.shape(want)}, the kernel writes {b.shape}")
+    return list(expected)
+
+
+def _written(ast: tuple[LazyOp, ...], b: BufferInfo) -> np.ndarray | None:
+    """Which elements of output b the STOREs of the (concrete) AST write, as a flat mask; None: all of them."""
+    sts = [root.arg.st for root in ast if root.arg.idx == b.idx]
+    if _is_image(b.dtype) or any(st.contiguous and st.size == b.size for st in sts):
+        return None
+    mask = np.zeros(b.size, np.bool_)
+    for st in sts:
+        idx, valid = st.indices()
+        mask[idx[valid]] = True
+    return None if mask.all() else mask
+
+
+def _keeps_unwritten(want: np.ndarray, b: BufferInfo, written: np.ndarray | None, second: bool) -> np.ndarray:
+    """What the launch must leave in output b: `want` where the kernel writes, and where it doesn't, what the
+    buffer started with (its input when it is also read, else the launch's poison)."""
+    if written is None or b.read:  # an output that is also read starts as its input, as in the reference
+        return want
+    ret = np.asarray(want, dtype=np_dtype(b.dtype)).reshape(-1).copy()
+    poison = _poisoned(b, second)
+    raw, raw_poison = (ret.view(np.uint8), poison.view(np.uint8)) if ret.dtype == np.bool_ else (ret, poison)
+    raw[~written] = raw_poison[~written]
+    return ret.reshape(b.shape)
 
 
 def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -1431,23 +1494,33 @@ def verify(
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
     computed earlier for the same AST and inputs); raises VerificationError with a readable report.
     An element the kernel never writes keeps its poison and fails; where the true value is the poison itself, a
-    second launch with the second poison catches it."""
+    second launch with the second poison catches it. An output the STORE writes only in part (`out[4:12] = x`) is
+    compared where it is written, and must keep its poison everywhere else."""
+    _check_kernel(k, "verify")
     values = var_values(k, var_vals)
     ast = concrete_ast(k, values)
     outs = [b for b in buffers(ast) if b.output]
-    want_all = reference(k, *inputs, var_vals=values) if expected is None else list(expected)
-    _check_expected(k, outs, want_all)
-    launches = [run(k, *inputs, var_vals=values)]
-    if any(not b.read and not _differences(_poisoned(b), want, (0, 0))[0].all() for b, want in zip(outs, want_all)):
-        launches.append(run(k, *inputs, var_vals=values, second_poison=True))  # a true value is the poison
+    want_all = reference(k, *inputs, var_vals=values) if expected is None else _check_expected(k, outs, expected)
+    written = {b.idx: _written(ast, b) for b in outs}
+
+    def true_value_is_poison(b: BufferInfo, want: np.ndarray) -> bool:
+        same = ~_differences(_poisoned(b), want, (0, 0))[0]
+        return not b.read and bool((same if written[b.idx] is None else same & written[b.idx]).any())
+
+    launches = [(False, run(k, *inputs, var_vals=values))]
+    if any(true_value_is_poison(b, want) for b, want in zip(outs, want_all)):
+        launches.append((True, run(k, *inputs, var_vals=values, second_poison=True)))
     tol = _tolerance(ast)
     at_values = f" at {', '.join(f'{n}={v}' for n, v in values.items())}" if values else ""
-    for got_all in launches:
+    for second, got_all in launches:
         for b, got, want in zip(outs, got_all, want_all):
+            want = _keeps_unwritten(want, b, written[b.idx], second)
             bad, err = _differences(got, want, tol)
             if bad.any():
                 at = int(np.argmax(err))
                 where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")
+                if written[b.idx] is not None and not written[b.idx][at]:
+                    where += " (not written by the STORE: it must keep what it held)"
                 got, want = got.reshape(-1), want.reshape(-1)
                 raise VerificationError(
                     f"{render(k).name}{at_values} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: "
@@ -1468,20 +1541,33 @@ ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in ra
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
 ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
-if getenv("NOLOCALS"):
-    ACTIONS += [Opt(OptOps.NOLOCALS)]
-BEAM_UPCAST_MAX, BEAM_LOCAL_MAX = getenv("BEAM_UPCAST_MAX", 256), getenv("BEAM_LOCAL_MAX", 1024)
+# the knobs below are read when a search starts (None: from the environment), so that a bad value is an error of
+# the search that names it, not of every import of this file (`python runtime.py --help` included)
+BEAM_UPCAST_MAX: int | None = None  # elements in registers (default 256)
+BEAM_LOCAL_MAX: int | None = None  # threads in a work-group (default 1024)
+
+
+def search_actions() -> list[Opt]:
+    """ACTIONS, and NOLOCALS where the NOLOCALS knob is set (as tinygrad adds it)."""
+    return ACTIONS + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
+
+
+def search_limits() -> tuple[int, int]:
+    """(BEAM_UPCAST_MAX, BEAM_LOCAL_MAX): the module's values, else the environment's, else tinygrad's defaults."""
+    upcast = BEAM_UPCAST_MAX if BEAM_UPCAST_MAX is not None else getenv("BEAM_UPCAST_MAX", 256, minimum=1)
+    local = BEAM_LOCAL_MAX if BEAM_LOCAL_MAX is not None else getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
+    return upcast, local
 
 
 def kernel_actions(k: Kernel) -> list[Kernel]:
     """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
     amount equal to the whole axis when amount 0 says the same, and kernels with more than BEAM_UPCAST_MAX
     elements in registers or BEAM_LOCAL_MAX threads in a work-group."""
-    out = []
-    for opt in ACTIONS:
+    out, actions, (upcast_max, local_max) = [], search_actions(), search_limits()
+    for opt in actions:
         if opt.axis is not None and opt.op is not OptOps.TC:
             axis = opt.real_axis(k)
-            if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in ACTIONS):
+            if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in actions):
                 continue
         k2 = k.copy()
         try:
@@ -1491,8 +1577,8 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
         tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
         colors = list(zip(k2.full_shape, k2.colors()))
         if (
-            prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > BEAM_UPCAST_MAX
-            or prod(s for s, c in colors if c in ("cyan", "green", "white")) > BEAM_LOCAL_MAX
+            prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > upcast_max
+            or prod(s for s, c in colors if c in ("cyan", "green", "white")) > local_max
         ):
             continue
         out.append(k2)
@@ -1512,22 +1598,19 @@ def _state_key(k: Kernel) -> tuple:
     )  # a TensorCore holds lists: its repr is the hashable part
 
 
-# -- compiling candidates: in worker processes --------------------------------------------------------------
-_pool = None  # the worker processes, started on the first search and kept for the next
-
-
-def _worker_init() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+# -- compiling candidates: in threads ------------------------------------------------------------------------------
+# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel. (Worker processes
+# would have to import the user's script again to start: one without `if __name__ == "__main__":` would run again in
+# each of them.)
+_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it
 
 
 def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[int, Program | None, str]:
     """Render and build one candidate; returns (its number, the program or None, why it failed).
 
     PoCL compiles in two steps: the OpenCL C at build, and the work-group function for a local size at the first
-    launch; both land in PoCL's on-disk kernel cache, keyed by the source. So a worker that builds the program and
-    launches one work-group leaves the main process only a cache lookup, and its timing measures the kernel alone."""
+    launch. So the compile thread also launches one work-group, and the timing that follows measures the kernel
+    alone."""
     i, k, limits = job
     try:
         prg = render(k, limits)
@@ -1544,14 +1627,16 @@ def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[
                 cl.enqueue_fill_buffer(
                     get_device().queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size
                 )
-            kern(get_device().queue, prg.local_size, prg.local_size, *args).wait()  # one work-group: within bounds
-        except Exception:  # noqa: S110 - only a warm-up: the main process times (and may drop) the kernel
+            with _device_lock:  # a kernel object is shared by every thread that built the same source
+                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)  # one work-group
+            event.wait()
+        except Exception:  # noqa: S110 - only a warm-up: the main thread times (and may drop) the kernel
             pass
     return i, prg, ""
 
 
 def search_workers() -> int:
-    """Compile processes: one per core this process may run on."""
+    """Compile threads: one per core this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -1559,8 +1644,7 @@ COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest a
 
 
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
-    """Compile the jobs, in `workers` processes (0: here); returns ([(number, program, why)], timed out?)."""
-    global _pool
+    """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
     results: list = []
     if workers == 0:
         for job in jobs:
@@ -1569,31 +1653,51 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
             results.append(_compile_candidate(job))
             progress("compiling", len(results), len(jobs))
         return results, False
-    if _pool is None or _pool._processes != workers:  # noqa: SLF001
-        if _pool is not None:
-            _pool.terminate()
-        import multiprocessing
+    todo, done, stop = queue.SimpleQueue(), queue.SimpleQueue(), threading.Event()
+    for job in jobs:
+        todo.put(job)
 
-        _pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init)
-    pending = {job[0]: _pool.apply_async(_compile_candidate, (job,)) for job in jobs}
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                job = todo.get_nowait()
+            except queue.Empty:
+                return
+            done.put(_compile_candidate(job))
+
+    # daemon threads: one stuck in a compiler never keeps the program from ending
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    try:
+        return _collect(jobs, results, done, stop, deadline, progress)
+    finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
+        stop.set()
+        for t in threads:
+            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
+
+
+def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading.Event, deadline: float, progress):
+    """_compile_all's wait for the compile threads' answers."""
     last_answer = time.perf_counter()
-    while pending:
-        for i in [i for i, r in pending.items() if r.ready()]:
-            results.append(pending.pop(i).get())
+    while len(results) < len(jobs):
+        try:
+            results.append(done.get(timeout=0.05))
             progress("compiling", len(results), len(jobs))
             last_answer = time.perf_counter()
+            continue
+        except queue.Empty:
+            pass
         out_of_time = time.perf_counter() > deadline
-        if out_of_time or (pending and time.perf_counter() - last_answer > COMPILE_TIMEOUT):
-            # a worker that crashed (the pool replaces it) never answers for its kernel: those are dropped
+        if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+            stop.set()  # the threads take no new job
+            answered = {r[0] for r in results}
             results += [
-                (i, None, f"no answer from the compile worker in {COMPILE_TIMEOUT} s")
-                for i in pending
-                if not out_of_time
+                (job[0], None, f"no answer from the compiler in {COMPILE_TIMEOUT} s")
+                for job in jobs
+                if job[0] not in answered and not out_of_time
             ]
-            _pool.terminate()  # what is left would only delay the next search
-            _pool = None
             return results, out_of_time
-        time.sleep(0.002)
     return results, False
 
 
@@ -1726,46 +1830,79 @@ def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
     import hashlib
 
     key = repr(
-        (k.ast, k.applied_opts, k.opts, get_device().name, amt, settings, [str(a) for a in ACTIONS], _code_version())
+        (
+            k.ast,
+            k.applied_opts,
+            k.opts,
+            get_device().name,
+            amt,
+            settings,
+            [str(a) for a in search_actions()],
+            search_limits(),
+            _code_version(),
+        )
     )
     return os.path.join(directory, "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
 
 
 def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
+    """The kernel and time a search remembered in `path`, or None: no entry, or one this code can't replay (then
+    the search runs again and writes it anew)."""
     import json
 
     try:
         with open(path) as f:
             entry = json.load(f)
+        t = entry["time_s"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+            return None  # not a time: written by something else, or damaged
         found = k.copy()
         for op, axis, amount in entry["opts"]:
             found.apply_opt(Opt(OptOps[op], axis, amount))
-        return found, entry["time_s"]
-    except (OSError, ValueError, KeyError, TypeError, KernelOptError):
-        return None  # no entry, or one this code can't replay: search again
+        return found, float(t)
+    except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError):  # deeply nested JSON: the last
+        return None
+
+
+_cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
 def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
+    """Remember a verified search; where the cache can't be written (a read-only folder, KERNELPY_CACHE naming a
+    file) warn once and go on: the search's answer matters more than remembering it."""
     import json
 
+    global _cache_warned
     new = k.applied_opts[len(start.applied_opts) :]
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
-    os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
+        os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
+    except OSError as e:
+        if not _cache_warned:
+            _cache_warned = True
+            warnings.warn(f"the search cache can't be written, searches are not remembered: {e}", stacklevel=3)
 
 
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size) -> dict[str, int]:
-    """Every argument checked before anything compiles; returns the variables' values."""
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
+    """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
+    search_limits()  # a bad BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError naming it
     if not isinstance(k, Kernel):
         raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
     if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
         raise SearchError(f"amt (kernels kept per round) must be an integer >= 1, got {amt!r}")
-    if timeout is not None and not timeout > 0:
+    if timeout is not None and (not _is_number(timeout) or not timeout > 0):
         raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 0):
-        raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
+    if not _is_number(min_progress) or not 0 <= min_progress < math.inf:
+        raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
     if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
         raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
     try:
@@ -1818,16 +1955,20 @@ def search(
     """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
 
     Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
-    processes; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
+    threads; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
     stops when a round improves the best time by less than `min_progress` seconds (tinygrad's 0.01 us), or when
     `timeout` seconds have passed (then the best so far is returned). From a kernel with no opts, the heuristics'
     kernel starts in the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk
     cache (cache_dir()). `max_global_size` times each candidate on at most that many work-groups and scales the
     time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
-    k is never changed."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size)
+    k is never changed. A search that timed no kernel (each one dropped, or the timeout before the first) raises
+    SearchError rather than hand k back as if it had been chosen; a kernel without elements comes back as it is."""
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
     begin = time.perf_counter()
+    if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
+        verify(k, *inputs, var_vals=var_vals)
+        return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, {}, [])
     deadline = begin + timeout if timeout is not None else math.inf
     workers = search_workers() if workers is None else workers
     progress = on_progress or (lambda phase, done, total: None)
@@ -1960,7 +2101,7 @@ def search(
     # verify the fastest; one that computes the wrong thing is dropped and the next one tried
     expected = reference(k, *inputs, var_vals=var_vals)
     dropped = sum(r.dropped for r in rounds)
-    for t, _, kern, _ in ranked + [(math.inf, -1, k.copy(), None)]:
+    for t, _, kern, _ in ranked:
         try:
             verify(kern, *inputs, expected=expected, var_vals=var_vals)
         except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
@@ -1972,7 +2113,11 @@ def search(
         return SearchResult(
             kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped, finalists
         )
-    raise VerificationError(f"no kernel of the search verified, not even the given one: {why_dropped[-1]}")
+    # nothing to answer with: the given kernel back would look like the search's choice, and it is not one
+    if not ranked:
+        why = f"its timeout of {timeout} s ran out first" if out_of_time else "every candidate was dropped"
+        raise SearchError(f"the search timed no kernel: {why}" + (f" (last: {why_dropped[-1]})" if why_dropped else ""))
+    raise VerificationError(f"no kernel the search timed verified, the last: {why_dropped[-1]}")
 
 
 def beam_search(
@@ -2219,4 +2364,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "python runtime.py"))
+    sys.exit(run_command_line(main, "python runtime.py", one_line=(NoDeviceError,)))

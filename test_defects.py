@@ -683,3 +683,223 @@ def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
         R.build(src, f"k{i}")
     assert len(R._programs) == 3 and srcs[0] in R._programs and srcs[1] not in R._programs
     assert R.PROGRAM_CACHE_SIZE == 3 and isinstance(R.PROGRAM_CACHE_SIZE, int)
+
+
+# ============================================================================================================
+# issue 13: one value per variable, no output read where another thread writes, every __local buffer counted,
+# partial stores verified, arguments and command lines that say what is wrong
+# ============================================================================================================
+def _shifted(i_a, i_b) -> tuple[LazyOp, ...]:
+    """x[i:i+4] + x[i:i+4], the variable i bound to i_a in the first slice and to i_b in the second."""
+    i = kernel.Variable("i", 0, 8)
+    a, b = (ShapeTracker.from_shape((16,)).shrink(((i.bind(v), i.bind(v) + 4),)) for v in (i_a, i_b))
+    return (store(alu(BinaryOps.ADD, load(1, a), load(1, b))),)
+
+
+def test_a_variable_bound_to_two_values_is_refused(device):
+    with pytest.raises(ValueError, match="i is bound to both 3 and 5"):
+        Kernel(*_shifted(3, 5))
+    k = Kernel(*_shifted(5, 5))  # one value: fine, and it is the value the kernel runs with
+    x = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(R.run(k, x)[0], x[5:9] * 2)
+
+
+def test_an_output_read_through_another_view_is_refused(device):
+    """out[i] = out[i-1] + 1: a thread would read what another thread writes, in no defined order."""
+    write = ShapeTracker.from_shape((17,)).shrink(((1, 17),))
+    read = ShapeTracker.from_shape((17,)).shrink(((0, 16),))
+    one = const(1.0, (16,))
+    with pytest.raises(ValueError, match="buffer 0 is stored through .* and loaded through"):
+        Kernel(LazyOp(BufferOps.STORE, (alu(BinaryOps.ADD, load(0, read), one),), MemBuffer(0, dtypes.float32, write)))
+    # through the very view it is stored through, each thread reads its own element: an update in place
+    k = Kernel(LazyOp(BufferOps.STORE, (alu(BinaryOps.ADD, load(0, write), one),), MemBuffer(0, dtypes.float32, write)))
+    x = np.arange(17, dtype=np.float32)
+    np.testing.assert_array_equal(R.run(k, x)[0], np.concatenate([x[:1], x[1:] + 1]))
+
+
+_C_BYTES = {"float": 4, "half": 2, "int": 4, "double": 8, "char": 1, "short": 2, "long": 8, "bool": 1}
+
+
+def _local_bytes(src: str) -> int:
+    """The bytes of the __local arrays an OpenCL program declares, read from its text."""
+    return sum(_C_BYTES[t] * int(n) for t, n in re.findall(r"__local (\w+) \w+\[(\d+)\];", src))
+
+
+def test_the_local_buffers_of_every_reduce_fit_in_shared_memory():
+    """A kernel with two reduces has two __local buffers: the opt checks count both against shared_max."""
+    import dataclasses
+
+    small = dataclasses.replace(kernel.TARGETS["opencl"], shared_max=256)
+    x = load(1, ShapeTracker.from_shape((4, 256)))
+    both = alu(BinaryOps.ADD, reduce(ReduceOps.SUM, x, (1,)), reduce(ReduceOps.MAX, alu(BinaryOps.MUL, x, x), (1,)))
+    accepted = []
+    for amt in (16, 32, 64):  # 2 buffers of amt floats: 128, 256, 512 bytes
+        k = Kernel(store(both), opts=small)
+        try:
+            k.apply_opt(Opt(OptOps.GROUPTOP, 0, amt))
+        except KernelOptError as e:
+            assert "shared memory" in str(e)
+            continue
+        assert _local_bytes(R.render(k).src) <= 256
+        accepted.append(amt)
+    assert accepted == [16, 32]
+
+
+def _partial_store(st: ShapeTracker, dt=dtypes.float32) -> Kernel:
+    return Kernel(store(load(1, ShapeTracker.from_shape(st.shape), dt), dtype=dt, st=st))
+
+
+PARTIAL_STORES = {
+    "out[4:12] = x": ShapeTracker.from_shape((16,)).shrink(((4, 12),)),
+    "out[::2] = x": ShapeTracker.from_shape((16,)).stride((2,)),
+}
+
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.int32, dtypes.bool])
+@pytest.mark.parametrize("name", list(PARTIAL_STORES))
+def test_verify_accepts_a_store_to_part_of_its_buffer(name, dt, device):
+    k = _partial_store(PARTIAL_STORES[name], dt)
+    (x,) = R.random_inputs(k)
+    R.verify(k, x)
+    out = R.run(k, x)[0]
+    want = np.zeros(16, R.np_dtype(dt))[: out.size]
+    written = np.zeros(out.size, bool)
+    if name == "out[4:12] = x":
+        want[4:12], written[4:12] = x, True
+    else:
+        want[::2], written[::2] = x, True
+    np.testing.assert_array_equal(out[written], want[written])
+
+
+def test_verify_still_catches_a_wrong_element_of_a_partial_store(device, monkeypatch):
+    k = _partial_store(PARTIAL_STORES["out[::2] = x"])
+    (x,) = R.random_inputs(k)
+    real_run = R.run
+    for where, message in [(2, "differs in 1 of"), (3, "not written by the STORE")]:  # written, then not written
+
+        def run_one_wrong(kern, *xs, **kwargs):
+            outs = real_run(kern, *xs, **kwargs)
+            outs[0][where] = 7.0
+            return outs
+
+        monkeypatch.setattr(R, "run", run_one_wrong)
+        with pytest.raises(R.VerificationError, match=message):
+            R.verify(k, x)
+
+
+def test_a_variable_value_must_fit_the_int_argument(device):
+    n = kernel.Variable("n", 1, 2**32)
+    k = Kernel(store(load(1, ShapeTracker.from_shape((n,)))))
+    with pytest.raises(ValueError, match=r"n=2147483648 doesn't fit"):
+        R.run(k, np.zeros(4, np.float32), var_vals={"n": 2**31})
+
+
+def _bad_api_calls():
+    ast = elementwise_ast(16)
+    k = Kernel(*ast)
+    x = [np.zeros(16, np.float32)] * 2
+    return {
+        "var_vals list": (lambda: R.run(k, *x, var_vals=[("n", 3)]), "var_vals"),
+        "expected plain list": (lambda: R.verify(k, *x, expected=[[0.0] * 16]), "expected output data0"),
+        "run an AST": (lambda: R.run(ast, *x), "run takes a Kernel"),
+        "verify an AST": (lambda: R.verify(ast, *x), "verify takes a Kernel"),
+        "time an AST": (lambda: R.time_kernel(ast, *x), "time_kernel takes a Kernel"),
+        "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
+        "Target local_max 5": (lambda: kernel.Target("GPU", local_max=5), "local_max"),
+        "Target shared_max None": (lambda: kernel.Target("GPU", shared_max=None), "shared_max"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_api_calls()))
+def test_a_bad_api_argument_is_a_value_error_naming_it(name, device):
+    call, names = _bad_api_calls()[name]
+    with pytest.raises(ValueError, match=re.escape(names)):
+        call()
+
+
+def test_a_target_without_a_local_limit_renders_and_runs(device):
+    import dataclasses
+
+    unlimited = dataclasses.replace(kernel.TARGETS["opencl"], local_max=None)  # None: no limit, as global_max
+    k = Kernel(*matmul_ast(32, 32, 32), opts=unlimited)
+    k.apply_opt(Opt(OptOps.LOCAL, 0, 8))
+    a, b = R.random_inputs(k)
+    R.verify(k, a, b)
+    assert "get_local_id" in R.render(k).src
+
+
+def _one_line_error(p: subprocess.CompletedProcess, status: int, *names: str) -> str:
+    assert p.returncode == status, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    for name in names:
+        assert name in p.stderr, p.stderr
+    return p.stderr
+
+
+def test_a_bad_pyopencl_ctx_is_one_line_that_names_it():
+    err = _one_line_error(_cli("verify", "sum", env={"PYOPENCL_CTX": "97"}, script="runtime.py"), 1, "PYOPENCL_CTX")
+    assert "pip install" not in err  # the devices may be fine: installing one is not the fix
+
+
+def test_no_opencl_platform_is_one_line(tmp_path):
+    p = _cli("verify", "sum", env={"OCL_ICD_VENDORS": str(tmp_path), "PYOPENCL_CTX": ""}, script="runtime.py")
+    _one_line_error(p, 1, "no OpenCL device")
+
+
+@pytest.mark.parametrize("knob", ["BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX"])
+def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
+    assert _cli("--help", env={knob: "lots"}, script="runtime.py").returncode == 0
+    p = _cli("search", "sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)}, script="runtime.py")
+    _one_line_error(p, 2, knob)
+
+
+@pytest.mark.parametrize("what", ["not JSON", "a directory"])
+def test_a_bad_tinygrad_file_is_one_line(what, tmp_path):
+    path = tmp_path / "perf.json"
+    if what == "a directory":
+        path.mkdir()
+    else:
+        path.write_text("tinygrad: 1 ms\n")
+    p = _cli("--runs", "1", "--tinygrad", str(path), "add 16M", script="bench.py")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert re.match(r"python bench\.py: error: --tinygrad: .*perf\.json", p.stderr.strip().splitlines()[-1])
+
+
+def test_a_closed_stdout_is_no_traceback():
+    p = subprocess.run(
+        f'"{sys.executable}" "{os.path.join(HERE, "runtime.py")}" verify sum >&-',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
+    import signal
+    import time
+
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "runtime.py"), "search", "matmul", "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KERNELPY_CACHE": str(tmp_path)},
+    )
+    p.stdout.readline()  # the header: the search has begun
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip() == "python runtime.py: interrupted", err
+
+
+def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(tmp_path):
+    """Not the given kernel back as the search's answer; and the compile threads finish before the program ends
+    (one ending under a compile crashed the OpenCL runtime)."""
+    p = _cli("search", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)}, script="runtime.py")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "python runtime.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
+    )
+    assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error

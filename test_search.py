@@ -1,18 +1,35 @@
 """Tests of runtime.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
 
-Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the worker processes."""
+Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the compile threads."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 import bench
 import runtime as R
-from kernel import TARGETS, Kernel, Opt, OptOps, attention_ast, elementwise_ast, matmul_ast, prod, sum_ast
+from kernel import (
+    TARGETS,
+    Kernel,
+    Opt,
+    OptOps,
+    ShapeTracker,
+    attention_ast,
+    elementwise_ast,
+    load,
+    matmul_ast,
+    prod,
+    store,
+    sum_ast,
+)
 
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
@@ -74,7 +91,7 @@ def test_search_never_changes_the_input_kernel(few_actions):
 def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir):
     k = Kernel(*elementwise_ast(2048))
     inputs = R.random_inputs(k)
-    first = R.search(k, *inputs, amt=1)  # worker processes compile: the default
+    first = R.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
     start = time.perf_counter()
     second = R.search(k, *inputs, amt=1)
@@ -155,6 +172,10 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
         ({"timeout": 0}, "timeout"),
         ({"workers": -1}, "workers"),
         ({"max_global_size": 0}, "max_global_size"),
+        ({"timeout": "5"}, "timeout"),
+        ({"min_progress": None}, "min_progress"),
+        ({"min_progress": -1.0}, "min_progress"),
+        ({"var_vals": [("i", 3)]}, "var_vals"),
     ],
 )
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
@@ -186,7 +207,7 @@ def test_actions_are_one_opt_more_and_stay_within_the_limits():
     assert kernels and all(len(x.applied_opts) == 1 and x.applied_opts[0] in R.ACTIONS for x in kernels)
     for x in kernels:
         shape = list(zip(x.full_shape, x.colors()))
-        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.BEAM_UPCAST_MAX
+        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.search_limits()[0]
     assert k.applied_opts == []
 
 
@@ -275,3 +296,93 @@ def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
     result = R.search(k, *inputs, amt=1, workers=0, cache=False)
     assert any(kern.tensor_core for kern in R.kernel_actions(k)) and result.rounds
     R.verify(result.kernel, *inputs)
+
+
+# -- issue 13: a search from a plain script, an unwritable or damaged cache, partial stores, empty kernels, no fallback
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+print("the script runs", flush=True)
+import runtime
+from kernel import Kernel, Opt, OptOps, elementwise_ast
+runtime.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)]
+k = Kernel(*elementwise_ast(4096))
+found = runtime.search(k, *runtime.random_inputs(k), amt=1, timeout=60, workers=2)
+print("timed", sum(r.timed for r in found.rounds), found.time_s < 1, flush=True)
+"""
+
+
+def test_a_search_from_a_script_without_a_main_guard_runs_the_script_once(tmp_path):
+    """As the README's example is written: compile workers must not import the script again (each would run it)."""
+    script = tmp_path / "search_me.py"
+    script.write_text(SCRIPT.format(here=HERE))
+    env = {**os.environ, "KERNELPY_CACHE": str(tmp_path / "cache")}
+    try:
+        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100, env=env)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the search did not end: {e.stdout!r}")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("the script runs") == 1, p.stdout
+    assert re.search(r"^timed [1-9]\d* True$", p.stdout, re.M), p.stdout
+
+
+def test_an_unwritable_cache_warns_once_and_the_search_returns(tmp_path, monkeypatch, few_actions):
+    k = Kernel(*elementwise_ast(256))
+    inputs = R.random_inputs(k)
+    monkeypatch.setattr(R, "_cache_warned", False)
+    not_a_folder = tmp_path / "a_file"
+    not_a_folder.write_text("")
+    (tmp_path / "cache_with_a_file").mkdir()
+    (tmp_path / "cache_with_a_file" / "beam").write_text("")  # where the entries go: a file, so nothing is written
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for where in (not_a_folder, tmp_path / "cache_with_a_file"):
+            monkeypatch.setenv("KERNELPY_CACHE", str(where))
+            result = R.search(k, *inputs, amt=1, workers=0)
+            assert not result.cached and np.isfinite(result.time_s)
+            R.verify(result.kernel, *inputs)
+    said = [w for w in caught if "cache" in str(w.message)]
+    assert len(said) == 1 and "can't be written" in str(said[0].message)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ['{"opts": ' + "[" * 100000 + "]" * 100000 + ', "time_s": 0.001}', '{"opts": [], "time_s": "fast"}'],
+    ids=["deeply nested", "time not a number"],
+)
+def test_a_damaged_cache_entry_is_searched_again(entry, cache_dir, few_actions):
+    k = Kernel(*elementwise_ast(256))
+    inputs = R.random_inputs(k)
+    R.search(k, *inputs, amt=1, workers=0)
+    (path,) = cache_dir.glob("beam/*.json")
+    path.write_text(entry)
+    again = R.search(k, *inputs, amt=1, workers=0)
+    assert not again.cached and again.rounds and isinstance(again.time_s, float)
+    assert R.search(k, *inputs, amt=1, workers=0).cached  # written anew
+
+
+def test_a_kernel_that_stores_part_of_its_buffer_is_searched(few_actions):
+    st = ShapeTracker.from_shape((64,)).shrink(((8, 40),))  # out[8:40] = x
+    k = Kernel(store(load(1, ShapeTracker.from_shape((32,))), st=st))
+    (x,) = R.random_inputs(k)
+    found = R.beam_search(k, x, amt=1, workers=0, cache=False)
+    np.testing.assert_array_equal(R.run(found, x)[0][8:40], x)
+
+
+def test_a_kernel_without_elements_is_returned_as_it_is():
+    k = Kernel(*elementwise_ast(0))
+    inputs = R.random_inputs(k)
+    result = R.search(k, *inputs, workers=0)
+    assert result.kernel.applied_opts == [] and result.time_s == 0 and result.kernel is not k
+    assert R.beam_search(k, *inputs).applied_opts == []
+
+
+def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kernel(few_actions, monkeypatch):
+    def build_nothing(src, name):
+        raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
+
+    monkeypatch.setattr(R, "build", build_nothing)
+    k = Kernel(*elementwise_ast(256))
+    with pytest.raises(R.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
+        R.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
