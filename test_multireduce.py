@@ -138,8 +138,8 @@ def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads()
 def test_every_difference_from_tinygrad_is_one_of_the_two_named_refusals():
     """Over all 72 cases, the steps tinygrad accepted and kernel.py refuses, counted by reason: 12 PADTOs whose
     padding would change a second reduce (3 in the golden file) and 2 recorded steps (mr_mean_var_64x1024 on cuda,
-    mr_two_matvecs_256x512 on opencl) whose
-    reduces' __local buffers together pass shared_max (tinygrad counts the first reduce's only)."""
+    mr_two_matvecs_256x512 on opencl) whose reduces' __local buffers together pass shared_max (tinygrad counts the
+    first reduce's only)."""
     differences = Counter()
     for c in ALL_CASES:
         for _, step, ok, why in replay(c):
