@@ -39,7 +39,7 @@ import os
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum, auto
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterable, Sequence
@@ -2147,28 +2147,34 @@ class LocalBuffer:
         return f"localbuffer<{self.name}[{self.size}]>"
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
+    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
+    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
+    before ranking has no key (None) and its note says which condition ruled it out."""
+
+    key: tuple | None
+    opt: str
+    note: str
+    taken: bool = False
+
+
 @dataclass
 class Decision:
     """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
 
-    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads.
-    `candidates` are (sort key, what it would apply, note) in the order the heuristic weighed them, best first; the
-    first that applies wins. A 4th field, when present, says whether the candidate was taken; without it, a
-    candidate was taken when `what` names one of the chosen opts, or all of them. `chosen` lists the opts it
-    applied: empty when it declined (`rule` then says why).
-    `step` is how many opts were applied before it. Recording changes no decision."""
+    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
+    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
+    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
+    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
 
     heuristic: str
     rule: str
-    candidates: list[tuple]
+    candidates: list[Candidate]
     chosen: list[Opt]
     step: int
-
-    def taken(self, candidate: tuple) -> bool:
-        """Was this candidate the one (or one of those) the heuristic applied?"""
-        if len(candidate) == 4:
-            return candidate[3]
-        return candidate[1] in {str(o) for o in self.chosen} | {" ".join(str(o) for o in self.chosen)}
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -2229,8 +2235,8 @@ class Kernel:
         self.tensor_core_opts: TensorCoreOptions | None = None
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
-        self.heuristic_log: list[tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
         self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
+        self._reasons: dict[int, str] = {}  # applied_opts index -> why, until _decided files it in a Decision
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -2257,12 +2263,17 @@ class Kernel:
         "tensor_core",
         "tensor_core_opts",
         "bufs_for_tensor_core",
-        "heuristic_log",
         "decisions",
+        "_reasons",
     )
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
+
+    @property
+    def heuristic_log(self) -> list[tuple[Opt, str]]:
+        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
+        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -2765,7 +2776,7 @@ class Kernel:
             use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM
         ):
             return False
-        weighed: list[tuple[tuple, str, str]] = []
+        weighed: list[Candidate] = []
         for tc in self.opts.tensor_cores:
             state = self._state()
             # every reduce op runs on the same tensor core, so each must fit it the same way
@@ -2777,7 +2788,7 @@ class Kernel:
             check(all_same(all_tc_opts), "can only fuse reduces with the same tensor core options")
             tc_opts = all_tc_opts[0]
             if tc_opts is None:
-                weighed.append(((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)", False))
+                weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
                 continue
             self.tensor_core_opts = tc_opts
             try:
@@ -2803,14 +2814,14 @@ class Kernel:
                 f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}"
                 for j, (n, m, kk) in enumerate(combos)
             ]
-            weighed.append(((len(weighed),), str(tc), "fits: " + ", ".join(picks), True))
+            weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
             rule = (
                 "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
                 f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
                 "counting from the last"
             )
-            chosen = [Opt(OptOps.TC, axis, opt_level)]
-            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen)
+            chosen, why = [Opt(OptOps.TC, axis, opt_level)], "tensor core: unroll K; upcast and local N, M for the warp"
+            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen, [why])
             return True
         return False
 
@@ -2841,9 +2852,6 @@ class Kernel:
             return False
         try:
             self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
-            self.heuristic_log.append(
-                (self.applied_opts[-1], "tensor core: unroll K; upcast and local N, M for the warp")
-            )
             if self.tensor_core_opts is None:
                 return True
             if extra_opts is not None:
@@ -2855,11 +2863,13 @@ class Kernel:
             tco = self.tensor_core_opts
             if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
                 step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
-                for upc in (4, 2):
-                    if self.full_shape[tco.axes[0]] % upc == 0:
-                        self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], upc), "tensor core: more of N as local threads")
-                        break
-                candidates = [((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}") for u in (4, 2)]
+                taken = next((upc for upc in (4, 2) if size % upc == 0), None)
+                if taken is not None:
+                    self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], taken), "tensor core: more of N as local threads")
+                candidates = [
+                    Candidate((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}", u == taken)
+                    for u in (4, 2)
+                ]
                 rule = "N as local threads: the first of 4, 2 that divides"
                 self._decided(step, "apply_tensor_cores", rule, candidates)
             return True
@@ -2877,7 +2887,10 @@ class Kernel:
                 self._log_apply(
                     Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
                 )
-            candidates = [((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}") for d in (5, 4, 3, 2)]
+            candidates = [
+                Candidate((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}", d == amt)
+                for d in (5, 4, 3, 2)
+            ]
             rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
             self._decided(step, "apply_tensor_cores", rule, candidates)
 
@@ -2886,26 +2899,34 @@ class Kernel:
     # ========================================================================================================
 
     def _log_apply(self, opt: Opt, why: str) -> None:
-        """Apply an opt the heuristics chose, remembering why (the demo prints it)."""
+        """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
         self.apply_opt(opt)
-        self.heuristic_log.append((opt, why))
+        self._reasons[len(self.applied_opts) - 1] = why
 
     def _decided(
         self,
         step: int,
         heuristic: str,
         rule: str,
-        candidates: list[tuple] | None = None,
+        candidates: list[Candidate] | None = None,
         chosen: list[Opt] | None = None,
+        reasons: list[str] | None = None,
     ) -> None:
-        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`."""
-        chosen = self.applied_opts[step:] if chosen is None else chosen
-        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step))
+        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`,
+        each with the reason _log_apply was given."""
+        if chosen is None:
+            chosen = self.applied_opts[step:]
+            reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
+        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
 
     def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx> (a constant has no buffer)."""
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
         buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"const {buf.val}"
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _names(self, idxs: Iterable[int]) -> str:
+        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
+        return " and ".join(self._buf_name(i) for i in idxs)
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
@@ -2922,7 +2943,11 @@ class Kernel:
                 self._log_apply(
                     Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
                 )
-            candidates = [((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4") for a in axes4]
+            taken = self.applied_opts[step:]
+            candidates = [
+                Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
+                for a in axes4
+            ]
             self._decided(
                 step, "required_optimizations", "image output: the first unit-stride axis (key: axis)", candidates
             )
@@ -2964,7 +2989,10 @@ class Kernel:
 
         Sort key: the global axis number; the first axis whose size divides by MV_BLOCKSIZE * MV_ROWS_PER_THREAD
         while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
-        based on the wide vs tall/large vs small mat"), hence the environment knobs."""
+        based on the wide vs tall/large vs small mat"), hence the environment knobs. GROUP, not GROUPTOP, is
+        hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
+        elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
+        with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
         blocksize, threads, rows = (
             getenv("MV_BLOCKSIZE", 4, minimum=1),
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
@@ -2985,9 +3013,7 @@ class Kernel:
             and r.src[0].src[1].op is BufferOps.LOAD
         ):
             if r is not None:
-                self._decided(
-                    step, "_matvec", "no: not SUM(MUL(LOAD, LOAD)) on a target with locals and shared memory (or MV=0)"
-                )
+                self._decided(step, "_matvec", f"no: {self._not_matvec(blocksize, threads, rows)}")
             return False
         mulop = r.src[0]
         i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
@@ -3014,47 +3040,78 @@ class Kernel:
             f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
             f"{threads} threads"
         )
-        reduce_size = self.full_shape[self.first_reduce]
-        candidates = [
-            (
-                (g,),
-                f"GROUP:0:{threads} LOCAL:{g}:{blocksize} UPCAST:{g}:{rows}",
-                f"reduce {reduce_size} % {threads} = {reduce_size % threads}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}",
-            )
-            for g in range(self.global_dims)
-        ]
+        weighed = self._matvec_candidates(blocksize, threads, rows)
         for global_idx in range(self.global_dims):
             if (
                 self.full_shape[self.first_reduce] % threads == 0
                 and self.full_shape[global_idx] % (blocksize * rows) == 0
             ):
                 if threads > 1:
-                    self._log_apply(Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce")
+                    self._log_apply(
+                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce (GROUP)"
+                    )
                 if blocksize > 1:
                     self._log_apply(
-                        Opt(OptOps.LOCAL, global_idx, blocksize), f"matvec: {blocksize} rows per work-group"
+                        Opt(OptOps.LOCAL, global_idx, blocksize),
+                        f"matvec: {blocksize} threads of a work-group on neighbouring rows",
                     )
                 if rows > 1:
-                    self._log_apply(Opt(OptOps.UPCAST, global_idx, rows), f"matvec: {rows} rows per thread")
-                self._decided(step, "_matvec", rule, candidates)
+                    self._log_apply(
+                        Opt(OptOps.UPCAST, global_idx, rows),
+                        f"matvec: {rows} rows per thread, {blocksize} apart: {blocksize * rows} rows per work-group",
+                    )
+                self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
                 return True
-        self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
+        self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
         return False
 
+    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str:
+        """The first of _matvec's conditions that fails, in words."""
+        r = self.reduceop
+        mul = r.src[0] if r is not None else None
+        for failed, why in (
+            (not self.opts.has_local, "the target has no local threads"),
+            (getenv("MV", 1) == 0, "MV=0 (environment)"),
+            (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
+            (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
+            (len(self.full_shape) < 2, "the kernel has only one axis"),
+            (not self.opts.has_shared, "the target has no shared memory"),
+            (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+        ):
+            if failed:
+                return why
+        return "the MUL's sources are not both LOADs"
+
+    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
+        """What _matvec weighs on each global axis, before it applies anything."""
+        reduce_size = self.full_shape[self.first_reduce]
+        ret = []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            note = (
+                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
+                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
+            )
+            ret.append(Candidate((g,), " ".join(opts), note))
+        return ret
+
     def _grouping(self) -> None:
-        """Few outputs, long reduce: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory
-        allows; for images, then upcast the output's unit-stride axis mid-reduce.
+        """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
+        images, then upcast the output's unit-stride axis mid-reduce. Only the number of outputs is tested, not the
+        length of the reduce: a 16-element sum of one output gets GROUPTOP:0:16 too.
 
         Sort key: the size, tried in the order 256, 16 (256 only when there are <= 32 outputs); the first that
         divides every buffer's reduce axis and fits shared memory wins. Both thresholds are tuned: with <= 2048
         outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
         256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
         smarter way")."""
-        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
-            return  # (nor with a symbolic output size)
         step = len(self.applied_opts)
+        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
+            if self.opts.has_local and self.opts.has_shared and self.first_reduce < self.shape_len:
+                self._decided(step, "_grouping", "no: the number of outputs is symbolic")
+            return
         outputs = prod(self.sts[0].shape[: self.first_reduce])
         if (
             not self.float4_axis(0)
@@ -3067,7 +3124,7 @@ class Kernel:
             for sz in sizes:
                 if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
                     try:
-                        why = f"{_count(outputs, 'output')}, long reduce: {sz} threads share it"
+                        why = f"{_count(outputs, 'output')} <= 2048: {sz} threads share each output's reduce"
                         self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
                         tried[sz] = "divides the reduce axis, fits shared memory"
                         break
@@ -3075,8 +3132,15 @@ class Kernel:
                         tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
                 else:
                     tried[sz] = f"doesn't divide the reduce axis ({self.full_shape[self.first_reduce]})"
-            rule = f"{_count(outputs, 'output')} <= 2048: GROUPTOP the reduce by the first size that fits (key: -size)"
-            candidates = [((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried")) for sz in sizes]
+            rule = (
+                f"{_count(outputs, 'output')} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the "
+                "first size that fits (key: -size)"
+            )
+            taken = self.applied_opts[step:]
+            candidates = [
+                Candidate((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried"), Opt(OptOps.GROUPTOP, 0, sz) in taken)
+                for sz in sizes
+            ]
             self._decided(step, "_grouping", rule, candidates)
         elif self.first_reduce + 1 <= self.shape_len:
             why = (
@@ -3111,7 +3175,11 @@ class Kernel:
             step = len(self.applied_opts)
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
             candidates = [
-                ((a,), f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4", "unit stride")
+                Candidate(
+                    (a,),
+                    f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4",
+                    "unit stride",
+                )
                 for a in axes4
             ]
             if (
@@ -3128,6 +3196,7 @@ class Kernel:
                         Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
                         f"image buffer {i}: unroll its unit-stride axis by 4",
                     )
+                candidates[0] = replace(candidates[0], taken=True)
             self._decided(
                 step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)", candidates
             )
@@ -3140,7 +3209,7 @@ class Kernel:
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
         step = len(self.applied_opts)
         to_upcast: list[int] = []
-        candidates: list[tuple[tuple, str, str]] = []
+        candidates: list[Candidate] = []
         for axis in range(self.first_reduce):
             if (
                 isinstance(self.full_shape[axis], int)  # not a symbolic axis
@@ -3156,7 +3225,7 @@ class Kernel:
                     to_upcast.append(axis)
                 fits = "<=" if elements <= 7 * 7 else ">"
                 note = f"size {self.full_shape[axis]}, masked: {elements} elements {fits} 49"
-                candidates.append(((axis,), f"UPCAST:{axis}:0", note))
+                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
         for axis in to_upcast[::-1]:
             self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
@@ -3165,9 +3234,9 @@ class Kernel:
         )
 
     def _upcast_broadcast_axes(self) -> None:
-        """While there are >= 1024 outputs, upcast an output axis that some buffer has stride 0 on (and none of that
-        buffer's upcast axes has): the thread then computes that many outputs in registers and one load of that
-        buffer serves them all.
+        """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
+        upcast an output axis that some buffer has stride 0 on (and none of that buffer's upcast axes has): the
+        thread then computes that many outputs in registers and one load of that buffer serves them all.
 
         Sort key, smallest first: (buffers that move along the axis, the sum of their strides, axis, amount).
         Fewest moving buffers first; a tie there is broken by the smaller sum of strides (matmul: both axes have two
@@ -3175,42 +3244,86 @@ class Kernel:
         axis; then the amount, 3 before 4 (plain tuple order: a 384 matmul is upcast by 3). Strides are those of
         each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
         upcasted_axis: set = set()
-        while (outputs := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
+        while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
             step = len(self.applied_opts)
             choices, stride0 = [], {}
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
                 if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
-                # buffers broadcast along this axis (stride 0) and along none of the axes upcast so far
-                broadcast = [
-                    i
-                    for i, st in enumerate(self.sts)
-                    if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
-                ]
-                if broadcast:
+                if broadcast := self._broadcast_bufs(axis):
                     strides = [st.views[-1].strides[axis] for st in self.sts]
                     choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
                     stride0[axis] = broadcast
+            weighed = self._broadcast_candidates(upcasted_axis, sorted(choices))
+            counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
             if not choices:
-                self._decided(step, "_upcast_broadcast_axes", "stop: no axis left that a buffer has stride 0 on")
+                self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
                 break
             _, _, axis, amt = sorted(choices)[0]
-            names = ", ".join(self._buf_name(i) for i in stride0[axis])
+            has = "has" if len(stride0[axis]) == 1 else "have"
             self._log_apply(
-                Opt(OptOps.UPCAST, axis, amt), f"{names} has stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+                Opt(OptOps.UPCAST, axis, amt),
+                f"{self._names(stride0[axis])} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads",
             )
             upcasted_axis.add(axis)
-            candidates = [
-                (c, f"UPCAST:{c[2]}:{c[3]}", ", ".join(self._buf_name(i) for i in stride0[c[2]]) + " has stride 0")
-                for c in sorted(choices)
-            ]
             rule = (
-                f"{outputs} outputs >= 1024; key (buffers moving along "
-                "the axis, sum of their strides, axis, amount), smallest first"
+                f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
+                "amount), smallest first"
             )
-            self._decided(step, "_upcast_broadcast_axes", rule, candidates)
+            self._decided(step, "_upcast_broadcast_axes", rule, weighed)
         else:
-            self._decided(len(self.applied_opts), "_upcast_broadcast_axes", f"stop: {outputs} outputs < 1024")
+            self._decided(
+                len(self.applied_opts),
+                "_upcast_broadcast_axes",
+                f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
+            )
+
+    def _broadcast_bufs(self, axis: int) -> list[int]:
+        """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
+        return [
+            i
+            for i, st in enumerate(self.sts)
+            if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
+        ]
+
+    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
+        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
+        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
+        ret = []
+        for key in choices:
+            axis = key[2]
+            zero = self._broadcast_bufs(axis)
+            strides = ", ".join(
+                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
+            )
+            has = "has" if len(zero) == 1 else "have"
+            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
+            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size, why = self.full_shape[axis], ""
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                up = self.shape_len - self.upcasted
+                where = [
+                    f"{self._buf_name(i)} on upcast axis {up + j}"
+                    for i in zero
+                    for j, x in enumerate(self.upcasted_axis(i))
+                    if x[1] == 0
+                ]
+                has = "has" if len(zero) == 1 else "have"
+                why = f"{self._names(zero)} {has} stride 0 here, but already also {', '.join(where)}"
+            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
+        return ret
 
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
@@ -3228,22 +3341,18 @@ class Kernel:
             and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         ):
             if self.first_reduce < self.shape_len - self.upcasted:
-                self._decided(step, "_unroll_reduce", "no: too many upcast elements already (registers)")
+                elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+                why = (
+                    f"{elements} upcast elements >= 64 (registers)"
+                    if elements >= 64
+                    else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
+                )
+                self._decided(step, "_unroll_reduce", f"no: {why}")
             return
         s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
-        candidates = [
-            (
-                (0,),
-                f"UNROLL:{axis}:0",
-                f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-                if isinstance(s, int)
-                else f"whole: size {s} is symbolic",
-            ),
-            ((1,), f"UNROLL:{axis}:4", f"by 4: {s} % 4 = {s % 4 if isinstance(s, int) else '?'}"),
-        ]
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
+            took = 0
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
                 f"short reduce axis ({s}): unroll it whole",
@@ -3259,10 +3368,24 @@ class Kernel:
                     "tiny reduce: unroll the next reduce axis whole too",
                 )
         elif self.full_unupcasted_shape[-1] % 4 == 0:
+            took = 1
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
                 "long reduce axis: unroll the loop by 4",
             )
+        else:
+            took = None
+        whole = (
+            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
+            if isinstance(s, int)
+            else f"whole: size {s} is symbolic"
+        )
+        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+        candidates = [
+            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+        ]
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         self._decided(step, "_unroll_reduce", rule, candidates)
 
     def _default_upcast(self) -> None:
@@ -3289,24 +3412,28 @@ class Kernel:
             return
         if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
             step = len(self.applied_opts)
-            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups")
-            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups")
+            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups of the kernel's own")
+            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups of the kernel's own")
             return
         step = len(self.applied_opts)
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        candidates: list[tuple[tuple, str, str]] = []
+        notes: dict[int, str] = {}
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
             threads = prod(sz for _, sz in to_local)
             sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
             if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
                 to_local.append((axis, fits[0]))
-            zero = [self._buf_name(i) for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            kind = f"{', '.join(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if broadcast else "no stride 0"
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)" if fits else "no size fits"
-            candidates.append(
-                ((-int(broadcast), -axis), f"LOCAL:{axis}:{fits[0]}" if fits else f"axis {axis}", f"{kind}; {what}")
+            notes[axis] = self._locals_note(axis, sizes, threads, fits)
+        candidates = [
+            Candidate(
+                (-int(broadcast), -axis),
+                f"LOCAL:{axis}:{sz}" if (sz := dict(to_local).get(axis)) else f"axis {axis}",
+                notes[axis],
+                taken=(axis, sz) in to_local[:3],
             )
+            for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1]))
+        ]
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -3316,6 +3443,21 @@ class Kernel:
                 deleted += 1
         rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
         self._decided(step, "_locals", rule, candidates)
+
+    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
+        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
+        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
+        size = self.full_shape[axis]
+        if fits:
+            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
+        elif not isinstance(size, int):
+            what = f"symbolic size {_txt(size)}: no size divides it"
+        elif not any(size % x == 0 for x in sizes):
+            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+        else:
+            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
+        return f"{kind}; {what}"
 
 
 # ============================================================================================================
@@ -3750,12 +3892,12 @@ def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> lis
 
 def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
     lines = [f"    {d.heuristic}: {rename(d.rule)}"]
-    keys = [str(c[0]) for c in d.candidates]
+    keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
     kw = max((len(x) for x in keys), default=0)
-    ww = max((len(rename(c[1])) for c in d.candidates), default=0)
-    for key, candidate in zip(keys, d.candidates):
-        mark, what, note = "->" if d.taken(candidate) else "  ", candidate[1], candidate[2]
-        lines.append(f"      {mark} {key:<{kw}}  {rename(what):<{ww}}  {rename(note)}".rstrip())
+    ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+    for key, c in zip(keys, d.candidates):
+        mark = "->" if c.taken else "  "
+        lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 

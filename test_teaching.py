@@ -90,16 +90,16 @@ def test_matmul_upcast_axis_tie_is_broken_by_the_sum_of_strides():
     """Both axes have 2 moving buffers; axis 1's strides sum to 1 + 1, axis 0's to 512 + 512."""
     k = optimize(Kernel(*matmul_ast(512, 512, 512)))
     d = decision(k, "_upcast_broadcast_axes", 0)
-    assert [c[0] for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
-    assert [d.taken(c) for c in d.candidates] == [True, False]
+    assert [c.key for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
+    assert [c.taken for c in d.candidates] == [True, False]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 4)]
-    assert "data1 has stride 0" in d.candidates[0][2]  # a (buffer 1) is broadcast along axis 1
+    assert "data1 has stride 0" in d.candidates[0].note  # a (buffer 1) is broadcast along axis 1
 
 
 def test_matmul_384_upcasts_by_3_because_the_amount_is_in_the_sort_key():
     k = optimize(Kernel(*matmul_ast(384, 384, 384)))
     d = decision(k, "_upcast_broadcast_axes", 0)
-    assert [c[0] for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
+    assert [c.key for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 3)]
 
 
@@ -107,8 +107,9 @@ def test_matvec_decision_names_its_rule_and_candidates():
     k = optimize(Kernel(*matvec_ast(1024, 768)))
     d = decision(k, "_matvec", 0)
     assert d.chosen == [Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]
-    assert d.candidates == [((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0")]
-    assert d.taken(d.candidates[0])
+    assert d.candidates == [
+        kernel.Candidate((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0", True)
+    ]
 
 
 def test_heuristics_that_decline_say_why():
@@ -121,7 +122,10 @@ def test_heuristics_that_decline_say_why():
 def test_locals_decision_ranks_broadcast_axes_first_from_the_right():
     k = optimize(Kernel(*matmul_ast(512, 512, 512)))
     d = next(d for d in k.decisions if d.heuristic == "_locals")
-    assert [(c[0], c[1]) for c in d.candidates] == [((-1, -1), "LOCAL:1:16"), ((-1, 0), "LOCAL:0:8")]
+    assert [(c.key, c.opt, c.taken) for c in d.candidates] == [
+        ((-1, -1), "LOCAL:1:16", True),
+        ((-1, 0), "LOCAL:0:8", True),
+    ]
     assert d.chosen == [Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 1, 16)]  # applied in axis order
 
 
@@ -129,8 +133,8 @@ def test_tensor_core_decision_lists_the_cores_and_axes_weighed():
     k = optimize(Kernel(*matmul_ast(256, 256, 256), opts=TARGETS["metal"]))
     d = k.decisions[0]
     assert d.heuristic == "apply_tensor_cores" and d.chosen == [Opt(OptOps.TC, 0, 0)]
-    assert d.candidates[0][1] == "WMMA_8_8_8_float_float" and d.taken(d.candidates[0])
-    assert "<-N=axis 1 M=axis 0 K=axis 2" in d.candidates[0][2]
+    assert d.candidates[0].opt == "WMMA_8_8_8_float_float" and d.candidates[0].taken
+    assert "<-N=axis 1 M=axis 0 K=axis 2" in d.candidates[0].note
 
 
 # ============================================================================================================
@@ -144,7 +148,7 @@ def test_explain_matmul_shows_strides_candidates_and_winner():
     start = lines.index(next(x for x in lines if x.lstrip().startswith("start")))
     assert re.split(r"\s+", lines[start + 2].strip()) == ["strides", "a", "512", "0", "1"]
     assert re.split(r"\s+", lines[start + 3].strip()) == ["strides", "b", "0", "1", "512"]
-    assert "_upcast_broadcast_axes: 262144 outputs >= 1024" in out
+    assert "_upcast_broadcast_axes: 262144 threads (outputs outside the upcast axes) >= 1024" in out
     winner = next(x for x in lines if "->" in x and "(2, 2, 1, 4)" in x)
     assert "UPCAST:1:4" in winner and "a has stride 0" in winner
     loser = next(x for x in lines if "(2, 1024, 0, 4)" in x)
