@@ -37,6 +37,7 @@ import numbers
 import operator
 import os
 import re
+import shutil
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -2007,13 +2008,17 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 # The "upcasted dims" are registers: yellow (UPCAST) output axes and magenta (UNROLL) reduce axes both count.
 #
 # COLOR_LEGEND is the one legend of the project: the colours of colored_shape(), tinygrad's eight chunks of a
-# kernel's shape, in order from left to right, with what each becomes in runtime.py's OpenCL C. The demo prints
-# it; runtime.py and the README refer to it.
+# kernel's shape, with what each becomes in runtime.py's OpenCL C. Left to right they come in this order, except the
+# last two: yellow and magenta axes are both registers (the last `upcasted` axes) and sit in the order their opts
+# were applied. `python kernel.py demo` prints it; runtime.py and the README refer to it. "Local memory" is the
+# memory a work-group's threads share (OpenCL's __local, where runtime.py declares the array `temp`; tinygrad
+# calls it shared memory, as in Target.has_shared). NOLOCALS: runtime.py then launches the threads in groups of the
+# largest divisor <= 32 of launch dim 0 (they share nothing).
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
-    "BLUE": "global dims with NOLOCALS: one thread per index, no work-groups (get_global_id)",
+    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
     "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
-    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through __local memory",
+    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
     "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
@@ -2659,8 +2664,10 @@ class Kernel:
         self.group_for_reduces += 1
 
     def _opt_nolocals(self, axis: int, amt: int) -> None:
-        """NOLOCALS (BLUE): no work-groups at all; the shape doesn't change, every global axis turns bright blue
-        and the device picks the local size. NOLOCALS on (64 64) -> (64 64), BLUE red."""
+        """NOLOCALS (BLUE): the kernel uses no local threads and sets no work-group size; the shape doesn't change,
+        every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
+        size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
+        (64 64), BLUE red."""
         check(
             self.opts.has_local and not self.dont_use_locals,
             "NOLOCALS is meaningless if target does not support local or already not using locals",
@@ -3058,7 +3065,7 @@ class Kernel:
                 if rows > 1:
                     self._log_apply(
                         Opt(OptOps.UPCAST, global_idx, rows),
-                        f"matvec: {rows} rows per thread, {blocksize} apart: {blocksize * rows} rows per work-group",
+                        f"matvec: {rows} rows per thread, {blocksize} apart ({blocksize * rows} per work-group)",
                     )
                 self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
                 return True
@@ -3075,7 +3082,7 @@ class Kernel:
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
             (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
-            (not self.opts.has_shared, "the target has no shared memory"),
+            (not self.opts.has_shared, "the target has no local memory"),
             (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
         ):
             if failed:
@@ -3126,7 +3133,7 @@ class Kernel:
                     try:
                         why = f"{_count(outputs, 'output')} <= 2048: {sz} threads share each output's reduce"
                         self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
-                        tried[sz] = "divides the reduce axis, fits shared memory"
+                        tried[sz] = "divides the reduce axis, fits local memory"
                         break
                     except KernelOptError as e:
                         tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
@@ -3315,13 +3322,13 @@ class Kernel:
             else:
                 up = self.shape_len - self.upcasted
                 where = [
-                    f"{self._buf_name(i)} on upcast axis {up + j}"
+                    f"{self._buf_name(i)} on axis {up + j}"
                     for i in zero
                     for j, x in enumerate(self.upcasted_axis(i))
                     if x[1] == 0
                 ]
                 has = "has" if len(zero) == 1 else "have"
-                why = f"{self._names(zero)} {has} stride 0 here, but already also {', '.join(where)}"
+                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
             ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
         return ret
 
@@ -3800,6 +3807,40 @@ def legend() -> str:
     return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
 
 
+def terminal_width(out: Any = None) -> int:
+    """The columns the demo's lines fit in: the terminal's width, or 100 off a terminal (a file, a pipe)."""
+    try:
+        tty = (out or sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size((100, 24)).columns if tty else 100
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def fit(line: str, width: int) -> list[str]:
+    """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented 4 more than
+    the line; a word longer than the width stays whole."""
+    plain = ansistrip(line)
+    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4)
+    out = []
+    while ansilen(line) > width:
+        cut, seen, i = None, 0, 0
+        while i < len(line) and seen <= width:
+            if m := _ANSI.match(line, i):
+                i = m.end()
+                continue
+            if line[i] == " " and seen > len(prefix) and line[:i].strip():
+                cut = i
+            seen, i = seen + 1, i + 1
+        if cut is None:
+            break
+        out.append(line[:cut].rstrip())
+        line = prefix + line[cut:].lstrip(" ")
+    return out + [line]
+
+
 def _txt(x: Any) -> str:
     """A size, stride or index as text (a symbolic one renders itself; None, a stride with no single value, is ?)."""
     if x is None:
@@ -3838,36 +3879,86 @@ def _new_axis(k: Kernel, opt: Opt) -> int | None:
     return None
 
 
-def axis_notes(k: Kernel, axis: int, names: Sequence[str]) -> list[str]:
-    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per input buffer)."""
-    color, size, notes = k.colors()[axis], k.full_shape[axis], []
-    outputs = len(k.ast)
+VECTOR_WIDTHS = (2, 4)  # runtime.py reads and writes float2 and float4 vectors (an image: float4, one pixel)
+
+
+def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
+    """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
+    it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
+    with float4, exactly one upcast axis of stride 1, of a size in VECTOR_WIDTHS (4 for an image), and an index
+    that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
+    buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
+    if isinstance(buf, ConstBuffer):
+        return None, "a constant is no memory"
+    if not k.opts.supports_float4:
+        return None, f"the {k.opts.device} target has no float4"
+    if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
+        return None, f"{buf.dtype.name} is not float or half"
+    axes = [a for a in st.unit_stride_axes() if a >= up and st.shape[a] > 1]
+    if len(axes) != 1:
+        return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
+    axis, amt = axes[0], st.shape[axes[0]]
+    widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+    if amt not in widths:
+        return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+    loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
+    others = [a for a in range(up, k.shape_len) if a != axis]
+    for values in itertools.product(*(range(st.shape[a]) for a in others)):
+        idxs = loops + [NumNode(0)] * (k.shape_len - up)
+        for a, v in zip(others, values):
+            idxs[a] = NumNode(v)
+        idx, _ = st.expr_idxs(idxs)
+        if idx.min < 0 or idx // amt * amt != idx:
+            return None, f"a vector's first index is not always a multiple of {amt}"
+    return axis, ""
+
+
+def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
+    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per buffer; constants
+    are no memory and get none). `opt` is the opt that made the axis: GROUP and GROUPTOP split the reduce
+    differently."""
+    colors, size, notes = k.colors(), k.full_shape[axis], []
+    color, outputs = colors[axis], len(k.ast)
+    loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
     for i, st in enumerate(k.sts):
         stride = st.real_strides()[axis]
-        if stride is None or (i < outputs and color in ("green", "red", "magenta")):
-            continue  # no single stride; or an output on a reduce axis (stride 0: it is reduced)
+        if (
+            isinstance(k.bufs[i], ConstBuffer)
+            or stride is None
+            or (i < outputs and color in ("green", "red", "magenta"))
+        ):
+            continue  # a constant; no single stride; or an output on a reduce axis (stride 0: it is reduced)
         verb = "write" if i < outputs else "read"
         if color in ("yellow", "magenta"):
             what = "register" if color == "yellow" else "unrolled step of the reduce"
             if stride == 0:
-                notes.append(f"{names[i]} has stride 0 here: one load serves all {_txt(size)} (registers)")
+                access = "load" if verb == "read" else "store"
+                notes.append(f"{names[i]} has stride 0 here: one {access} serves all {_txt(size)} (registers)")
             elif stride == 1:
-                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, one vector access")
+                vec, why = vector_access(k, i)
+                if vec == axis:
+                    access = f"one float{_txt(size)} {'load' if verb == 'read' else 'store'}"
+                else:
+                    access = f"{_txt(size)} scalar {'loads' if verb == 'read' else 'stores'} ({why})"
+                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, {access}")
             else:
                 notes.append(f"{names[i]}: {_txt(size)} accesses {stride} apart, one per {what}")
-        elif color in ("green", "cyan", "white"):
+        elif color == "green":
+            if stride == 0:
+                notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads read the same element")
+                continue
+            top = opt is not None and opt.op is OptOps.GROUPTOP
+            split = (
+                "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
+                if top
+                else f"thread t takes reduce steps t, t+{_txt(size)}, ... (GROUP)"
+            )
+            steps = st.real_strides()[loop[-1]] if loop else None
+            step = f"; a thread's loop steps are {_txt(steps)} apart" if loop and steps is not None else ""
+            notes.append(f"{names[i]}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
+        elif color in ("cyan", "white"):
             if stride == 0:
                 notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads {verb} the same element")
-            elif stride == 1 and color == "green":
-                notes.append(
-                    f"{names[i]} has stride 1 across the {_txt(size)} threads: they interleave, thread t "
-                    f"reads t, t+{_txt(size)}, ... (GROUP)"
-                )
-            elif color == "green":
-                notes.append(
-                    f"{names[i]} has stride {stride} across the {_txt(size)} threads: each reads its own "
-                    f"contiguous run (GROUPTOP)"
-                )
             elif stride == 1:
                 notes.append(f"{names[i]} has stride 1 here: neighbouring threads {verb} neighbouring elements")
             else:
@@ -3908,6 +3999,12 @@ def explain_lines(
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
     bnames, rename = buffer_names(k, names), _renamer(k, names)
     lines = _strides_block(k, bnames, "start", "")
+    unknown = (
+        "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
+        "notes give the last views' strides they read"
+    )
+    if any(s is None for st in k.sts for s in st.real_strides()):
+        lines.append(unknown)
     lines += [x for d in decisions if d.step == 0 for x in _decision_lines(d, rename)]
     for opt, why in steps:
         try:
@@ -3917,7 +4014,7 @@ def explain_lines(
             continue
         lines += _strides_block(k, bnames, str(opt), rename(why))
         if (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
-            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames)]
+            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
         applied = len(k.applied_opts)
         lines += [x for d in decisions if d.step == applied for x in _decision_lines(d, rename)]
     return lines
@@ -3993,16 +4090,25 @@ class _Nest:
         self.rows.append((self.depth, code, comment))
         self.depth += open_block
 
-    def lines(self, max_column: int = 72) -> list[str]:
-        width = min(max((4 + 2 * d + ansilen(c) for d, c, note in self.rows if note), default=0), max_column)
+    def lines(self, width: int = 100, max_column: int = 72) -> list[str]:
+        """The nest, comments in one column; a comment that would run past `width` goes on a line of its own above
+        its code."""
+        fits = [4 + 2 * d + ansilen(c) for d, c, note in self.rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+        column = min(max(fits, default=0), max_column)
         out = []
         for d, code, comment in self.rows:
             text = "  " + "  " * d + code
-            out.append((text + " " * max(2, width + 2 - ansilen(text)) + "# " + comment) if comment else text)
+            line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+            if not comment:
+                out.append(text)
+            elif ansilen(line) <= width:
+                out.append(line)
+            else:
+                out += ["  " + "  " * d + "# " + comment, text]
         return out
 
 
-def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
     `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
     colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
@@ -4016,7 +4122,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
         return colored(idxs[a].render(), colors[a])
 
     def loop(a: int, keyword: str, what: str) -> None:
-        code = colored(f"{keyword} {idxs[a].render()} in 0..{_txt(shape[a] - 1)}:", colors[a])
+        code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
         nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
     kinds = {
@@ -4041,7 +4147,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
         for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
             loop(a, "for", "a loop")
         if regs:
-            unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in regs)
+            unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in regs)
             nest.add(
                 f"for {unrolled} (unrolled):",
                 "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs),
@@ -4067,7 +4173,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
             )
             parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
             if yellow:
-                unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in yellow)
+                unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in yellow)
                 nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
             nest.add(
                 f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
@@ -4081,14 +4187,14 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
     ]
     store_regs = [a for a in regs if colors[a] == "yellow"]
     if store_regs and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
-        unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in store_regs)
+        unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in store_regs)
         nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
         store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
         nest.add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    return nest.lines()
+    return nest.lines(width)
 
 
 # -- --map: who computes each output element --
@@ -4109,7 +4215,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     return cells
 
 
-def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 150) -> list[str]:
+def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 100) -> list[str]:
     """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
     (t, cyan) and register (r, yellow) that computes it."""
     st = k.sts[0]
@@ -4133,7 +4239,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
         for c in set(k.colors())
     }  # every index at its largest: the widest label
-    cell_width = max(8, ansilen(label(widest)) + 2)
+    cell_width = max(8, ansilen(label(widest)) + 1)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
         cols = 1 << (cols.bit_length() - 1)
@@ -4148,7 +4254,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         title = f"out[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
     cells = _output_cells(k, {f for row in flat for f in row})
     lines = [f"  {title.replace('out', names[0] if names else 'out', 1)}"]
-    lines.append("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols)))
+    lines.append(("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip())
     for r, row in enumerate(flat):
         head = f"{row[0]:>6}  " if rows_total is None else f"{r:>6}  "
         body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
@@ -4156,11 +4262,12 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
     legend_parts = {"g": "work-group (blue axes)", "t": "thread in it (cyan axes)", "r": "register (yellow axes)"}
     if k.dont_use_locals:
         legend_parts["g"] = "thread (BLUE axes: no work-groups)"
-    lines.append(
-        "  each cell: "
-        + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts)
-        + "; indices in axis order"
-    )
+    lines.append("  each cell: " + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts))
+    if sum(c in ("blue", "BLUE") for c in k.colors()) > 1:
+        lines.append(
+            "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
+            "(get_group_id(0) is the last blue axis)"
+        )
     if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]:
         lines.append(
             f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
@@ -4179,13 +4286,16 @@ def demo_kernel(
     out=None,
     view: str = "steps",
     every_step: bool = False,
+    width: int | None = None,
 ) -> Kernel:
     """Print how the optimizer reshapes one demo kernel; return the optimized kernel.
 
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
     order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
-    "loops" (with every_step, after each opt too) or "map"."""
+    "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: the
+    terminal's, or 100 off a terminal)."""
     out = out or sys.stdout
+    width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     d = DEMOS[name]
@@ -4201,19 +4311,19 @@ def demo_kernel(
     if view == "explain":
         lines = explain_lines(k, steps, decisions, d.buffers)
     else:
-        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers)]
+        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers, width)]
         for opt, why in steps:
             try:
                 k.apply_opt(opt)
                 rows.append((str(opt), k.colored_shape(), rename(why)))
-                nests.append(loop_nest(k, d.buffers) if every_step else [])
+                nests.append(loop_nest(k, d.buffers, width) if every_step else [])
             except KernelOptError as e:
                 rows.append((str(opt), f"rejected: {e}", ""))
                 nests.append([])
-        width = max(ansilen(shape) for _, shape, _ in rows) + 3
+        shape_width = max(ansilen(shape) for _, shape, _ in rows) + 3
         label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
         table = [
-            f"  {label:<{label_width}}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip()
+            _table_row(f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}", why, width)
             for label, shape, why in rows
         ]
         if view == "steps":
@@ -4221,13 +4331,27 @@ def demo_kernel(
         elif view == "loops" and every_step:
             lines = [x for row, nest in zip(table, nests) for x in [row] + nest + ([""] if nest else [])]
         elif view == "loops":
-            lines = table + [""] + loop_nest(k, d.buffers)
+            lines = table + [""] + loop_nest(k, d.buffers, width)
         elif view == "map":
-            lines = table + [""] + output_map(k, d.buffers)
+            lines = table + [""] + output_map(k, d.buffers, width=width)
         else:
             raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
-    print("\n".join(lines), file=out)
+    print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k
+
+
+def _table_row(head: str, why: str, width: int) -> str:
+    """A step table row: the reason after the shape, wrapped to `width` under its own column."""
+    column, rows, row = ansilen(head), [], ""
+    if not why or column + 20 > width:
+        return (head + why).rstrip()
+    for word in why.split(" "):
+        if row and column + len(row) + 1 + len(word) > width:
+            rows.append(row)
+            row = word
+        else:
+            row = f"{row} {word}" if row else word
+    return head + ("\n" + " " * column).join(rows + [row])
 
 
 def parse_opt_arg(text: str) -> Opt:
@@ -4301,10 +4425,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps and not args.loops:
         p.error("--steps goes with --loops")
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
-    print("Each axis of a kernel's shape is coloured by its role:")
-    print(legend())
-    for name in [args.name] if args.name else list(DEMOS):
-        print()
+    if not args.name:  # the legend once, before all the kernels
+        print("Each axis of a kernel's shape is coloured by its role:")
+        print(legend())
+    for n, name in enumerate([args.name] if args.name else list(DEMOS)):
+        if n or not args.name:
+            print()
         demo_kernel(name, args.target, args.opt, view=view, every_step=args.steps)
     return 0
 

@@ -44,9 +44,10 @@ def _plain(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
 
-def demo(name: str, view: str, *opts: Opt, every_step: bool = False) -> str:
+def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int = 1000) -> str:
+    """What the demo prints (wide: one sentence per line, unless `width` says otherwise)."""
     out = io.StringIO()
-    kernel.demo_kernel(name, opts=list(opts) if opts else None, out=out, view=view, every_step=every_step)
+    kernel.demo_kernel(name, opts=list(opts) if opts else None, out=out, view=view, every_step=every_step, width=width)
     return out.getvalue()
 
 
@@ -166,8 +167,10 @@ def test_explain_tells_group_from_grouptop():
     """GROUP puts the threads on the stride-1 piece (they interleave); GROUPTOP on the outer piece (contiguous runs)."""
     group = demo("sum", "explain", Opt(OptOps.GROUP, 0, 16))
     top = demo("sum", "explain", Opt(OptOps.GROUPTOP, 0, 16))
-    assert "a has stride 1 across the 16 threads: they interleave" in group
-    assert "a has stride 65536 across the 16 threads: each reads its own contiguous run (GROUPTOP)" in top
+    assert "a: neighbouring threads read 1 apart, thread t takes reduce steps t, t+16, ... (GROUP)" in group
+    assert "a thread's loop steps are 16 apart" in group
+    assert "a: neighbouring threads read 65536 apart, thread t takes its own run of consecutive reduce steps" in top
+    assert "(GROUPTOP); a thread's loop steps are 1 apart" in top
 
 
 # ============================================================================================================
@@ -176,7 +179,7 @@ def test_explain_tells_group_from_grouptop():
 
 
 def loop_lines(out: str) -> list[str]:
-    return [x.split("#")[0].strip() for x in out.splitlines() if re.search(r"\bfor \w+ in 0\.\.", x)]
+    return [x.split("#")[0].strip() for x in out.splitlines() if re.search(r"\bfor \w+ in range\(", x)]
 
 
 def test_loops_matvec_nest_matches_the_kernel_shape():
@@ -185,15 +188,15 @@ def test_loops_matvec_nest_matches_the_kernel_shape():
     loops = loop_lines(out)
     parallel = k.first_reduce + k.group_for_reduces
     expected = [
-        ("parallel for " if a < parallel else "for ") + f"{var}{a} in 0..{k.full_shape[a] - 1}:"
+        ("parallel for " if a < parallel else "for ") + f"{var}{a} in range({k.full_shape[a]}):"
         for a, var in enumerate(["gidx", "lidx", "lidx", "ridx"])
     ]
     assert k.shape_len - k.upcasted == 4 and loops[:4] == expected
     assert loops[:4] == [
-        "parallel for gidx0 in 0..63:",
-        "parallel for lidx1 in 0..3:",
-        "parallel for lidx2 in 0..7:",
-        "for ridx3 in 0..95:",
+        "parallel for gidx0 in range(64):",
+        "parallel for lidx1 in range(4):",
+        "parallel for lidx2 in range(8):",
+        "for ridx3 in range(96):",
     ]
     assert "acc[4] = 0" in out
     assert "acc[up4] += (a[((gidx0*12288)+(lidx1*768)+(ridx3*8)+(up4*3072)+lidx2)] * x[((ridx3*8)+lidx2)])" in out
@@ -205,13 +208,13 @@ def test_loops_matmul_has_parallel_loops_a_reduce_loop_and_register_arrays():
     out = demo("matmul", "loops")
     loops = loop_lines(out)
     assert loops == [
-        "parallel for gidx0 in 0..15:",
-        "parallel for gidx1 in 0..7:",
-        "parallel for lidx2 in 0..7:",
-        "parallel for lidx3 in 0..15:",
-        "for ridx4 in 0..127:",
-        "for up5 in 0..3, up6 in 0..3, un7 in 0..3 (unrolled):",
-        "for up5 in 0..3, up6 in 0..3 (unrolled):",
+        "parallel for gidx0 in range(16):",
+        "parallel for gidx1 in range(8):",
+        "parallel for lidx2 in range(8):",
+        "parallel for lidx3 in range(16):",
+        "for ridx4 in range(128):",
+        "for up5 in range(4), up6 in range(4), un7 in range(4) (unrolled):",
+        "for up5 in range(4), up6 in range(4) (unrolled):",
     ]
     assert "acc[4][4] = 0" in out
     assert "acc[up5][up6] += (a[" in out and "barrier" not in out
@@ -241,7 +244,7 @@ def cell(out: str, row_head: int, column: int) -> str:
 
 def test_map_matvec_labels_out5_with_its_group_thread_and_register():
     """out[i] = out[gidx0*16 + up4*4 + lidx1]: upcast rows are 4 apart, local rows are adjacent."""
-    out = demo("matvec", "map")
+    out = demo("matvec", "map", width=100)
     assert cell(out, 0, 5) == "g0 t1 r1"
     assert cell(out, 0, 1) == "g0 t1 r0" and cell(out, 0, 4) == "g0 t0 r1"
     assert cell(out, 16, 0) == "g1 t0 r0"
@@ -261,7 +264,7 @@ def test_map_labels_agree_with_the_output_shapetracker():
         assert cells["blue"] == [where[a] for a in range(k.shape_len) if colors[a] == "blue"]
         assert cells["cyan"] == [where[a] for a in range(k.shape_len) if colors[a] == "cyan"]
         assert cells["yellow"] == [where[a] for a in range(k.shape_len) if colors[a] == "yellow"]
-    out = demo("matmul", "map")
+    out = demo("matmul", "map", width=150)
     assert cell(out, 5, 6) == "g0,0 t1,1 r2,1"  # row 5 = lidx2 1, up6 1; column 6 = lidx3 1, up5 2
 
 
