@@ -3821,19 +3821,23 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def fit(line: str, width: int) -> list[str]:
     """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented 4 more than
-    the line; a word longer than the width stays whole."""
+    the line; a word longer than the width (an index expression) is broken after a `+`."""
     plain = ansistrip(line)
     prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4)
     out = []
     while ansilen(line) > width:
-        cut, seen, i = None, 0, 0
+        cut, plus, seen, i = None, None, 0, 0
         while i < len(line) and seen <= width:
             if m := _ANSI.match(line, i):
                 i = m.end()
                 continue
-            if line[i] == " " and seen > len(prefix) and line[:i].strip():
-                cut = i
+            if seen > len(prefix) and line[:i].strip():
+                if line[i] == " ":
+                    cut = i
+                elif line[i] == "+" and seen < width:
+                    plus = i + 1
             seen, i = seen + 1, i + 1
+        cut = cut if cut is not None else plus
         if cut is None:
             break
         out.append(line[:cut].rstrip())
@@ -4307,9 +4311,9 @@ def demo_kernel(
     else:
         steps, decisions = [(o, "") for o in opts], []
     rename = _renamer(k, d.buffers)
-    print(f"{name} [{target}]: {d.what}", file=out)
+    title = f"{name} [{target}]: {d.what}"
     if view == "explain":
-        lines = explain_lines(k, steps, decisions, d.buffers)
+        lines = [title] + explain_lines(k, steps, decisions, d.buffers)
     else:
         rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers, width)]
         for opt, why in steps:
@@ -4326,10 +4330,11 @@ def demo_kernel(
             _table_row(f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}", why, width)
             for label, shape, why in rows
         ]
+        table = [title] + table
         if view == "steps":
             lines = table
         elif view == "loops" and every_step:
-            lines = [x for row, nest in zip(table, nests) for x in [row] + nest + ([""] if nest else [])]
+            lines = [title] + [x for row, nest in zip(table[1:], nests) for x in [row] + nest + ([""] if nest else [])]
         elif view == "loops":
             lines = table + [""] + loop_nest(k, d.buffers, width)
         elif view == "map":
