@@ -392,3 +392,316 @@ def test_both_command_lines_name_the_target_the_same_way(capsys):
     assert runtime.main(["show", "matmul"]) == 0
     shown = capsys.readouterr().out
     assert shown.startswith("matmul [opencl]: ") and demo("matmul", "steps").splitlines()[0] in shown
+
+
+# ============================================================================================================
+# every sentence from a fact, every fact checked against the kernel: the ShapeTracker (indices(), numpy), the
+# rendered OpenCL C (runtime.render), or the heuristic's code path. For every demo kernel after each heuristic
+# step, and after each accepted step of random opt sequences.
+# ============================================================================================================
+
+
+def _states() -> list[tuple[str, Kernel]]:
+    import random
+
+    rng = random.Random(14)
+    actions = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in range(3) for amt in (2, 3, 4)]
+    actions += [
+        Opt(op, axis, amt)
+        for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP)
+        for axis in range(2)
+        for amt in (0, 2, 4, 8, 16)
+    ]
+    states = []
+    for name, d in DEMOS.items():
+        k = Kernel(*d.build(), opts=TARGETS[d.target])
+        tuned = optimize(k.copy())
+        for n, opt in enumerate([None] + tuned.applied_opts):
+            if opt is not None:
+                k.apply_opt(opt)
+            states.append((f"{name} heuristics step {n}", k.copy()))
+        for seq in range(2):
+            k = Kernel(*d.build(), opts=TARGETS[d.target])
+            tried = []
+            for opt in rng.sample(actions, 10):
+                try:
+                    k.apply_opt(opt)
+                except kernel.KernelOptError:
+                    continue
+                tried.append(str(opt))
+                states.append((f"{name} {' '.join(tried)}", k.copy()))
+                if len(tried) == 3:
+                    break
+    return states
+
+
+STATES = _states()
+
+
+def test_the_fact_checks_cover_every_demo_and_random_sequences():
+    names = {label.split()[0] for label, _ in STATES}
+    assert names == set(DEMOS) and sum("heuristics" not in label for label, _ in STATES) >= 30
+
+
+def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memory():
+    """A stride `--explain` prints (real_strides) is, wherever both elements are valid, the difference of the buffer
+    positions ShapeTracker.indices() (numpy, view by view: not the symbolic algebra) gives two neighbours."""
+    np = pytest.importorskip("numpy")
+    for label, k in STATES:
+        values = {v: (v.min + v.max) // 2 for v in k.vars}
+        for i, st in enumerate(k.sts):
+            st = st.at_values(values) if values else st
+            window = st.shrink(tuple((0, min(s, 3)) for s in st.shape))
+            idx, valid = (np.asarray(x) for x in window.indices())
+            for axis, stride in enumerate(k.sts[i].real_strides()):
+                if stride is None or window.shape[axis] < 2 or not isinstance(stride, int):
+                    continue
+                lo = [slice(None)] * len(window.shape)
+                hi = list(lo)
+                lo[axis], hi[axis] = slice(0, -1), slice(1, None)
+                both = valid[tuple(lo)] & valid[tuple(hi)]
+                step = (idx[tuple(hi)] - idx[tuple(lo)])[both]
+                assert (step == stride).all(), (label, i, axis, stride, set(step.tolist()))
+
+
+def c_index_terms(src: str, idx: int) -> list[str]:
+    """The C index expressions through which buffer data<idx> is read or written, with `idxN` names put back."""
+    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
+    uses = re.findall(rf"data{idx}\[([^\]]+)\]", src) + re.findall(rf"\(data{idx}\+([^)]*(?:\([^)]*\))*[^)]*)\)", src)
+    return [re.sub(r"\bidx\d+\b", lambda m: f"({defs.get(m.group(0), m.group(0))})", u) for u in uses]
+
+
+def test_every_stride_on_a_thread_or_loop_axis_is_the_multiplier_in_the_rendered_c():
+    """Each id (gidx, lidx) and loop (ridx) of the C multiplies into a buffer's index by the stride --explain prints
+    for that axis (a bare id where the stride is 1)."""
+    R = pytest.importorskip("runtime")
+    for label, k in STATES:
+        src = R.render(k).src
+        names = {int(a): f"{p}{a}" for p, a in re.findall(r"int ([gl]idx)(\d+) = ", src)}
+        names.update({int(a): f"ridx{a}" for a in re.findall(r"for \(int ridx(\d+) =", src)})
+        for i, (buf, st) in enumerate(zip(k.bufs, k.sts)):
+            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
+                continue
+            terms = " ".join(c_index_terms(src, buf.idx))
+            for axis, stride in enumerate(st.real_strides()):
+                if axis not in names or stride in (None, 0) or not isinstance(stride, int) or not terms:
+                    continue
+                var = names[axis]
+                want = rf"(?<![\w*]){var}(?![\w*])" if stride == 1 else rf"\b{var}\*{stride}\b"
+                assert re.search(want, terms), (label, buf.idx, axis, stride, terms)
+
+
+def test_a_vector_access_is_named_exactly_where_the_rendered_c_has_one():
+    """vector_access (the fact behind "one float4 load" and "4 scalar loads (...)") against runtime.render: a buffer
+    has a float2/float4 access in the C exactly when vector_access names an axis, of that width."""
+    R = pytest.importorskip("runtime")
+    vectors = 0
+    for label, k in STATES:
+        src = R.render(k).src
+        for i, buf in enumerate(k.bufs):
+            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
+                continue
+            axis, why = kernel.vector_access(k, i)
+            widths = set(re.findall(rf"(?:float|half)(\d)\*\)\(data{buf.idx}\+|_half(\d)\(.*?data{buf.idx}\+", src))
+            found = {int(a or b) for a, b in widths}
+            if axis is None:
+                assert not found and why, (label, buf.idx, why)
+            else:
+                assert found == {k.sts[i].shape[axis]}, (label, buf.idx, axis, found)
+                vectors += 1
+    assert vectors >= 10
+
+
+def test_explain_says_vector_access_only_where_the_renderer_makes_one():
+    """Issue 14 item 3: 3 and 8 neighbouring elements are scalar loads and stores in the C, and --explain says so."""
+    conv = demo("conv2d", "explain")
+    assert "wt has stride 1 here: 3 neighbouring elements, 3 scalar loads (runtime.py's vectors are 2 or 4 wide" in conv
+    assert "one vector access" not in conv
+    wide = demo("elementwise", "explain", Opt(OptOps.UPCAST, 0, 8))
+    assert "a has stride 1 here: 8 neighbouring elements, 8 scalar loads" in wide
+    assert "out has stride 1 here: 8 neighbouring elements, 8 scalar stores" in wide
+    assert "b has stride 1 here: 4 neighbouring elements, one float4 load" in demo("matmul", "explain")
+
+
+def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
+    """--loops prints `for ridxN in range(S)` and `parallel for gidxN/lidxN in range(S)`; the C has the same loops
+    (`ridxN < S`) and ids (`gidxN`, `lidxN` over 0..S-1), axis for axis (ids of size 1 aside)."""
+    R = pytest.importorskip("runtime")
+    for label, k in STATES:
+        src = R.render(k).src
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        loops = set(re.findall(r"\bfor (ridx\d+) in range\((\S+?)\):", nest))
+        assert loops == set(re.findall(r"for \(int (ridx\d+) = 0; ridx\d+ < (\S+?);", src)), label
+        ids = {(v, s) for v, s in re.findall(r"parallel for ([gl]idx\d+) in range\((\S+?)\):", nest) if s != "1"}
+        c_ids = {(v, str(int(hi) + 1)) for v, hi in re.findall(r"int ([gl]idx\d+) = .*?: 0\.\.(\d+) \*/", src)}
+        if not k.vars:
+            assert ids == c_ids, label
+
+
+def _replayed(k: Kernel, step: int) -> Kernel:
+    """A fresh kernel of k's AST with k's first `step` opts: the state a decision at `step` looked at."""
+    fresh = Kernel(*k.ast, opts=k.opts)
+    for opt in k.applied_opts[:step]:
+        fresh.apply_opt(opt)
+    return fresh
+
+
+def test_broadcast_keys_and_exclusions_are_recomputed_from_the_state_the_heuristic_saw():
+    """_upcast_broadcast_axes: each key is (buffers moving, sum of strides, axis, amount) from the last views'
+    strides its note prints; the first is taken and is the opt applied; every axis ruled out names a condition
+    that holds in that state (the strides of upcast axes read with real_strides, not the heuristic's helper)."""
+    seen = set()
+    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        decided = [d for d in k.decisions if d.heuristic == "_upcast_broadcast_axes"]
+        for d in decided:
+            state = _replayed(k, d.step)
+            up = state.shape_len - state.upcasted
+            ranked = [c for c in d.candidates if c.key is not None]
+            for c in ranked:
+                axis, amt = c.key[2], c.key[3]
+                strides = [st.views[-1].strides[axis] for st in state.sts]
+                assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt), name
+                printed = [x.split(" ")[-1] for x in c.note.split("strides: ")[1].split(", ")]
+                assert printed == [kernel._txt(s) for s in strides], name
+                assert c.opt == f"UPCAST:{axis}:{amt}"
+            assert [c.taken for c in d.candidates] == [c is d.candidates[0] and bool(ranked) for c in d.candidates]
+            assert [str(o) for o in d.chosen] == [c.opt for c in ranked[:1]], name
+            for c in d.candidates:
+                if c.key is not None:
+                    continue
+                axis = int(c.opt.split()[1])
+                zero = [i for i, st in enumerate(state.sts) if st.views[-1].strides[axis] == 0]
+                size = state.full_shape[axis]
+                why = c.note
+                seen.add(why.split()[2] if "already on an upcast axis" not in why else "buffers")
+                if "upcast already" in why:
+                    assert any(
+                        c.opt == f"UPCAST:{axis}:{a}" for e in decided for c in e.candidates if c.taken for a in (3, 4)
+                    )
+                elif "symbolic" in why:
+                    assert not isinstance(size, int)
+                elif "divides by neither" in why:
+                    assert size % 3 and size % 4
+                elif "no buffer has stride 0" in why:
+                    assert not zero
+                else:
+                    assert zero and all(any(s == 0 for s in state.sts[i].real_strides()[up:]) for i in zero), why
+    assert seen >= {"upcast", "symbolic", "buffers"}  # "ruled out: upcast already ...", "ruled out: symbolic size"
+
+
+def test_the_broadcast_stop_line_names_what_stopped_it():
+    """Issue 14 item 2: matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
+    for name in ("matmul", "broadcast", "conv2d", "attention"):
+        out = demo(name, "explain")
+        assert "no axis left that a buffer has stride 0 on" not in out
+        assert "_upcast_broadcast_axes: stop:" in out and "ruled out:" in out, name
+    conv = demo("conv2d", "explain")
+    # the first round's UPCAST:1:4 is ruled out in the second, and the reason is printed
+    assert "axis 1      ruled out: wt has stride 0 here, but already on an upcast axis too (wt on axis 6)" in conv
+    assert "axis 0  ruled out: symbolic size i" in demo("attention", "explain")
+
+
+def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
+    """Issue 14 item 4: the key (2, 66, 1, 4) is 2 moving buffers and 32 + 34, the last views' strides printed with
+    it; and the ? of real_strides is explained where it is printed."""
+    out = demo("conv2d", "explain")
+    line = next(x for x in out.splitlines() if "(2, 66, 1, 4)" in x)
+    assert line.endswith("last views' strides: out 32, img 34, wt 0")
+    assert "? = no single stride" in out and "? = no single stride" not in demo("matmul", "explain")
+
+
+def test_the_broadcast_rule_counts_threads_not_outputs():
+    """Issue 14 item 5: after UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
+    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
+    d = decision(k, "_upcast_broadcast_axes", 1)
+    state = _replayed(k, 1)
+    outputs = kernel.prod(state.sts[0].shape)
+    per_thread = kernel.prod(state.sts[0].shape[state.shape_len - state.upcasted :])
+    assert d.rule.startswith(f"{outputs // per_thread} threads (outputs outside the upcast axes) >= 1024")
+    assert outputs == 262144 and "65536 threads" in d.rule and "outputs >= 1024" not in d.rule
+
+
+def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
+    """Issue 14 item 6: a 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
+    k = optimize(Kernel(*kernel.sum_ast((16,))))
+    assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
+    d = decision(k, "_grouping", 0)
+    assert "the reduce's length is not tested" in d.rule
+    assert all("long" not in why for _, why in k.heuristic_log)
+
+
+def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
+    """Issue 14 item 1: sum_axis0's GROUPTOP threads read 8192 apart and each thread's loop steps 256 apart (not a
+    contiguous run); GROUP is named GROUP. The numbers are the multipliers of lidx1 and ridx2 in the C."""
+    R = pytest.importorskip("runtime")
+    for opt, threads, loop in ((Opt(OptOps.GROUPTOP, 0, 16), 8192, 256), (Opt(OptOps.GROUP, 0, 16), 256, 4096)):
+        out = demo("sum_axis0", "explain", opt)
+        note = next(x for x in out.splitlines() if "green axis 1: a:" in x)
+        assert f"neighbouring threads read {threads} apart" in note and f"loop steps are {loop} apart" in note
+        assert f"({opt.op.name})" in note and "contiguous" not in note
+        k = Kernel(*DEMOS["sum_axis0"].build())
+        k.apply_opt(opt)
+        terms = " ".join(c_index_terms(R.render(k).src, 1))
+        assert f"lidx1*{threads}" in terms and f"ridx2*{loop}" in terms
+
+
+def test_every_decision_marks_its_taken_candidates_as_data():
+    """A decision that applied nothing took no candidate; one that applied opts took at least one, and the taken
+    ones' opts are among those it applied (no matching of text against the chosen opts)."""
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in k.decisions:
+            taken = [c for c in d.candidates if c.taken]
+            assert all(isinstance(c, kernel.Candidate) for c in d.candidates)
+            if not d.chosen:
+                assert not taken, (name, d.heuristic)
+            elif d.candidates and d.heuristic not in ("_locals", "apply_tensor_cores"):
+                assert taken and {o for c in taken for o in c.opt.split()} <= {str(o) for o in d.chosen}, name
+        assert k.heuristic_log == [(o, why) for d in k.decisions for o, why in zip(d.chosen, d.reasons)]
+        assert [o for o, _ in k.heuristic_log] == k.applied_opts, name
+
+
+def test_matvec_step_reasons_are_true_of_the_final_kernel():
+    """Issue 14 item 10: a work-group of the final matvec writes 16 rows (4 threads x 4 rows, 4 apart), which the
+    reasons say; --map's cells agree."""
+    k = optimize(Kernel(*matvec_ast(1024, 768)))
+    why = dict((str(o), w) for o, w in k.heuristic_log)
+    assert why["UPCAST:0:4"] == "matvec: 4 rows per thread, 4 apart (16 per work-group)"
+    assert "rows per work-group" not in why["LOCAL:0:4"]
+    cells = kernel._output_cells(k, set(range(64)))
+    assert sorted(f for f, c in cells.items() if c["blue"] == [0]) == list(range(16))
+    assert {c["yellow"][0]: f for f, c in cells.items() if c["blue"] == [0] and c["cyan"] == [1]} == {
+        0: 1,
+        1: 5,
+        2: 9,
+        3: 13,
+    }
+
+
+def test_constants_are_not_reported_as_buffers():
+    """Issue 14 item 10: a constant is no memory: no stride note, and the heuristics name it 'the constant'."""
+    out = demo("attention", "explain")
+    assert "const 0.125 has stride 0" not in out and "axis 1: the constant" not in out
+    assert "the constant 0.125" in out  # where a heuristic counts it (stride 0 on every axis)
+
+
+def test_nolocals_says_what_the_runtime_launches():
+    """Issue 14 item 10: NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
+    largest divisor <= 32 of launch dim 0."""
+    import inspect
+
+    R = pytest.importorskip("runtime")
+    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] + " ".join(
+        kernel.Kernel._opt_nolocals.__doc__.split()
+    )
+    assert "max(d for d in range(1, 33)" in inspect.getsource(R._Launch.__init__)
+    out = io.StringIO()
+    sys.stdout, saved = out, sys.stdout
+    try:
+        R.main(["show", "elementwise", "--opt", "NOLOCALS"])
+    finally:
+        sys.stdout = saved
+    assert "runtime.py launches groups of the largest divisor <= 32 of dim 0" in out.getvalue()
