@@ -4431,8 +4431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--steps goes with --loops")
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
     if not args.name:  # the legend once, before all the kernels
-        print("Each axis of a kernel's shape is coloured by its role:")
-        print(legend())
+        print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width())))
     for n, name in enumerate([args.name] if args.name else list(DEMOS)):
         if n or not args.name:
             print()

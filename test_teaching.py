@@ -705,3 +705,49 @@ def test_nolocals_says_what_the_runtime_launches():
     finally:
         sys.stdout = saved
     assert "runtime.py launches groups of the largest divisor <= 32 of dim 0" in out.getvalue()
+
+
+def test_every_line_fits_100_columns_off_a_terminal():
+    for view in ("", "--explain", "--loops", "--map"):
+        r = run_bare("demo", *([view] if view else []), color=False)
+        wide = [x for x in r.stdout.splitlines() if len(x) > 100]
+        assert r.returncode == 0 and not wide, (view, wide[:3])
+
+
+def test_the_legend_is_printed_once_and_only_for_all_kernels():
+    all_kernels = run_bare("demo", color=False).stdout
+    assert all_kernels.count("Each axis of a kernel's shape is coloured by its role") == 1
+    assert all_kernels.count(kernel.COLOR_LEGEND["magenta"]) == 1
+    assert "coloured by its role" not in run_bare("demo", "matvec", color=False).stdout
+
+
+def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
+    """Issue 14 item 8: the README's colour order holds left to right but for the register axes."""
+    k = Kernel(*matmul_ast(64, 64, 64))
+    for opt in (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UPCAST, 0, 4)):
+        k.apply_opt(opt)
+    assert k.colors()[-2:] == ["magenta", "yellow"]
+    assert "in this order from left to right" not in open(os.path.join(HERE, "README.md")).read()
+    assert "in the order their opts were applied" in open(os.path.join(HERE, "README.md")).read()
+
+
+def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
+    out = demo("attention", "explain")
+    assert "symbolic size i: no size divides it" in out and "no size fits" not in out
+    k = Kernel(*kernel.attention_ast(64, 1024))
+    k.hand_coded_optimizations()
+    assert "symbolic size" in " ".join(c.note for d in k.decisions for c in d.candidates if d.heuristic == "_locals")
+
+
+def test_map_says_the_launch_numbers_blue_axes_the_other_way_round():
+    assert "get_group_id(0) is the last blue axis" in demo("matmul", "map")
+    assert "get_group_id(0) is the last blue axis" not in demo("matvec", "map")  # one blue axis: nothing to say
+
+
+def test_verify_counts_kernels_and_runs_apart(device, capsys):
+    """Issue 14 item 10: attention runs at 3 lengths; that is 1 kernel verified in 3 runs, not '3 kernels'."""
+    import runtime
+
+    assert runtime.main(["verify", "attention"]) == 0
+    out = capsys.readouterr().out
+    assert "1 kernel verified (3 runs: a symbolic kernel runs at several lengths), 0 failed" in out
