@@ -3055,17 +3055,17 @@ class Kernel:
             ):
                 if threads > 1:
                     self._log_apply(
-                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce (GROUP)"
+                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each output's reduce (GROUP)"
                     )
                 if blocksize > 1:
                     self._log_apply(
                         Opt(OptOps.LOCAL, global_idx, blocksize),
-                        f"matvec: {blocksize} threads of a work-group on neighbouring rows",
+                        f"matvec: {blocksize} threads per work-group along axis {global_idx}",
                     )
                 if rows > 1:
                     self._log_apply(
                         Opt(OptOps.UPCAST, global_idx, rows),
-                        f"matvec: {rows} rows per thread, {blocksize} apart ({blocksize * rows} per work-group)",
+                        f"matvec: each thread computes {rows} outputs along axis {global_idx}",
                     )
                 self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
                 return True
@@ -3940,7 +3940,10 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
                 notes.append(f"{names[i]} has stride 0 here: one {access} serves all {_txt(size)} (registers)")
             elif stride == 1:
                 vec, why = vector_access(k, i)
-                if vec == axis:
+                if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
+                    pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
+                    access = f"{pixel} ({'read_imagef' if verb == 'read' else 'write_imagef'})"
+                elif vec == axis:
                     access = f"one float{_txt(size)} {'load' if verb == 'read' else 'store'}"
                 else:
                     access = f"{_txt(size)} scalar {'loads' if verb == 'read' else 'stores'} ({why})"
