@@ -2022,7 +2022,7 @@ COLOR_LEGEND = {
     "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
-    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers, float4 where contiguous",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers (float4 if 4 contiguous ones)",
 }
 
 
@@ -3403,7 +3403,7 @@ class Kernel:
                 Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
                 "nothing upcast yet: upcast the last axis by 4",
             )
-            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4, a float4")
+            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4 (a float4 where contiguous)")
         elif self.upcasted == 0 and self.full_unupcasted_shape:
             last = self.full_unupcasted_shape[-1]
             self._decided(step, "_default_upcast", f"no: the last axis ({last}) isn't a multiple of 4")
@@ -3974,8 +3974,10 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
 
 
 def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> list[str]:
-    """The shape line and, under it, every buffer's strides, in columns coloured by axis."""
-    strides = [st.real_strides() for st in k.sts]
+    """The shape line and, under it, every buffer's strides, in columns coloured by axis (a constant is no memory:
+    it has no row)."""
+    kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
+    names, strides = [names[i] for i in kept], [k.sts[i].real_strides() for i in kept]
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
     colors = k.colors()
 
