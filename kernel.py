@@ -3196,12 +3196,12 @@ class Kernel:
             ):
                 if axes4[0] < self.first_reduce:
                     self._log_apply(
-                        Opt(OptOps.UPCAST, axes4[0], 4), f"image buffer {i}: upcast its unit-stride axis by 4"
+                        Opt(OptOps.UPCAST, axes4[0], 4), f"image {self._buf_name(i)}: upcast its unit-stride axis by 4"
                     )
                 else:
                     self._log_apply(
                         Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
-                        f"image buffer {i}: unroll its unit-stride axis by 4",
+                        f"image {self._buf_name(i)}: unroll its unit-stride axis by 4",
                     )
                 candidates[0] = replace(candidates[0], taken=True)
             self._decided(

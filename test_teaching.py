@@ -753,3 +753,105 @@ def test_verify_counts_kernels_and_runs_apart(device, capsys):
     assert runtime.main(["verify", "attention"]) == 0
     out = capsys.readouterr().out
     assert "1 kernel verified (3 runs: a symbolic kernel runs at several lengths), 0 failed" in out
+
+
+def c_writes(src: str, ids: dict[str, int]) -> set[int]:
+    """The positions of data0 the rendered C writes when its ids have these values (guards not evaluated)."""
+    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
+    stores = [(e, 1) for e in re.findall(r"data0\[([^\]]+)\] = ", src)]
+    stores += [(e, int(w)) for w, e in re.findall(r"\*\(\(__global float(\d)\*\)\(data0\+(.+?)\)\) = ", src)]
+    written = set()
+    for expr, width in stores:
+        expr = re.sub(r"\bidx\d+\b", lambda m: f"({defs[m.group(0)]})", expr)
+        value = eval(expr.replace("/", "//"), {}, dict(ids))
+        written.update(range(value, value + width))
+    return written
+
+
+def test_map_labels_are_the_ids_that_write_each_output_in_the_rendered_c():
+    """--map's g and t of each output are the work-group and thread ids whose stores in the C write it (the green
+    ids at 0: the first green thread writes), for every demo and random opt sequence with a plain output."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        st = k.sts[0]
+        if (
+            k.vars
+            or len(k.ast) > 1
+            or len(st.views) > 1
+            or st.views[-1].mask is not None
+            or k.bufs[0].dtype.name != "float"
+        ):
+            continue
+        src, colors = R.render(k).src, k.colors()
+        want = set(range(min(256, st.real_size())))
+        cells = kernel._output_cells(k, want)
+        blue = [a for a in range(k.shape_len) if colors[a] in ("blue", "BLUE") and st.shape[a] != 1]
+        threads = [a for a in range(k.shape_len) if colors[a] in ("cyan", "white") and st.shape[a] != 1]
+        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)]
+        groups: dict[tuple, set[int]] = {}
+        for flat, cell in cells.items():
+            groups.setdefault(
+                (
+                    tuple(cell.get("blue", []) + cell.get("BLUE", [])),
+                    tuple(cell.get("cyan", []) + cell.get("white", [])),
+                ),
+                set(),
+            ).add(flat)
+        for (g, t), flats in groups.items():
+            ids = {f"gidx{a}": v for a, v in zip(blue, g)} | {f"lidx{a}": v for a, v in zip(threads, t)}
+            ids |= {f"lidx{a}": 0 for a in green}
+            assert c_writes(src, ids) & want == flats, (label, g, t)
+            checked += 1
+    assert checked >= 100
+
+
+def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
+    """Is the step table's reason for `opt` true of k, the kernel just before it (the heuristic's code path:
+    the opt, its axis and amount, and the sizes and strides the reason names)?"""
+    axis = opt.real_axis(k) if opt.axis is not None else None
+    size = k.full_shape[axis] if axis is not None else None
+    patterns = {
+        r"work-group: (\d+) threads along axis (\d+)": lambda n, a: opt == Opt(OptOps.LOCAL, int(a), int(n)),
+        r"matvec: (\d+) threads share each output's reduce \(GROUP\)": lambda n: opt == Opt(OptOps.GROUP, 0, int(n)),
+        r"matvec: (\d+) threads per work-group along axis (\d+)": lambda n, a: opt == Opt(OptOps.LOCAL, int(a), int(n)),
+        r"matvec: each thread computes (\d+) outputs along axis (\d+)": lambda n, a: (
+            opt == Opt(OptOps.UPCAST, int(a), int(n))
+        ),
+        r"(.+) ha(?:s|ve) stride 0 on axis (\d+): upcast (\d+) to reuse its loads": lambda names, a, n: (
+            opt == Opt(OptOps.UPCAST, int(a), int(n))
+            and all(k.sts[i].views[-1].strides[int(a)] == 0 for i, b in enumerate(k.bufs) if k._buf_name(i) in names)
+        ),
+        r"short reduce axis \((\d+)\): unroll it whole": lambda s: (
+            opt.op is OptOps.UNROLL and opt.amt == 0 and size == int(s) <= 32
+        ),
+        r"tiny reduce: unroll the next reduce axis whole too": lambda: opt.op is OptOps.UNROLL and size <= 3,
+        r"long reduce axis: unroll the loop by 4": lambda: opt.op is OptOps.UNROLL and opt.amt == 4 and size > 32,
+        r"(\d+) outputs? <= 2048: (\d+) threads share each output's reduce": lambda n, t: (
+            opt == Opt(OptOps.GROUPTOP, 0, int(t)) and kernel.prod(k.sts[0].shape[: k.first_reduce]) == int(n) <= 2048
+        ),
+        r"nothing upcast yet: upcast the last axis by 4": lambda: (
+            k.upcasted == 0 and opt == Opt(OptOps.UPCAST, len(k.full_unupcasted_shape) - 1, 4)
+        ),
+        r"small masked axis (\d+): upcast it whole": lambda a: opt == Opt(OptOps.UPCAST, int(a), 0) and size <= 7,
+        r"image (data\d+): (upcast|unroll) its unit-stride axis by 4": lambda b, op: (
+            opt.amt == 4 and opt.op.name.lower() == op
+        ),
+        r"image output: upcast .*by 4.*": lambda: opt.op in (OptOps.UPCAST, OptOps.UPCASTMID) and opt.amt == 4,
+        r"tensor core: .*": lambda: opt.op in (OptOps.TC, OptOps.UPCAST, OptOps.LOCAL),
+        r"NOLOCALS=1: no work-groups of the kernel's own": lambda: opt.op is OptOps.NOLOCALS,
+    }
+    for pattern, holds in patterns.items():
+        if m := re.fullmatch(pattern, why):
+            return bool(holds(*m.groups()))
+    raise AssertionError(f"a reason no test checks: {why!r}")
+
+
+def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
+    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        state = Kernel(*ast, opts=TARGETS[target])
+        for opt, why in k.heuristic_log:
+            assert _reason_holds(why, opt, state), (name, opt, why)
+            state.apply_opt(opt)
