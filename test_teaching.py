@@ -855,3 +855,23 @@ def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
         for opt, why in k.heuristic_log:
             assert _reason_holds(why, opt, state), (name, opt, why)
             state.apply_opt(opt)
+
+
+def test_the_accumulators_loops_counts_are_the_rendered_cs():
+    """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
+    the C declares for the reduce, for every one-reduce kernel of the fact checks."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        if len(k.reduceops) != 1 or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"# registers: (\d+) accumulator\(s\) per thread", nest)
+        count = int(m.group(1)) if m else 1
+        src = R.render(k).src.split("\n")
+        body = src.index(next(x for x in src if x.startswith("__kernel")))
+        head = src[: next(i for i, x in enumerate(src) if i > body and re.search(r"for \(|barrier|data0", x))]
+        widths = [int(w or 1) for w, _ in re.findall(r"float(\d?) (acc\d+) =", "\n".join(head))]
+        assert sum(widths) == count, (label, count, widths)
+        checked += 1
+    assert checked >= 40
