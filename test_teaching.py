@@ -875,3 +875,27 @@ def test_the_accumulators_loops_counts_are_the_rendered_cs():
         assert sum(widths) == count, (label, count, widths)
         checked += 1
     assert checked >= 40
+
+
+def test_every_sort_key_printed_is_recomputed_from_the_state_the_heuristic_saw():
+    """The keys of _locals ((-broadcast, -axis): broadcast if some buffer's last view has stride 0 on the axis),
+    _matvec ((axis,)) and _grouping ((-size,)), recomputed from the kernel at the decision's step; and the
+    candidates are printed in key order."""
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in k.decisions:
+            state = _replayed(k, d.step)
+            keys = [c.key for c in d.candidates if c.key is not None]
+            if d.heuristic == "_locals" and keys:
+                for c in d.candidates:
+                    axis = -c.key[1]
+                    broadcast = any(st.views[-1].strides[axis] == 0 for st in state.sts)
+                    assert c.key == (-int(broadcast), -axis), name
+                    assert c.opt == f"axis {axis}" or c.opt.startswith(f"LOCAL:{axis}:")
+            elif d.heuristic == "_matvec" and keys:
+                assert keys == [(g,) for g in range(state.global_dims)], name
+            elif d.heuristic == "_grouping" and keys:
+                assert [f"GROUPTOP:0:{-key[0]}" for key in keys] == [c.opt for c in d.candidates], name
+            if d.heuristic in ("_locals", "_upcast_broadcast_axes", "_grouping", "_unroll_reduce"):
+                assert keys == sorted(keys), (name, d.heuristic)
