@@ -3819,11 +3819,12 @@ def terminal_width(out: Any = None) -> int:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def fit(line: str, width: int) -> list[str]:
-    """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented 4 more than
-    the line; a word longer than the width (an index expression) is broken after a `+`."""
+def fit(line: str, width: int, hang: int | None = None) -> list[str]:
+    """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
+    columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
+    a `+`."""
     plain = ansistrip(line)
-    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4)
+    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang)
     out = []
     while ansilen(line) > width:
         cut, plus, seen, i = None, None, 0, 0
@@ -4437,7 +4438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
-        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width())))
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
     for n, name in enumerate([args.name] if args.name else list(DEMOS)):
         if n or not args.name:
             print()
