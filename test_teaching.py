@@ -3,6 +3,13 @@ Kernel methods that only tinygrad's linearizer uses.
 
 Recording a decision must never change one: test_golden.py replays the corpus with the recording in place, and
 the tests here check that the recorded choices are exactly the opts applied.
+
+Every kind of sentence the views print is computed from one fact (a stride, a loop's size, a vector width the
+renderer uses, a condition of a heuristic), and the last part of this file checks each fact against the kernel
+itself, for every demo kernel and random opt sequences: against ShapeTracker.indices() (numpy, not the symbolic
+algebra), against the OpenCL C that runtime.render writes (its loops, its ids, its vector accesses, which ids
+write which output), or against the state the heuristic looked at. A sentence with no such check fails
+test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
 """
 
 from __future__ import annotations
