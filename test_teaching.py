@@ -906,3 +906,32 @@ def test_every_sort_key_printed_is_recomputed_from_the_state_the_heuristic_saw()
                 assert [f"GROUPTOP:0:{-key[0]}" for key in keys] == [c.opt for c in d.candidates], name
             if d.heuristic in ("_locals", "_upcast_broadcast_axes", "_grouping", "_unroll_reduce"):
                 assert keys == sorted(keys), (name, d.heuristic)
+
+
+def test_the_green_finish_of_loops_is_the_guard_of_the_rendered_c():
+    """--loops' `if lidxN == 0:  # the first of the T green threads finishes` is the C's `if (lidxN==0)` guard,
+    T the product of the green axes' sizes."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]
+        if not green or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"if (.+?):\s+# the first of the (\d+) green threads finishes", nest)
+        assert m and int(m.group(2)) == kernel.prod(k.full_shape[a] for a in green), label
+        guard = "&&".join(f"(lidx{a}==0)" if len(green) > 1 else f"lidx{a}==0" for a in green)
+        assert m.group(1) == " and ".join(f"lidx{a} == 0" for a in green)
+        assert f"if ({guard})" in R.render(k).src or len(green) > 1, label
+        checked += 1
+    assert checked >= 10
+
+
+def test_unroll_notes_name_the_size_the_heuristic_tested():
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in (d for d in k.decisions if d.heuristic == "_unroll_reduce" and d.candidates):
+            size = _replayed(k, d.step).full_unupcasted_shape[-1]
+            assert d.candidates[0].note.startswith(f"whole: size {size} "), name
+            assert d.candidates[0].taken == (isinstance(size, int) and size <= 32), name
