@@ -37,9 +37,10 @@ import numbers
 import operator
 import os
 import re
+import shutil
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum, auto
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterable, Sequence
@@ -2046,17 +2047,21 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 # The "upcasted dims" are registers: yellow (UPCAST) output axes and magenta (UNROLL) reduce axes both count.
 #
 # COLOR_LEGEND is the one legend of the project: the colours of colored_shape(), tinygrad's eight chunks of a
-# kernel's shape, in order from left to right, with what each becomes in runtime.py's OpenCL C. The demo prints
-# it; runtime.py and the README refer to it.
+# kernel's shape, with what each becomes in runtime.py's OpenCL C. Left to right they come in this order, except the
+# last two: yellow and magenta axes are both registers (the last `upcasted` axes) and sit in the order their opts
+# were applied. `python kernel.py demo` prints it; runtime.py and the README refer to it. "Local memory" is the
+# memory a work-group's threads share (OpenCL's __local, where runtime.py declares the array `temp`; tinygrad
+# calls it shared memory, as in Target.has_shared). NOLOCALS: runtime.py then launches the threads in groups of the
+# largest divisor <= 32 of launch dim 0 (they share nothing).
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
-    "BLUE": "global dims with NOLOCALS: one thread per index, no work-groups (get_global_id)",
+    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
     "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
-    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through __local memory",
+    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
     "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
-    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers, float4 where contiguous",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers (float4 if 4 contiguous ones)",
 }
 
 
@@ -2186,28 +2191,34 @@ class LocalBuffer:
         return f"localbuffer<{self.name}[{self.size}]>"
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
+    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
+    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
+    before ranking has no key (None) and its note says which condition ruled it out."""
+
+    key: tuple | None
+    opt: str
+    note: str
+    taken: bool = False
+
+
 @dataclass
 class Decision:
     """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
 
-    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads.
-    `candidates` are (sort key, what it would apply, note) in the order the heuristic weighed them, best first; the
-    first that applies wins. A 4th field, when present, says whether the candidate was taken; without it, a
-    candidate was taken when `what` names one of the chosen opts, or all of them. `chosen` lists the opts it
-    applied: empty when it declined (`rule` then says why).
-    `step` is how many opts were applied before it. Recording changes no decision."""
+    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
+    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
+    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
+    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
 
     heuristic: str
     rule: str
-    candidates: list[tuple]
+    candidates: list[Candidate]
     chosen: list[Opt]
     step: int
-
-    def taken(self, candidate: tuple) -> bool:
-        """Was this candidate the one (or one of those) the heuristic applied?"""
-        if len(candidate) == 4:
-            return candidate[3]
-        return candidate[1] in {str(o) for o in self.chosen} | {" ".join(str(o) for o in self.chosen)}
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -2280,8 +2291,8 @@ class Kernel:
         self.tensor_core_opts: TensorCoreOptions | None = None
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
-        self.heuristic_log: list[tuple[Opt, str]] = []  # (opt, why) for each opt the heuristics chose
         self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
+        self._reasons: dict[int, str] = {}  # applied_opts index -> why, until _decided files it in a Decision
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -2308,12 +2319,17 @@ class Kernel:
         "tensor_core",
         "tensor_core_opts",
         "bufs_for_tensor_core",
-        "heuristic_log",
         "decisions",
+        "_reasons",
     )
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
+
+    @property
+    def heuristic_log(self) -> list[tuple[Opt, str]]:
+        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
+        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -2699,8 +2715,10 @@ class Kernel:
         self.group_for_reduces += 1
 
     def _opt_nolocals(self, axis: int, amt: int) -> None:
-        """NOLOCALS (BLUE): no work-groups at all; the shape doesn't change, every global axis turns bright blue
-        and the device picks the local size. NOLOCALS on (64 64) -> (64 64), BLUE red."""
+        """NOLOCALS (BLUE): the kernel uses no local threads and sets no work-group size; the shape doesn't change,
+        every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
+        size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
+        (64 64), BLUE red."""
         check(
             self.opts.has_local and not self.dont_use_locals,
             "NOLOCALS is meaningless if target does not support local or already not using locals",
@@ -2817,7 +2835,7 @@ class Kernel:
             use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM
         ):
             return False
-        weighed: list[tuple[tuple, str, str]] = []
+        weighed: list[Candidate] = []
         for tc in self.opts.tensor_cores:
             state = self._state()
             # every reduce op runs on the same tensor core, so each must fit it the same way
@@ -2829,7 +2847,7 @@ class Kernel:
             check(all_same(all_tc_opts), "can only fuse reduces with the same tensor core options")
             tc_opts = all_tc_opts[0]
             if tc_opts is None:
-                weighed.append(((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)", False))
+                weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
                 continue
             self.tensor_core_opts = tc_opts
             try:
@@ -2855,14 +2873,14 @@ class Kernel:
                 f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}"
                 for j, (n, m, kk) in enumerate(combos)
             ]
-            weighed.append(((len(weighed),), str(tc), "fits: " + ", ".join(picks), True))
+            weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
             rule = (
                 "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
                 f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
                 "counting from the last"
             )
-            chosen = [Opt(OptOps.TC, axis, opt_level)]
-            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen)
+            chosen, why = [Opt(OptOps.TC, axis, opt_level)], "tensor core: unroll K; upcast and local N, M for the warp"
+            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen, [why])
             return True
         return False
 
@@ -2893,9 +2911,6 @@ class Kernel:
             return False
         try:
             self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
-            self.heuristic_log.append(
-                (self.applied_opts[-1], "tensor core: unroll K; upcast and local N, M for the warp")
-            )
             if self.tensor_core_opts is None:
                 return True
             if extra_opts is not None:
@@ -2907,11 +2922,13 @@ class Kernel:
             tco = self.tensor_core_opts
             if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
                 step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
-                for upc in (4, 2):
-                    if self.full_shape[tco.axes[0]] % upc == 0:
-                        self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], upc), "tensor core: more of N as local threads")
-                        break
-                candidates = [((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}") for u in (4, 2)]
+                taken = next((upc for upc in (4, 2) if size % upc == 0), None)
+                if taken is not None:
+                    self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], taken), "tensor core: more of N as local threads")
+                candidates = [
+                    Candidate((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}", u == taken)
+                    for u in (4, 2)
+                ]
                 rule = "N as local threads: the first of 4, 2 that divides"
                 self._decided(step, "apply_tensor_cores", rule, candidates)
             return True
@@ -2929,7 +2946,10 @@ class Kernel:
                 self._log_apply(
                     Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
                 )
-            candidates = [((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}") for d in (5, 4, 3, 2)]
+            candidates = [
+                Candidate((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}", d == amt)
+                for d in (5, 4, 3, 2)
+            ]
             rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
             self._decided(step, "apply_tensor_cores", rule, candidates)
 
@@ -2938,26 +2958,34 @@ class Kernel:
     # ========================================================================================================
 
     def _log_apply(self, opt: Opt, why: str) -> None:
-        """Apply an opt the heuristics chose, remembering why (the demo prints it)."""
+        """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
         self.apply_opt(opt)
-        self.heuristic_log.append((opt, why))
+        self._reasons[len(self.applied_opts) - 1] = why
 
     def _decided(
         self,
         step: int,
         heuristic: str,
         rule: str,
-        candidates: list[tuple] | None = None,
+        candidates: list[Candidate] | None = None,
         chosen: list[Opt] | None = None,
+        reasons: list[str] | None = None,
     ) -> None:
-        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`."""
-        chosen = self.applied_opts[step:] if chosen is None else chosen
-        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step))
+        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`,
+        each with the reason _log_apply was given."""
+        if chosen is None:
+            chosen = self.applied_opts[step:]
+            reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
+        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
 
     def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx> (a constant has no buffer)."""
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
         buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"const {buf.val}"
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _names(self, idxs: Iterable[int]) -> str:
+        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
+        return " and ".join(self._buf_name(i) for i in idxs)
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
@@ -2974,7 +3002,11 @@ class Kernel:
                 self._log_apply(
                     Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
                 )
-            candidates = [((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4") for a in axes4]
+            taken = self.applied_opts[step:]
+            candidates = [
+                Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
+                for a in axes4
+            ]
             self._decided(
                 step, "required_optimizations", "image output: the first unit-stride axis (key: axis)", candidates
             )
@@ -3016,7 +3048,10 @@ class Kernel:
 
         Sort key: the global axis number; the first axis whose size divides by MV_BLOCKSIZE * MV_ROWS_PER_THREAD
         while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
-        based on the wide vs tall/large vs small mat"), hence the environment knobs."""
+        based on the wide vs tall/large vs small mat"), hence the environment knobs. GROUP, not GROUPTOP, is
+        hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
+        elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
+        with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
         blocksize, threads, rows = (
             getenv("MV_BLOCKSIZE", 4, minimum=1),
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
@@ -3037,9 +3072,7 @@ class Kernel:
             and r.src[0].src[1].op is BufferOps.LOAD
         ):
             if r is not None:
-                self._decided(
-                    step, "_matvec", "no: not SUM(MUL(LOAD, LOAD)) on a target with locals and shared memory (or MV=0)"
-                )
+                self._decided(step, "_matvec", f"no: {self._not_matvec(blocksize, threads, rows)}")
             return False
         mulop = r.src[0]
         i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
@@ -3066,47 +3099,78 @@ class Kernel:
             f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
             f"{threads} threads"
         )
-        reduce_size = self.full_shape[self.first_reduce]
-        candidates = [
-            (
-                (g,),
-                f"GROUP:0:{threads} LOCAL:{g}:{blocksize} UPCAST:{g}:{rows}",
-                f"reduce {reduce_size} % {threads} = {reduce_size % threads}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}",
-            )
-            for g in range(self.global_dims)
-        ]
+        weighed = self._matvec_candidates(blocksize, threads, rows)
         for global_idx in range(self.global_dims):
             if (
                 self.full_shape[self.first_reduce] % threads == 0
                 and self.full_shape[global_idx] % (blocksize * rows) == 0
             ):
                 if threads > 1:
-                    self._log_apply(Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each row's reduce")
+                    self._log_apply(
+                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each output's reduce (GROUP)"
+                    )
                 if blocksize > 1:
                     self._log_apply(
-                        Opt(OptOps.LOCAL, global_idx, blocksize), f"matvec: {blocksize} rows per work-group"
+                        Opt(OptOps.LOCAL, global_idx, blocksize),
+                        f"matvec: {blocksize} threads per work-group along axis {global_idx}",
                     )
                 if rows > 1:
-                    self._log_apply(Opt(OptOps.UPCAST, global_idx, rows), f"matvec: {rows} rows per thread")
-                self._decided(step, "_matvec", rule, candidates)
+                    self._log_apply(
+                        Opt(OptOps.UPCAST, global_idx, rows),
+                        f"matvec: each thread computes {rows} outputs along axis {global_idx}",
+                    )
+                self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
                 return True
-        self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
+        self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
         return False
 
+    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str:
+        """The first of _matvec's conditions that fails, in words."""
+        r = self.reduceop
+        mul = r.src[0] if r is not None else None
+        for failed, why in (
+            (not self.opts.has_local, "the target has no local threads"),
+            (getenv("MV", 1) == 0, "MV=0 (environment)"),
+            (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
+            (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
+            (len(self.full_shape) < 2, "the kernel has only one axis"),
+            (not self.opts.has_shared, "the target has no local memory"),
+            (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+        ):
+            if failed:
+                return why
+        return "the MUL's sources are not both LOADs"
+
+    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
+        """What _matvec weighs on each global axis, before it applies anything."""
+        reduce_size = self.full_shape[self.first_reduce]
+        ret = []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            note = (
+                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
+                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
+            )
+            ret.append(Candidate((g,), " ".join(opts), note))
+        return ret
+
     def _grouping(self) -> None:
-        """Few outputs, long reduce: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory
-        allows; for images, then upcast the output's unit-stride axis mid-reduce.
+        """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
+        images, then upcast the output's unit-stride axis mid-reduce. Only the number of outputs is tested, not the
+        length of the reduce: a 16-element sum of one output gets GROUPTOP:0:16 too.
 
         Sort key: the size, tried in the order 256, 16 (256 only when there are <= 32 outputs); the first that
         divides every buffer's reduce axis and fits shared memory wins. Both thresholds are tuned: with <= 2048
         outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
         256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
         smarter way")."""
-        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
-            return  # (nor with a symbolic output size)
         step = len(self.applied_opts)
+        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
+            if self.opts.has_local and self.opts.has_shared and self.first_reduce < self.shape_len:
+                self._decided(step, "_grouping", "no: the number of outputs is symbolic")
+            return
         outputs = prod(self.sts[0].shape[: self.first_reduce])
         if (
             not self.float4_axis(0)
@@ -3119,16 +3183,23 @@ class Kernel:
             for sz in sizes:
                 if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
                     try:
-                        why = f"{_count(outputs, 'output')}, long reduce: {sz} threads share it"
+                        why = f"{_count(outputs, 'output')} <= 2048: {sz} threads share each output's reduce"
                         self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
-                        tried[sz] = "divides the reduce axis, fits shared memory"
+                        tried[sz] = "divides the reduce axis, fits local memory"
                         break
                     except KernelOptError as e:
                         tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
                 else:
                     tried[sz] = f"doesn't divide the reduce axis ({self.full_shape[self.first_reduce]})"
-            rule = f"{_count(outputs, 'output')} <= 2048: GROUPTOP the reduce by the first size that fits (key: -size)"
-            candidates = [((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried")) for sz in sizes]
+            rule = (
+                f"{_count(outputs, 'output')} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the "
+                "first size that fits (key: -size)"
+            )
+            taken = self.applied_opts[step:]
+            candidates = [
+                Candidate((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried"), Opt(OptOps.GROUPTOP, 0, sz) in taken)
+                for sz in sizes
+            ]
             self._decided(step, "_grouping", rule, candidates)
         elif self.first_reduce + 1 <= self.shape_len:
             why = (
@@ -3163,7 +3234,11 @@ class Kernel:
             step = len(self.applied_opts)
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
             candidates = [
-                ((a,), f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4", "unit stride")
+                Candidate(
+                    (a,),
+                    f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4",
+                    "unit stride",
+                )
                 for a in axes4
             ]
             if (
@@ -3173,13 +3248,14 @@ class Kernel:
             ):
                 if axes4[0] < self.first_reduce:
                     self._log_apply(
-                        Opt(OptOps.UPCAST, axes4[0], 4), f"image buffer {i}: upcast its unit-stride axis by 4"
+                        Opt(OptOps.UPCAST, axes4[0], 4), f"image {self._buf_name(i)}: upcast its unit-stride axis by 4"
                     )
                 else:
                     self._log_apply(
                         Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
-                        f"image buffer {i}: unroll its unit-stride axis by 4",
+                        f"image {self._buf_name(i)}: unroll its unit-stride axis by 4",
                     )
+                candidates[0] = replace(candidates[0], taken=True)
             self._decided(
                 step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)", candidates
             )
@@ -3192,7 +3268,7 @@ class Kernel:
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
         step = len(self.applied_opts)
         to_upcast: list[int] = []
-        candidates: list[tuple[tuple, str, str]] = []
+        candidates: list[Candidate] = []
         for axis in range(self.first_reduce):
             if (
                 isinstance(self.full_shape[axis], int)  # not a symbolic axis
@@ -3208,7 +3284,7 @@ class Kernel:
                     to_upcast.append(axis)
                 fits = "<=" if elements <= 7 * 7 else ">"
                 note = f"size {self.full_shape[axis]}, masked: {elements} elements {fits} 49"
-                candidates.append(((axis,), f"UPCAST:{axis}:0", note))
+                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
         for axis in to_upcast[::-1]:
             self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
@@ -3217,9 +3293,9 @@ class Kernel:
         )
 
     def _upcast_broadcast_axes(self) -> None:
-        """While there are >= 1024 outputs, upcast an output axis that some buffer has stride 0 on (and none of that
-        buffer's upcast axes has): the thread then computes that many outputs in registers and one load of that
-        buffer serves them all.
+        """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
+        upcast an output axis that some buffer has stride 0 on (and none of that buffer's upcast axes has): the
+        thread then computes that many outputs in registers and one load of that buffer serves them all.
 
         Sort key, smallest first: (buffers that move along the axis, the sum of their strides, axis, amount).
         Fewest moving buffers first; a tie there is broken by the smaller sum of strides (matmul: both axes have two
@@ -3227,42 +3303,86 @@ class Kernel:
         axis; then the amount, 3 before 4 (plain tuple order: a 384 matmul is upcast by 3). Strides are those of
         each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
         upcasted_axis: set = set()
-        while (outputs := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
+        while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
             step = len(self.applied_opts)
             choices, stride0 = [], {}
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
                 if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
-                # buffers broadcast along this axis (stride 0) and along none of the axes upcast so far
-                broadcast = [
-                    i
-                    for i, st in enumerate(self.sts)
-                    if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
-                ]
-                if broadcast:
+                if broadcast := self._broadcast_bufs(axis):
                     strides = [st.views[-1].strides[axis] for st in self.sts]
                     choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
                     stride0[axis] = broadcast
+            weighed = self._broadcast_candidates(upcasted_axis, sorted(choices))
+            counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
             if not choices:
-                self._decided(step, "_upcast_broadcast_axes", "stop: no axis left that a buffer has stride 0 on")
+                self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
                 break
             _, _, axis, amt = sorted(choices)[0]
-            names = ", ".join(self._buf_name(i) for i in stride0[axis])
+            has = "has" if len(stride0[axis]) == 1 else "have"
             self._log_apply(
-                Opt(OptOps.UPCAST, axis, amt), f"{names} has stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+                Opt(OptOps.UPCAST, axis, amt),
+                f"{self._names(stride0[axis])} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads",
             )
             upcasted_axis.add(axis)
-            candidates = [
-                (c, f"UPCAST:{c[2]}:{c[3]}", ", ".join(self._buf_name(i) for i in stride0[c[2]]) + " has stride 0")
-                for c in sorted(choices)
-            ]
             rule = (
-                f"{outputs} outputs >= 1024; key (buffers moving along "
-                "the axis, sum of their strides, axis, amount), smallest first"
+                f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
+                "amount), smallest first"
             )
-            self._decided(step, "_upcast_broadcast_axes", rule, candidates)
+            self._decided(step, "_upcast_broadcast_axes", rule, weighed)
         else:
-            self._decided(len(self.applied_opts), "_upcast_broadcast_axes", f"stop: {outputs} outputs < 1024")
+            self._decided(
+                len(self.applied_opts),
+                "_upcast_broadcast_axes",
+                f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
+            )
+
+    def _broadcast_bufs(self, axis: int) -> list[int]:
+        """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
+        return [
+            i
+            for i, st in enumerate(self.sts)
+            if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
+        ]
+
+    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
+        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
+        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
+        ret = []
+        for key in choices:
+            axis = key[2]
+            zero = self._broadcast_bufs(axis)
+            strides = ", ".join(
+                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
+            )
+            has = "has" if len(zero) == 1 else "have"
+            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
+            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size, why = self.full_shape[axis], ""
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                up = self.shape_len - self.upcasted
+                where = [
+                    f"{self._buf_name(i)} on axis {up + j}"
+                    for i in zero
+                    for j, x in enumerate(self.upcasted_axis(i))
+                    if x[1] == 0
+                ]
+                has = "has" if len(zero) == 1 else "have"
+                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
+            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
+        return ret
 
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
@@ -3280,22 +3400,18 @@ class Kernel:
             and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         ):
             if self.first_reduce < self.shape_len - self.upcasted:
-                self._decided(step, "_unroll_reduce", "no: too many upcast elements already (registers)")
+                elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+                why = (
+                    f"{elements} upcast elements >= 64 (registers)"
+                    if elements >= 64
+                    else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
+                )
+                self._decided(step, "_unroll_reduce", f"no: {why}")
             return
         s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
-        candidates = [
-            (
-                (0,),
-                f"UNROLL:{axis}:0",
-                f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-                if isinstance(s, int)
-                else f"whole: size {s} is symbolic",
-            ),
-            ((1,), f"UNROLL:{axis}:4", f"by 4: {s} % 4 = {s % 4 if isinstance(s, int) else '?'}"),
-        ]
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
+            took = 0
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
                 f"short reduce axis ({s}): unroll it whole",
@@ -3311,10 +3427,24 @@ class Kernel:
                     "tiny reduce: unroll the next reduce axis whole too",
                 )
         elif self.full_unupcasted_shape[-1] % 4 == 0:
+            took = 1
             self._log_apply(
                 Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
                 "long reduce axis: unroll the loop by 4",
             )
+        else:
+            took = None
+        whole = (
+            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
+            if isinstance(s, int)
+            else f"whole: size {s} is symbolic"
+        )
+        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+        candidates = [
+            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+        ]
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         self._decided(step, "_unroll_reduce", rule, candidates)
 
     def _default_upcast(self) -> None:
@@ -3325,7 +3455,7 @@ class Kernel:
                 Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
                 "nothing upcast yet: upcast the last axis by 4",
             )
-            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4, a float4")
+            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4 (a float4 where contiguous)")
         elif self.upcasted == 0 and self.full_unupcasted_shape:
             last = self.full_unupcasted_shape[-1]
             self._decided(step, "_default_upcast", f"no: the last axis ({last}) isn't a multiple of 4")
@@ -3341,24 +3471,28 @@ class Kernel:
             return
         if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
             step = len(self.applied_opts)
-            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups")
-            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups")
+            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups of the kernel's own")
+            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups of the kernel's own")
             return
         step = len(self.applied_opts)
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        candidates: list[tuple[tuple, str, str]] = []
+        notes: dict[int, str] = {}
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
             threads = prod(sz for _, sz in to_local)
             sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
             if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
                 to_local.append((axis, fits[0]))
-            zero = [self._buf_name(i) for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            kind = f"{', '.join(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if broadcast else "no stride 0"
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)" if fits else "no size fits"
-            candidates.append(
-                ((-int(broadcast), -axis), f"LOCAL:{axis}:{fits[0]}" if fits else f"axis {axis}", f"{kind}; {what}")
+            notes[axis] = self._locals_note(axis, sizes, threads, fits)
+        candidates = [
+            Candidate(
+                (-int(broadcast), -axis),
+                f"LOCAL:{axis}:{sz}" if (sz := dict(to_local).get(axis)) else f"axis {axis}",
+                notes[axis],
+                taken=(axis, sz) in to_local[:3],
             )
+            for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1]))
+        ]
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -3368,6 +3502,21 @@ class Kernel:
                 deleted += 1
         rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
         self._decided(step, "_locals", rule, candidates)
+
+    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
+        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
+        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
+        size = self.full_shape[axis]
+        if fits:
+            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
+        elif not isinstance(size, int):
+            what = f"symbolic size {_txt(size)}: no size divides it"
+        elif not any(size % x == 0 for x in sizes):
+            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+        else:
+            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
+        return f"{kind}; {what}"
 
 
 # ============================================================================================================
@@ -3710,6 +3859,45 @@ def legend() -> str:
     return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
 
 
+def terminal_width(out: Any = None) -> int:
+    """The columns the demo's lines fit in: the terminal's width, or 100 off a terminal (a file, a pipe)."""
+    try:
+        tty = (out or sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size((100, 24)).columns if tty else 100
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def fit(line: str, width: int, hang: int | None = None) -> list[str]:
+    """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
+    columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
+    a `+`."""
+    plain = ansistrip(line)
+    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang)
+    out = []
+    while ansilen(line) > width:
+        cut, plus, seen, i = None, None, 0, 0
+        while i < len(line) and seen <= width:
+            if m := _ANSI.match(line, i):
+                i = m.end()
+                continue
+            if seen > len(prefix) and line[:i].strip():
+                if line[i] == " ":
+                    cut = i
+                elif line[i] == "+" and seen < width:
+                    plus = i + 1
+            seen, i = seen + 1, i + 1
+        cut = cut if cut is not None else plus
+        if cut is None:
+            break
+        out.append(line[:cut].rstrip())
+        line = prefix + line[cut:].lstrip(" ")
+    return out + [line]
+
+
 def _txt(x: Any) -> str:
     """A size, stride or index as text (a symbolic one renders itself; None, a stride with no single value, is ?)."""
     if x is None:
@@ -3748,36 +3936,89 @@ def _new_axis(k: Kernel, opt: Opt) -> int | None:
     return None
 
 
-def axis_notes(k: Kernel, axis: int, names: Sequence[str]) -> list[str]:
-    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per input buffer)."""
-    color, size, notes = k.colors()[axis], k.full_shape[axis], []
-    outputs = len(k.ast)
+VECTOR_WIDTHS = (2, 4)  # runtime.py reads and writes float2 and float4 vectors (an image: float4, one pixel)
+
+
+def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
+    """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
+    it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
+    with float4, exactly one upcast axis of stride 1, of a size in VECTOR_WIDTHS (4 for an image), and an index
+    that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
+    buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
+    if isinstance(buf, ConstBuffer):
+        return None, "a constant is no memory"
+    if not k.opts.supports_float4:
+        return None, f"the {k.opts.device} target has no float4"
+    if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
+        return None, f"{buf.dtype.name} is not float or half"
+    axes = [a for a in st.unit_stride_axes() if a >= up and st.shape[a] > 1]
+    if len(axes) != 1:
+        return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
+    axis, amt = axes[0], st.shape[axes[0]]
+    widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+    if amt not in widths:
+        return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+    loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
+    others = [a for a in range(up, k.shape_len) if a != axis]
+    for values in itertools.product(*(range(st.shape[a]) for a in others)):
+        idxs = loops + [NumNode(0)] * (k.shape_len - up)
+        for a, v in zip(others, values):
+            idxs[a] = NumNode(v)
+        idx, _ = st.expr_idxs(idxs)
+        if idx.min < 0 or idx // amt * amt != idx:
+            return None, f"a vector's first index is not always a multiple of {amt}"
+    return axis, ""
+
+
+def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
+    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per buffer; constants
+    are no memory and get none). `opt` is the opt that made the axis: GROUP and GROUPTOP split the reduce
+    differently."""
+    colors, size, notes = k.colors(), k.full_shape[axis], []
+    color, outputs = colors[axis], len(k.ast)
+    loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
     for i, st in enumerate(k.sts):
         stride = st.real_strides()[axis]
-        if stride is None or (i < outputs and color in ("green", "red", "magenta")):
-            continue  # no single stride; or an output on a reduce axis (stride 0: it is reduced)
+        if (
+            isinstance(k.bufs[i], ConstBuffer)
+            or stride is None
+            or (i < outputs and color in ("green", "red", "magenta"))
+        ):
+            continue  # a constant; no single stride; or an output on a reduce axis (stride 0: it is reduced)
         verb = "write" if i < outputs else "read"
         if color in ("yellow", "magenta"):
             what = "register" if color == "yellow" else "unrolled step of the reduce"
             if stride == 0:
-                notes.append(f"{names[i]} has stride 0 here: one load serves all {_txt(size)} (registers)")
+                access = "load" if verb == "read" else "store"
+                notes.append(f"{names[i]} has stride 0 here: one {access} serves all {_txt(size)} (registers)")
             elif stride == 1:
-                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, one vector access")
+                vec, why = vector_access(k, i)
+                if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
+                    pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
+                    access = f"{pixel} ({'read_imagef' if verb == 'read' else 'write_imagef'})"
+                elif vec == axis:
+                    access = f"one float{_txt(size)} {'load' if verb == 'read' else 'store'}"
+                else:
+                    access = f"{_txt(size)} scalar {'loads' if verb == 'read' else 'stores'} ({why})"
+                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, {access}")
             else:
                 notes.append(f"{names[i]}: {_txt(size)} accesses {stride} apart, one per {what}")
-        elif color in ("green", "cyan", "white"):
+        elif color == "green":
+            if stride == 0:
+                notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads read the same element")
+                continue
+            top = opt is not None and opt.op is OptOps.GROUPTOP
+            split = (
+                "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
+                if top
+                else f"thread t takes reduce steps t, t+{_txt(size)}, ... (GROUP)"
+            )
+            steps = st.real_strides()[loop[-1]] if loop else None
+            step = f"; a thread's loop steps are {_txt(steps)} apart" if loop and steps is not None else ""
+            notes.append(f"{names[i]}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
+        elif color in ("cyan", "white"):
             if stride == 0:
                 notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads {verb} the same element")
-            elif stride == 1 and color == "green":
-                notes.append(
-                    f"{names[i]} has stride 1 across the {_txt(size)} threads: they interleave, thread t "
-                    f"reads t, t+{_txt(size)}, ... (GROUP)"
-                )
-            elif color == "green":
-                notes.append(
-                    f"{names[i]} has stride {stride} across the {_txt(size)} threads: each reads its own "
-                    f"contiguous run (GROUPTOP)"
-                )
             elif stride == 1:
                 notes.append(f"{names[i]} has stride 1 here: neighbouring threads {verb} neighbouring elements")
             else:
@@ -3786,8 +4027,10 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str]) -> list[str]:
 
 
 def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> list[str]:
-    """The shape line and, under it, every buffer's strides, in columns coloured by axis."""
-    strides = [st.real_strides() for st in k.sts]
+    """The shape line and, under it, every buffer's strides, in columns coloured by axis (a constant is no memory:
+    it has no row)."""
+    kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
+    names, strides = [names[i] for i in kept], [k.sts[i].real_strides() for i in kept]
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
     colors = k.colors()
 
@@ -3802,12 +4045,12 @@ def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> lis
 
 def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
     lines = [f"    {d.heuristic}: {rename(d.rule)}"]
-    keys = [str(c[0]) for c in d.candidates]
+    keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
     kw = max((len(x) for x in keys), default=0)
-    ww = max((len(rename(c[1])) for c in d.candidates), default=0)
-    for key, candidate in zip(keys, d.candidates):
-        mark, what, note = "->" if d.taken(candidate) else "  ", candidate[1], candidate[2]
-        lines.append(f"      {mark} {key:<{kw}}  {rename(what):<{ww}}  {rename(note)}".rstrip())
+    ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+    for key, c in zip(keys, d.candidates):
+        mark = "->" if c.taken else "  "
+        lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 
@@ -3818,6 +4061,12 @@ def explain_lines(
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
     bnames, rename = buffer_names(k, names), _renamer(k, names)
     lines = _strides_block(k, bnames, "start", "")
+    unknown = (
+        "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
+        "notes give the last views' strides they read"
+    )
+    if any(s is None for st in k.sts for s in st.real_strides()):
+        lines.append(unknown)
     lines += [x for d in decisions if d.step == 0 for x in _decision_lines(d, rename)]
     for opt, why in steps:
         try:
@@ -3827,7 +4076,7 @@ def explain_lines(
             continue
         lines += _strides_block(k, bnames, str(opt), rename(why))
         if (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
-            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames)]
+            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
         applied = len(k.applied_opts)
         lines += [x for d in decisions if d.step == applied for x in _decision_lines(d, rename)]
     return lines
@@ -3903,16 +4152,25 @@ class _Nest:
         self.rows.append((self.depth, code, comment))
         self.depth += open_block
 
-    def lines(self, max_column: int = 72) -> list[str]:
-        width = min(max((4 + 2 * d + ansilen(c) for d, c, note in self.rows if note), default=0), max_column)
+    def lines(self, width: int = 100, max_column: int = 72) -> list[str]:
+        """The nest, comments in one column; a comment that would run past `width` goes on a line of its own above
+        its code."""
+        fits = [4 + 2 * d + ansilen(c) for d, c, note in self.rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+        column = min(max(fits, default=0), max_column)
         out = []
         for d, code, comment in self.rows:
             text = "  " + "  " * d + code
-            out.append((text + " " * max(2, width + 2 - ansilen(text)) + "# " + comment) if comment else text)
+            line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+            if not comment:
+                out.append(text)
+            elif ansilen(line) <= width:
+                out.append(line)
+            else:
+                out += ["  " + "  " * d + "# " + comment, text]
         return out
 
 
-def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
     `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
     colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
@@ -3926,7 +4184,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
         return colored(idxs[a].render(), colors[a])
 
     def loop(a: int, keyword: str, what: str) -> None:
-        code = colored(f"{keyword} {idxs[a].render()} in 0..{_txt(shape[a] - 1)}:", colors[a])
+        code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
         nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
     kinds = {
@@ -3951,7 +4209,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
         for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
             loop(a, "for", "a loop")
         if regs:
-            unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in regs)
+            unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in regs)
             nest.add(
                 f"for {unrolled} (unrolled):",
                 "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs),
@@ -3977,7 +4235,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
             )
             parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
             if yellow:
-                unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in yellow)
+                unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in yellow)
                 nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
             nest.add(
                 f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
@@ -3991,14 +4249,14 @@ def loop_nest(k: Kernel, names: Sequence[str] = ()) -> list[str]:
     ]
     store_regs = [a for a in regs if colors[a] == "yellow"]
     if store_regs and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
-        unrolled = ", ".join(f"{var(a)} in 0..{_txt(shape[a] - 1)}" for a in store_regs)
+        unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in store_regs)
         nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
         store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
         nest.add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    return nest.lines()
+    return nest.lines(width)
 
 
 # -- --map: who computes each output element --
@@ -4019,7 +4277,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     return cells
 
 
-def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 150) -> list[str]:
+def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 100) -> list[str]:
     """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
     (t, cyan) and register (r, yellow) that computes it."""
     st = k.sts[0]
@@ -4043,7 +4301,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
         for c in set(k.colors())
     }  # every index at its largest: the widest label
-    cell_width = max(8, ansilen(label(widest)) + 2)
+    cell_width = max(8, ansilen(label(widest)) + 1)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
         cols = 1 << (cols.bit_length() - 1)
@@ -4058,7 +4316,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         title = f"out[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
     cells = _output_cells(k, {f for row in flat for f in row})
     lines = [f"  {title.replace('out', names[0] if names else 'out', 1)}"]
-    lines.append("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols)))
+    lines.append(("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip())
     for r, row in enumerate(flat):
         head = f"{row[0]:>6}  " if rows_total is None else f"{r:>6}  "
         body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
@@ -4066,11 +4324,12 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
     legend_parts = {"g": "work-group (blue axes)", "t": "thread in it (cyan axes)", "r": "register (yellow axes)"}
     if k.dont_use_locals:
         legend_parts["g"] = "thread (BLUE axes: no work-groups)"
-    lines.append(
-        "  each cell: "
-        + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts)
-        + "; indices in axis order"
-    )
+    lines.append("  each cell: " + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts))
+    if sum(c in ("blue", "BLUE") for c in k.colors()) > 1:
+        lines.append(
+            "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
+            "(get_group_id(0) is the last blue axis)"
+        )
     if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]:
         lines.append(
             f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
@@ -4089,13 +4348,16 @@ def demo_kernel(
     out=None,
     view: str = "steps",
     every_step: bool = False,
+    width: int | None = None,
 ) -> Kernel:
     """Print how the optimizer reshapes one demo kernel; return the optimized kernel.
 
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
     order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
-    "loops" (with every_step, after each opt too) or "map"."""
+    "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: the
+    terminal's, or 100 off a terminal)."""
     out = out or sys.stdout
+    width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     d = DEMOS[name]
@@ -4107,37 +4369,52 @@ def demo_kernel(
     else:
         steps, decisions = [(o, "") for o in opts], []
     rename = _renamer(k, d.buffers)
-    print(f"{name} [{target}]: {d.what}", file=out)
+    title = f"{name} [{target}]: {d.what}"
     if view == "explain":
-        lines = explain_lines(k, steps, decisions, d.buffers)
+        lines = [title] + explain_lines(k, steps, decisions, d.buffers)
     else:
-        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers)]
+        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers, width)]
         for opt, why in steps:
             try:
                 k.apply_opt(opt)
                 rows.append((str(opt), k.colored_shape(), rename(why)))
-                nests.append(loop_nest(k, d.buffers) if every_step else [])
+                nests.append(loop_nest(k, d.buffers, width) if every_step else [])
             except KernelOptError as e:
                 rows.append((str(opt), f"rejected: {e}", ""))
                 nests.append([])
-        width = max(ansilen(shape) for _, shape, _ in rows) + 3
+        shape_width = max(ansilen(shape) for _, shape, _ in rows) + 3
         label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
         table = [
-            f"  {label:<{label_width}}{shape}{' ' * (width - ansilen(shape))}{why}".rstrip()
+            _table_row(f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}", why, width)
             for label, shape, why in rows
         ]
+        table = [title] + table
         if view == "steps":
             lines = table
         elif view == "loops" and every_step:
-            lines = [x for row, nest in zip(table, nests) for x in [row] + nest + ([""] if nest else [])]
+            lines = [title] + [x for row, nest in zip(table[1:], nests) for x in [row] + nest + ([""] if nest else [])]
         elif view == "loops":
-            lines = table + [""] + loop_nest(k, d.buffers)
+            lines = table + [""] + loop_nest(k, d.buffers, width)
         elif view == "map":
-            lines = table + [""] + output_map(k, d.buffers)
+            lines = table + [""] + output_map(k, d.buffers, width=width)
         else:
             raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
-    print("\n".join(lines), file=out)
+    print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k
+
+
+def _table_row(head: str, why: str, width: int) -> str:
+    """A step table row: the reason after the shape, wrapped to `width` under its own column."""
+    column, rows, row = ansilen(head), [], ""
+    if not why or column + 20 > width:
+        return (head + why).rstrip()
+    for word in why.split(" "):
+        if row and column + len(row) + 1 + len(word) > width:
+            rows.append(row)
+            row = word
+        else:
+            row = f"{row} {word}" if row else word
+    return head + ("\n" + " " * column).join(rows + [row])
 
 
 def parse_opt_arg(text: str) -> Opt:
@@ -4211,10 +4488,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps and not args.loops:
         p.error("--steps goes with --loops")
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
-    print("Each axis of a kernel's shape is coloured by its role:")
-    print(legend())
-    for name in [args.name] if args.name else list(DEMOS):
-        print()
+    if not args.name:  # the legend once, before all the kernels
+        print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
+    for n, name in enumerate([args.name] if args.name else list(DEMOS)):
+        if n or not args.name:
+            print()
         demo_kernel(name, args.target, args.opt, view=view, every_step=args.steps)
     return 0
 

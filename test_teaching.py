@@ -3,6 +3,13 @@ Kernel methods that only tinygrad's linearizer uses.
 
 Recording a decision must never change one: test_golden.py replays the corpus with the recording in place, and
 the tests here check that the recorded choices are exactly the opts applied.
+
+Every kind of sentence the views print is computed from one fact (a stride, a loop's size, a vector width the
+renderer uses, a condition of a heuristic), and the last part of this file checks each fact against the kernel
+itself, for every demo kernel and random opt sequences: against ShapeTracker.indices() (numpy, not the symbolic
+algebra), against the OpenCL C that runtime.render writes (its loops, its ids, its vector accesses, which ids
+write which output), or against the state the heuristic looked at. A sentence with no such check fails
+test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
 """
 
 from __future__ import annotations
@@ -44,9 +51,10 @@ def _plain(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
 
-def demo(name: str, view: str, *opts: Opt, every_step: bool = False) -> str:
+def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int = 1000) -> str:
+    """What the demo prints (wide: one sentence per line, unless `width` says otherwise)."""
     out = io.StringIO()
-    kernel.demo_kernel(name, opts=list(opts) if opts else None, out=out, view=view, every_step=every_step)
+    kernel.demo_kernel(name, opts=list(opts) if opts else None, out=out, view=view, every_step=every_step, width=width)
     return out.getvalue()
 
 
@@ -90,16 +98,16 @@ def test_matmul_upcast_axis_tie_is_broken_by_the_sum_of_strides():
     """Both axes have 2 moving buffers; axis 1's strides sum to 1 + 1, axis 0's to 512 + 512."""
     k = optimize(Kernel(*matmul_ast(512, 512, 512)))
     d = decision(k, "_upcast_broadcast_axes", 0)
-    assert [c[0] for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
-    assert [d.taken(c) for c in d.candidates] == [True, False]
+    assert [c.key for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
+    assert [c.taken for c in d.candidates] == [True, False]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 4)]
-    assert "data1 has stride 0" in d.candidates[0][2]  # a (buffer 1) is broadcast along axis 1
+    assert "data1 has stride 0" in d.candidates[0].note  # a (buffer 1) is broadcast along axis 1
 
 
 def test_matmul_384_upcasts_by_3_because_the_amount_is_in_the_sort_key():
     k = optimize(Kernel(*matmul_ast(384, 384, 384)))
     d = decision(k, "_upcast_broadcast_axes", 0)
-    assert [c[0] for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
+    assert [c.key for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 3)]
 
 
@@ -107,8 +115,9 @@ def test_matvec_decision_names_its_rule_and_candidates():
     k = optimize(Kernel(*matvec_ast(1024, 768)))
     d = decision(k, "_matvec", 0)
     assert d.chosen == [Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]
-    assert d.candidates == [((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0")]
-    assert d.taken(d.candidates[0])
+    assert d.candidates == [
+        kernel.Candidate((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0", True)
+    ]
 
 
 def test_heuristics_that_decline_say_why():
@@ -121,7 +130,10 @@ def test_heuristics_that_decline_say_why():
 def test_locals_decision_ranks_broadcast_axes_first_from_the_right():
     k = optimize(Kernel(*matmul_ast(512, 512, 512)))
     d = next(d for d in k.decisions if d.heuristic == "_locals")
-    assert [(c[0], c[1]) for c in d.candidates] == [((-1, -1), "LOCAL:1:16"), ((-1, 0), "LOCAL:0:8")]
+    assert [(c.key, c.opt, c.taken) for c in d.candidates] == [
+        ((-1, -1), "LOCAL:1:16", True),
+        ((-1, 0), "LOCAL:0:8", True),
+    ]
     assert d.chosen == [Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 1, 16)]  # applied in axis order
 
 
@@ -129,8 +141,8 @@ def test_tensor_core_decision_lists_the_cores_and_axes_weighed():
     k = optimize(Kernel(*matmul_ast(256, 256, 256), opts=TARGETS["metal"]))
     d = k.decisions[0]
     assert d.heuristic == "apply_tensor_cores" and d.chosen == [Opt(OptOps.TC, 0, 0)]
-    assert d.candidates[0][1] == "WMMA_8_8_8_float_float" and d.taken(d.candidates[0])
-    assert "<-N=axis 1 M=axis 0 K=axis 2" in d.candidates[0][2]
+    assert d.candidates[0].opt == "WMMA_8_8_8_float_float" and d.candidates[0].taken
+    assert "<-N=axis 1 M=axis 0 K=axis 2" in d.candidates[0].note
 
 
 # ============================================================================================================
@@ -144,7 +156,7 @@ def test_explain_matmul_shows_strides_candidates_and_winner():
     start = lines.index(next(x for x in lines if x.lstrip().startswith("start")))
     assert re.split(r"\s+", lines[start + 2].strip()) == ["strides", "a", "512", "0", "1"]
     assert re.split(r"\s+", lines[start + 3].strip()) == ["strides", "b", "0", "1", "512"]
-    assert "_upcast_broadcast_axes: 262144 outputs >= 1024" in out
+    assert "_upcast_broadcast_axes: 262144 threads (outputs outside the upcast axes) >= 1024" in out
     winner = next(x for x in lines if "->" in x and "(2, 2, 1, 4)" in x)
     assert "UPCAST:1:4" in winner and "a has stride 0" in winner
     loser = next(x for x in lines if "(2, 1024, 0, 4)" in x)
@@ -162,8 +174,10 @@ def test_explain_tells_group_from_grouptop():
     """GROUP puts the threads on the stride-1 piece (they interleave); GROUPTOP on the outer piece (contiguous runs)."""
     group = demo("sum", "explain", Opt(OptOps.GROUP, 0, 16))
     top = demo("sum", "explain", Opt(OptOps.GROUPTOP, 0, 16))
-    assert "a has stride 1 across the 16 threads: they interleave" in group
-    assert "a has stride 65536 across the 16 threads: each reads its own contiguous run (GROUPTOP)" in top
+    assert "a: neighbouring threads read 1 apart, thread t takes reduce steps t, t+16, ... (GROUP)" in group
+    assert "a thread's loop steps are 16 apart" in group
+    assert "a: neighbouring threads read 65536 apart, thread t takes its own run of consecutive reduce steps" in top
+    assert "(GROUPTOP); a thread's loop steps are 1 apart" in top
 
 
 # ============================================================================================================
@@ -172,7 +186,7 @@ def test_explain_tells_group_from_grouptop():
 
 
 def loop_lines(out: str) -> list[str]:
-    return [x.split("#")[0].strip() for x in out.splitlines() if re.search(r"\bfor \w+ in 0\.\.", x)]
+    return [x.split("#")[0].strip() for x in out.splitlines() if re.search(r"\bfor \w+ in range\(", x)]
 
 
 def test_loops_matvec_nest_matches_the_kernel_shape():
@@ -181,15 +195,15 @@ def test_loops_matvec_nest_matches_the_kernel_shape():
     loops = loop_lines(out)
     parallel = k.first_reduce + k.group_for_reduces
     expected = [
-        ("parallel for " if a < parallel else "for ") + f"{var}{a} in 0..{k.full_shape[a] - 1}:"
+        ("parallel for " if a < parallel else "for ") + f"{var}{a} in range({k.full_shape[a]}):"
         for a, var in enumerate(["gidx", "lidx", "lidx", "ridx"])
     ]
     assert k.shape_len - k.upcasted == 4 and loops[:4] == expected
     assert loops[:4] == [
-        "parallel for gidx0 in 0..63:",
-        "parallel for lidx1 in 0..3:",
-        "parallel for lidx2 in 0..7:",
-        "for ridx3 in 0..95:",
+        "parallel for gidx0 in range(64):",
+        "parallel for lidx1 in range(4):",
+        "parallel for lidx2 in range(8):",
+        "for ridx3 in range(96):",
     ]
     assert "acc[4] = 0" in out
     assert "acc[up4] += (a[((gidx0*12288)+(lidx1*768)+(ridx3*8)+(up4*3072)+lidx2)] * x[((ridx3*8)+lidx2)])" in out
@@ -201,13 +215,13 @@ def test_loops_matmul_has_parallel_loops_a_reduce_loop_and_register_arrays():
     out = demo("matmul", "loops")
     loops = loop_lines(out)
     assert loops == [
-        "parallel for gidx0 in 0..15:",
-        "parallel for gidx1 in 0..7:",
-        "parallel for lidx2 in 0..7:",
-        "parallel for lidx3 in 0..15:",
-        "for ridx4 in 0..127:",
-        "for up5 in 0..3, up6 in 0..3, un7 in 0..3 (unrolled):",
-        "for up5 in 0..3, up6 in 0..3 (unrolled):",
+        "parallel for gidx0 in range(16):",
+        "parallel for gidx1 in range(8):",
+        "parallel for lidx2 in range(8):",
+        "parallel for lidx3 in range(16):",
+        "for ridx4 in range(128):",
+        "for up5 in range(4), up6 in range(4), un7 in range(4) (unrolled):",
+        "for up5 in range(4), up6 in range(4) (unrolled):",
     ]
     assert "acc[4][4] = 0" in out
     assert "acc[up5][up6] += (a[" in out and "barrier" not in out
@@ -237,7 +251,7 @@ def cell(out: str, row_head: int, column: int) -> str:
 
 def test_map_matvec_labels_out5_with_its_group_thread_and_register():
     """out[i] = out[gidx0*16 + up4*4 + lidx1]: upcast rows are 4 apart, local rows are adjacent."""
-    out = demo("matvec", "map")
+    out = demo("matvec", "map", width=100)
     assert cell(out, 0, 5) == "g0 t1 r1"
     assert cell(out, 0, 1) == "g0 t1 r0" and cell(out, 0, 4) == "g0 t0 r1"
     assert cell(out, 16, 0) == "g1 t0 r0"
@@ -257,7 +271,7 @@ def test_map_labels_agree_with_the_output_shapetracker():
         assert cells["blue"] == [where[a] for a in range(k.shape_len) if colors[a] == "blue"]
         assert cells["cyan"] == [where[a] for a in range(k.shape_len) if colors[a] == "cyan"]
         assert cells["yellow"] == [where[a] for a in range(k.shape_len) if colors[a] == "yellow"]
-    out = demo("matmul", "map")
+    out = demo("matmul", "map", width=150)
     assert cell(out, 5, 6) == "g0,0 t1,1 r2,1"  # row 5 = lidx2 1, up6 1; column 6 = lidx3 1, up5 2
 
 
@@ -385,3 +399,539 @@ def test_both_command_lines_name_the_target_the_same_way(capsys):
     assert runtime.main(["show", "matmul"]) == 0
     shown = capsys.readouterr().out
     assert shown.startswith("matmul [opencl]: ") and demo("matmul", "steps").splitlines()[0] in shown
+
+
+# ============================================================================================================
+# every sentence from a fact, every fact checked against the kernel: the ShapeTracker (indices(), numpy), the
+# rendered OpenCL C (runtime.render), or the heuristic's code path. For every demo kernel after each heuristic
+# step, and after each accepted step of random opt sequences.
+# ============================================================================================================
+
+
+def _states() -> list[tuple[str, Kernel]]:
+    import random
+
+    rng = random.Random(14)
+    actions = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in range(3) for amt in (2, 3, 4)]
+    actions += [
+        Opt(op, axis, amt)
+        for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP)
+        for axis in range(2)
+        for amt in (0, 2, 4, 8, 16)
+    ]
+    states = []
+    for name, d in DEMOS.items():
+        k = Kernel(*d.build(), opts=TARGETS[d.target])
+        tuned = optimize(k.copy())
+        for n, opt in enumerate([None] + tuned.applied_opts):
+            if opt is not None:
+                k.apply_opt(opt)
+            states.append((f"{name} heuristics step {n}", k.copy()))
+        for seq in range(2):
+            k = Kernel(*d.build(), opts=TARGETS[d.target])
+            tried = []
+            for opt in rng.sample(actions, 10):
+                try:
+                    k.apply_opt(opt)
+                except kernel.KernelOptError:
+                    continue
+                tried.append(str(opt))
+                states.append((f"{name} {' '.join(tried)}", k.copy()))
+                if len(tried) == 3:
+                    break
+    return states
+
+
+STATES = _states()
+
+
+def test_the_fact_checks_cover_every_demo_and_random_sequences():
+    names = {label.split()[0] for label, _ in STATES}
+    assert names == set(DEMOS) and sum("heuristics" not in label for label, _ in STATES) >= 30
+
+
+def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memory():
+    """A stride `--explain` prints (real_strides) is, wherever both elements are valid, the difference of the buffer
+    positions ShapeTracker.indices() (numpy, view by view: not the symbolic algebra) gives two neighbours."""
+    np = pytest.importorskip("numpy")
+    for label, k in STATES:
+        values = {v: (v.min + v.max) // 2 for v in k.vars}
+        for i, st in enumerate(k.sts):
+            st = st.at_values(values) if values else st
+            window = st.shrink(tuple((0, min(s, 3)) for s in st.shape))
+            idx, valid = (np.asarray(x) for x in window.indices())
+            for axis, stride in enumerate(k.sts[i].real_strides()):
+                if stride is None or window.shape[axis] < 2 or not isinstance(stride, int):
+                    continue
+                lo = [slice(None)] * len(window.shape)
+                hi = list(lo)
+                lo[axis], hi[axis] = slice(0, -1), slice(1, None)
+                both = valid[tuple(lo)] & valid[tuple(hi)]
+                step = (idx[tuple(hi)] - idx[tuple(lo)])[both]
+                assert (step == stride).all(), (label, i, axis, stride, set(step.tolist()))
+
+
+def c_index_terms(src: str, idx: int) -> list[str]:
+    """The C index expressions through which buffer data<idx> is read or written, with `idxN` names put back."""
+    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
+    uses = re.findall(rf"data{idx}\[([^\]]+)\]", src) + re.findall(rf"\(data{idx}\+([^)]*(?:\([^)]*\))*[^)]*)\)", src)
+    return [re.sub(r"\bidx\d+\b", lambda m: f"({defs.get(m.group(0), m.group(0))})", u) for u in uses]
+
+
+def test_every_stride_on_a_thread_or_loop_axis_is_the_multiplier_in_the_rendered_c():
+    """Each id (gidx, lidx) and loop (ridx) of the C multiplies into a buffer's index by the stride --explain prints
+    for that axis (a bare id where the stride is 1)."""
+    R = pytest.importorskip("runtime")
+    for label, k in STATES:
+        src = R.render(k).src
+        names = {int(a): f"{p}{a}" for p, a in re.findall(r"int ([gl]idx)(\d+) = ", src)}
+        names.update({int(a): f"ridx{a}" for a in re.findall(r"for \(int ridx(\d+) =", src)})
+        for i, (buf, st) in enumerate(zip(k.bufs, k.sts)):
+            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
+                continue
+            terms = " ".join(c_index_terms(src, buf.idx))
+            for axis, stride in enumerate(st.real_strides()):
+                if axis not in names or stride in (None, 0) or not isinstance(stride, int) or not terms:
+                    continue
+                var = names[axis]
+                want = rf"(?<![\w*]){var}(?![\w*])" if stride == 1 else rf"\b{var}\*{stride}\b"
+                assert re.search(want, terms), (label, buf.idx, axis, stride, terms)
+
+
+def test_a_vector_access_is_named_exactly_where_the_rendered_c_has_one():
+    """vector_access (the fact behind "one float4 load" and "4 scalar loads (...)") against runtime.render: a buffer
+    has a float2/float4 access in the C exactly when vector_access names an axis, of that width."""
+    R = pytest.importorskip("runtime")
+    vectors = 0
+    for label, k in STATES:
+        src = R.render(k).src
+        for i, buf in enumerate(k.bufs):
+            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
+                continue
+            axis, why = kernel.vector_access(k, i)
+            widths = set(re.findall(rf"(?:float|half)(\d)\*\)\(data{buf.idx}\+|_half(\d)\(.*?data{buf.idx}\+", src))
+            found = {int(a or b) for a, b in widths}
+            if axis is None:
+                assert not found and why, (label, buf.idx, why)
+            else:
+                assert found == {k.sts[i].shape[axis]}, (label, buf.idx, axis, found)
+                vectors += 1
+    assert vectors >= 10
+
+
+def test_explain_says_vector_access_only_where_the_renderer_makes_one():
+    """Issue 14 item 3: 3 and 8 neighbouring elements are scalar loads and stores in the C, and --explain says so."""
+    conv = demo("conv2d", "explain")
+    assert "wt has stride 1 here: 3 neighbouring elements, 3 scalar loads (runtime.py's vectors are 2 or 4 wide" in conv
+    assert "one vector access" not in conv
+    wide = demo("elementwise", "explain", Opt(OptOps.UPCAST, 0, 8))
+    assert "a has stride 1 here: 8 neighbouring elements, 8 scalar loads" in wide
+    assert "out has stride 1 here: 8 neighbouring elements, 8 scalar stores" in wide
+    assert "b has stride 1 here: 4 neighbouring elements, one float4 load" in demo("matmul", "explain")
+
+
+def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
+    """--loops prints `for ridxN in range(S)` and `parallel for gidxN/lidxN in range(S)`; the C has the same loops
+    (`ridxN < S`) and ids (`gidxN`, `lidxN` over 0..S-1), axis for axis (ids of size 1 aside)."""
+    R = pytest.importorskip("runtime")
+    for label, k in STATES:
+        src = R.render(k).src
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        loops = set(re.findall(r"\bfor (ridx\d+) in range\((\S+?)\):", nest))
+        assert loops == set(re.findall(r"for \(int (ridx\d+) = 0; ridx\d+ < (\S+?);", src)), label
+        ids = {(v, s) for v, s in re.findall(r"parallel for ([gl]idx\d+) in range\((\S+?)\):", nest) if s != "1"}
+        c_ids = {(v, str(int(hi) + 1)) for v, hi in re.findall(r"int ([gl]idx\d+) = .*?: 0\.\.(\d+) \*/", src)}
+        if not k.vars:
+            assert ids == c_ids, label
+
+
+def _replayed(k: Kernel, step: int) -> Kernel:
+    """A fresh kernel of k's AST with k's first `step` opts: the state a decision at `step` looked at."""
+    fresh = Kernel(*k.ast, opts=k.opts)
+    for opt in k.applied_opts[:step]:
+        fresh.apply_opt(opt)
+    return fresh
+
+
+def test_broadcast_keys_and_exclusions_are_recomputed_from_the_state_the_heuristic_saw():
+    """_upcast_broadcast_axes: each key is (buffers moving, sum of strides, axis, amount) from the last views'
+    strides its note prints; the first is taken and is the opt applied; every axis ruled out names a condition
+    that holds in that state (the strides of upcast axes read with real_strides, not the heuristic's helper)."""
+    seen = set()
+    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        decided = [d for d in k.decisions if d.heuristic == "_upcast_broadcast_axes"]
+        for d in decided:
+            state = _replayed(k, d.step)
+            up = state.shape_len - state.upcasted
+            ranked = [c for c in d.candidates if c.key is not None]
+            for c in ranked:
+                axis, amt = c.key[2], c.key[3]
+                strides = [st.views[-1].strides[axis] for st in state.sts]
+                assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt), name
+                printed = [x.split(" ")[-1] for x in c.note.split("strides: ")[1].split(", ")]
+                assert printed == [kernel._txt(s) for s in strides], name
+                assert c.opt == f"UPCAST:{axis}:{amt}"
+            assert [c.taken for c in d.candidates] == [c is d.candidates[0] and bool(ranked) for c in d.candidates]
+            assert [str(o) for o in d.chosen] == [c.opt for c in ranked[:1]], name
+            for c in d.candidates:
+                if c.key is not None:
+                    continue
+                axis = int(c.opt.split()[1])
+                zero = [i for i, st in enumerate(state.sts) if st.views[-1].strides[axis] == 0]
+                size = state.full_shape[axis]
+                why = c.note
+                seen.add(why.split()[2] if "already on an upcast axis" not in why else "buffers")
+                if "upcast already" in why:
+                    assert any(
+                        c.opt == f"UPCAST:{axis}:{a}" for e in decided for c in e.candidates if c.taken for a in (3, 4)
+                    )
+                elif "symbolic" in why:
+                    assert not isinstance(size, int)
+                elif "divides by neither" in why:
+                    assert size % 3 and size % 4
+                elif "no buffer has stride 0" in why:
+                    assert not zero
+                else:
+                    assert zero and all(any(s == 0 for s in state.sts[i].real_strides()[up:]) for i in zero), why
+    assert seen >= {"upcast", "symbolic", "buffers"}  # "ruled out: upcast already ...", "ruled out: symbolic size"
+
+
+def test_the_broadcast_stop_line_names_what_stopped_it():
+    """Issue 14 item 2: matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
+    for name in ("matmul", "broadcast", "conv2d", "attention"):
+        out = demo(name, "explain")
+        assert "no axis left that a buffer has stride 0 on" not in out
+        assert "_upcast_broadcast_axes: stop:" in out and "ruled out:" in out, name
+    conv = demo("conv2d", "explain")
+    # the first round's UPCAST:1:4 is ruled out in the second, and the reason is printed
+    assert "axis 1      ruled out: wt has stride 0 here, but already on an upcast axis too (wt on axis 6)" in conv
+    assert "axis 0  ruled out: symbolic size i" in demo("attention", "explain")
+
+
+def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
+    """Issue 14 item 4: the key (2, 66, 1, 4) is 2 moving buffers and 32 + 34, the last views' strides printed with
+    it; and the ? of real_strides is explained where it is printed."""
+    out = demo("conv2d", "explain")
+    line = next(x for x in out.splitlines() if "(2, 66, 1, 4)" in x)
+    assert line.endswith("last views' strides: out 32, img 34, wt 0")
+    assert "? = no single stride" in out and "? = no single stride" not in demo("matmul", "explain")
+
+
+def test_the_broadcast_rule_counts_threads_not_outputs():
+    """Issue 14 item 5: after UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
+    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
+    d = decision(k, "_upcast_broadcast_axes", 1)
+    state = _replayed(k, 1)
+    outputs = kernel.prod(state.sts[0].shape)
+    per_thread = kernel.prod(state.sts[0].shape[state.shape_len - state.upcasted :])
+    assert d.rule.startswith(f"{outputs // per_thread} threads (outputs outside the upcast axes) >= 1024")
+    assert outputs == 262144 and "65536 threads" in d.rule and "outputs >= 1024" not in d.rule
+
+
+def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
+    """Issue 14 item 6: a 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
+    k = optimize(Kernel(*kernel.sum_ast((16,))))
+    assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
+    d = decision(k, "_grouping", 0)
+    assert "the reduce's length is not tested" in d.rule
+    assert all("long" not in why for _, why in k.heuristic_log)
+
+
+def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
+    """Issue 14 item 1: sum_axis0's GROUPTOP threads read 8192 apart and each thread's loop steps 256 apart (not a
+    contiguous run); GROUP is named GROUP. The numbers are the multipliers of lidx1 and ridx2 in the C."""
+    R = pytest.importorskip("runtime")
+    for opt, threads, loop in ((Opt(OptOps.GROUPTOP, 0, 16), 8192, 256), (Opt(OptOps.GROUP, 0, 16), 256, 4096)):
+        out = demo("sum_axis0", "explain", opt)
+        note = next(x for x in out.splitlines() if "green axis 1: a:" in x)
+        assert f"neighbouring threads read {threads} apart" in note and f"loop steps are {loop} apart" in note
+        assert f"({opt.op.name})" in note and "contiguous" not in note
+        k = Kernel(*DEMOS["sum_axis0"].build())
+        k.apply_opt(opt)
+        terms = " ".join(c_index_terms(R.render(k).src, 1))
+        assert f"lidx1*{threads}" in terms and f"ridx2*{loop}" in terms
+
+
+def test_every_decision_marks_its_taken_candidates_as_data():
+    """A decision that applied nothing took no candidate; one that applied opts took at least one, and the taken
+    ones' opts are among those it applied (no matching of text against the chosen opts)."""
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in k.decisions:
+            taken = [c for c in d.candidates if c.taken]
+            assert all(isinstance(c, kernel.Candidate) for c in d.candidates)
+            if not d.chosen:
+                assert not taken, (name, d.heuristic)
+            elif d.candidates and d.heuristic not in ("_locals", "apply_tensor_cores"):
+                assert taken and {o for c in taken for o in c.opt.split()} <= {str(o) for o in d.chosen}, name
+        assert k.heuristic_log == [(o, why) for d in k.decisions for o, why in zip(d.chosen, d.reasons)]
+        assert [o for o, _ in k.heuristic_log] == k.applied_opts, name
+
+
+def test_matvec_step_reasons_are_true_of_the_final_kernel():
+    """Issue 14 item 10: no reason claims what a later opt changes ('4 rows per work-group' was true only until the
+    UPCAST): a work-group of the final matvec writes 16 outputs, 4 per thread, as the README and --map say."""
+    for name in ("matvec", "image"):
+        k = optimize(Kernel(*DEMOS[name].build()))
+        why = dict((str(o), w) for o, w in k.heuristic_log)
+        assert why["LOCAL:0:4"] == "matvec: 4 threads per work-group along axis 0"
+        assert why["UPCAST:0:4"] == "matvec: each thread computes 4 outputs along axis 0"
+    k = optimize(Kernel(*matvec_ast(1024, 768)))
+    cells = kernel._output_cells(k, set(range(64)))
+    assert sorted(f for f, c in cells.items() if c["blue"] == [0]) == list(range(16))
+    assert {c["yellow"][0]: f for f, c in cells.items() if c["blue"] == [0] and c["cyan"] == [1]} == {
+        0: 1,
+        1: 5,
+        2: 9,
+        3: 13,
+    }
+
+
+def test_constants_are_not_reported_as_buffers():
+    """Issue 14 item 10: a constant is no memory: no stride note, and the heuristics name it 'the constant'."""
+    out = demo("attention", "explain")
+    assert "const 0.125 has stride 0" not in out and "axis 1: the constant" not in out
+    assert "the constant 0.125" in out  # where a heuristic counts it (stride 0 on every axis)
+
+
+def test_nolocals_says_what_the_runtime_launches():
+    """Issue 14 item 10: NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
+    largest divisor <= 32 of launch dim 0."""
+    import inspect
+
+    R = pytest.importorskip("runtime")
+    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] + " ".join(
+        kernel.Kernel._opt_nolocals.__doc__.split()
+    )
+    assert "max(d for d in range(1, 33)" in inspect.getsource(R._Launch.__init__)
+    out = io.StringIO()
+    sys.stdout, saved = out, sys.stdout
+    try:
+        R.main(["show", "elementwise", "--opt", "NOLOCALS"])
+    finally:
+        sys.stdout = saved
+    assert "runtime.py launches groups of the largest divisor <= 32 of dim 0" in out.getvalue()
+
+
+def test_every_line_fits_100_columns_off_a_terminal():
+    for view in ("", "--explain", "--loops", "--map"):
+        r = run_bare("demo", *([view] if view else []), color=False)
+        wide = [x for x in r.stdout.splitlines() if len(x) > 100]
+        assert r.returncode == 0 and not wide, (view, wide[:3])
+
+
+def test_the_legend_is_printed_once_and_only_for_all_kernels():
+    all_kernels = run_bare("demo", color=False).stdout
+    assert all_kernels.count("Each axis of a kernel's shape is coloured by its role") == 1
+    assert all_kernels.count(kernel.COLOR_LEGEND["magenta"]) == 1
+    assert "coloured by its role" not in run_bare("demo", "matvec", color=False).stdout
+
+
+def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
+    """Issue 14 item 8: the README's colour order holds left to right but for the register axes."""
+    k = Kernel(*matmul_ast(64, 64, 64))
+    for opt in (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UPCAST, 0, 4)):
+        k.apply_opt(opt)
+    assert k.colors()[-2:] == ["magenta", "yellow"]
+    assert "in this order from left to right" not in open(os.path.join(HERE, "README.md")).read()
+    assert "in the order their opts were applied" in open(os.path.join(HERE, "README.md")).read()
+
+
+def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
+    out = demo("attention", "explain")
+    assert "symbolic size i: no size divides it" in out and "no size fits" not in out
+    k = Kernel(*kernel.attention_ast(64, 1024))
+    k.hand_coded_optimizations()
+    assert "symbolic size" in " ".join(c.note for d in k.decisions for c in d.candidates if d.heuristic == "_locals")
+
+
+def test_map_says_the_launch_numbers_blue_axes_the_other_way_round():
+    assert "get_group_id(0) is the last blue axis" in demo("matmul", "map")
+    assert "get_group_id(0) is the last blue axis" not in demo("matvec", "map")  # one blue axis: nothing to say
+
+
+def test_verify_counts_kernels_and_runs_apart(device, capsys):
+    """Issue 14 item 10: attention runs at 3 lengths; that is 1 kernel verified in 3 runs, not '3 kernels'."""
+    import runtime
+
+    assert runtime.main(["verify", "attention"]) == 0
+    out = capsys.readouterr().out
+    assert "1 kernel verified (3 runs: a symbolic kernel runs at several lengths), 0 failed" in out
+
+
+def c_writes(src: str, ids: dict[str, int]) -> set[int]:
+    """The positions of data0 the rendered C writes when its ids have these values (guards not evaluated)."""
+    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
+    stores = [(e, 1) for e in re.findall(r"data0\[([^\]]+)\] = ", src)]
+    stores += [(e, int(w)) for w, e in re.findall(r"\*\(\(__global float(\d)\*\)\(data0\+(.+?)\)\) = ", src)]
+    written = set()
+    for expr, width in stores:
+        expr = re.sub(r"\bidx\d+\b", lambda m: f"({defs[m.group(0)]})", expr)
+        value = eval(expr.replace("/", "//"), {}, dict(ids))
+        written.update(range(value, value + width))
+    return written
+
+
+def test_map_labels_are_the_ids_that_write_each_output_in_the_rendered_c():
+    """--map's g and t of each output are the work-group and thread ids whose stores in the C write it (the green
+    ids at 0: the first green thread writes), for every demo and random opt sequence with a plain output."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        st = k.sts[0]
+        if (
+            k.vars
+            or len(k.ast) > 1
+            or len(st.views) > 1
+            or st.views[-1].mask is not None
+            or k.bufs[0].dtype.name != "float"
+        ):
+            continue
+        src, colors = R.render(k).src, k.colors()
+        want = set(range(min(256, st.real_size())))
+        cells = kernel._output_cells(k, want)
+        blue = [a for a in range(k.shape_len) if colors[a] in ("blue", "BLUE") and st.shape[a] != 1]
+        threads = [a for a in range(k.shape_len) if colors[a] in ("cyan", "white") and st.shape[a] != 1]
+        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)]
+        groups: dict[tuple, set[int]] = {}
+        for flat, cell in cells.items():
+            groups.setdefault(
+                (
+                    tuple(cell.get("blue", []) + cell.get("BLUE", [])),
+                    tuple(cell.get("cyan", []) + cell.get("white", [])),
+                ),
+                set(),
+            ).add(flat)
+        for (g, t), flats in groups.items():
+            ids = {f"gidx{a}": v for a, v in zip(blue, g)} | {f"lidx{a}": v for a, v in zip(threads, t)}
+            ids |= {f"lidx{a}": 0 for a in green}
+            assert c_writes(src, ids) & want == flats, (label, g, t)
+            checked += 1
+    assert checked >= 100
+
+
+def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
+    """Is the step table's reason for `opt` true of k, the kernel just before it (the heuristic's code path:
+    the opt, its axis and amount, and the sizes and strides the reason names)?"""
+    axis = opt.real_axis(k) if opt.axis is not None else None
+    size = k.full_shape[axis] if axis is not None else None
+    patterns = {
+        r"work-group: (\d+) threads along axis (\d+)": lambda n, a: opt == Opt(OptOps.LOCAL, int(a), int(n)),
+        r"matvec: (\d+) threads share each output's reduce \(GROUP\)": lambda n: opt == Opt(OptOps.GROUP, 0, int(n)),
+        r"matvec: (\d+) threads per work-group along axis (\d+)": lambda n, a: opt == Opt(OptOps.LOCAL, int(a), int(n)),
+        r"matvec: each thread computes (\d+) outputs along axis (\d+)": lambda n, a: (
+            opt == Opt(OptOps.UPCAST, int(a), int(n))
+        ),
+        r"(.+) ha(?:s|ve) stride 0 on axis (\d+): upcast (\d+) to reuse its loads": lambda names, a, n: (
+            opt == Opt(OptOps.UPCAST, int(a), int(n))
+            and all(k.sts[i].views[-1].strides[int(a)] == 0 for i, b in enumerate(k.bufs) if k._buf_name(i) in names)
+        ),
+        r"short reduce axis \((\d+)\): unroll it whole": lambda s: (
+            opt.op is OptOps.UNROLL and opt.amt == 0 and size == int(s) <= 32
+        ),
+        r"tiny reduce: unroll the next reduce axis whole too": lambda: opt.op is OptOps.UNROLL and size <= 3,
+        r"long reduce axis: unroll the loop by 4": lambda: opt.op is OptOps.UNROLL and opt.amt == 4 and size > 32,
+        r"(\d+) outputs? <= 2048: (\d+) threads share each output's reduce": lambda n, t: (
+            opt == Opt(OptOps.GROUPTOP, 0, int(t)) and kernel.prod(k.sts[0].shape[: k.first_reduce]) == int(n) <= 2048
+        ),
+        r"nothing upcast yet: upcast the last axis by 4": lambda: (
+            k.upcasted == 0 and opt == Opt(OptOps.UPCAST, len(k.full_unupcasted_shape) - 1, 4)
+        ),
+        r"small masked axis (\d+): upcast it whole": lambda a: opt == Opt(OptOps.UPCAST, int(a), 0) and size <= 7,
+        r"image (data\d+): (upcast|unroll) its unit-stride axis by 4": lambda b, op: (
+            opt.amt == 4 and opt.op.name.lower() == op
+        ),
+        r"image output: upcast .*by 4.*": lambda: opt.op in (OptOps.UPCAST, OptOps.UPCASTMID) and opt.amt == 4,
+        r"tensor core: .*": lambda: opt.op in (OptOps.TC, OptOps.UPCAST, OptOps.LOCAL),
+        r"NOLOCALS=1: no work-groups of the kernel's own": lambda: opt.op is OptOps.NOLOCALS,
+    }
+    for pattern, holds in patterns.items():
+        if m := re.fullmatch(pattern, why):
+            return bool(holds(*m.groups()))
+    raise AssertionError(f"a reason no test checks: {why!r}")
+
+
+def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
+    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        state = Kernel(*ast, opts=TARGETS[target])
+        for opt, why in k.heuristic_log:
+            assert _reason_holds(why, opt, state), (name, opt, why)
+            state.apply_opt(opt)
+
+
+def test_the_accumulators_loops_counts_are_the_rendered_cs():
+    """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
+    the C declares for the reduce, for every one-reduce kernel of the fact checks."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        if len(k.reduceops) != 1 or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"# registers: (\d+) accumulator\(s\) per thread", nest)
+        count = int(m.group(1)) if m else 1
+        src = R.render(k).src.split("\n")
+        body = src.index(next(x for x in src if x.startswith("__kernel")))
+        head = src[: next(i for i, x in enumerate(src) if i > body and re.search(r"for \(|barrier|data0", x))]
+        widths = [int(w or 1) for w, _ in re.findall(r"float(\d?) (acc\d+) =", "\n".join(head))]
+        assert sum(widths) == count, (label, count, widths)
+        checked += 1
+    assert checked >= 40
+
+
+def test_every_sort_key_printed_is_recomputed_from_the_state_the_heuristic_saw():
+    """The keys of _locals ((-broadcast, -axis): broadcast if some buffer's last view has stride 0 on the axis),
+    _matvec ((axis,)) and _grouping ((-size,)), recomputed from the kernel at the decision's step; and the
+    candidates are printed in key order."""
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in k.decisions:
+            state = _replayed(k, d.step)
+            keys = [c.key for c in d.candidates if c.key is not None]
+            if d.heuristic == "_locals" and keys:
+                for c in d.candidates:
+                    axis = -c.key[1]
+                    broadcast = any(st.views[-1].strides[axis] == 0 for st in state.sts)
+                    assert c.key == (-int(broadcast), -axis), name
+                    assert c.opt == f"axis {axis}" or c.opt.startswith(f"LOCAL:{axis}:")
+            elif d.heuristic == "_matvec" and keys:
+                assert keys == [(g,) for g in range(state.global_dims)], name
+            elif d.heuristic == "_grouping" and keys:
+                assert [f"GROUPTOP:0:{-key[0]}" for key in keys] == [c.opt for c in d.candidates], name
+            if d.heuristic in ("_locals", "_upcast_broadcast_axes", "_grouping", "_unroll_reduce"):
+                assert keys == sorted(keys), (name, d.heuristic)
+
+
+def test_the_green_finish_of_loops_is_the_guard_of_the_rendered_c():
+    """--loops' `if lidxN == 0:  # the first of the T green threads finishes` is the C's `if (lidxN==0)` guard,
+    T the product of the green axes' sizes."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]
+        if not green or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"if (.+?):\s+# the first of the (\d+) green threads finishes", nest)
+        assert m and int(m.group(2)) == kernel.prod(k.full_shape[a] for a in green), label
+        guard = "&&".join(f"(lidx{a}==0)" if len(green) > 1 else f"lidx{a}==0" for a in green)
+        assert m.group(1) == " and ".join(f"lidx{a} == 0" for a in green)
+        assert f"if ({guard})" in R.render(k).src or len(green) > 1, label
+        checked += 1
+    assert checked >= 10
+
+
+def test_unroll_notes_name_the_size_the_heuristic_tested():
+    for name, ast, target in corpus_kernels():
+        k = Kernel(*ast, opts=TARGETS[target])
+        k.hand_coded_optimizations()
+        for d in (d for d in k.decisions if d.heuristic == "_unroll_reduce" and d.candidates):
+            size = _replayed(k, d.step).full_unupcasted_shape[-1]
+            assert d.candidates[0].note.startswith(f"whole: size {size} "), name
+            assert d.candidates[0].taken == (isinstance(size, int) and size <= 32), name
