@@ -180,6 +180,49 @@ def test_masked_loads_never_read_outside_the_buffer():
     np.testing.assert_array_equal(out, np.concatenate([[1, 1], np.arange(30) + 1, [1] * 4]).astype(np.float32))
 
 
+def _launch_with_a_red_zone(k: Kernel, inputs, device, extra: int = 64) -> tuple[np.ndarray, int]:
+    """Launch k's program with its output buffer (data0) followed by `extra` sentinel elements, and return that
+    whole buffer: a store outside the output's elements lands in the red zone. (run() allocates exactly the
+    output, so a stray store there goes unseen, or crashes.)"""
+    launch = R._Launch(k, inputs)
+    size = launch.infos[0].size
+    host = np.full(size + extra, -7.0, np.float32)
+    buf = cl.Buffer(device.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    launch.args[[idx for idx, _ in launch.prg.args].index(0)] = buf
+    launch.launch()
+    cl.enqueue_copy(device.queue, host, buf)
+    device.queue.finish()
+    return host, size
+
+
+@pytest.mark.parametrize("opts", [["PADTO:0:32"], ["PADTO:0:32", "UPCAST:0:4"], ["PADTO:0:32", "LOCAL:0:8"]])
+def test_padded_outputs_are_not_stored(device, opts):
+    """17 outputs padded to 32: the threads (or registers) of outputs 17..31 compute padding, and the store's guard
+    keeps them from writing it past the end of the output."""
+    k = _opt(Kernel(*elementwise_ast(17)), *opts)
+    assert k.sts[0].axis_is_masked(0)
+    x, y = R.random_inputs(k)
+    out, size = _launch_with_a_red_zone(k, [x, y], device)
+    assert size == 17
+    np.testing.assert_array_equal(out[17:], -7.0)  # nothing stored outside the 17 outputs
+    np.testing.assert_allclose(out[:17], x + y, rtol=1e-6)
+
+
+def test_mod_of_a_mod_reaches_the_rendered_kernel():
+    """A buffer read through three views: a (4, 2) buffer transposed, flattened and repeated 4 times. The index of
+    element i unravels (i % 8) into the (2, 4) view below, which takes (i % 8) % 4: the algebra writes i % 4."""
+    st = ShapeTracker.from_shape((4, 2)).permute((1, 0)).reshape((1, 8)).expand((4, 8)).reshape((32,))
+    assert len(st.views) == 3
+    k = Kernel(store(alu(BinaryOps.ADD, load(1, st), load(2, ShapeTracker.from_shape((32,))))))
+    src = R.render(k).src
+    index = next(line for line in src.splitlines() if line.strip().startswith("int idx0"))
+    assert "%4" in index and "%8" not in index, index
+    x, y = R.random_inputs(k)
+    (out,) = R.run(k, x, y)
+    i = np.arange(32)
+    np.testing.assert_allclose(out, x.reshape(4, 2).T.reshape(-1)[i % 8] + y, rtol=1e-6)  # numpy's own movement ops
+
+
 def test_several_outputs():
     st = ShapeTracker.from_shape((256,))
     a, b = load(2, st), load(3, st)
@@ -341,6 +384,62 @@ def test_verify_reports_kernel_opts_error_and_where(monkeypatch):
     monkeypatch.setattr(R, "render", lambda k, limits=None: R.Program(**{**vars(real(k, limits)), "src": bad_src}))
     with pytest.raises(R.VerificationError, match=r"E_16_4 with opts \['UPCAST:0:4'\].*max error .* at index"):
         R.verify(k, x, y)
+
+
+def _wrong_on_the_device(monkeypatch, output: int, at: int, error):
+    """Make run() return output `output` with element `at` set to the reference plus error(reference value): a
+    kernel that is wrong in exactly one place, to see whether verify notices."""
+    real_run = R.run
+
+    def run(k, *inputs, **kwargs):
+        outs = [o.copy() for o in real_run(k, *inputs, **kwargs)]
+        want = R.reference(k, *inputs, var_vals=kwargs.get("var_vals")).pop(output).reshape(-1)
+        outs[output].reshape(-1)[at] = want[at] + error(float(want[at]))
+        return outs
+
+    monkeypatch.setattr(R, "run", run)
+
+
+def test_verify_checks_every_output(monkeypatch):
+    """Two outputs, a + b and a * b; only the second is wrong, in one element: verify fails and names data1."""
+    st = ShapeTracker.from_shape((64,))
+    a, b = load(2, st), load(3, st)
+    k = Kernel(store(alu(BinaryOps.ADD, a, b), 0), store(alu(BinaryOps.MUL, a, b), 1))
+    inputs = R.random_inputs(k)
+    R.verify(k, *inputs)
+    _wrong_on_the_device(monkeypatch, 1, 37, lambda want: 1.0)
+    with pytest.raises(R.VerificationError, match=r"output data1 differs in 1 of 64 elements.* at index 37"):
+        R.verify(k, *inputs)
+
+
+# the tolerance verify promises, written out here rather than read from runtime.py: an element may differ from the
+# reference by rtol * |reference| + atol, rtol 1e-3 for float32 math and 2e-2 where half is involved, and atol =
+# rtol * sqrt(n) for a reduce of n terms (rtol without a reduce)
+TOLERANCE_CASES = [
+    ("float32 add", elementwise_ast(256), 1e-3, 1e-3),
+    (
+        "half add",
+        (store(alu(BinaryOps.ADD, *(load(i, ShapeTracker.from_shape((256,)), dtypes.half) for i in (1, 2)))),),
+        2e-2,
+        2e-2,
+    ),
+    ("float32 sum of 1024", sum_ast((8, 1024), (1,)), 1e-3, 1e-3 * 32),
+]
+
+
+@pytest.mark.parametrize("ast, rtol, atol", [c[1:] for c in TOLERANCE_CASES], ids=[c[0] for c in TOLERANCE_CASES])
+@pytest.mark.parametrize("times, fails", [(10, True), (0.5, False)], ids=["10x-fails", "half-passes"])
+def test_verify_tolerance_is_the_dtypes(monkeypatch, ast, rtol, atol, times, fails):
+    """An error of ten times the tolerance in one element fails, half of it passes: the tolerance is neither much
+    looser nor tighter than promised."""
+    k = Kernel(*ast)
+    inputs = R.random_inputs(k)
+    _wrong_on_the_device(monkeypatch, 0, 3, lambda want: times * (rtol * abs(want) + atol))
+    if fails:
+        with pytest.raises(R.VerificationError, match="differs in 1 of"):
+            R.verify(k, *inputs)
+    else:
+        R.verify(k, *inputs)
 
 
 def test_unwritten_outputs_stay_poisoned_and_fail():
