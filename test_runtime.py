@@ -223,6 +223,21 @@ def test_mod_of_a_mod_reaches_the_rendered_kernel():
     np.testing.assert_allclose(out, x.reshape(4, 2).T.reshape(-1)[i % 8] + y, rtol=1e-6)  # numpy's own movement ops
 
 
+@pytest.mark.parametrize("op", [BinaryOps.ADD, BinaryOps.CMPLT], ids=["float", "bool"])
+def test_a_store_through_a_strided_view_verifies(op):
+    """The output is the left half of a (4, 8) buffer: the right half is never written and keeps its poison, in the
+    launch with the second poison too (verify's second launch once compared it with the first poison and failed)."""
+    st = ShapeTracker.from_shape((4, 4))
+    k = Kernel(store(alu(op, load(1, st), load(2, st)), st=ShapeTracker.from_shape((4, 8)).shrink(((0, 4), (0, 4)))))
+    x, y = R.random_inputs(k)
+    (out,) = R.run(k, x, y)
+    np.testing.assert_array_equal(
+        np.append(out, out[:4]).reshape(4, 8)[:, :4],
+        {BinaryOps.ADD: np.add, BinaryOps.CMPLT: np.less}[op](x, y).reshape(4, 4),
+    )
+    R.verify(k, x, y)
+
+
 def test_several_outputs():
     st = ShapeTracker.from_shape((256,))
     a, b = load(2, st), load(3, st)
