@@ -9,6 +9,7 @@ The fuzzer of random ASTs and opts is test_fuzz.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,12 +19,14 @@ import pyopencl as cl
 import pytest
 
 import runtime as R
-from test_golden import KERNEL_CASES, build_kernel
+from test_golden import KERNEL_CASES, build_kernel, load_corpus
 from kernel import (
     TARGETS,
     BinaryOps,
+    BufferOps,
     Kernel,
     KernelOptError,
+    LazyOp,
     Opt,
     OptOps,
     ReduceOps,
@@ -36,9 +39,11 @@ from kernel import (
     dtypes,
     elementwise_ast,
     image_matvec_ast,
+    lazyop_from_json,
     load,
     matmul_ast,
     matvec_ast,
+    prod,
     reduce,
     store,
     sum_ast,
@@ -59,17 +64,30 @@ def _size(case) -> int:
     return int(np.prod(case["init"]["full_shape"]))
 
 
-def _accepted_prefixes(case):
-    """(kernel, opts so far) after every accepted step of every sequence of the case."""
+def _accepted_prefixes(case, k0: Kernel | None = None, as_recorded: bool = True):
+    """The kernel after every accepted step of every sequence of the case (starting each from a copy of k0, by
+    default the case's kernel). as_recorded: every opt kernel.py rejects, tinygrad rejected too."""
     for seq in case["sequences"]:
-        k = _kernel(case)
+        k = k0.copy() if k0 is not None else _kernel(case)
         for step in seq:
             try:
                 k.apply_opt(Opt(getattr(OptOps, step["opt"][0]), step["opt"][1], step["opt"][2]))
             except KernelOptError:
-                assert not step["ok"], f"kernel.py rejected {step['opt']}, tinygrad accepted it"
+                assert not as_recorded or not step["ok"], f"kernel.py rejected {step['opt']}, tinygrad accepted it"
                 continue
             yield k
+
+
+def _verify_each_program(kernels, inputs, expected) -> int:
+    """Verify each kernel whose program (source and launch sizes) wasn't verified already: kernels of one AST that
+    render to the same program compute the same thing, and a launch of it tells nothing new. Returns how many ran."""
+    seen = set()
+    for k in kernels:
+        prg = R.render(k, R.device_limits())
+        if (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in seen:
+            seen.add(key)
+            R.verify(k, *inputs, expected=expected)
+    return len(seen)
 
 
 def _golden_params():
@@ -82,18 +100,81 @@ def _golden_params():
         yield pytest.param(c, id=f"{c['name']}[{c['target']}]", marks=marks)
 
 
+def _optimized(case, k: Kernel) -> Kernel:
+    """k after what the corpus recorded for the case: apply_tensor_cores(1) where it has that, else the heuristics."""
+    if "tensor_cores" in case:
+        assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
+    else:
+        k.hand_coded_optimizations()
+    return k
+
+
 @pytest.mark.parametrize("case", list(_golden_params()))
 def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case):
     k = _kernel(case)
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)  # once: every kernel below computes the same AST
-    if "tensor_cores" in case:
-        assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
-    else:
-        k.hand_coded_optimizations()
-    R.verify(k, *inputs, expected=expected)
-    for k in _accepted_prefixes(case):
-        R.verify(k, *inputs, expected=expected)
+    _verify_each_program([_optimized(case, k.copy()), *_accepted_prefixes(case)], inputs, expected)
+
+
+# -- the large kernels, cut down to a smaller size of the same AST -------------------------------------------------
+SMALL = 1 << 18  # elements a large case's iteration space is cut down to by default
+
+
+def _shrunk(x: LazyOp, box: tuple[int, ...]) -> LazyOp:
+    """x with every buffer's view shrunk to the box (axes of size 1, reduced or broadcast, stay whole)."""
+    arg = x.arg
+    if x.op in (BufferOps.LOAD, BufferOps.STORE, BufferOps.CONST):
+        arg = dataclasses.replace(
+            arg, st=arg.st.shrink(tuple((0, 1) if s == 1 else (0, n) for s, n in zip(arg.st.shape, box)))
+        )
+    return LazyOp(x.op, tuple(_shrunk(s, box) for s in x.src), arg)
+
+
+def smaller_kernel(case, limit: int = SMALL) -> Kernel:
+    """The case's AST on the corner of its iteration space: at most 64 along each axis, then the largest axis halved
+    until the box holds `limit` elements. Every view keeps its strides, masks and stacked views (it reads a window
+    of the same buffers and stores through a window of the output), so it is the same AST at a smaller size."""
+    ast = [lazyop_from_json(a) for a in case["ast"]]
+    shape = max((x.arg.st.shape for root in ast for x in root.lazyops if x.op in BufferOps), key=prod)
+    box = [min(s, 64) for s in shape]
+    while prod(box) > limit:
+        box[box.index(max(box))] //= 2
+    return Kernel(*(_shrunk(root, tuple(box)) for root in ast), opts=TARGETS[case["target"]])
+
+
+LARGE_CASES = [c for c in CASES if _size(c) > LARGE]
+
+
+@pytest.mark.parametrize("case", LARGE_CASES, ids=[f"{c['name']}[{c['target']}]" for c in LARGE_CASES])
+def test_large_golden_kernel_verifies_at_a_smaller_size(case):
+    """Each large kernel (the 9 whose tensor cores are used among them, the half matmuls, the convs) on a corner of
+    its iteration space: after the tensor cores (each still takes them, or not, as recorded) or the heuristics,
+    and after the accepted steps of its first opt sequence. RUNTIME_LARGE=1 verifies them at full size too."""
+    k = smaller_kernel(case)
+    assert prod(k.full_shape) <= SMALL < _size(case)
+    inputs = R.random_inputs(k)
+    expected = R.reference(k, *inputs)
+    first = {**case, "sequences": case["sequences"][:1]}
+    _verify_each_program(
+        [_optimized(case, k.copy()), *_accepted_prefixes(first, k, as_recorded=False)], inputs, expected
+    )
+
+
+def test_smaller_kernel_is_the_same_computation_on_a_corner():
+    """The cut-down A.T @ B of 256s is the top-left 16x16 block of a 16-long product, read out of buffers laid out
+    as the full-size ones are (rows 256 apart)."""
+    case = next(c for c in LARGE_CASES if c["name"] == "matmul_AT_B_256" and c["target"] == "opencl")
+    k = smaller_kernel(case, limit=16**3)
+    assert k.full_shape == (16, 16, 16)
+
+    def rows(x):  # a buffer of rows 256 apart, as a (16, 256) array
+        return np.append(x, np.zeros(16 * 256 - x.size, x.dtype)).reshape(16, 256)
+
+    a_t, b = R.random_inputs(k)  # A stored transposed: A.T[kk, i]; B[kk, j]
+    (out,) = R.reference(k, a_t, b)
+    np.testing.assert_allclose(rows(out)[:, :16], rows(a_t)[:, :16].T @ rows(b)[:, :16], rtol=1e-5)
+    R.verify(k, a_t, b)
 
 
 def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
@@ -105,6 +186,14 @@ def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
     assert any("image" in json.dumps(c["ast"]) for c in small)
     assert any('"mask": [[' in json.dumps(c["ast"]) for c in small)
     assert any("green" in c["hand_coded"]["colors"] for c in small)
+
+
+def test_every_tensor_core_kernel_of_the_corpus_runs_by_default():
+    """The 13 golden kernels whose tensor cores are used: 4 at full size, the 9 large ones cut down (above)."""
+    used = [c for c in CASES if c.get("tensor_cores", {}).get("used")]
+    assert len(used) == 13 and sum(_size(c) > LARGE for c in used) == 9
+    assert all(c in LARGE_CASES for c in used if _size(c) > LARGE)
+    assert any("half" in json.dumps(c["ast"]) for c in used if _size(c) > LARGE)
 
 
 # -- what each colour becomes -------------------------------------------------------------------------------------
@@ -389,6 +478,29 @@ def test_reference_chunks_never_cut_a_reduce_and_give_the_same_answer():
     R._Reference(ast, data).run({0: small}, limit=100)
     R._Reference(ast, data).run({0: whole})
     np.testing.assert_allclose(small, whole, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name, corpus",
+    [("conv2d_pad1_2x16x28x28_k3x32", "kernels.json"), ("mr_mean_var_64x1024", "multireduce_recorded.json.gz")],
+)
+def test_reference_in_chunks_on_a_real_kernel(monkeypatch, name, corpus):
+    """The reference cuts a large iteration space into boxes (beyond 2**22 elements; here beyond 256, fewer than
+    one reduce of mean and variance, so no box may cut it): on a padded conv (two stacked views, masks) and on mean
+    and variance (two outputs, two reduces) the boxes give the outputs one box gives, and the device agrees."""
+    case = next(c for c in load_corpus(corpus)["cases"] if c["name"] == name and c["target"] == "opencl")
+    k = smaller_kernel(case) if _size(case) > LARGE else _kernel(case)
+    inputs = R.random_inputs(k)
+    whole = R.reference(k, *inputs)
+    boxes, real_chunks, real_run = [], R._chunks, R._Reference.run
+    monkeypatch.setattr(R, "_chunks", lambda *a, **kw: boxes.append(real_chunks(*a, **kw)) or boxes[-1])
+    monkeypatch.setattr(R._Reference, "run", lambda self, outputs, limit=0: real_run(self, outputs, limit=256))
+    chunked = R.reference(k, *inputs)
+    assert len(boxes) == 1 and len(boxes[0]) > 8
+    for got, want in zip(chunked, whole, strict=True):
+        np.testing.assert_array_equal(got, want)
+    k.hand_coded_optimizations()
+    R.verify(k, *inputs, expected=chunked)
 
 
 def test_verify_reports_kernel_opts_error_and_where(monkeypatch):
