@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 
 import numpy as np
 import pyopencl as cl
@@ -638,20 +637,3 @@ def test_time_kernel_is_positive_and_small():
     k = Kernel(*elementwise_ast(4096))
     k.hand_coded_optimizations()
     assert 0 < R.time_kernel(k, *R.random_inputs(k), runs=3) < 1
-
-
-# -- command line -------------------------------------------------------------------------------------------------
-def test_cli_show_and_verify(capsys):
-    assert R.main(["show", "sum_axis1", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:9:4"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
-    assert "work-groups of [16, 1, 1] threads" in out
-    assert R.main(["verify", "broadcast", "--seed", "1"]) == 0
-    assert "1 kernel verified, 0 failed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("command", ["show", "verify", "bench"])
-def test_cli_help(command, capsys):
-    with pytest.raises(SystemExit) as e:
-        R.main([command, "--help"])
-    assert e.value.code == 0 and "usage: python runtime.py" in capsys.readouterr().out
