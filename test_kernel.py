@@ -1079,6 +1079,101 @@ class TestHeuristics:
 
 
 # ============================================================================================================
+# each tuned threshold at its boundary, from both sides: the last size that passes and the first that doesn't
+# ============================================================================================================
+
+
+def permuted_sum_ast(a: int, b: int) -> tuple[LazyOp, ...]:
+    """out[i] = sum_{j, l} x[i, l, j] over (4096, a, b): the two reduce axes can't merge (x is read transposed)."""
+    st = ShapeTracker.from_shape((4096, b, a)).permute((0, 2, 1))
+    return (store(reduce(ReduceOps.SUM, load(1, st), (1, 2))),)
+
+
+def padded_add_ast(shape: tuple[int, ...], padding: tuple[tuple[int, int], ...]) -> tuple[LazyOp, ...]:
+    """out = pad(a) + b: the padded axes are masked in a's view."""
+    a = ShapeTracker.from_shape(shape).pad(padding)
+    return (store(alu(BinaryOps.ADD, load(1, a), load(2, ShapeTracker.from_shape(a.shape)))),)
+
+
+def hand_coded_after(ast, target: str, *opts: Opt) -> list[Opt]:
+    """The opts the heuristics add to a kernel that already has `opts`."""
+    k = new_kernel(ast, target, *opts)
+    k.hand_coded_optimizations()
+    return k.applied_opts[len(opts) :]
+
+
+class TestThresholds:
+    # -- the heuristics --
+    def test_reduce_is_unrolled_while_fewer_than_64_elements_are_upcast(self):
+        """clang (no locals, so no grouping): a matmul already upcast 8x7 = 56 gets its 32-long reduce unrolled, one
+        upcast 8x8 = 64 doesn't."""
+        assert hand_coded_after(matmul_ast(64, 56, 32), "clang", Opt(UPCAST, 0, 8), Opt(UPCAST, 1, 7)) == [
+            Opt(UNROLL, 0, 0)
+        ]
+        assert hand_coded_after(matmul_ast(64, 64, 32), "clang", Opt(UPCAST, 0, 8), Opt(UPCAST, 1, 8)) == []
+
+    def test_reduce_of_32_is_unrolled_whole_and_of_36_by_4(self):
+        assert hand_coded(sum_ast((4096, 32), (1,))).applied_opts == [Opt(UNROLL, 0, 0), Opt(LOCAL, 0, 32)]
+        assert hand_coded(sum_ast((4096, 36), (1,))).applied_opts == [Opt(UNROLL, 0, 4), Opt(LOCAL, 0, 32)]
+
+    @pytest.mark.parametrize("a, b, both", [(3, 3, True), (3, 4, False), (4, 3, False)])
+    def test_second_reduce_axis_is_unrolled_too_when_both_are_at_most_3(self, a, b, both):
+        """(4096, a, b) reducing a and b: the last (b) is unrolled whole; the other too only if a <= 3 and b <= 3."""
+        unrolls = [o for o in hand_coded(permuted_sum_ast(a, b)).applied_opts if o.op is UNROLL]
+        assert unrolls == ([Opt(UNROLL, 1, 0), Opt(UNROLL, 0, 0)] if both else [Opt(UNROLL, 1, 0)])
+
+    def test_masked_axis_of_7_is_upcast_whole(self):
+        """the largest size upcast whole (8 isn't: test_masked_axis_larger_than_7_is_not_upcast_whole)"""
+        assert hand_coded(stack_ast(256, 7)).applied_opts[0] == Opt(UPCAST, 0, 0)
+
+    def test_masked_axes_are_upcast_while_at_most_49_elements(self):
+        """7 x 7 masked axes: 49 elements, both upcast. 2 x 5 x 5: 2, then 10, then 50 > 49, so the third isn't."""
+        opts = hand_coded(padded_add_ast((5, 5, 64), ((1, 1), (1, 1), (0, 0)))).applied_opts
+        assert opts[:2] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+        opts = hand_coded(padded_add_ast((1, 3, 3, 64), ((0, 1), (1, 1), (1, 1), (0, 0)))).applied_opts
+        assert [o for o in opts if o.op is UPCAST] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+
+    def test_broadcast_axis_is_upcast_from_1024_outputs(self):
+        """b broadcast along axis 0 (of 4): 4 x 256 = 1024 outputs upcast it, 4 x 255 = 1020 don't."""
+        assert hand_coded(broadcast_ast(4, 256)).applied_opts[0] == Opt(UPCAST, 0, 4)
+        assert UPCAST not in {o.op for o in hand_coded(broadcast_ast(4, 255)).applied_opts}
+
+    def test_reduce_is_grouped_up_to_2048_outputs(self):
+        assert hand_coded(sum_ast((2048, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 16)]
+        assert {o.op for o in hand_coded(sum_ast((2049, 256), (1,))).applied_opts}.isdisjoint({GROUP, GROUPTOP})
+
+    def test_256_threads_share_a_reduce_up_to_32_outputs(self):
+        assert hand_coded(sum_ast((32, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 256)]
+        assert hand_coded(sum_ast((33, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 16)]
+
+    # -- the checks of apply_opt --
+    def test_unroll_takes_at_most_32(self):
+        k = new_kernel(sum_ast((4, 64), (1,)), "opencl", Opt(UNROLL, 0, 32))
+        assert shape_colors(k) == ((4, 2, 32), ["blue", "red", "magenta"])
+        with pytest.raises(KernelOptError, match="don't unroll more than 32"):
+            new_kernel(sum_ast((4, 66), (1,))).apply_opt(Opt(UNROLL, 0, 33))
+        with pytest.raises(KernelOptError, match="don't unroll more than 32"):
+            new_kernel(sum_ast((4, 33), (1,))).apply_opt(Opt(UNROLL, 0, 0))  # the whole axis counts too
+        assert new_kernel(sum_ast((4, 32), (1,)), "opencl", Opt(UNROLL, 0, 0)).colors() == ["blue", "magenta"]
+
+    def test_upcast_takes_at_most_8(self):
+        assert new_kernel(elementwise_ast(72), "opencl", Opt(UPCAST, 0, 8)).full_shape == (9, 8)
+        with pytest.raises(KernelOptError, match="don't upcast more than 8"):
+            new_kernel(elementwise_ast(72)).apply_opt(Opt(UPCAST, 0, 9))
+
+    def test_padto_pads_at_most_to_4_times_the_axis(self):
+        """PADTO:0:32 pads an axis of 9 (under 4x the work), not one of 8 (8 is not > 32 // 4)."""
+        assert new_kernel(matmul_ast(9, 9, 9), "opencl", Opt(PADTO, 0, 32)).full_shape == (32, 9, 9)
+        with pytest.raises(KernelOptError, match="more than quadruple"):
+            new_kernel(matmul_ast(8, 9, 9)).apply_opt(Opt(PADTO, 0, 32))
+
+    def test_group_fills_shared_memory_exactly(self):
+        """8192 float accumulators are 32768 bytes, OpenCL's shared_max: accepted; 16384 are refused (REJECTIONS)."""
+        assert new_kernel(sum_ast((1 << 20,)), "opencl", Opt(GROUP, 0, 8192)).full_shape == (8192, 128)
+        assert TARGETS["opencl"].shared_max == 8192 * 4
+
+
+# ============================================================================================================
 # colours (the command lines, `python kernel.py demo` among them, are test_cli.py's)
 # ============================================================================================================
 
