@@ -1,5 +1,6 @@
 """The spec of kernel.py's Kernel: construction, every OptOp, every check that rejects one, tensor cores, the
-hand-coded heuristics, colours and the demo.
+hand-coded heuristics, their tuned thresholds at the boundary, and colours. An opt is written with the OptOps' own
+names: Opt(UPCAST, 0, 4) is UPCAST:0:4 (the command lines are test_cli.py's).
 
 Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
 is written as `full_shape` with one colour per axis; the colours are kernel.py's COLOR_LEGEND.
@@ -1080,6 +1081,7 @@ class TestHeuristics:
 
 # ============================================================================================================
 # each tuned threshold at its boundary, from both sides: the last size that passes and the first that doesn't
+# (worked out from tinygrad 0.9.1's rules; unlike the tests above, not yet checked against tinygrad itself)
 # ============================================================================================================
 
 

@@ -6,8 +6,8 @@ the hand-coded heuristics, and after every step of random opt sequences. testdat
 56 more, recorded by us from tinygrad 0.9.1 the same way, on all four targets and with apply_tensor_cores(1): those
 16 ASTs and a few of ours (mean and variance, two matvecs, two matmuls in float and half, a matmul beside a MAX).
 The replay below checks all of it; the runtime tests run every case on the OpenCL device after the heuristics (and
-tensor cores) and after every accepted step (RUNTIME_MULTIREDUCE=1; by default a subset that still covers every
-accepted OptOp, see below).
+tensor cores) and, with RUNTIME_MULTIREDUCE=1, after every accepted step; by default after the accepted steps of a
+few sequences, chosen to cover every accepted OptOp (of each target, in the recorded cases), see below.
 
 One deliberate difference: tinygrad 0.9.1 checks only the first reduce op before padding a reduce axis (PADTO), so
 it pads a second reduce whose source doesn't keep zeros at zero, and computes a wrong result. kernel.py refuses those

@@ -1,10 +1,12 @@
 """Tests of runtime.py: every kernel the optimizer can produce renders to OpenCL C that computes what its AST means.
 
 The golden corpus (testdata/kernels.json, kernels tinygrad 0.9.1 really produced) is run on the device after the
-heuristics and after every accepted step of its random opt sequences, then compared with the numpy reference.
-Kernels whose iteration space is larger than 2**22 elements need RUNTIME_LARGE=1 (they take minutes on 2 cores);
-the default run still covers every OptOp, every target, images, masks and GROUP (a test below checks that).
-The fuzzer of random ASTs and opts is test_fuzz.py.
+heuristics (or tensor cores) and after every accepted step of its random opt sequences, then compared with the numpy
+reference; each distinct program is launched once. Kernels whose iteration space is larger than 2**22 elements run
+by default cut down to a corner of the same AST (smaller_kernel), and at full size with RUNTIME_LARGE=1 (minutes on
+2 cores); the default run covers every OptOp, every target, images, masks, GROUP, every tensor-core kernel and the
+half matmuls (tests below check that). verify itself is tested too: every output, its tolerance, what a store skips.
+The fuzzer of random ASTs and opts is test_fuzz.py; the command line is test_cli.py's.
 """
 
 from __future__ import annotations
