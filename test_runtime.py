@@ -570,13 +570,39 @@ def test_verify_tolerance_is_the_dtypes(monkeypatch, ast, rtol, atol, times, fai
         R.verify(k, *inputs)
 
 
-def test_unwritten_outputs_stay_poisoned_and_fail():
-    k = Kernel(*elementwise_ast(16))
-    (out,) = R.reference(k, *R.random_inputs(k))
-    assert not np.isnan(out).any()
-    poisoned = R._poisoned(R.buffers(k.ast)[0])
-    assert np.isnan(poisoned).all()
-    assert R._poisoned(R.BufferInfo(0, dtypes.bool, 4, True, False)).view(np.uint8).tolist() == [0xAB] * 4
+def _skipping_element_5(monkeypatch, k: Kernel) -> None:
+    """Make the rendered program of k (an E_16 without opts) forget to store element 5."""
+    src = R.render(k).src
+    assert "  data0[gidx0] = " in src
+    bad = src.replace("  data0[gidx0] = ", "  if (gidx0 != 5) data0[gidx0] = ")
+    real = R.render
+    monkeypatch.setattr(R, "render", lambda k, limits=None: R.Program(**{**vars(real(k, limits)), "src": bad}))
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float, dtypes.int, dtypes.bool], ids=lambda d: d.name)
+def test_an_element_the_kernel_never_writes_stays_poisoned_and_fails(monkeypatch, dtype):
+    """Outputs start poisoned (NaN, the largest int, a byte that is neither True nor False): an element the program
+    forgets to store keeps the poison, and verify fails there."""
+    st = ShapeTracker.from_shape((16,))
+    k = Kernel(store(load(1, st, dtype)))  # out = a copy of the input
+    (x,) = R.random_inputs(k)
+    _skipping_element_5(monkeypatch, k)
+    (out,) = R.run(k, x)
+    assert (out.view(np.uint8)[5] == 0xAB) if dtype == dtypes.bool else (out[5] != x[5])
+    with pytest.raises(R.VerificationError, match="differs in 1 of 16 elements.* at index 5"):
+        R.verify(k, x)
+
+
+def test_where_the_true_value_is_the_poison_a_second_poison_catches_the_gap(monkeypatch):
+    """An int copy whose element 5 is the largest int, the first poison: unwritten, it would look right. verify
+    launches again with the second poison (the smallest int), and that launch shows the gap."""
+    k = Kernel(store(load(1, ShapeTracker.from_shape((16,)), dtypes.int)))
+    x = np.arange(16, dtype=np.int32)
+    x[5] = np.iinfo(np.int32).max
+    _skipping_element_5(monkeypatch, k)
+    assert R.run(k, x)[0][5] == x[5]  # the first poison hides the gap
+    with pytest.raises(R.VerificationError, match="at index 5: got -2147483648, expected 2147483647"):
+        R.verify(k, x)
 
 
 # -- bad inputs, build failures, no device ------------------------------------------------------------------------
