@@ -548,16 +548,16 @@ class TestOptOps:
 # one test per check that rejects an opt
 # ============================================================================================================
 
-mm = matmul_ast(64, 64, 64)
+matmul_64 = matmul_ast(64, 64, 64)  # the kernel most rejections below start from
 REJECTIONS = [
     # (kernel, target, opts that apply, the rejected opt, a fragment of the reason)
     ("not_using_locals", elementwise_ast(4096), "opencl", [Opt(NOLOCALS)], Opt(LOCAL, 0, 4), "not using locals"),
     ("not_using_locals_group", sum_ast((4096,)), "opencl", [Opt(NOLOCALS)], Opt(GROUP, 0, 4), "not using locals"),
-    ("invalid_axis", mm, "opencl", [], Opt(UPCAST, 9, 4), "invalid axis"),
-    ("invalid_unroll_axis", mm, "opencl", [], Opt(UNROLL, 1, 4), "invalid axis"),
-    ("amt_1", mm, "opencl", [], Opt(UPCAST, 0, 1), "shift/padto of amt 1"),
-    ("padto_amt_1", mm, "opencl", [], Opt(PADTO, 0, 1), "shift/padto of amt 1"),
-    ("no_longer_valid_shift", mm, "opencl", [], Opt(UPCAST, 0, 3), "no longer valid shift"),
+    ("invalid_axis", matmul_64, "opencl", [], Opt(UPCAST, 9, 4), "invalid axis"),
+    ("invalid_unroll_axis", matmul_64, "opencl", [], Opt(UNROLL, 1, 4), "invalid axis"),
+    ("amt_1", matmul_64, "opencl", [], Opt(UPCAST, 0, 1), "shift/padto of amt 1"),
+    ("padto_amt_1", matmul_64, "opencl", [], Opt(PADTO, 0, 1), "shift/padto of amt 1"),
+    ("no_longer_valid_shift", matmul_64, "opencl", [], Opt(UPCAST, 0, 3), "no longer valid shift"),
     ("shared_memory", sum_ast((1 << 20,)), "opencl", [], Opt(GROUP, 0, 16384), "exceeds maximum shared memory size"),
     (
         "shared_memory_with_locals_and_upcasts",
@@ -578,13 +578,13 @@ REJECTIONS = [
         Opt(GROUP, 0, 4),
         "must be reduce axis to group",
     ),
-    ("group_with_tensor_cores", mm, "metal", [Opt(TC, 0, 0)], Opt(GROUP, 0, 2), "can't group with tensor cores"),
-    ("unroll_upcasted", mm, "opencl", [Opt(UPCAST, 0, 4)], Opt(UNROLL, 1, 4), "can't upcasted already upcasted"),
+    ("group_with_tensor_cores", matmul_64, "metal", [Opt(TC, 0, 0)], Opt(GROUP, 0, 2), "can't group with tensor cores"),
+    ("unroll_upcasted", matmul_64, "opencl", [Opt(UPCAST, 0, 4)], Opt(UNROLL, 1, 4), "can't upcasted already upcasted"),
     ("unroll_more_than_32", sum_ast((64, 128), (1,)), "opencl", [], Opt(UNROLL, 0, 64), "don't unroll more than 32"),
-    ("upcast_a_reduce_axis", mm, "opencl", [], Opt(UPCAST, 2, 4), "upcast is for non-reduce"),
-    ("upcast_tc_locals", mm, "metal", [Opt(TC, 0, 0)], Opt(UPCAST, 2, 2), "can't upcast TC locals"),
-    ("upcast_more_than_8", mm, "opencl", [], Opt(UPCAST, 0, 16), "don't upcast more than 8"),
-    ("upcastmid_not_image", mm, "opencl", [], Opt(UPCASTMID, 0, 4), "invalid upcast mid reduce"),
+    ("upcast_a_reduce_axis", matmul_64, "opencl", [], Opt(UPCAST, 2, 4), "upcast is for non-reduce"),
+    ("upcast_tc_locals", matmul_64, "metal", [Opt(TC, 0, 0)], Opt(UPCAST, 2, 2), "can't upcast TC locals"),
+    ("upcast_more_than_8", matmul_64, "opencl", [], Opt(UPCAST, 0, 16), "don't upcast more than 8"),
+    ("upcastmid_not_image", matmul_64, "opencl", [], Opt(UPCASTMID, 0, 4), "invalid upcast mid reduce"),
     (
         "upcastmid_not_grouped",
         image_matvec_ast(256, 64),
@@ -635,11 +635,11 @@ REJECTIONS = [
     ("pad_max_reduce", max_ast(), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
     ("pad_more_than_quadruple", matmul_ast(15, 15, 15), "opencl", [], Opt(PADTO, 0, 64), "more than quadruple"),
     ("pad_nothing", matmul_ast(32, 32, 32), "opencl", [], Opt(PADTO, 0, 16), "nothing was padded"),
-    ("tc_not_first", mm, "metal", [Opt(UPCAST, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
+    ("tc_not_first", matmul_64, "metal", [Opt(UPCAST, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
     ("tc_on_a_sum", sum_ast((64, 64), (1,)), "metal", [], Opt(TC, 0, 0), "no tensor core available"),
-    ("tc_float_on_cuda", mm, "cuda", [], Opt(TC, 0, 0), "no tensor core available"),
-    ("tc_without_tensor_cores", mm, "opencl", [], Opt(TC, 0, 0), "must have tensor cores"),
-    ("tc_choice_out_of_range", mm, "metal", [], Opt(TC, 5, 0), "no tensor core available"),
+    ("tc_float_on_cuda", matmul_64, "cuda", [], Opt(TC, 0, 0), "no tensor core available"),
+    ("tc_without_tensor_cores", matmul_64, "opencl", [], Opt(TC, 0, 0), "must have tensor cores"),
+    ("tc_choice_out_of_range", matmul_64, "metal", [], Opt(TC, 5, 0), "no tensor core available"),
 ]
 
 
