@@ -380,14 +380,29 @@ def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, 
         R.verify(k, *inputs, expected=expected)
 
 
-# of the recorded cases, the sequences that cover each target's accepted OptOps (and grouped upcasts) in the fewest
-DEFAULT_RECORDED = _default_sequences(RECORDED_CASES, lambda case, seq: {(case["target"], f) for f in _features(seq)})
+# of the recorded cases, the fewest sequences that cover each target's accepted OptOps (and grouped upcasts) and
+# every AST at least once
+DEFAULT_RECORDED = _default_sequences(
+    RECORDED_CASES, lambda case, seq: {(case["target"], f) for f in _features(seq)} | {case["name"]}
+)
 
 
-@pytest.mark.parametrize("c", range(len(RECORDED_CASES)), ids=ALL_IDS[len(MR_CASES) :])
+def _recorded_params():
+    for c, i in enumerate(ALL_IDS[len(MR_CASES) :]):
+        chosen = any(cc == c for cc, _ in DEFAULT_RECORDED) or RECORDED_CASES[c].get("tensor_cores", {}).get("used")
+        marks = (
+            []
+            if chosen or ALL_SEQUENCES
+            else [pytest.mark.skip(reason="set RUNTIME_MULTIREDUCE=1 to verify every recorded multi-reduce case")]
+        )
+        yield pytest.param(c, id=i, marks=marks)
+
+
+@pytest.mark.parametrize("c", list(_recorded_params()))
 def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_accepted_opts(device, c):
-    """Every case after its tensor cores (rendered as plain multiply-adds) and its heuristics; by default the
-    accepted steps of the sequences of DEFAULT_RECORDED, with RUNTIME_MULTIREDUCE=1 of every sequence."""
+    """A case after its tensor cores (rendered as plain multiply-adds), its heuristics and the accepted steps of the
+    sequences of DEFAULT_RECORDED: by default the cases those sequences or tensor cores pick, with
+    RUNTIME_MULTIREDUCE=1 every case after every sequence."""
     import runtime as R
 
     case = RECORDED_CASES[c]
@@ -417,6 +432,7 @@ def test_default_device_run_covers_each_targets_accepted_optops_in_the_recorded_
     chosen = [(RECORDED_CASES[c], RECORDED_CASES[c]["sequences"][s]) for c, s in DEFAULT_RECORDED]
     covered = {(case["target"], s["opt"][0]) for case, seq in chosen for s in seq if s["ok"]}
     assert covered == accepted and {t for t, _ in covered} == set(TARGETS)
+    assert {case["name"] for case, _ in chosen} == {c["name"] for c in RECORDED_CASES}  # every AST
     assert sum(s["ok"] for _, seq in chosen for s in seq) > 0
 
 
