@@ -1453,7 +1453,7 @@ def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Any) -> list[np
 def _written(ast: tuple[LazyOp, ...], b: BufferInfo) -> np.ndarray | None:
     """Which elements of output b the STOREs of the (concrete) AST write, as a flat mask; None: all of them."""
     sts = [root.arg.st for root in ast if root.arg.idx == b.idx]
-    if _is_image(b.dtype) or any(st.contiguous and st.size == b.size for st in sts):
+    if any(st.contiguous and st.size == b.size for st in sts):
         return None
     mask = np.zeros(b.size, np.bool_)
     for st in sts:

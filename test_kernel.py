@@ -1,5 +1,6 @@
 """The spec of kernel.py's Kernel: construction, every OptOp, every check that rejects one, tensor cores, the
-hand-coded heuristics, colours and the demo.
+hand-coded heuristics, their tuned thresholds at the boundary, and colours. An opt is written with the OptOps' own
+names: Opt(UPCAST, 0, 4) is UPCAST:0:4 (the command lines are test_cli.py's).
 
 Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
 is written as `full_shape` with one colour per axis; the colours are kernel.py's COLOR_LEGEND.
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -131,7 +130,7 @@ def cast_matmul_ast(n: int = 64) -> tuple[LazyOp, ...]:
 # ============================================================================================================
 
 
-def K(ast, target: str = "opencl", *opts: Opt) -> Kernel:
+def new_kernel(ast, target: str = "opencl", *opts: Opt) -> Kernel:
     """A kernel built for a target, with opts applied in order."""
     k = Kernel(*ast, opts=TARGETS[target])
     for o in opts:
@@ -167,7 +166,8 @@ def hand_coded(ast, target: str = "opencl", opts=None) -> Kernel:
     return k
 
 
-U, UM, UN, L, G, GT, NL, P, TC = (
+# the OptOps by their own names, so an opt reads as it prints: Opt(UPCAST, 0, 4) is UPCAST:0:4
+UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO, TC = (
     OptOps.UPCAST,
     OptOps.UPCASTMID,
     OptOps.UNROLL,
@@ -222,133 +222,152 @@ class TestTargets:
 
 class TestConstruction:
     def test_buffers_are_outputs_then_inputs(self):
-        k = K(matmul_ast(8, 8, 8))
+        k = new_kernel(matmul_ast(8, 8, 8))
         assert [b.idx for b in k.bufs] == [0, 1, 2]
         assert len(k.sts) == 3 and k.reduceop.op is ReduceOps.SUM
 
     def test_reduce_axes_move_to_the_end(self):
         """sum over the middle axis of (16, 32, 8): the reduce axis 32 goes last."""
-        k = K(sum_ast((16, 32, 8), (1,)))
+        k = new_kernel(sum_ast((16, 32, 8), (1,)))
         assert k.full_shape == (16, 8, 32)
         assert k.output_shape == (16, 8, 1)
         assert k.first_reduce == 2
         assert k.colors() == ["blue", "blue", "red"]
 
     def test_simplify_ones_drops_size_one_axes(self):
-        assert K(sum_ast((16, 1, 32), (2,))).full_shape == (16, 32)
-        assert K(ew_ast((1, 64, 1))).full_shape == (64,)
+        assert new_kernel(sum_ast((16, 1, 32), (2,))).full_shape == (16, 32)
+        assert new_kernel(ew_ast((1, 64, 1))).full_shape == (64,)
 
     def test_simplify_merge_adjacent_merges_contiguous_axes(self):
-        assert K(ew_ast((4, 8, 16))).full_shape == (512,)
-        assert K(sum_ast((8, 16))).full_shape == (128,)  # a full reduce merges too
+        assert new_kernel(ew_ast((4, 8, 16))).full_shape == (512,)
+        assert new_kernel(sum_ast((8, 16))).full_shape == (128,)  # a full reduce merges too
 
     def test_merge_never_crosses_the_first_reduce_axis(self):
         """(64, 32) is contiguous, but axis 0 is an output and axis 1 is reduced."""
-        assert K(sum_ast((64, 32), (1,))).full_shape == (64, 32)
+        assert new_kernel(sum_ast((64, 32), (1,))).full_shape == (64, 32)
 
     def test_merge_needs_every_buffer_to_agree(self):
         """b is transposed: no two axes walk memory together in both buffers."""
-        assert K(transposed_add_ast()).full_shape == (6, 6, 6, 6)
+        assert new_kernel(transposed_add_ast()).full_shape == (6, 6, 6, 6)
 
     def test_broadcast_axes_merge_with_broadcast_axes(self):
         """b = x[j] expanded over i: stride 0 on axis 0 never merges with stride 1 on axis 1."""
-        assert K(broadcast_ast(16, 16)).full_shape == (16, 16)
+        assert new_kernel(broadcast_ast(16, 16)).full_shape == (16, 16)
 
     def test_image_output_axes_do_not_merge(self):
         """An image output keeps its (height, width, 4) axes apart; a float output of the same shape merges."""
-        assert K(image_out_ast(4, 8)).full_shape == (4, 8, 4)
-        assert K(ew_ast((4, 8, 4))).full_shape == (128,)
+        assert new_kernel(image_out_ast(4, 8)).full_shape == (4, 8, 4)
+        assert new_kernel(ew_ast((4, 8, 4))).full_shape == (128,)
 
-    def test_bookkeeping_counters(self):
-        k = K(matvec_ast(1024, 768), "opencl", Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4))
+    # matvec 1024x768 after GROUP:0:8, LOCAL:0:4, UPCAST:0:4 is (64 4 8 96 4), blue cyan green red yellow: each
+    # counter below counts one colour, and the shapes follow from where the colours sit
+    def _matvec_grouped(self) -> Kernel:
+        k = new_kernel(matvec_ast(1024, 768), "opencl", Opt(GROUP, 0, 8), Opt(LOCAL, 0, 4), Opt(UPCAST, 0, 4))
         assert shape_colors(k) == ((64, 4, 8, 96, 4), ["blue", "cyan", "green", "red", "yellow"])
-        assert (k.global_dims, k.local_dims, k.first_reduce, k.group_for_reduces, k.upcasted) == (1, 1, 2, 1, 1)
+        return k
+
+    def test_global_and_local_dims_count_the_blue_and_cyan_axes(self):
+        k = self._matvec_grouped()
+        assert (k.global_dims, k.local_dims) == (1, 1)
+
+    def test_first_reduce_is_the_first_green_or_red_axis(self):
+        assert self._matvec_grouped().first_reduce == 2
+
+    def test_group_for_reduces_and_upcasted_count_the_green_and_yellow_axes(self):
+        k = self._matvec_grouped()
+        assert (k.group_for_reduces, k.upcasted) == (1, 1)
+
+    def test_shape_len_and_the_shape_without_upcasts(self):
+        k = self._matvec_grouped()
         assert k.shape_len == 5 and k.full_unupcasted_shape == (64, 4, 8, 96)
-        assert k.output_shape == (64, 4, 1, 1, 4)
+
+    def test_output_shape_has_1_on_the_reduce_axes(self):
+        """The output's own view: the green and red axes are reduced away, every other axis is as in full_shape."""
+        assert self._matvec_grouped().output_shape == (64, 4, 1, 1, 4)
 
     def test_applied_opts_records_accepted_opts_in_order(self):
-        k = K(matmul_ast(64, 64, 64))
-        k.apply_opt(Opt(U, 0, 4))
+        k = new_kernel(matmul_ast(64, 64, 64))
+        k.apply_opt(Opt(UPCAST, 0, 4))
         with pytest.raises(KernelOptError):
-            k.apply_opt(Opt(U, 9, 4))
-        k.apply_opt(Opt(L, 1, 8))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 1, 8)]
+            k.apply_opt(Opt(UPCAST, 9, 4))
+        k.apply_opt(Opt(LOCAL, 1, 8))
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 1, 8)]
 
     def test_copy_is_independent(self):
-        k = K(matmul_ast(64, 64, 64))
+        k = new_kernel(matmul_ast(64, 64, 64))
         before = state(k)
         c = k.copy()
-        c.apply_opt(Opt(U, 0, 4))
-        c.apply_opt(Opt(L, 1, 8))
+        c.apply_opt(Opt(UPCAST, 0, 4))
+        c.apply_opt(Opt(LOCAL, 1, 8))
         assert state(k) == before
-        assert c.applied_opts == [Opt(U, 0, 4), Opt(L, 1, 8)] and k.applied_opts == []
+        assert c.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 1, 8)] and k.applied_opts == []
         assert c.ast is k.ast
 
     def test_copy_of_tensor_core_kernel_keeps_its_own_tc_options(self):
-        k = K(matmul_ast(64, 64, 64), "metal", Opt(TC, 0, 0))
+        k = new_kernel(matmul_ast(64, 64, 64), "metal", Opt(TC, 0, 0))
         c = k.copy()
-        c.apply_opt(Opt(U, 0, 2))
+        c.apply_opt(Opt(UPCAST, 0, 2))
         assert c.tensor_core_opts is not k.tensor_core_opts
         assert k.tensor_core_opts.axes == (1, 0, 2)
 
     def test_shift_to_splits_an_axis_and_moves_the_piece(self):
-        k = K(elementwise_ast(4096))
+        k = new_kernel(elementwise_ast(4096))
         k.shift_to(0, 4)
         assert k.full_shape == (1024, 4)
         assert k.sts[1].real_strides() == (4, 1)
 
     def test_shift_to_top_takes_the_outer_piece(self):
-        k = K(elementwise_ast(4096))
+        k = new_kernel(elementwise_ast(4096))
         k.shift_to(0, 4, top=True)
         assert k.full_shape == (1024, 4)
         assert k.sts[1].real_strides() == (1, 1024)  # the moved piece is the slow-moving one
 
     def test_shift_to_insert_before(self):
-        k = K(matmul_ast(64, 64, 64))
+        k = new_kernel(matmul_ast(64, 64, 64))
         k.shift_to(1, 8, insert_before=0)
         assert k.full_shape == (8, 64, 8, 64)
 
     def test_upcast_marks_the_last_axis(self):
-        k = K(elementwise_ast(4096))
+        k = new_kernel(elementwise_ast(4096))
         k.shift_to(0, 4)
         k.upcast()
         assert k.upcasted == 1 and k.colors() == ["blue", "yellow"]
 
     def test_reshape_and_permute_applies_to_every_buffer(self):
-        k = K(elementwise_ast(4096))
+        k = new_kernel(elementwise_ast(4096))
         k.reshape_and_permute(lambda s: (64, 64), (1, 0))
         assert [st.shape for st in k.sts] == [(64, 64)] * 3
         assert k.sts[0].real_strides() == (1, 64)
 
     def test_opt_real_axis_counts_unroll_from_the_first_reduce(self):
-        k = K(sum_ast((64, 16), (1,)))
-        assert Opt(UN, 0, 4).real_axis(k) == 1
-        assert Opt(U, 0, 4).real_axis(k) == 0
-        assert Opt(NL).real_axis(k) == -1
+        k = new_kernel(sum_ast((64, 16), (1,)))
+        assert Opt(UNROLL, 0, 4).real_axis(k) == 1
+        assert Opt(UPCAST, 0, 4).real_axis(k) == 0
+        assert Opt(NOLOCALS).real_axis(k) == -1
 
     def test_opt_real_axis_counts_group_from_the_first_ungrouped_reduce(self):
-        k = K(sum_ast((4096,)), "opencl", Opt(G, 0, 16))
+        k = new_kernel(sum_ast((4096,)), "opencl", Opt(GROUP, 0, 16))
         assert k.group_for_reduces == 1
-        assert Opt(GT, 0, 4).real_axis(k) == 1  # axis 0 is the green group axis now
-        assert Opt(UN, 0, 4).real_axis(k) == 0  # UNROLL still counts from the first reduce, green included
+        assert Opt(GROUPTOP, 0, 4).real_axis(k) == 1  # axis 0 is the green group axis now
+        assert Opt(UNROLL, 0, 4).real_axis(k) == 0  # UNROLL still counts from the first reduce, green included
 
     def test_unroll_and_group_axes_after_a_group(self):
-        k = K(sum_ast((4096,)), "opencl", Opt(G, 0, 16))
-        k.apply_opt(Opt(UN, 0, 4))  # unrolls part of the green axis
+        k = new_kernel(sum_ast((4096,)), "opencl", Opt(GROUP, 0, 16))
+        k.apply_opt(Opt(UNROLL, 0, 4))  # unrolls part of the green axis
         assert shape_colors(k) == ((4, 256, 4), ["green", "red", "magenta"])
-        k.apply_opt(Opt(GT, 0, 4))  # groups the red axis, the first one not grouped
+        k.apply_opt(Opt(GROUPTOP, 0, 4))  # groups the red axis, the first one not grouped
         assert shape_colors(k) == ((4, 4, 64, 4), ["green", "green", "red", "magenta"])
 
     def test_amount_zero_means_the_whole_axis(self):
-        k = K(sum_ast((64, 16), (1,)), "opencl", Opt(UN, 0, 0))
+        k = new_kernel(sum_ast((64, 16), (1,)), "opencl", Opt(UNROLL, 0, 0))
         assert shape_colors(k) == ((64, 16), ["blue", "magenta"])
-        k = K(elementwise_ast(8), "opencl", Opt(U, 0, 0))
+        k = new_kernel(elementwise_ast(8), "opencl", Opt(UPCAST, 0, 0))
         assert shape_colors(k) == ((8,), ["yellow"])
 
     def test_opt_parse_and_str(self):
-        assert Opt.parse("UPCAST:0:4") == Opt(U, 0, 4)
-        assert Opt.parse("nolocals") == Opt(NL)
-        assert str(Opt(L, 1, 16)) == "LOCAL:1:16"
+        assert Opt.parse("UPCAST:0:4") == Opt(UPCAST, 0, 4)
+        assert Opt.parse("nolocals") == Opt(NOLOCALS)
+        assert str(Opt(LOCAL, 1, 16)) == "LOCAL:1:16"
         with pytest.raises(ValueError, match="UPCAST"):
             Opt.parse("FOO:1:2")
 
@@ -442,79 +461,79 @@ class TestMalformedAST:
 
 class TestOptOps:
     def test_upcast_splits_an_output_axis_into_registers(self):
-        k = K(elementwise_ast(4096))
+        k = new_kernel(elementwise_ast(4096))
         assert shape_colors(k) == ((4096,), ["blue"])
-        k.apply_opt(Opt(U, 0, 4))
+        k.apply_opt(Opt(UPCAST, 0, 4))
         assert shape_colors(k) == ((1024, 4), ["blue", "yellow"])
         assert k.upcasted == 1
 
     def test_upcast_of_matmul_output_axis(self):
-        k = K(matmul_ast(64, 64, 64), "opencl", Opt(U, 0, 4))
+        k = new_kernel(matmul_ast(64, 64, 64), "opencl", Opt(UPCAST, 0, 4))
         assert shape_colors(k) == ((16, 64, 64, 4), ["blue", "blue", "red", "yellow"])
 
     def test_unroll_splits_a_reduce_axis_into_registers(self):
-        k = K(sum_ast((64, 16), (1,)))
+        k = new_kernel(sum_ast((64, 16), (1,)))
         assert shape_colors(k) == ((64, 16), ["blue", "red"])
-        k.apply_opt(Opt(UN, 0, 4))
+        k.apply_opt(Opt(UNROLL, 0, 4))
         assert shape_colors(k) == ((64, 4, 4), ["blue", "red", "magenta"])
 
     def test_local_makes_threads_of_a_work_group(self):
-        k = K(elementwise_ast(4096))
-        k.apply_opt(Opt(L, 0, 32))
+        k = new_kernel(elementwise_ast(4096))
+        k.apply_opt(Opt(LOCAL, 0, 32))
         assert shape_colors(k) == ((128, 32), ["blue", "cyan"])
         assert (k.global_dims, k.local_dims) == (1, 1)
 
     def test_group_shares_a_reduce_across_threads(self):
         """GROUP takes the inner piece of the reduce: thread t sums elements t, t+16, t+32, ..."""
-        k = K(sum_ast((4096,)))
+        k = new_kernel(sum_ast((4096,)))
         assert shape_colors(k) == ((4096,), ["red"])
-        k.apply_opt(Opt(G, 0, 16))
+        k.apply_opt(Opt(GROUP, 0, 16))
         assert shape_colors(k) == ((16, 256), ["green", "red"])
         assert k.sts[1].real_strides() == (1, 16)
 
     def test_grouptop_takes_the_outer_piece_of_the_reduce(self):
         """GROUPTOP: thread t sums the contiguous run t*256 .. t*256+255."""
-        k = K(sum_ast((4096,)), "opencl", Opt(GT, 0, 16))
+        k = new_kernel(sum_ast((4096,)), "opencl", Opt(GROUPTOP, 0, 16))
         assert shape_colors(k) == ((16, 256), ["green", "red"])
         assert k.sts[1].real_strides() == (256, 1)
 
     def test_group_after_locals(self):
-        k = K(sum_ast((512, 256), (1,)), "opencl", Opt(L, 0, 4))
-        k.apply_opt(Opt(GT, 0, 16))
+        k = new_kernel(sum_ast((512, 256), (1,)), "opencl", Opt(LOCAL, 0, 4))
+        k.apply_opt(Opt(GROUPTOP, 0, 16))
         assert shape_colors(k) == ((128, 4, 16, 16), ["blue", "cyan", "green", "red"])
 
     def test_upcastmid_upcasts_an_image_output_in_the_middle_of_a_grouped_reduce(self):
-        k = K(image_matvec_ast(256, 64), "opencl", Opt(G, 0, 16))
+        k = new_kernel(image_matvec_ast(256, 64), "opencl", Opt(GROUP, 0, 16))
         assert shape_colors(k) == ((256, 16, 4), ["blue", "green", "red"])
-        k.apply_opt(Opt(UM, 0, 4))
+        k.apply_opt(Opt(UPCASTMID, 0, 4))
         assert shape_colors(k) == ((64, 16, 4, 4), ["blue", "green", "white", "red"])
         assert k.group_for_reduces == 2
 
     def test_nolocals_turns_globals_bright_blue(self):
-        k = K(elementwise_ast(4096))
-        k.apply_opt(Opt(NL))
+        k = new_kernel(elementwise_ast(4096))
+        k.apply_opt(Opt(NOLOCALS))
         assert shape_colors(k) == ((4096,), ["BLUE"])
         assert k.dont_use_locals
 
     def test_padto_pads_an_output_axis_to_a_multiple(self):
-        k = K(matmul_ast(17, 17, 17))
+        k = new_kernel(matmul_ast(17, 17, 17))
         assert shape_colors(k) == ((17, 17, 17), ["blue", "blue", "red"])
-        k.apply_opt(Opt(P, 0, 32))
+        k.apply_opt(Opt(PADTO, 0, 32))
         assert shape_colors(k) == ((32, 17, 17), ["blue", "blue", "red"])
         assert k.sts[1].axis_is_masked(0)  # rows 17..31 read as 0
         assert k.sts[1].views[-1].mask == ((0, 17), (0, 17), (0, 17))
 
     def test_padto_pads_a_sum_reduce_axis(self):
-        k = K(matmul_ast(17, 17, 17), "opencl", Opt(P, 2, 32))
+        k = new_kernel(matmul_ast(17, 17, 17), "opencl", Opt(PADTO, 2, 32))
         assert shape_colors(k) == ((17, 17, 32), ["blue", "blue", "red"])
 
     def test_padto_then_upcast_the_padded_axis(self):
-        k = K(matmul_ast(17, 17, 17), "opencl", Opt(P, 0, 32), Opt(U, 0, 8))
+        k = new_kernel(matmul_ast(17, 17, 17), "opencl", Opt(PADTO, 0, 32), Opt(UPCAST, 0, 8))
         assert shape_colors(k) == ((4, 17, 17, 8), ["blue", "blue", "red", "yellow"])
 
     def test_tc_shapes_a_matmul_for_the_tensor_core(self):
         """Metal's 8x8x8 core: K unrolled by 8 (magenta), a SIMD group of 32 threads (cyan), N upcast by 2."""
-        k = K(matmul_ast(64, 64, 64), "metal")
+        k = new_kernel(matmul_ast(64, 64, 64), "metal")
         assert shape_colors(k) == ((64, 64, 64), ["blue", "blue", "red"])
         k.apply_opt(Opt(TC, 0, 0))
         assert shape_colors(k) == (
@@ -529,70 +548,98 @@ class TestOptOps:
 # one test per check that rejects an opt
 # ============================================================================================================
 
-mm = matmul_ast(64, 64, 64)
+matmul_64 = matmul_ast(64, 64, 64)  # the kernel most rejections below start from
 REJECTIONS = [
     # (kernel, target, opts that apply, the rejected opt, a fragment of the reason)
-    ("not_using_locals", elementwise_ast(4096), "opencl", [Opt(NL)], Opt(L, 0, 4), "not using locals"),
-    ("not_using_locals_group", sum_ast((4096,)), "opencl", [Opt(NL)], Opt(G, 0, 4), "not using locals"),
-    ("invalid_axis", mm, "opencl", [], Opt(U, 9, 4), "invalid axis"),
-    ("invalid_unroll_axis", mm, "opencl", [], Opt(UN, 1, 4), "invalid axis"),
-    ("amt_1", mm, "opencl", [], Opt(U, 0, 1), "shift/padto of amt 1"),
-    ("padto_amt_1", mm, "opencl", [], Opt(P, 0, 1), "shift/padto of amt 1"),
-    ("no_longer_valid_shift", mm, "opencl", [], Opt(U, 0, 3), "no longer valid shift"),
-    ("shared_memory", sum_ast((1 << 20,)), "opencl", [], Opt(G, 0, 16384), "exceeds maximum shared memory size"),
+    ("not_using_locals", elementwise_ast(4096), "opencl", [Opt(NOLOCALS)], Opt(LOCAL, 0, 4), "not using locals"),
+    ("not_using_locals_group", sum_ast((4096,)), "opencl", [Opt(NOLOCALS)], Opt(GROUP, 0, 4), "not using locals"),
+    ("invalid_axis", matmul_64, "opencl", [], Opt(UPCAST, 9, 4), "invalid axis"),
+    ("invalid_unroll_axis", matmul_64, "opencl", [], Opt(UNROLL, 1, 4), "invalid axis"),
+    ("amt_1", matmul_64, "opencl", [], Opt(UPCAST, 0, 1), "shift/padto of amt 1"),
+    ("padto_amt_1", matmul_64, "opencl", [], Opt(PADTO, 0, 1), "shift/padto of amt 1"),
+    ("no_longer_valid_shift", matmul_64, "opencl", [], Opt(UPCAST, 0, 3), "no longer valid shift"),
+    ("shared_memory", sum_ast((1 << 20,)), "opencl", [], Opt(GROUP, 0, 16384), "exceeds maximum shared memory size"),
     (
         "shared_memory_with_locals_and_upcasts",
         matvec_ast(1024, 1024),
         "opencl",
-        [Opt(L, 0, 32), Opt(U, 0, 8), Opt(G, 0, 32)],
-        Opt(G, 0, 8),
+        [Opt(LOCAL, 0, 32), Opt(UPCAST, 0, 8), Opt(GROUP, 0, 32)],
+        Opt(GROUP, 0, 8),
         "exceeds maximum shared memory size",
     ),
-    ("local_is_for_globals", sum_ast((64, 16), (1,)), "opencl", [], Opt(L, 1, 4), "local is for globals"),
-    ("local_on_clang", elementwise_ast(4096), "clang", [], Opt(L, 0, 4), "does not support local"),
-    ("group_on_clang", sum_ast((4096,)), "clang", [], Opt(G, 0, 4), "does not support local or shared mem"),
+    ("local_is_for_globals", sum_ast((64, 16), (1,)), "opencl", [], Opt(LOCAL, 1, 4), "local is for globals"),
+    ("local_on_clang", elementwise_ast(4096), "clang", [], Opt(LOCAL, 0, 4), "does not support local"),
+    ("group_on_clang", sum_ast((4096,)), "clang", [], Opt(GROUP, 0, 4), "does not support local or shared mem"),
     (
         "group_an_unrolled_axis",
         sum_ast((64, 16), (1,)),
         "opencl",
-        [Opt(UN, 0, 0)],
-        Opt(G, 0, 4),
+        [Opt(UNROLL, 0, 0)],
+        Opt(GROUP, 0, 4),
         "must be reduce axis to group",
     ),
-    ("group_with_tensor_cores", mm, "metal", [Opt(TC, 0, 0)], Opt(G, 0, 2), "can't group with tensor cores"),
-    ("unroll_upcasted", mm, "opencl", [Opt(U, 0, 4)], Opt(UN, 1, 4), "can't upcasted already upcasted"),
-    ("unroll_more_than_32", sum_ast((64, 128), (1,)), "opencl", [], Opt(UN, 0, 64), "don't unroll more than 32"),
-    ("upcast_a_reduce_axis", mm, "opencl", [], Opt(U, 2, 4), "upcast is for non-reduce"),
-    ("upcast_tc_locals", mm, "metal", [Opt(TC, 0, 0)], Opt(U, 2, 2), "can't upcast TC locals"),
-    ("upcast_more_than_8", mm, "opencl", [], Opt(U, 0, 16), "don't upcast more than 8"),
-    ("upcastmid_not_image", mm, "opencl", [], Opt(UM, 0, 4), "invalid upcast mid reduce"),
-    ("upcastmid_not_grouped", image_matvec_ast(256, 64), "opencl", [], Opt(UM, 0, 4), "invalid upcast mid reduce"),
-    ("upcastmid_wrong_axis", image_matvec_ast(256, 64), "opencl", [Opt(G, 0, 16)], Opt(UM, 1, 4), "wrong axis"),
+    ("group_with_tensor_cores", matmul_64, "metal", [Opt(TC, 0, 0)], Opt(GROUP, 0, 2), "can't group with tensor cores"),
+    ("unroll_upcasted", matmul_64, "opencl", [Opt(UPCAST, 0, 4)], Opt(UNROLL, 1, 4), "can't upcasted already upcasted"),
+    ("unroll_more_than_32", sum_ast((64, 128), (1,)), "opencl", [], Opt(UNROLL, 0, 64), "don't unroll more than 32"),
+    ("upcast_a_reduce_axis", matmul_64, "opencl", [], Opt(UPCAST, 2, 4), "upcast is for non-reduce"),
+    ("upcast_tc_locals", matmul_64, "metal", [Opt(TC, 0, 0)], Opt(UPCAST, 2, 2), "can't upcast TC locals"),
+    ("upcast_more_than_8", matmul_64, "opencl", [], Opt(UPCAST, 0, 16), "don't upcast more than 8"),
+    ("upcastmid_not_image", matmul_64, "opencl", [], Opt(UPCASTMID, 0, 4), "invalid upcast mid reduce"),
+    (
+        "upcastmid_not_grouped",
+        image_matvec_ast(256, 64),
+        "opencl",
+        [],
+        Opt(UPCASTMID, 0, 4),
+        "invalid upcast mid reduce",
+    ),
+    (
+        "upcastmid_wrong_axis",
+        image_matvec_ast(256, 64),
+        "opencl",
+        [Opt(GROUP, 0, 16)],
+        Opt(UPCASTMID, 1, 4),
+        "wrong axis",
+    ),
     (
         "upcastmid_not_4",
         image_matvec_ast(256, 64),
         "opencl",
-        [Opt(G, 0, 16)],
-        Opt(UM, 0, 2),
+        [Opt(GROUP, 0, 16)],
+        Opt(UPCASTMID, 0, 2),
         "don't upcast mid anything but 4",
     ),
-    ("nolocals_on_clang", elementwise_ast(4096), "clang", [], Opt(NL), "NOLOCALS is meaningless"),
-    ("nolocals_twice", elementwise_ast(4096), "opencl", [Opt(NL)], Opt(NL), "NOLOCALS is meaningless"),
-    ("nolocals_with_locals", elementwise_ast(4096), "opencl", [Opt(L, 0, 4)], Opt(NL), "can't have no locals"),
-    ("nolocals_with_group", sum_ast((4096,)), "opencl", [Opt(G, 0, 4)], Opt(NL), "can't have no locals"),
-    ("pad_upcasted", matmul_ast(16, 17, 17), "opencl", [Opt(U, 0, 4)], Opt(P, 3, 8), "cannot pad upcasted"),
-    ("pad_under_recip", unary_sum_ast(UnaryOps.RECIP), "opencl", [], Opt(P, 1, 32), "cannot pad"),
-    ("pad_under_exp2", unary_sum_ast(UnaryOps.EXP2), "opencl", [], Opt(P, 1, 32), "cannot pad"),
-    ("pad_under_log2", unary_sum_ast(UnaryOps.LOG2), "opencl", [], Opt(P, 1, 32), "cannot pad"),
-    ("pad_under_idiv", unary_sum_ast(BinaryOps.IDIV, dtype=dtypes.int32), "opencl", [], Opt(P, 1, 32), "cannot pad"),
-    ("pad_max_reduce", max_ast(), "opencl", [], Opt(P, 1, 32), "cannot pad"),
-    ("pad_more_than_quadruple", matmul_ast(15, 15, 15), "opencl", [], Opt(P, 0, 64), "more than quadruple"),
-    ("pad_nothing", matmul_ast(32, 32, 32), "opencl", [], Opt(P, 0, 16), "nothing was padded"),
-    ("tc_not_first", mm, "metal", [Opt(U, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
+    ("nolocals_on_clang", elementwise_ast(4096), "clang", [], Opt(NOLOCALS), "NOLOCALS is meaningless"),
+    ("nolocals_twice", elementwise_ast(4096), "opencl", [Opt(NOLOCALS)], Opt(NOLOCALS), "NOLOCALS is meaningless"),
+    (
+        "nolocals_with_locals",
+        elementwise_ast(4096),
+        "opencl",
+        [Opt(LOCAL, 0, 4)],
+        Opt(NOLOCALS),
+        "can't have no locals",
+    ),
+    ("nolocals_with_group", sum_ast((4096,)), "opencl", [Opt(GROUP, 0, 4)], Opt(NOLOCALS), "can't have no locals"),
+    ("pad_upcasted", matmul_ast(16, 17, 17), "opencl", [Opt(UPCAST, 0, 4)], Opt(PADTO, 3, 8), "cannot pad upcasted"),
+    ("pad_under_recip", unary_sum_ast(UnaryOps.RECIP), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
+    ("pad_under_exp2", unary_sum_ast(UnaryOps.EXP2), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
+    ("pad_under_log2", unary_sum_ast(UnaryOps.LOG2), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
+    (
+        "pad_under_idiv",
+        unary_sum_ast(BinaryOps.IDIV, dtype=dtypes.int32),
+        "opencl",
+        [],
+        Opt(PADTO, 1, 32),
+        "cannot pad",
+    ),
+    ("pad_max_reduce", max_ast(), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
+    ("pad_more_than_quadruple", matmul_ast(15, 15, 15), "opencl", [], Opt(PADTO, 0, 64), "more than quadruple"),
+    ("pad_nothing", matmul_ast(32, 32, 32), "opencl", [], Opt(PADTO, 0, 16), "nothing was padded"),
+    ("tc_not_first", matmul_64, "metal", [Opt(UPCAST, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
     ("tc_on_a_sum", sum_ast((64, 64), (1,)), "metal", [], Opt(TC, 0, 0), "no tensor core available"),
-    ("tc_float_on_cuda", mm, "cuda", [], Opt(TC, 0, 0), "no tensor core available"),
-    ("tc_without_tensor_cores", mm, "opencl", [], Opt(TC, 0, 0), "must have tensor cores"),
-    ("tc_choice_out_of_range", mm, "metal", [], Opt(TC, 5, 0), "no tensor core available"),
+    ("tc_float_on_cuda", matmul_64, "cuda", [], Opt(TC, 0, 0), "no tensor core available"),
+    ("tc_without_tensor_cores", matmul_64, "opencl", [], Opt(TC, 0, 0), "must have tensor cores"),
+    ("tc_choice_out_of_range", matmul_64, "metal", [], Opt(TC, 5, 0), "no tensor core available"),
 ]
 
 
@@ -600,7 +647,7 @@ REJECTIONS = [
     "ast, target, before, opt, reason", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS]
 )
 def test_rejected_opt_says_why(ast, target, before, opt, reason):
-    k = K(ast, target, *before)
+    k = new_kernel(ast, target, *before)
     with pytest.raises(KernelOptError) as excinfo:
         k.apply_opt(opt)
     assert reason in str(excinfo.value)
@@ -611,14 +658,14 @@ def test_rejected_opt_says_why(ast, target, before, opt, reason):
 )
 def test_rejected_opt_changes_nothing(ast, target, before, opt, reason):
     """tinygrad may leave a kernel half-changed by a failed opt; kernel.py puts everything back."""
-    k = K(ast, target, *before)
+    k = new_kernel(ast, target, *before)
     expected = state(k)
     with pytest.raises(KernelOptError):
         k.apply_opt(opt)
     assert state(k) == expected
     # and the kernel still works: the next opt applies as it would have
-    fresh = K(ast, target, *before)
-    for o in (Opt(U, 0, 2), Opt(L, 0, 2), Opt(UN, 0, 2)):
+    fresh = new_kernel(ast, target, *before)
+    for o in (Opt(UPCAST, 0, 2), Opt(LOCAL, 0, 2), Opt(UNROLL, 0, 2)):
         try:
             fresh.apply_opt(o)
         except KernelOptError:
@@ -628,47 +675,64 @@ def test_rejected_opt_changes_nothing(ast, target, before, opt, reason):
     assert state(k) == state(fresh)
 
 
-@pytest.mark.parametrize("op", [U, L, UN, G, GT, P])
+@pytest.mark.parametrize("op", [UPCAST, LOCAL, UNROLL, GROUP, GROUPTOP, PADTO])
 def test_opt_without_an_amount_is_rejected(op):
     """Every split needs an amount: a missing one is a KernelOptError, not a crash inside reshape or pad."""
-    k = K(matmul_ast(16, 16, 16) if op is not P else matmul_ast(17, 17, 17))
+    k = new_kernel(matmul_ast(16, 16, 16) if op is not PADTO else matmul_ast(17, 17, 17))
     expected = state(k)
     with pytest.raises(KernelOptError, match="amount|amt"):
         k.apply_opt(Opt(op, 0))
     assert state(k) == expected
 
 
-def test_malformed_opts_are_rejected():
-    k = K(elementwise_ast(16))
-    with pytest.raises(KernelOptError, match="not an Opt"):
+# malformed opts: a KernelOptError that names what is wrong, and the kernel unchanged
+def test_an_opt_must_be_an_opt_not_its_text():
+    k = new_kernel(elementwise_ast(16))
+    with pytest.raises(KernelOptError, match="not an Opt: 'UPCAST:0:4'"):
         k.apply_opt("UPCAST:0:4")
-    with pytest.raises(KernelOptError, match="axis"):
-        k.apply_opt(Opt(U, -1, 4))
-    with pytest.raises(KernelOptError, match="amount"):
-        k.apply_opt(Opt(U, 0, -4))
-    with pytest.raises(KernelOptError, match="TC needs an int axis >= 0, got None"):
-        K(matmul_ast(64, 64, 64), "metal").apply_opt(Opt(TC))
     assert k.applied_opts == [] and k.full_shape == (16,)
+
+
+def test_a_negative_axis_is_rejected():
+    k = new_kernel(elementwise_ast(16))
+    with pytest.raises(KernelOptError, match="UPCAST needs an int axis >= 0, got -1"):
+        k.apply_opt(Opt(UPCAST, -1, 4))
+    assert k.applied_opts == [] and k.full_shape == (16,)
+
+
+def test_a_negative_amount_is_rejected():
+    k = new_kernel(elementwise_ast(16))
+    with pytest.raises(KernelOptError, match="UPCAST needs an int amount >= 0, got -4"):
+        k.apply_opt(Opt(UPCAST, 0, -4))
+    assert k.applied_opts == [] and k.full_shape == (16,)
+
+
+def test_tc_needs_an_axis():
+    """TC's axis picks which pair of axes the tensor core takes; TC without one is malformed, not TC:0."""
+    k = new_kernel(matmul_ast(64, 64, 64), "metal")
+    with pytest.raises(KernelOptError, match="TC needs an int axis >= 0, got None"):
+        k.apply_opt(Opt(TC))
+    assert k.applied_opts == [] and k.tensor_core is None
 
 
 def test_safe_ops_can_be_padded_under_a_sum():
     """SQRT(0) == 0: padding its input with zeros doesn't change the sum."""
-    k = K(unary_sum_ast(UnaryOps.SQRT), "opencl", Opt(P, 1, 32))
+    k = new_kernel(unary_sum_ast(UnaryOps.SQRT), "opencl", Opt(PADTO, 1, 32))
     assert k.full_shape == (17, 32)
 
 
 def test_unsafe_ops_only_block_padding_the_reduce_axis():
-    k = K(unary_sum_ast(UnaryOps.RECIP), "opencl", Opt(P, 0, 32))
+    k = new_kernel(unary_sum_ast(UnaryOps.RECIP), "opencl", Opt(PADTO, 0, 32))
     assert k.full_shape == (32, 17)
-    k = K(max_ast(), "opencl", Opt(P, 0, 32))
+    k = new_kernel(max_ast(), "opencl", Opt(PADTO, 0, 32))
     assert k.full_shape == (32, 17)
 
 
 def test_tc_after_a_rejected_opt_is_still_first():
     """A rejected opt is not in applied_opts, so TC may still come first."""
-    k = K(matmul_ast(64, 64, 64), "metal")
+    k = new_kernel(matmul_ast(64, 64, 64), "metal")
     with pytest.raises(KernelOptError):
-        k.apply_opt(Opt(U, 0, 3))
+        k.apply_opt(Opt(UPCAST, 0, 3))
     k.apply_opt(Opt(TC, 0, 0))
     assert k.tensor_core is not None
 
@@ -676,7 +740,7 @@ def test_tc_after_a_rejected_opt_is_still_first():
 def test_rejected_tc_padding_changes_nothing():
     """tc_opt=2 pads N, M and K with PADTO. Here K (2) can't be padded to 8 (more than quadruple), after N and M
     already were: tinygrad would leave N and M padded; kernel.py undoes them."""
-    k = K(matmul_ast(20, 20, 2), "metal")
+    k = new_kernel(matmul_ast(20, 20, 2), "metal")
     expected = state(k)
     with pytest.raises(KernelOptError, match="no tensor core available"):
         k.apply_opt(Opt(TC, 0, 2))
@@ -692,9 +756,9 @@ def test_rejected_tc_padding_changes_nothing():
 class TestTensorCores:
     def test_metal_float_matmul_takes_the_tensor_core_and_the_follow_ups(self):
         """After TC: upcast M and N by 4 (the largest of 5, 4, 3, 2 that divides), then N by 2 as local."""
-        k = K(matmul_ast(256, 256, 256), "metal")
+        k = new_kernel(matmul_ast(256, 256, 256), "metal")
         assert k.apply_tensor_cores(1)
-        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4), Opt(L, 1, 4)]
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 4), Opt(LOCAL, 1, 4)]
         assert shape_colors(k) == (
             (8, 2, 2, 4, 2, 2, 4, 32, 8, 2, 4, 4),
             ["blue", "blue"] + ["cyan"] * 5 + ["red", "magenta", "yellow", "yellow", "yellow"],
@@ -702,21 +766,21 @@ class TestTensorCores:
         assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
 
     def test_metal_follow_up_local_is_2_when_4_doesnt_divide(self):
-        k = K(matmul_ast(64, 64, 64), "metal")
+        k = new_kernel(matmul_ast(64, 64, 64), "metal")
         assert k.apply_tensor_cores(1)
-        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4), Opt(L, 1, 2)]
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 4), Opt(LOCAL, 1, 2)]
         assert k.tensor_core_opts.axes_exist == (False, True)  # N was used up entirely
 
     def test_metal_half_matmul_uses_the_half_core(self):
-        k = K(matmul_ast(64, 64, 64, dtypes.half), "metal")
+        k = new_kernel(matmul_ast(64, 64, 64, dtypes.half), "metal")
         assert k.apply_tensor_cores(1)
         assert str(k.tensor_core) == "WMMA_8_8_8_half_half"
 
     def test_cuda_half_matmul_with_float_accumulate(self):
-        k = K(matmul_ast(64, 64, 64, dtypes.half, dtypes.float), "cuda")
+        k = new_kernel(matmul_ast(64, 64, 64, dtypes.half, dtypes.float), "cuda")
         assert k.apply_tensor_cores(1)
         assert str(k.tensor_core) == "WMMA_8_16_16_half_float"
-        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 0, 4), Opt(L, 0, 2)]
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 4), Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 2)]
         assert shape_colors(k) == (
             (2, 2, 2, 2, 2, 2, 4, 16, 4, 4, 4),
             ["cyan"] * 6 + ["red", "magenta", "yellow", "yellow", "yellow"],
@@ -724,27 +788,27 @@ class TestTensorCores:
 
     def test_cuda_float_matmul_does_not_take_tensor_cores(self):
         """CUDA's cores take half or bfloat16 inputs only."""
-        k = K(matmul_ast(64, 64, 64), "cuda")
+        k = new_kernel(matmul_ast(64, 64, 64), "cuda")
         before = state(k)
         assert not k.apply_tensor_cores(1)
         assert state(k) == before
 
     def test_cuda_half_to_half_matmul_does_not_take_tensor_cores(self):
-        assert not K(matmul_ast(64, 64, 64, dtypes.half), "cuda").apply_tensor_cores(1)
+        assert not new_kernel(matmul_ast(64, 64, 64, dtypes.half), "cuda").apply_tensor_cores(1)
 
     def test_no_tensor_cores_on_opencl(self):
-        assert not K(matmul_ast(64, 64, 64)).apply_tensor_cores(1)
+        assert not new_kernel(matmul_ast(64, 64, 64)).apply_tensor_cores(1)
 
     def test_extra_opts_replace_the_follow_ups(self):
-        k = K(matmul_ast(64, 64, 64), "metal")
-        assert k.apply_tensor_cores(1, extra_opts=[Opt(U, 0, 2)])
-        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 2)]
+        k = new_kernel(matmul_ast(64, 64, 64), "metal")
+        assert k.apply_tensor_cores(1, extra_opts=[Opt(UPCAST, 0, 2)])
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 2)]
 
     def test_tc_opt_0_needs_sizes_that_are_multiples_of_the_core(self):
-        assert not K(matmul_ast(20, 20, 20), "metal").apply_tensor_cores(1, tc_opt=0)
+        assert not new_kernel(matmul_ast(20, 20, 20), "metal").apply_tensor_cores(1, tc_opt=0)
 
     def test_tc_opt_2_pads_odd_sizes(self):
-        k = K(matmul_ast(20, 20, 20), "metal")
+        k = new_kernel(matmul_ast(20, 20, 20), "metal")
         assert k.apply_tensor_cores(1, tc_opt=2)
         assert k.applied_opts[0] == Opt(TC, 0, 2)
         assert k.tensor_core_opts.axis_pads == ((1, 8), (0, 8), (2, 8))
@@ -754,8 +818,8 @@ class TestTensorCores:
         )
 
     def test_tc_opt_1_accepts_inputs_cast_before_the_multiply(self):
-        assert not K(cast_matmul_ast(), "metal").apply_tensor_cores(1, tc_opt=0)
-        k = K(cast_matmul_ast(), "metal")
+        assert not new_kernel(cast_matmul_ast(), "metal").apply_tensor_cores(1, tc_opt=0)
+        k = new_kernel(cast_matmul_ast(), "metal")
         assert k.apply_tensor_cores(1, tc_opt=1)
         assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
 
@@ -765,7 +829,7 @@ class TestTensorCores:
         k = Kernel(*matmul_ast(64, 64, 64), opts=dataclasses.replace(TARGETS["metal"], tc=2))
         assert k.apply_tensor_cores(1)
         assert k.tensor_core is None
-        assert k.applied_opts == [Opt(TC, 0, 0), Opt(U, 0, 4), Opt(U, 1, 4)]
+        assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 4)]
         assert k.full_shape == (2, 2, 2, 4, 2, 2, 8, 8, 2, 4, 4)
 
     def test_tc_0_turns_tensor_cores_off(self):
@@ -785,76 +849,80 @@ class TestTensorCores:
 class TestHeuristics:
     # -- required: image outputs are written a pixel at a time --
     def test_image_output_requires_an_upcast_of_its_pixel_axis(self):
-        k = K(image_out_ast(4, 8))
+        k = new_kernel(image_out_ast(4, 8))
         k.required_optimizations()
-        assert k.applied_opts == [Opt(U, 2, 4)]
+        assert k.applied_opts == [Opt(UPCAST, 2, 4)]
         assert shape_colors(k) == ((4, 8, 4), ["blue", "blue", "yellow"])
 
     def test_float_output_requires_nothing(self):
-        k = K(ew_ast((4, 8, 4)))
+        k = new_kernel(ew_ast((4, 8, 4)))
         k.required_optimizations()
         assert k.applied_opts == []
 
     # -- matvec --
     def test_matvec_groups_the_row_reduce(self):
         k = hand_coded(matvec_ast(1024, 768))
-        assert k.applied_opts == [Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert k.applied_opts == [Opt(GROUP, 0, 8), Opt(LOCAL, 0, 4), Opt(UPCAST, 0, 4)]
         assert shape_colors(k) == ((64, 4, 8, 96, 4), ["blue", "cyan", "green", "red", "yellow"])
 
     def test_matvec_off_with_mv_0(self, monkeypatch):
         monkeypatch.setenv("MV", "0")
-        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GT, 0, 16)]
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GROUPTOP, 0, 16)]
 
     def test_matvec_knobs(self, monkeypatch):
         monkeypatch.setenv("MV_THREADS_PER_ROW", "16")
-        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 16), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [
+            Opt(GROUP, 0, 16),
+            Opt(LOCAL, 0, 4),
+            Opt(UPCAST, 0, 4),
+        ]
         monkeypatch.setenv("MV_THREADS_PER_ROW", "8")
         monkeypatch.setenv("MV_BLOCKSIZE", "2")
         monkeypatch.setenv("MV_ROWS_PER_THREAD", "2")
-        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 8), Opt(L, 0, 2), Opt(U, 0, 2)]
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GROUP, 0, 8), Opt(LOCAL, 0, 2), Opt(UPCAST, 0, 2)]
 
     def test_matvec_knobs_all_1_turn_it_off(self, monkeypatch):
         for knob in ("MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD"):
             monkeypatch.setenv(knob, "1")
-        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GT, 0, 16)]
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GROUPTOP, 0, 16)]
 
     def test_matvec_needs_the_reduce_to_divide_by_the_threads(self):
         """A reduce of 12 doesn't split over 8 threads: the kernel falls through to upcast, unroll and locals."""
         k = hand_coded(matvec_ast(1024, 12))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(UN, 0, 0), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(UNROLL, 0, 0), Opt(LOCAL, 0, 32)]
 
     def test_matmul_is_not_a_matvec(self):
         """Both inputs broadcast along an axis: a matmul, not a matvec."""
-        assert G not in {o.op for o in hand_coded(matmul_ast(512, 512, 512)).applied_opts}
+        assert GROUP not in {o.op for o in hand_coded(matmul_ast(512, 512, 512)).applied_opts}
 
     # -- grouping: few outputs, long reduce --
     def test_full_reduce_groups_256_threads(self):
         k = hand_coded(sum_ast((1 << 20,)))
-        assert k.applied_opts == [Opt(GT, 0, 256)]
+        assert k.applied_opts == [Opt(GROUPTOP, 0, 256)]
         assert shape_colors(k) == ((256, 4096), ["green", "red"])
 
     def test_group_16_when_256_doesnt_divide(self):
         k = hand_coded(sum_ast((4112,)))  # 16 * 257
-        assert k.applied_opts == [Opt(GT, 0, 16)]
+        assert k.applied_opts == [Opt(GROUPTOP, 0, 16)]
 
     def test_group_16_when_more_than_32_outputs(self):
         k = hand_coded(sum_ast((512, 256), (1,)))
-        assert k.applied_opts == [Opt(GT, 0, 16)]
+        assert k.applied_opts == [Opt(GROUPTOP, 0, 16)]
         assert shape_colors(k) == ((512, 16, 16), ["blue", "green", "red"])
-        assert hand_coded(sum_ast((512, 256), (0,))).applied_opts == [Opt(GT, 0, 16)]
+        assert hand_coded(sum_ast((512, 256), (0,))).applied_opts == [Opt(GROUPTOP, 0, 16)]
 
     def test_group_falls_back_to_16_when_256_exceeds_shared_memory(self):
         small = dataclasses.replace(TARGETS["opencl"], shared_max=512)  # 256 floats need 1024 bytes
-        assert hand_coded(sum_ast((1 << 16,)), opts=small).applied_opts == [Opt(GT, 0, 16)]
+        assert hand_coded(sum_ast((1 << 16,)), opts=small).applied_opts == [Opt(GROUPTOP, 0, 16)]
 
     def test_no_group_for_many_outputs(self):
         k = hand_coded(sum_ast((4096, 64), (1,)))
-        assert {o.op for o in k.applied_opts}.isdisjoint({G, GT})
+        assert {o.op for o in k.applied_opts}.isdisjoint({GROUP, GROUPTOP})
 
     def test_small_matmul_groups_its_reduce(self):
         """256 outputs of a 16-long reduce: grouping wins over upcasting, and nothing follows a group."""
         k = hand_coded(matmul_ast(16, 16, 16))
-        assert k.applied_opts == [Opt(GT, 0, 16)]
+        assert k.applied_opts == [Opt(GROUPTOP, 0, 16)]
         assert shape_colors(k) == ((16, 16, 16), ["blue", "blue", "green"])
 
     def test_upcastmid_for_an_image_output_of_a_grouped_reduce(self, monkeypatch):
@@ -862,23 +930,23 @@ class TestHeuristics:
         image output normally comes first and makes this branch unreachable, so it is switched off here."""
         monkeypatch.setattr(Kernel, "required_optimizations", lambda self: None)
         k = hand_coded(image_sum_ast(64, 256))
-        assert k.applied_opts == [Opt(GT, 0, 16), Opt(UM, 0, 4)]
+        assert k.applied_opts == [Opt(GROUPTOP, 0, 16), Opt(UPCASTMID, 0, 4)]
         assert shape_colors(k) == ((16, 16, 4, 16), ["blue", "green", "white", "red"])
 
     # -- images are read and written 4 floats at a time --
     def test_image_matvec_upcasts_the_pixel_then_takes_matvec(self):
         k = hand_coded(image_matvec_ast(256, 64))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(GROUP, 0, 8), Opt(LOCAL, 0, 4), Opt(UPCAST, 0, 4)]
         assert shape_colors(k) == ((4, 4, 8, 8, 4, 4), ["blue", "cyan", "green", "red", "yellow", "yellow"])
 
     def test_image_input_is_upcast_by_4_on_its_pixel_axis(self):
         k = hand_coded(image_in_ast(4, 8))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((32, 4), ["cyan", "yellow"])
 
     def test_image_input_pixel_axis_in_the_reduce_is_unrolled(self):
         k = hand_coded(image_in_sum_ast(32))
-        assert k.applied_opts == [Opt(UN, 0, 4), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UNROLL, 0, 4), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((32, 4), ["cyan", "magenta"])
 
     # -- small masked axes are upcast whole --
@@ -886,72 +954,72 @@ class TestHeuristics:
         """stack of 2 vectors: the stacking axis (2) is masked in both inputs; upcasting it makes the masks
         compile-time constants."""
         k = hand_coded(stack_ast(256, 2))
-        assert k.applied_opts == [Opt(U, 0, 0), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 0), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((8, 32, 2), ["blue", "cyan", "yellow"])
 
     def test_masked_axis_larger_than_7_is_not_upcast_whole(self):
         k = hand_coded(stack_ast(256, 8))
-        assert Opt(U, 0, 0) not in k.applied_opts
-        assert k.applied_opts[0] == Opt(U, 0, 4)
+        assert Opt(UPCAST, 0, 0) not in k.applied_opts
+        assert k.applied_opts[0] == Opt(UPCAST, 0, 4)
 
     # -- upcast broadcast axes while there are >= 1024 outputs --
     def test_broadcast_axes_are_upcast_for_reuse(self):
         """matmul: A has stride 0 on axis 1 and B on axis 0. Both axes have two moving buffers; the tie is broken by
         the sum of strides (1 + 1 on axis 1 against 512 + 512 on axis 0), so axis 1 is upcast first, each by 4."""
         k = hand_coded(matmul_ast(512, 512, 512))
-        assert k.applied_opts[:2] == [Opt(U, 1, 4), Opt(U, 0, 4)]
+        assert k.applied_opts[:2] == [Opt(UPCAST, 1, 4), Opt(UPCAST, 0, 4)]
 
     def test_broadcast_kernel_upcasts_its_broadcast_axis(self):
         k = hand_coded(broadcast_ast(256, 256))
-        assert k.applied_opts[0] == Opt(U, 0, 4)
+        assert k.applied_opts[0] == Opt(UPCAST, 0, 4)
 
     def test_conv_upcasts_its_broadcast_axes(self):
         k = hand_coded(conv2d_ast())
-        assert k.applied_opts[:2] == [Opt(U, 2, 4), Opt(U, 0, 4)]
+        assert k.applied_opts[:2] == [Opt(UPCAST, 2, 4), Opt(UPCAST, 0, 4)]
 
     def test_no_broadcast_upcast_under_1024_outputs(self):
         """16x16 outputs: too few to be worth it (this one groups instead)."""
-        assert U not in {o.op for o in hand_coded(matmul_ast(16, 16, 16)).applied_opts}
+        assert UPCAST not in {o.op for o in hand_coded(matmul_ast(16, 16, 16)).applied_opts}
 
     # -- reduce unrolling --
     def test_short_reduce_is_unrolled_whole(self):
         k = hand_coded(sum_ast((4096, 16), (1,)))
-        assert k.applied_opts == [Opt(UN, 0, 0), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UNROLL, 0, 0), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((128, 32, 16), ["blue", "cyan", "magenta"])
 
     def test_tiny_second_reduce_axis_is_unrolled_too(self):
         """conv 3x3: both 3-long filter axes are unrolled whole."""
         k = hand_coded(conv2d_ast())
-        assert k.applied_opts[2:4] == [Opt(UN, 2, 0), Opt(UN, 1, 0)]
+        assert k.applied_opts[2:4] == [Opt(UNROLL, 2, 0), Opt(UNROLL, 1, 0)]
         assert k.colors()[-2:] == ["magenta", "magenta"]
 
     def test_long_reduce_is_unrolled_by_4(self):
         k = hand_coded(sum_ast((4096, 64), (1,)))
-        assert k.applied_opts == [Opt(UN, 0, 4), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UNROLL, 0, 4), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((128, 32, 16, 4), ["blue", "cyan", "red", "magenta"])
 
     def test_long_reduce_not_divisible_by_4_is_not_unrolled(self):
-        assert hand_coded(sum_ast((4096, 66), (1,))).applied_opts == [Opt(L, 0, 32)]
+        assert hand_coded(sum_ast((4096, 66), (1,))).applied_opts == [Opt(LOCAL, 0, 32)]
 
     # -- default upcast --
     def test_default_upcast_of_the_last_axis_by_4(self):
         k = hand_coded(elementwise_ast(4096))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32)]
         assert shape_colors(k) == ((32, 32, 4), ["blue", "cyan", "yellow"])
 
     def test_no_default_upcast_when_4_doesnt_divide(self):
-        assert hand_coded(elementwise_ast(4095)).applied_opts == [Opt(L, 0, 3)]
+        assert hand_coded(elementwise_ast(4095)).applied_opts == [Opt(LOCAL, 0, 3)]
 
     # -- locals --
     def test_locals_rank_broadcast_axes_first_and_take_32_on_axis_0(self):
         """broadcast: axis 0 is broadcast in b, so it gets 32 threads first; axis 1 gets what's left of 128."""
         k = hand_coded(broadcast_ast(256, 256))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(L, 0, 32), Opt(L, 1, 4)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32), Opt(LOCAL, 1, 4)]
         assert shape_colors(k) == ((2, 64, 32, 4, 4), ["blue", "blue", "cyan", "cyan", "yellow"])
 
     def test_locals_at_most_128_threads(self):
         k = hand_coded(matmul_ast(512, 512, 512))
-        assert k.applied_opts[3:] == [Opt(L, 0, 8), Opt(L, 1, 16)]  # 8 * 16 = 128
+        assert k.applied_opts[3:] == [Opt(LOCAL, 0, 8), Opt(LOCAL, 1, 16)]  # 8 * 16 = 128
         assert shape_colors(k) == (
             (16, 8, 8, 16, 128, 4, 4, 4),
             ["blue", "blue", "cyan", "cyan", "red", "yellow", "yellow", "magenta"],
@@ -960,53 +1028,159 @@ class TestHeuristics:
     def test_locals_on_at_most_3_axes(self):
         """Four unmergeable axes of 6: every one could take 3 threads, but only the last three do."""
         k = hand_coded(transposed_add_ast(6))
-        assert k.applied_opts == [Opt(L, 1, 3), Opt(L, 2, 3), Opt(L, 3, 3)]
+        assert k.applied_opts == [Opt(LOCAL, 1, 3), Opt(LOCAL, 2, 3), Opt(LOCAL, 3, 3)]
         assert shape_colors(k) == ((6, 2, 2, 2, 3, 3, 3), ["blue"] * 4 + ["cyan"] * 3)
 
     def test_local_that_takes_a_whole_axis_shifts_the_next(self):
         """image_out: LOCAL 0:4 uses up the height axis, so the width axis becomes axis 0."""
         k = hand_coded(image_out_ast(4, 8))
-        assert k.applied_opts == [Opt(U, 2, 4), Opt(L, 0, 4), Opt(L, 0, 8)]
+        assert k.applied_opts == [Opt(UPCAST, 2, 4), Opt(LOCAL, 0, 4), Opt(LOCAL, 0, 8)]
         assert shape_colors(k) == ((4, 8, 4), ["cyan", "cyan", "yellow"])
 
     def test_nolocals_env_replaces_the_locals(self, monkeypatch):
         monkeypatch.setenv("NOLOCALS", "1")
         k = hand_coded(elementwise_ast(4096))
-        assert k.applied_opts == [Opt(U, 0, 4), Opt(NL)]
+        assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(NOLOCALS)]
         assert shape_colors(k) == ((1024, 4), ["BLUE", "yellow"])
 
     def test_nolocals_env_doesnt_touch_grouped_kernels(self, monkeypatch):
         monkeypatch.setenv("NOLOCALS", "1")
-        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(G, 0, 8), Opt(L, 0, 4), Opt(U, 0, 4)]
+        assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GROUP, 0, 8), Opt(LOCAL, 0, 4), Opt(UPCAST, 0, 4)]
 
     # -- targets --
     def test_clang_gets_no_locals_or_groups(self):
         k = hand_coded(matmul_ast(512, 512, 512), "clang")
-        assert k.applied_opts == [Opt(U, 1, 4), Opt(U, 0, 4), Opt(UN, 0, 4)]
+        assert k.applied_opts == [Opt(UPCAST, 1, 4), Opt(UPCAST, 0, 4), Opt(UNROLL, 0, 4)]
         assert shape_colors(k) == ((128, 128, 128, 4, 4, 4), ["blue", "blue", "red", "yellow", "yellow", "magenta"])
-        assert hand_coded(sum_ast((1 << 20,)), "clang").applied_opts == [Opt(UN, 0, 4)]
-        assert hand_coded(matvec_ast(1024, 768), "clang").applied_opts[0].op is not G
+        assert hand_coded(sum_ast((1 << 20,)), "clang").applied_opts == [Opt(UNROLL, 0, 4)]
+        assert hand_coded(matvec_ast(1024, 768), "clang").applied_opts[0].op is not GROUP
 
     def test_cuda_float_matmul_gets_the_plain_heuristics(self):
-        k = K(matmul_ast(64, 64, 64), "cuda")
+        k = new_kernel(matmul_ast(64, 64, 64), "cuda")
         assert not k.apply_tensor_cores(1)
         k.hand_coded_optimizations()
-        assert k.applied_opts == [Opt(U, 1, 4), Opt(U, 0, 4), Opt(UN, 0, 4), Opt(L, 0, 8), Opt(L, 1, 16)]
+        assert k.applied_opts == [
+            Opt(UPCAST, 1, 4),
+            Opt(UPCAST, 0, 4),
+            Opt(UNROLL, 0, 4),
+            Opt(LOCAL, 0, 8),
+            Opt(LOCAL, 1, 16),
+        ]
 
     def test_optimize_prefers_tensor_cores(self):
-        k = kernel.optimize(K(matmul_ast(64, 64, 64), "metal"))
+        k = kernel.optimize(new_kernel(matmul_ast(64, 64, 64), "metal"))
         assert k.applied_opts[0] == Opt(TC, 0, 0)
-        k = kernel.optimize(K(matmul_ast(64, 64, 64), "opencl"))
-        assert k.applied_opts[0] == Opt(U, 1, 4)
+        k = kernel.optimize(new_kernel(matmul_ast(64, 64, 64), "opencl"))
+        assert k.applied_opts[0] == Opt(UPCAST, 1, 4)
 
     def test_heuristic_log_says_why(self):
         k = hand_coded(matvec_ast(1024, 768))
         assert [o for o, _ in k.heuristic_log] == k.applied_opts
-        assert all(isinstance(why, str) and why for _, why in k.heuristic_log)
+        assert [why for _, why in k.heuristic_log] == [
+            "matvec: 8 threads share each row's reduce",
+            "matvec: 4 rows per work-group",
+            "matvec: 4 rows per thread",
+        ]
 
 
 # ============================================================================================================
-# colours and the demo
+# each tuned threshold at its boundary, from both sides: the last size that passes and the first that doesn't
+# (worked out from tinygrad 0.9.1's rules; unlike the tests above, not yet checked against tinygrad itself)
+# ============================================================================================================
+
+
+def permuted_sum_ast(a: int, b: int) -> tuple[LazyOp, ...]:
+    """out[i] = sum_{j, l} x[i, l, j] over (4096, a, b): the two reduce axes can't merge (x is read transposed)."""
+    st = ShapeTracker.from_shape((4096, b, a)).permute((0, 2, 1))
+    return (store(reduce(ReduceOps.SUM, load(1, st), (1, 2))),)
+
+
+def padded_add_ast(shape: tuple[int, ...], padding: tuple[tuple[int, int], ...]) -> tuple[LazyOp, ...]:
+    """out = pad(a) + b: the padded axes are masked in a's view."""
+    a = ShapeTracker.from_shape(shape).pad(padding)
+    return (store(alu(BinaryOps.ADD, load(1, a), load(2, ShapeTracker.from_shape(a.shape)))),)
+
+
+def hand_coded_after(ast, target: str, *opts: Opt) -> list[Opt]:
+    """The opts the heuristics add to a kernel that already has `opts`."""
+    k = new_kernel(ast, target, *opts)
+    k.hand_coded_optimizations()
+    return k.applied_opts[len(opts) :]
+
+
+class TestThresholds:
+    # -- the heuristics --
+    def test_reduce_is_unrolled_while_fewer_than_64_elements_are_upcast(self):
+        """clang (no locals, so no grouping): a matmul already upcast 8x7 = 56 gets its 32-long reduce unrolled, one
+        upcast 8x8 = 64 doesn't."""
+        assert hand_coded_after(matmul_ast(64, 56, 32), "clang", Opt(UPCAST, 0, 8), Opt(UPCAST, 1, 7)) == [
+            Opt(UNROLL, 0, 0)
+        ]
+        assert hand_coded_after(matmul_ast(64, 64, 32), "clang", Opt(UPCAST, 0, 8), Opt(UPCAST, 1, 8)) == []
+
+    def test_reduce_of_32_is_unrolled_whole_and_of_36_by_4(self):
+        assert hand_coded(sum_ast((4096, 32), (1,))).applied_opts == [Opt(UNROLL, 0, 0), Opt(LOCAL, 0, 32)]
+        assert hand_coded(sum_ast((4096, 36), (1,))).applied_opts == [Opt(UNROLL, 0, 4), Opt(LOCAL, 0, 32)]
+
+    @pytest.mark.parametrize("a, b, both", [(3, 3, True), (3, 4, False), (4, 3, False)])
+    def test_second_reduce_axis_is_unrolled_too_when_both_are_at_most_3(self, a, b, both):
+        """(4096, a, b) reducing a and b: the last (b) is unrolled whole; the other too only if a <= 3 and b <= 3."""
+        unrolls = [o for o in hand_coded(permuted_sum_ast(a, b)).applied_opts if o.op is UNROLL]
+        assert unrolls == ([Opt(UNROLL, 1, 0), Opt(UNROLL, 0, 0)] if both else [Opt(UNROLL, 1, 0)])
+
+    def test_masked_axis_of_7_is_upcast_whole(self):
+        """the largest size upcast whole (8 isn't: test_masked_axis_larger_than_7_is_not_upcast_whole)"""
+        assert hand_coded(stack_ast(256, 7)).applied_opts[0] == Opt(UPCAST, 0, 0)
+
+    def test_masked_axes_are_upcast_while_at_most_49_elements(self):
+        """7 x 7 masked axes: 49 elements, both upcast. 2 x 5 x 5: 2, then 10, then 50 > 49, so the third isn't."""
+        opts = hand_coded(padded_add_ast((5, 5, 64), ((1, 1), (1, 1), (0, 0)))).applied_opts
+        assert opts[:2] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+        opts = hand_coded(padded_add_ast((1, 3, 3, 64), ((0, 1), (1, 1), (1, 1), (0, 0)))).applied_opts
+        assert [o for o in opts if o.op is UPCAST] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+
+    def test_broadcast_axis_is_upcast_from_1024_outputs(self):
+        """b broadcast along axis 0 (of 4): 4 x 256 = 1024 outputs upcast it, 4 x 255 = 1020 don't."""
+        assert hand_coded(broadcast_ast(4, 256)).applied_opts[0] == Opt(UPCAST, 0, 4)
+        assert UPCAST not in {o.op for o in hand_coded(broadcast_ast(4, 255)).applied_opts}
+
+    def test_reduce_is_grouped_up_to_2048_outputs(self):
+        assert hand_coded(sum_ast((2048, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 16)]
+        assert {o.op for o in hand_coded(sum_ast((2049, 256), (1,))).applied_opts}.isdisjoint({GROUP, GROUPTOP})
+
+    def test_256_threads_share_a_reduce_up_to_32_outputs(self):
+        assert hand_coded(sum_ast((32, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 256)]
+        assert hand_coded(sum_ast((33, 256), (1,))).applied_opts == [Opt(GROUPTOP, 0, 16)]
+
+    # -- the checks of apply_opt --
+    def test_unroll_takes_at_most_32(self):
+        k = new_kernel(sum_ast((4, 64), (1,)), "opencl", Opt(UNROLL, 0, 32))
+        assert shape_colors(k) == ((4, 2, 32), ["blue", "red", "magenta"])
+        with pytest.raises(KernelOptError, match="don't unroll more than 32"):
+            new_kernel(sum_ast((4, 66), (1,))).apply_opt(Opt(UNROLL, 0, 33))
+        with pytest.raises(KernelOptError, match="don't unroll more than 32"):
+            new_kernel(sum_ast((4, 33), (1,))).apply_opt(Opt(UNROLL, 0, 0))  # the whole axis counts too
+        assert new_kernel(sum_ast((4, 32), (1,)), "opencl", Opt(UNROLL, 0, 0)).colors() == ["blue", "magenta"]
+
+    def test_upcast_takes_at_most_8(self):
+        assert new_kernel(elementwise_ast(72), "opencl", Opt(UPCAST, 0, 8)).full_shape == (9, 8)
+        with pytest.raises(KernelOptError, match="don't upcast more than 8"):
+            new_kernel(elementwise_ast(72)).apply_opt(Opt(UPCAST, 0, 9))
+
+    def test_padto_pads_at_most_to_4_times_the_axis(self):
+        """PADTO:0:32 pads an axis of 9 (under 4x the work), not one of 8 (8 is not > 32 // 4)."""
+        assert new_kernel(matmul_ast(9, 9, 9), "opencl", Opt(PADTO, 0, 32)).full_shape == (32, 9, 9)
+        with pytest.raises(KernelOptError, match="more than quadruple"):
+            new_kernel(matmul_ast(8, 9, 9)).apply_opt(Opt(PADTO, 0, 32))
+
+    def test_group_fills_shared_memory_exactly(self):
+        """8192 float accumulators are 32768 bytes, OpenCL's shared_max: accepted; 16384 are refused (REJECTIONS)."""
+        assert new_kernel(sum_ast((1 << 20,)), "opencl", Opt(GROUP, 0, 8192)).full_shape == (8192, 128)
+        assert TARGETS["opencl"].shared_max == 8192 * 4
+
+
+# ============================================================================================================
+# colours (the command lines, `python kernel.py demo` among them, are test_cli.py's)
 # ============================================================================================================
 
 ANSI = {"blue": 34, "BLUE": 94, "cyan": 36, "green": 32, "white": 37, "red": 31, "magenta": 35, "yellow": 33}
@@ -1018,7 +1192,7 @@ def test_colored_uses_tinygrads_ansi_codes():
 
 
 def test_colored_shape_is_full_shape_in_colours():
-    k = K(elementwise_ast(4096), "opencl", Opt(U, 0, 4), Opt(L, 0, 32))
+    k = new_kernel(elementwise_ast(4096), "opencl", Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32))
     assert k.colored_shape() == "\x1b[34m  32\x1b[0m \x1b[36m  32\x1b[0m \x1b[33m   4\x1b[0m"
     assert k.colored_shape(dense=True) == "\x1b[34m32\x1b[0m \x1b[36m32\x1b[0m \x1b[33m4\x1b[0m"
 
@@ -1027,102 +1201,30 @@ def test_colored_shape_is_full_shape_in_colours():
     "ast, target, opts, colour",
     [
         (elementwise_ast(4096), "opencl", [], "blue"),
-        (elementwise_ast(4096), "opencl", [Opt(NL)], "BLUE"),
-        (elementwise_ast(4096), "opencl", [Opt(L, 0, 4)], "cyan"),
-        (sum_ast((4096,)), "opencl", [Opt(G, 0, 4)], "green"),
-        (image_matvec_ast(256, 64), "opencl", [Opt(G, 0, 16), Opt(UM, 0, 4)], "white"),
+        (elementwise_ast(4096), "opencl", [Opt(NOLOCALS)], "BLUE"),
+        (elementwise_ast(4096), "opencl", [Opt(LOCAL, 0, 4)], "cyan"),
+        (sum_ast((4096,)), "opencl", [Opt(GROUP, 0, 4)], "green"),
+        (image_matvec_ast(256, 64), "opencl", [Opt(GROUP, 0, 16), Opt(UPCASTMID, 0, 4)], "white"),
         (sum_ast((4096,)), "opencl", [], "red"),
-        (sum_ast((64, 16), (1,)), "opencl", [Opt(UN, 0, 4)], "magenta"),
-        (elementwise_ast(4096), "opencl", [Opt(U, 0, 4)], "yellow"),
+        (sum_ast((64, 16), (1,)), "opencl", [Opt(UNROLL, 0, 4)], "magenta"),
+        (elementwise_ast(4096), "opencl", [Opt(UPCAST, 0, 4)], "yellow"),
     ],
 )
 def test_each_colour_in_colored_shape(ast, target, opts, colour):
-    k = K(ast, target, *opts)
+    k = new_kernel(ast, target, *opts)
     assert colour in k.colors()
     assert f"\x1b[{ANSI[colour]}m" in k.colored_shape()
 
 
 def test_no_color_gives_plain_text(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    k = K(elementwise_ast(4096), "opencl", Opt(U, 0, 4), Opt(L, 0, 32))
+    k = new_kernel(elementwise_ast(4096), "opencl", Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32))
     assert k.colored_shape() == "  32   32    4"
     assert "\x1b" not in kernel.legend()
 
 
 def test_legend_names_all_eight_colours():
     assert list(kernel.COLOR_LEGEND) == ["blue", "BLUE", "cyan", "green", "white", "red", "magenta", "yellow"]
-
-
-def test_demo_shows_every_kernel_in_colour(capsys):
-    assert kernel.main(["demo"]) == 0
-    out = capsys.readouterr().out
-    for name in kernel.DEMOS:
-        assert f"{name} [" in out
-    for code in ANSI.values():
-        assert f"\x1b[{code}m" in out  # the legend shows every colour
-    assert "GROUPTOP:0:256" in out and "TC:0:0" in out
-    assert "matvec:" in out  # each heuristic opt says why it was chosen
-
-
-def test_demo_without_colour(capsys, monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-    kernel.main(["demo"])
-    out = capsys.readouterr().out
-    assert "\x1b" not in out
-    assert "matmul [opencl]" in out
-
-
-def test_demo_one_kernel_with_the_readers_opts(capsys):
-    kernel.main(["demo", "elementwise", "--opt", "UPCAST:0:4", "--opt", "LOCAL:0:32"])
-    out = capsys.readouterr().out
-    assert "matmul" not in out
-    assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
-
-
-def test_demo_target_option(capsys, monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-    kernel.main(["demo", "matmul", "--target", "metal"])
-    out = capsys.readouterr().out
-    assert "matmul [metal]" in out and "TC:0:0" in out
-
-
-def run_demo(*args: str, no_color: bool = False) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    if no_color:
-        env["NO_COLOR"] = "1"
-    return subprocess.run(
-        [sys.executable, os.path.join(HERE, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
-    )
-
-
-def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
-    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", "--opt", "UPCAST:9:4", "--opt", "LOCAL:0:4")
-    assert r.returncode == 0, r.stderr
-    assert "rejected: invalid axis" in r.stdout
-    lines = r.stdout.splitlines()
-    assert any(line.lstrip().startswith("LOCAL:0:4") and "rejected" not in line for line in lines)
-    assert "\x1b[33m" in r.stdout  # the UPCAST made a yellow axis
-
-
-def test_demo_command_line_without_colour():
-    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", no_color=True)
-    assert r.returncode == 0 and "\x1b" not in r.stdout
-    assert "128  512  512    4" in r.stdout
-
-
-def test_demo_help_explains_the_options():
-    r = run_demo("--help")
-    assert r.returncode == 0
-    r = run_demo("demo", "--help")
-    assert r.returncode == 0
-    for word in ("--opt", "--target", "OP:AXIS:AMT"):
-        assert word in r.stdout
-
-
-def test_demo_bad_opt_says_what_an_opt_looks_like():
-    r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
-    assert r.returncode == 2
-    assert "can't parse opt" in r.stderr  # the reason, not just argparse's "invalid parse value"
 
 
 def test_opt_that_would_overrun_the_shape_is_rejected():

@@ -6,8 +6,8 @@ the hand-coded heuristics, and after every step of random opt sequences. testdat
 56 more, recorded by us from tinygrad 0.9.1 the same way, on all four targets and with apply_tensor_cores(1): those
 16 ASTs and a few of ours (mean and variance, two matvecs, two matmuls in float and half, a matmul beside a MAX).
 The replay below checks all of it; the runtime tests run every case on the OpenCL device after the heuristics (and
-tensor cores) and after every accepted step (RUNTIME_MULTIREDUCE=1; by default a subset that still covers every
-accepted OptOp, see below).
+tensor cores) and, with RUNTIME_MULTIREDUCE=1, after every accepted step; by default after the accepted steps of a
+few sequences, chosen to cover every accepted OptOp (of each target, in the recorded cases), see below.
 
 Two deliberate differences: tinygrad 0.9.1 checks only the first reduce op before padding a reduce axis (PADTO), so
 it pads a second reduce whose source doesn't keep zeros at zero, and computes a wrong result. kernel.py refuses those
@@ -365,9 +365,9 @@ def _features(seq) -> set:
     return ops | grouped_upcast
 
 
-def _default_sequences() -> set[tuple[int, int]]:
+def _default_sequences(cases=MR_CASES, features=lambda case, seq: _features(seq)) -> set[tuple[int, int]]:
     """(case, sequence) pairs verified by default: greedily, the sequence adding most of what isn't covered yet."""
-    options = {(c, s): _features(seq) for c, case in enumerate(MR_CASES) for s, seq in enumerate(case["sequences"])}
+    options = {(c, s): features(case, seq) for c, case in enumerate(cases) for s, seq in enumerate(case["sequences"])}
     chosen: set[tuple[int, int]] = set()
     covered: set = set()
     while True:
@@ -410,34 +410,43 @@ def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, 
         R.verify(k, *inputs, expected=expected)
 
 
+# of the recorded cases, the fewest sequences that cover each target's accepted OptOps (and grouped upcasts) and
+# every AST at least once
+DEFAULT_RECORDED = _default_sequences(
+    RECORDED_CASES, lambda case, seq: {(case["target"], f) for f in _features(seq)} | {case["name"]}
+)
+
+
 def _recorded_params():
-    for i, c in zip(ALL_IDS[len(MR_CASES) :], RECORDED_CASES):
-        tc = c.get("tensor_cores", {}).get("used", False)
+    for c, i in enumerate(ALL_IDS[len(MR_CASES) :]):
+        chosen = any(cc == c for cc, _ in DEFAULT_RECORDED) or RECORDED_CASES[c].get("tensor_cores", {}).get("used")
         marks = (
             []
-            if tc or ALL_SEQUENCES
+            if chosen or ALL_SEQUENCES
             else [pytest.mark.skip(reason="set RUNTIME_MULTIREDUCE=1 to verify every recorded multi-reduce case")]
         )
         yield pytest.param(c, id=i, marks=marks)
 
 
-@pytest.mark.parametrize("case", list(_recorded_params()))
-def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_accepted_opts(device, case):
-    """By default the kernels tensor cores shape (rendered as plain multiply-adds); with RUNTIME_MULTIREDUCE=1 all."""
+@pytest.mark.parametrize("c", list(_recorded_params()))
+def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_accepted_opts(device, c):
+    """A case after its tensor cores (rendered as plain multiply-adds), its heuristics and the accepted steps of the
+    sequences of DEFAULT_RECORDED: by default the cases those sequences or tensor cores pick, with
+    RUNTIME_MULTIREDUCE=1 every case after every sequence."""
     import runtime as R
 
+    case = RECORDED_CASES[c]
     k = build_kernel(case)
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)
     if "tensor_cores" in case:
-        assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
-        R.verify(k, *inputs, expected=expected)
-    if not ALL_SEQUENCES:
-        return
-    k = build_kernel(case)
+        tc = k.copy()
+        assert tc.apply_tensor_cores(1) == case["tensor_cores"]["used"]
+        R.verify(tc, *inputs, expected=expected)
     k.hand_coded_optimizations()
     R.verify(k, *inputs, expected=expected)
-    for k in _accepted_kernels(case):
+    only = None if ALL_SEQUENCES else {s for cc, s in DEFAULT_RECORDED if cc == c}
+    for k in _accepted_kernels(case, only):
         R.verify(k, *inputs, expected=expected)
 
 
@@ -446,6 +455,15 @@ def test_default_device_run_covers_every_accepted_optop_and_grouped_upcasts():
     covered = set().union(*(_features(MR_CASES[c]["sequences"][s]) for c, s in DEFAULT_SEQUENCES))
     assert accepted <= covered and "grouped+upcast" in covered
     assert accepted >= {"GROUP", "GROUPTOP", "UPCAST", "UNROLL", "LOCAL", "PADTO", "NOLOCALS"}
+
+
+def test_default_device_run_covers_each_targets_accepted_optops_in_the_recorded_cases():
+    accepted = {(c["target"], s["opt"][0]) for c in RECORDED_CASES for seq in c["sequences"] for s in seq if s["ok"]}
+    chosen = [(RECORDED_CASES[c], RECORDED_CASES[c]["sequences"][s]) for c, s in DEFAULT_RECORDED]
+    covered = {(case["target"], s["opt"][0]) for case, seq in chosen for s in seq if s["ok"]}
+    assert covered == accepted and {t for t, _ in covered} == set(TARGETS)
+    assert {case["name"] for case, _ in chosen} == {c["name"] for c in RECORDED_CASES}  # every AST
+    assert sum(s["ok"] for _, seq in chosen for s in seq) > 0
 
 
 def _force_padto(k: Kernel, axis: int, amt: int) -> Kernel:

@@ -89,7 +89,23 @@ class TestSymbolic:
         assert a % 8 is a
         assert a // 8 == 0
         assert (a + 8) % 8 == a  # a constant shift that never wraps
-        assert (a % 8) % 4 == a % 4
+
+    def test_mod_of_a_mod_by_a_multiple_takes_the_inner_mod_off(self):
+        """(a % 8) % 4 == a % 4, because 4 divides 8. With a in [0, 31] the inner % 8 really wraps (in [0, 7] it
+        would vanish first and the rule would never run). Checked at every value of a by evaluating the rendered
+        text in Python, which shares no code with the algebra."""
+        a = Variable("a", 0, 31)
+        assert (a % 8) % 4 == a % 4 and ((a % 8) % 4).render() == "(a%4)"
+        assert (a % 8) // 4 == (a // 4) % 2
+        for expr, want in [
+            ((a % 8) % 4, lambda v: (v % 8) % 4),
+            ((a % 8) // 4, lambda v: (v % 8) // 4),
+            ((a % 6) % 4, lambda v: (v % 6) % 4),  # 4 doesn't divide 6: no shortcut (a % 4 is wrong at a = 6)
+            ((a % 12) % 8, lambda v: (v % 12) % 8),  # nor does 8 divide 12
+        ]:
+            text = expr.render()
+            assert [eval(text, {"a": v}) for v in range(32)] == [want(v) for v in range(32)], text
+        assert "%6" in ((a % 6) % 4).render()
 
     def test_nested_div_and_mod_combine(self):
         x = Variable("x", 0, 15)

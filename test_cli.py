@@ -1,0 +1,135 @@
+"""The command lines: `python kernel.py demo` (the Kernel's colours and opts, on a bare Python) and `python
+runtime.py show / verify` (the OpenCL C and the check against numpy). The search's command line is in
+test_search.py, colour on a terminal in test_color.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import kernel
+import runtime as R
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ANSI_CODES = (
+    34,
+    94,
+    36,
+    32,
+    37,
+    31,
+    35,
+    33,
+)  # tinygrad's colours: blue, BLUE, cyan, green, white, red, magenta, yellow
+
+
+@pytest.fixture(autouse=True)
+def _no_colour_settings(monkeypatch):
+    """Each test says which colour settings it runs under."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
+# ============================================================================================================
+# python kernel.py demo
+# ============================================================================================================
+
+
+def test_demo_shows_every_kernel_in_colour(capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert kernel.main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for name in kernel.DEMOS:
+        assert f"{name} [" in out
+    for code in ANSI_CODES:
+        assert f"\x1b[{code}m" in out  # the legend shows every colour
+    assert "GROUPTOP:0:256" in out and "TC:0:0" in out
+    assert "matvec:" in out  # each heuristic opt says why it was chosen
+
+
+def test_demo_without_colour(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    kernel.main(["demo"])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "matmul [opencl]" in out
+
+
+def test_demo_one_kernel_with_the_readers_opts(capsys):
+    kernel.main(["demo", "elementwise", "--opt", "UPCAST:0:4", "--opt", "LOCAL:0:32"])
+    out = capsys.readouterr().out
+    assert "matmul" not in out
+    assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
+
+
+def test_demo_target_option(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    kernel.main(["demo", "matmul", "--target", "metal"])
+    out = capsys.readouterr().out
+    assert "matmul [metal]" in out and "TC:0:0" in out
+
+
+def run_demo(*args: str, colour: bool = True) -> subprocess.CompletedProcess:
+    """`python kernel.py ARGS` in a fresh process, its output a pipe: coloured only with FORCE_COLOR=1 (colour=True),
+    plain with NO_COLOR=1."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env["FORCE_COLOR" if colour else "NO_COLOR"] = "1"
+    return subprocess.run(
+        [sys.executable, os.path.join(HERE, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
+    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", "--opt", "UPCAST:9:4", "--opt", "LOCAL:0:4")
+    assert r.returncode == 0, r.stderr
+    assert "rejected: invalid axis" in r.stdout
+    lines = r.stdout.splitlines()
+    assert any(line.lstrip().startswith("LOCAL:0:4") and "rejected" not in line for line in lines)
+    assert "\x1b[33m" in r.stdout  # the UPCAST made a yellow axis
+
+
+def test_demo_command_line_without_colour():
+    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", colour=False)
+    assert r.returncode == 0 and "\x1b" not in r.stdout
+    assert "128  512  512    4" in r.stdout
+
+
+def test_demo_help_explains_the_options():
+    r = run_demo("--help")
+    assert r.returncode == 0
+    r = run_demo("demo", "--help")
+    assert r.returncode == 0
+    for word in ("--opt", "--target", "OP:AXIS:AMT"):
+        assert word in r.stdout
+
+
+def test_demo_bad_opt_says_what_an_opt_looks_like():
+    r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
+    assert r.returncode == 2
+    assert "can't parse opt" in r.stderr  # the reason, not just argparse's "invalid parse value"
+
+
+# ============================================================================================================
+# python runtime.py show / verify
+# ============================================================================================================
+
+
+def test_cli_show_and_verify(capsys, device):
+    assert R.main(["show", "sum_axis1", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:9:4"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
+    assert "work-groups of [16, 1, 1] threads" in out
+    assert R.main(["verify", "broadcast", "--seed", "1"]) == 0
+    assert "1 kernel verified, 0 failed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "bench"])
+def test_cli_help(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        R.main([command, "--help"])
+    assert e.value.code == 0 and "usage: python runtime.py" in capsys.readouterr().out

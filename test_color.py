@@ -1,0 +1,99 @@
+"""Colour where someone sees it: on a terminal, or when FORCE_COLOR asks for it; never when NO_COLOR is set to
+something (https://no-color.org: an empty NO_COLOR is not set), nor into a file or a pipe.
+
+A terminal here is a real pseudo-terminal (`pty`): the command runs in a fresh process whose output is the pty,
+so its own `isatty()` decides, as it does for a reader at a terminal. The search's live progress line (rewritten in
+place with '\\r') is for a terminal only too.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COLOUR = "\x1b[3"  # the start of tinygrad's ANSI colours (blue is \x1b[34m, BLUE \x1b[94m: matvec has no BLUE)
+
+
+def _env(**settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    return {**env, **settings}
+
+
+def run_on_a_terminal(args: list[str], env: dict[str, str], timeout: float = 120) -> tuple[int, str]:
+    """Run `python ARGS` with its stdin, stdout and stderr on a new pseudo-terminal; returns (exit code, output)."""
+    main, terminal = pty.openpty()
+    p = subprocess.Popen([sys.executable, *args], stdin=terminal, stdout=terminal, stderr=terminal, env=env, cwd=HERE)
+    os.close(terminal)  # the child holds it now: reading ends (EIO) once the child exits
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    return p.wait(timeout=timeout), b"".join(chunks).decode()
+
+
+def run_in_a_pipe(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=HERE, timeout=120)
+    return p.returncode, p.stdout
+
+
+@pytest.mark.parametrize(
+    "settings, coloured",
+    [
+        ({}, True),
+        ({"NO_COLOR": "1"}, False),
+        ({"NO_COLOR": ""}, True),  # empty: not set
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins
+    ],
+    ids=["terminal", "NO_COLOR=1", "NO_COLOR=empty", "both"],
+)
+def test_demo_on_a_terminal(settings, coloured):
+    rc, out = run_on_a_terminal(["kernel.py", "demo", "matvec"], _env(**settings))
+    assert rc == 0 and "matvec [opencl]" in out
+    assert (COLOUR in out) == coloured
+
+
+@pytest.mark.parametrize(
+    "settings, coloured",
+    [
+        ({}, False),
+        ({"FORCE_COLOR": "1"}, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": ""}, True),  # an empty NO_COLOR doesn't turn forced colour off
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+    ],
+    ids=["pipe", "FORCE_COLOR", "FORCE_COLOR+NO_COLOR=empty", "FORCE_COLOR+NO_COLOR=1"],
+)
+def test_demo_into_a_pipe(settings, coloured):
+    rc, out = run_in_a_pipe(["kernel.py", "demo", "matvec"], _env(**settings))
+    assert rc == 0 and "matvec [opencl]" in out
+    assert (COLOUR in out) == coloured
+
+
+@pytest.mark.parametrize("settings, coloured", [({}, True), ({"NO_COLOR": "1"}, False)], ids=["colour", "NO_COLOR"])
+def test_runtime_show_on_a_terminal(settings, coloured, device):
+    rc, out = run_on_a_terminal(["runtime.py", "show", "matvec"], _env(**settings))
+    assert rc == 0 and "__kernel void" in out
+    assert (COLOUR in out) == coloured
+
+
+def test_search_shows_its_progress_live_on_a_terminal(device, tmp_path):
+    """On a terminal each round shows a progress line rewritten in place ('\r', then erase to the end of the line
+    with '\x1b[K') and the best kernel's shape in colour. (Into a pipe only the finished lines go, plain:
+    test_search.py's test_cli_search_prints_rounds_and_the_comparison.)"""
+    # the search ends by itself within seconds; the timeout only caps it (a shorter one can end it, from a cold
+    # compiler cache, before a single kernel compiled)
+    args = ["runtime.py", "search", "elementwise", "--beam", "1", "--no-cache", "--timeout", "60"]
+    rc, out = run_on_a_terminal(args, _env(KERNELPY_CACHE=str(tmp_path)))
+    assert rc == 0, out
+    assert "\r  round 0: compiling 1/" in out and "\x1b[K" in out and "\r  round 0: timing 1/" in out
+    assert "\x1b[34m" in out  # the best kernel's blue axis
