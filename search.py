@@ -10,6 +10,7 @@ Usage: python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--time
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -168,33 +169,27 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
     for t in threads:
         t.start()
-    try:
-        return _collect(jobs, results, done, stop, deadline, progress)
+    try:  # wait for the answers
+        last_answer = time.perf_counter()
+        while len(results) < len(jobs):
+            try:
+                results.append(done.get(timeout=0.05))
+                progress("compiling", len(results), len(jobs))
+                last_answer = time.perf_counter()
+                continue
+            except queue.Empty:
+                pass
+            out_of_time = time.perf_counter() > deadline
+            if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+                stop.set()  # the threads take no new job
+                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                results += [(job[0], None, why) for job in jobs if job[0] not in answered and not out_of_time]
+                return results, out_of_time
+        return results, False
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
         stop.set()
         for t in threads:
             t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
-
-
-def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading.Event, deadline: float, progress):
-    """_compile_all's wait for the compile threads' answers."""
-    last_answer = time.perf_counter()
-    while len(results) < len(jobs):
-        try:
-            results.append(done.get(timeout=0.05))
-            progress("compiling", len(results), len(jobs))
-            last_answer = time.perf_counter()
-            continue
-        except queue.Empty:
-            pass
-        out_of_time = time.perf_counter() > deadline
-        if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-            stop.set()  # the threads take no new job
-            answered = {r[0] for r in results}
-            why = f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-            results += [(job[0], None, why) for job in jobs if job[0] not in answered and not out_of_time]
-            return results, out_of_time
-    return results, False
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
@@ -211,13 +206,12 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
 def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_size: int | None) -> int:
     """Launch at most max_global_size work-groups of the `full` launch (work-items; None: all of them); returns the
     factor a time is scaled by."""
-    if prg.local_size is not None:
-        groups = [g // n for g, n in zip(full, prg.local_size)]
-        groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
-        launch.global_size = [g * n for g, n in zip(groups, prg.local_size)]
-    else:  # no local size: the runtime groups the items, as _Launch does
-        items, factor = _test_global_size(full, max_global_size) if max_global_size else (list(full), 1)
-        launch.global_size, launch.local_size = items, runtime_local_size(items)
+    local = prg.local_size or [1] * len(full)
+    groups = [g // n for g, n in zip(full, local)]
+    groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
+    launch.global_size = [g * n for g, n in zip(groups, local)]
+    if prg.local_size is None:  # the runtime groups the items, as _Launch does
+        launch.local_size = runtime_local_size(launch.global_size)
     return factor
 
 
@@ -225,14 +219,7 @@ PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large
 
 
 def _time_candidate(
-    k: Kernel,
-    prg: Program,
-    inputs,
-    device_args: dict,
-    stop_above: float,
-    runs: int = 3,
-    max_global_size=None,
-    var_vals=None,
+    k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs=3, max_global_size=None, var_vals=None
 ) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
@@ -389,9 +376,7 @@ class _Search:
     """One search's state (what was compiled and timed so far) and its steps: compile a round's kernels, time them,
     run the rounds, the runoff, and verify the fastest."""
 
-    def __init__(
-        self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers: int, max_global_size, progress
-    ):
+    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, max_global_size, progress):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.max_global_size, self.progress, self.begin = max_global_size, progress, begin
         self.deadline = self.begin + timeout if timeout is not None else math.inf
@@ -633,6 +618,7 @@ def search_demo(
     """`python search.py`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then time the
     hand-coded and the searched kernel side by side."""
     out = out or sys.stdout
+    say = functools.partial(print, file=out, flush=True)
     if name not in DEMOS:
         raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     demo = DEMOS[name]
@@ -643,35 +629,31 @@ def search_demo(
     var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
     inputs = random_inputs(start, var_vals=var_vals)
     display = _SearchDisplay(out)
-    print(
+    say(
         f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
-        f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}",
-        file=out,
-        flush=True,
+        f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}"
     )
     options = {"on_round": display.on_round, "on_progress": display.progress}
     result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache, **options)
     if result.cached:
-        print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
+        say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
-        print(
+        say(
             f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
-            f"best {_ms(result.time_s).strip()}  {_shape(result.kernel, out)}  {_opts_text(result.kernel)}",
-            file=out,
+            f"best {_ms(result.time_s).strip()}  {_shape(result.kernel, out)}  {_opts_text(result.kernel)}"
         )
     rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
     times = {
         label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
     }
     width = max(ansilen(k.colored_shape()) for _, k in rows)
-    print("", file=out)
+    say("")
     for label, k in rows:
         shape = _shape(k, out)
-        print(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}", file=out)
-    print(
+        say(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}")
+    say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
-        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified",
-        file=out,
+        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified"
     )
     return result
 
@@ -680,8 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python search.py",
         usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
-        description="Beam-search a demo kernel's opts on the OpenCL device, round by round, then time the "
-        "hand-coded and the searched kernel side by side (the searched one verified against numpy).",
+        description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
+        "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
         "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, OP one of "
         + ", ".join(o.name for o in OptOps)
@@ -692,13 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
     p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
-    p.add_argument(
-        "--opt",
-        action="append",
-        type=parse_opt_arg,
-        metavar="OP:AXIS:AMT",
-        help="start the search from these opts (repeatable)",
-    )
+    p.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help="start from these opts")
     p.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
     if args.beam < 1:
