@@ -668,6 +668,16 @@ def test_rejected_opts_are_shown_after_the_header_with_room_for_long_labels(caps
     assert re.search(r"GROUPTOP:100:1000 +rejected", capsys.readouterr().out)
 
 
+@pytest.mark.parametrize("view", ["steps", "explain"])
+def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys, device):
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = kernel.demo_kernel("sum", opts=opts, view=view)
+    assert k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:] and "axis" in rejected[0][1]
+    capsys.readouterr()
+    assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
+    assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
+
+
 # ============================================================================================================
 # 15. the compiled-program cache is bounded
 # ============================================================================================================
