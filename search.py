@@ -206,7 +206,7 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
 def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_size: int | None) -> int:
     """Launch at most max_global_size work-groups of the `full` launch (work-items; None: all of them); returns the
     factor a time is scaled by."""
-    local = prg.local_size or [1] * len(full)
+    local = prg.local_size if prg.local_size is not None else [1] * len(full)  # no local size: one item per group
     groups = [g // n for g, n in zip(full, local)]
     groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
     launch.global_size = [g * n for g, n in zip(groups, local)]
