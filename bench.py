@@ -4,7 +4,6 @@ hand-coded kernels) and tinygrad_beam.sh (its BEAM=2 choices, which we apply to 
 runtime, so both are timed the same way in one sitting).
 
 Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--tinygrad FILE] [--tinygrad-beam FILE]
-       (python runtime.py bench ... is the same)
 """
 
 from __future__ import annotations
@@ -43,7 +42,8 @@ from kernel import (
     store,
     sum_ast,
 )
-from runtime import NoDeviceError, get_device, random_inputs, search, time_kernel
+from runtime import NoDeviceError, get_device, random_inputs, time_kernel
+from search import search
 
 
 def _sum_in_two(n: int = 4096 * 4096, parts: int = 256) -> list[tuple[LazyOp, ...]]:
@@ -350,9 +350,9 @@ def _summary(results: dict[str, dict], out) -> None:
         )
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python bench.py") -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog=prog,
+        prog="python bench.py",
         description="Time the benchmark suite on the OpenCL device: "
         "unoptimized, hand-coded and (with --search) beam-searched kernels, numpy, and "
         "tinygrad 0.9.1's own times when its measurement files exist.",

@@ -146,12 +146,12 @@ def run_command_line(
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
 
 
-def use_color() -> bool:
+def use_color(out=None) -> bool:
     """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
-    only a terminal gets it (never a file or a pipe)."""
+    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
     if os.environ.get("NO_COLOR"):
         return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
 
 
 def colored(text: Any, color: str | None) -> str:
@@ -4349,8 +4349,8 @@ def demo_kernel(
     view: str = "steps",
     every_step: bool = False,
     width: int | None = None,
-) -> Kernel:
-    """Print how the optimizer reshapes one demo kernel; return the optimized kernel.
+) -> tuple[Kernel, list[tuple[Opt, str]]]:
+    """Print how the optimizer reshapes one demo kernel; return the optimized kernel and the opts rejected, with why.
 
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
     order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
@@ -4368,6 +4368,12 @@ def demo_kernel(
         steps, decisions = tuned.heuristic_log, tuned.decisions
     else:
         steps, decisions = [(o, "") for o in opts], []
+    rejected, probe = [], k.copy()  # the opts that don't apply, whatever the view (each applies them its own way)
+    for opt, _ in steps:
+        try:
+            probe.apply_opt(opt)
+        except KernelOptError as e:
+            rejected.append((opt, str(e)))
     rename = _renamer(k, d.buffers)
     title = f"{name} [{target}]: {d.what}"
     if view == "explain":
@@ -4400,7 +4406,7 @@ def demo_kernel(
         else:
             raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
-    return k
+    return k, rejected
 
 
 def _table_row(head: str, why: str, width: int) -> str:

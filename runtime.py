@@ -7,7 +7,7 @@ in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 =
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
 
-Usage: python runtime.py show NAME | verify [NAME] | search NAME | bench   (each with --help)
+Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search.py's)
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import io
 import itertools
 import math
 import os
-import queue
 import statistics
 import sys
 import threading
-import time
 import warnings
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -47,7 +45,6 @@ from kernel import (
     ConstBuffer,
     DivNode,
     Kernel,
-    KernelOptError,
     LazyOp,
     LtNode,
     MemBuffer,
@@ -63,14 +60,10 @@ from kernel import (
     TernaryOps,
     UnaryOps,
     Variable,
-    ansilen,
-    ansistrip,
     dedup,
     demo_kernel,
     dtypes,
-    getenv,
     int_at_least,
-    optimize,
     parse_opt_arg,
     prod,
     render_lt_as_ge,
@@ -878,6 +871,14 @@ warnings.filterwarnings("ignore", category=cl.CompilerWarning)
 _PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
 
 
+def cache_dir() -> str:
+    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
+    $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
+    if os.environ.get("KERNELPY_CACHE"):
+        return os.environ["KERNELPY_CACHE"]
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kernelpy")
+
+
 def _register_pip_opencl_drivers() -> None:
     """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra).
 
@@ -1163,6 +1164,15 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 # ============================================================================================================
 # running on the device
 # ============================================================================================================
+def runtime_local_size(global_size: Sequence[int]) -> list[int]:
+    """The work-group of a kernel that leaves it to the device (its local size None): the largest divisor of the
+    first dim up to 32."""
+    return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
+
+
+_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
+
+
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
@@ -1214,8 +1224,7 @@ class _Launch:
         if (local := self.prg.local_size) is not None:
             self.global_size, self.local_size = [g * n for g, n in zip(global_size, local)], local
         else:  # the kernel lets the device choose; we choose for it: PoCL's own choice can take a minute to compile
-            first = max(d for d in range(1, 33) if global_size[0] % d == 0)
-            self.global_size, self.local_size = global_size, [first] + [1] * (len(global_size) - 1)
+            self.global_size, self.local_size = global_size, runtime_local_size(global_size)
 
     def launch(self):
         if 0 in self.global_size:
@@ -1530,605 +1539,6 @@ def verify(
 
 
 # ============================================================================================================
-# beam search: let the device choose the opts (tinygrad 0.9.1's engine/search.py)
-# ============================================================================================================
-# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis)
-ACTIONS = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7) for axis in range(6)]
-ACTIONS += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
-ACTIONS += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 3, 4, 8, 13, 16, 29) for axis in range(5)]
-ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
-ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
-ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
-ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
-# the knobs below are read when a search starts (None: from the environment), so that a bad value is an error of
-# the search that names it, not of every import of this file (`python runtime.py --help` included)
-BEAM_UPCAST_MAX: int | None = None  # elements in registers (default 256)
-BEAM_LOCAL_MAX: int | None = None  # threads in a work-group (default 1024)
-
-
-def search_actions() -> list[Opt]:
-    """ACTIONS, and NOLOCALS where the NOLOCALS knob is set (as tinygrad adds it)."""
-    return ACTIONS + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
-
-
-def search_limits() -> tuple[int, int]:
-    """(BEAM_UPCAST_MAX, BEAM_LOCAL_MAX): the module's values, else the environment's, else tinygrad's defaults."""
-    upcast = BEAM_UPCAST_MAX if BEAM_UPCAST_MAX is not None else getenv("BEAM_UPCAST_MAX", 256, minimum=1)
-    local = BEAM_LOCAL_MAX if BEAM_LOCAL_MAX is not None else getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
-    return upcast, local
-
-
-def kernel_actions(k: Kernel) -> list[Kernel]:
-    """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
-    amount equal to the whole axis when amount 0 says the same, and kernels with more than BEAM_UPCAST_MAX
-    elements in registers or BEAM_LOCAL_MAX threads in a work-group."""
-    out, actions, (upcast_max, local_max) = [], search_actions(), search_limits()
-    for opt in actions:
-        if opt.axis is not None and opt.op is not OptOps.TC:
-            axis = opt.real_axis(k)
-            if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in actions):
-                continue
-        k2 = k.copy()
-        try:
-            k2.apply_opt(opt)
-        except KernelOptError:
-            continue
-        tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
-        colors = list(zip(k2.full_shape, k2.colors()))
-        if (
-            prod(s for s, c in colors if c in ("magenta", "yellow")) // tc_up > upcast_max
-            or prod(s for s, c in colors if c in ("cyan", "green", "white")) > local_max
-        ):
-            continue
-        out.append(k2)
-    return out
-
-
-def _state_key(k: Kernel) -> tuple:
-    """Everything rendering reads from a kernel besides its AST: two kernels with the same key render the same."""
-    return (
-        tuple(st.views for st in k.sts),
-        k.full_shape,
-        k.upcasted,
-        k.local_dims,
-        k.group_for_reduces,
-        k.dont_use_locals,
-        repr(k.tensor_core),
-    )  # a TensorCore holds lists: its repr is the hashable part
-
-
-# -- compiling candidates: in threads ------------------------------------------------------------------------------
-# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel. (Worker processes
-# would have to import the user's script again to start: one without `if __name__ == "__main__":` would run again in
-# each of them.)
-_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it
-
-
-def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[int, Program | None, str]:
-    """Render and build one candidate; returns (its number, the program or None, why it failed).
-
-    PoCL compiles in two steps: the OpenCL C at build, and the work-group function for a local size at the first
-    launch. So the compile thread also launches one work-group, and the timing that follows measures the kernel
-    alone."""
-    i, k, limits = job
-    try:
-        prg = render(k, limits)
-        kern = build(prg.src, prg.name)
-    except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        try:
-            infos = {b.idx: b for b in buffers(k.ast)}
-            sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
-            args = [cl.Buffer(get_device().ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
-            for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
-                one = np.ones(1, np_dtype(infos[idx].dtype))
-                cl.enqueue_fill_buffer(
-                    get_device().queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size
-                )
-            with _device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)  # one work-group
-            event.wait()
-        except Exception:  # noqa: S110 - only a warm-up: the main thread times (and may drop) the kernel
-            pass
-    return i, prg, ""
-
-
-def search_workers() -> int:
-    """Compile threads: one per core this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
-
-
-def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
-    """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
-    results: list = []
-    if workers == 0:
-        for job in jobs:
-            if time.perf_counter() > deadline:
-                return results, True
-            results.append(_compile_candidate(job))
-            progress("compiling", len(results), len(jobs))
-        return results, False
-    todo, done, stop = queue.SimpleQueue(), queue.SimpleQueue(), threading.Event()
-    for job in jobs:
-        todo.put(job)
-
-    def work() -> None:
-        while not stop.is_set():
-            try:
-                job = todo.get_nowait()
-            except queue.Empty:
-                return
-            done.put(_compile_candidate(job))
-
-    # daemon threads: one stuck in a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
-    for t in threads:
-        t.start()
-    try:
-        return _collect(jobs, results, done, stop, deadline, progress)
-    finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        stop.set()
-        for t in threads:
-            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
-
-
-def _collect(jobs: list, results: list, done: queue.SimpleQueue, stop: threading.Event, deadline: float, progress):
-    """_compile_all's wait for the compile threads' answers."""
-    last_answer = time.perf_counter()
-    while len(results) < len(jobs):
-        try:
-            results.append(done.get(timeout=0.05))
-            progress("compiling", len(results), len(jobs))
-            last_answer = time.perf_counter()
-            continue
-        except queue.Empty:
-            pass
-        out_of_time = time.perf_counter() > deadline
-        if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-            stop.set()  # the threads take no new job
-            answered = {r[0] for r in results}
-            results += [
-                (job[0], None, f"no answer from the compiler in {COMPILE_TIMEOUT} s")
-                for job in jobs
-                if job[0] not in answered and not out_of_time
-            ]
-            return results, out_of_time
-    return results, False
-
-
-# -- timing candidates: here, one at a time ----------------------------------------------------------------------
-def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[list[int], int]:
-    """tinygrad's _get_test_global_size: halve the last dim above 16 until at most max_global_size work-groups
-    run; returns the smaller size and the factor the time is scaled by."""
-    size, factor = list(global_size), 1
-    while prod(size) > max_global_size:
-        for d in reversed(range(len(size))):
-            if size[d] > 16:
-                size[d] //= 2
-                factor *= 2
-                break
-        else:
-            break
-    return size, factor
-
-
-def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_size: int | None) -> int:
-    """Launch at most max_global_size work-groups of the `full` launch (work-items; None: all of them); returns the
-    factor a time is scaled by."""
-    if prg.local_size is not None:
-        groups = [g // n for g, n in zip(full, prg.local_size)]
-        groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
-        launch.global_size = [g * n for g, n in zip(groups, prg.local_size)]
-    else:  # no local size: the runtime groups the items, as _Launch does
-        items, factor = _test_global_size(full, max_global_size) if max_global_size else (list(full), 1)
-        launch.global_size = items
-        launch.local_size = [max(d for d in range(1, 33) if items[0] % d == 0)] + [1] * (len(items) - 1)
-    return factor
-
-
-PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
-
-
-def _time_candidate(
-    k: Kernel,
-    prg: Program,
-    inputs,
-    device_args: dict,
-    stop_above: float,
-    runs: int = 3,
-    max_global_size: int | None = None,
-    var_vals: dict | None = None,
-) -> float:
-    """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
-    can't be kept, and a slow kernel is what makes a search slow)."""
-    launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
-    full = list(launch.global_size)  # work-items, at these variable values
-
-    def once(factor: int) -> float:
-        event = launch.launch()
-        event.wait()
-        return (event.profile.end - event.profile.start) * 1e-9 * factor
-
-    groups = prod(full) // prod(prg.local_size or [1])
-    if max_global_size is None and groups > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
-        # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
-        # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(_set_global_size(launch, prg, full, PROBE_GLOBAL_SIZE))) > stop_above:
-            return probe
-    factor = _set_global_size(launch, prg, full, max_global_size)
-    best = math.inf
-    for _ in range(runs):
-        best = min(best, once(factor))
-        if best > stop_above:
-            break
-    return best
-
-
-# -- the search ---------------------------------------------------------------------------------------------------
-class SearchError(ValueError):
-    """beam_search was called with arguments it can't search with."""
-
-
-@dataclass
-class SearchRound:
-    """One round: `candidates` kernels one action from the beam, `compiled` of them built (the rest `dropped`,
-    with `duplicates` rendering to code already timed), `timed`, and the best kernel and time so far."""
-
-    number: int
-    candidates: int
-    compiled: int
-    duplicates: int
-    timed: int
-    dropped: int
-    best_s: float
-    best: Kernel
-    seconds: float
-
-
-@dataclass
-class SearchResult:
-    """What a search found: the kernel (verified), its time, the rounds, how many candidates were dropped
-    (didn't build, run or verify), whether the answer came from the disk cache, and the wall time."""
-
-    kernel: Kernel
-    time_s: float
-    rounds: list[SearchRound]
-    dropped: int
-    cached: bool
-    seconds: float
-    start_s: dict[str, float]  # the times of the starting kernels: "given" and (from a bare kernel) "hand-coded"
-    why_dropped: list[str]
-    finalists: int = 0  # kernels timed again in the runoff before one was chosen
-
-
-def cache_dir() -> str:
-    """Where searches are remembered: $KERNELPY_CACHE, else $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
-    if os.environ.get("KERNELPY_CACHE"):
-        return os.environ["KERNELPY_CACHE"]
-    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kernelpy")
-
-
-def _code_version() -> str:
-    """A hash of kernel.py and runtime.py: a result found by other code (another renderer) is not reused."""
-    import hashlib
-    import kernel
-
-    h = hashlib.sha256()
-    for path in (kernel.__file__, __file__):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
-    """The file of one search: a hash of everything its answer depends on."""
-    import hashlib
-
-    key = repr(
-        (
-            k.ast,
-            k.applied_opts,
-            k.opts,
-            get_device().name,
-            amt,
-            settings,
-            [str(a) for a in search_actions()],
-            search_limits(),
-            _code_version(),
-        )
-    )
-    return os.path.join(directory, "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
-
-
-def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
-    """The kernel and time a search remembered in `path`, or None: no entry, or one this code can't replay (then
-    the search runs again and writes it anew)."""
-    import json
-
-    try:
-        with open(path) as f:
-            entry = json.load(f)
-        t = entry["time_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
-            return None  # not a time: written by something else, or damaged
-        found = k.copy()
-        for op, axis, amount in entry["opts"]:
-            found.apply_opt(Opt(OptOps[op], axis, amount))
-        return found, float(t)
-    except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError):  # deeply nested JSON: the last
-        return None
-
-
-_cache_warned = False  # an unwritable cache is said once per process, not once per search
-
-
-def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
-    """Remember a verified search; where the cache can't be written (a read-only folder, KERNELPY_CACHE naming a
-    file) warn once and go on: the search's answer matters more than remembering it."""
-    import json
-
-    global _cache_warned
-    new = k.applied_opts[len(start.applied_opts) :]
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
-        os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
-    except OSError as e:
-        if not _cache_warned:
-            _cache_warned = True
-            warnings.warn(f"the search cache can't be written, searches are not remembered: {e}", stacklevel=3)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
-    """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
-    search_limits()  # a bad BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError naming it
-    if not isinstance(k, Kernel):
-        raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
-    if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
-        raise SearchError(f"amt (kernels kept per round) must be an integer >= 1, got {amt!r}")
-    if timeout is not None and (not _is_number(timeout) or not timeout > 0):
-        raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-    if not _is_number(min_progress) or not 0 <= min_progress < math.inf:
-        raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
-    if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
-        raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
-    try:
-        values = var_values(k, var_vals)
-    except ValueError as e:
-        raise SearchError(str(e)) from None
-    try:
-        _check_inputs(buffers(concrete_ast(k, values)), inputs)
-    except ValueError as e:
-        raise SearchError(f"the inputs don't match the kernel: {e}") from None
-    return values
-
-
-TIMING_PASSES = 3  # launches of a contender in its round, one per pass
-FINALISTS, FINAL_PASSES = 6, 5
-
-
-def _runoff(
-    ranked: list[tuple], also: list[Kernel], inputs, device_args: dict, var_vals: dict
-) -> tuple[list[tuple], int]:
-    """Time the FINALISTS fastest kernels again (and the heuristics' kernel), once per pass for FINAL_PASSES passes,
-    and rank them by their best launch: each was timed in its own round, and a busy moment of the machine there can
-    have made it look slower than it is (other work only ever adds time, so the best launch is the truest). The rest
-    keep their order behind them."""
-    finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
-    best = {x[1]: x[0] for x in finalists}
-    for _ in range(FINAL_PASSES):
-        for _, n, kern, prg in finalists:
-            best[n] = min(best[n], _time_candidate(kern, prg, inputs, device_args, math.inf, runs=1, var_vals=var_vals))
-    rest = [x for x in ranked if x[1] not in best]
-    return sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]) + rest, len(
-        finalists
-    )
-
-
-def search(
-    k: Kernel,
-    *inputs: np.ndarray,
-    amt: int = 2,
-    var_vals: dict | None = None,
-    timeout: float | None = None,
-    cache: bool = True,
-    workers: int | None = None,
-    max_global_size: int | None = None,
-    min_progress: float = 1e-8,
-    from_heuristics: bool = True,
-    on_round=None,
-    on_progress=None,
-) -> SearchResult:
-    """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
-
-    Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
-    threads; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
-    stops when a round improves the best time by less than `min_progress` seconds (tinygrad's 0.01 us), or when
-    `timeout` seconds have passed (then the best so far is returned). From a kernel with no opts, the heuristics'
-    kernel starts in the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk
-    cache (cache_dir()). `max_global_size` times each candidate on at most that many work-groups and scales the
-    time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
-    `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
-    k is never changed. A search that timed no kernel (each one dropped, or the timeout before the first) raises
-    SearchError rather than hand k back as if it had been chosen; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
-    begin = time.perf_counter()
-    if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
-        verify(k, *inputs, var_vals=var_vals)
-        return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, {}, [])
-    deadline = begin + timeout if timeout is not None else math.inf
-    workers = search_workers() if workers is None else workers
-    progress = on_progress or (lambda phase, done, total: None)
-    settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
-    path = _cache_path(k, amt, cache_dir(), settings) if cache else None
-    if path and (hit := _cache_get(path, k)) is not None:
-        # written only after verification, by this same code (the key holds its hash) on this AST and device
-        return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, {}, [])
-
-    limits, device_args = device_limits(), {}
-    seen: set = set()  # rendered programs already compiled (their source and launch sizes)
-    seen_states: set = set()  # kernel states already sent to compile
-    why_dropped: list[str] = []
-    timed: list[tuple[float, int, Kernel, Program]] = []  # every kernel timed, its time first (the number breaks ties)
-
-    def compile_and_time(kernels: list[Kernel], cutoff: float) -> tuple[list[tuple], dict]:
-        """Compile the kernels not seen before, time the ones that built; returns the timed and counts."""
-        fresh = []
-        for kern in kernels:
-            if (key := _state_key(kern)) not in seen_states:
-                seen_states.add(key)
-                fresh.append(kern)
-        results, out_of_time = _compile_all(
-            [(i, kern, limits) for i, kern in enumerate(fresh)], workers, deadline, progress
-        )
-        counts = {"candidates": len(kernels), "compiled": 0, "duplicates": len(kernels) - len(fresh), "dropped": 0}
-        programs = []
-        for i, prg, why in sorted(results, key=lambda r: r[0]):
-            if prg is None:
-                counts["dropped"] += 1
-                why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
-                continue
-            counts["compiled"] += 1
-            if (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) in seen:
-                counts["duplicates"] += 1  # another kernel rendered the same code: timing it again tells nothing
-                continue
-            seen.add(key)
-            programs.append((fresh[i], prg))
-        best: dict[int, float] = {}  # candidate number -> its best launch so far
-        for n, (kern, prg) in enumerate(programs):
-            if time.perf_counter() > deadline:
-                break
-            # a first launch twice as slow as the best so far says enough: such a kernel keeps that one time, which
-            # can't make it the best (tinygrad stops at 3x); a large one may not even need the whole launch
-            stop_above = 2 * min([cutoff, *best.values()])
-            try:
-                best[n] = _time_candidate(
-                    kern,
-                    prg,
-                    inputs,
-                    device_args,
-                    stop_above,
-                    runs=1,
-                    max_global_size=max_global_size,
-                    var_vals=var_vals,
-                )
-            except (cl.Error, RuntimeError, ValueError) as e:
-                counts["dropped"] += 1
-                why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
-            progress("timing", n + 1, len(programs))
-        # more launches for the contenders, one pass over them at a time: on a busy machine launches close together
-        # share the same busy moment, launches spread over the round don't, and the best of them is the kernel's
-        for _ in range(TIMING_PASSES - 1):
-            for n in [n for n, t in best.items() if t <= 2 * min(best.values())]:
-                if time.perf_counter() > deadline:
-                    break
-                kern, prg = programs[n]
-                best[n] = min(
-                    best[n],
-                    _time_candidate(
-                        kern,
-                        prg,
-                        inputs,
-                        device_args,
-                        math.inf,
-                        runs=1,
-                        max_global_size=max_global_size,
-                        var_vals=var_vals,
-                    ),
-                )
-        out = [(t, len(timed) + i, programs[n][0], programs[n][1]) for i, (n, t) in enumerate(best.items())]
-        timed.extend(out)
-        return out, {**counts, "timed": len(out), "out_of_time": out_of_time or time.perf_counter() > deadline}
-
-    # round 0: the starting kernels
-    starts = [("given", k.copy())]
-    if from_heuristics and not k.applied_opts:  # first: a bare kernel is often slow, and stops early behind it
-        starts.insert(0, ("hand-coded", optimize(k.copy())))
-    first, counts = compile_and_time([s for _, s in starts], math.inf)
-    start_s = {name: t for (name, s) in starts for t, _, kern, _ in first if kern is s}
-    beam = sorted(first, key=lambda x: x[:2])[:amt]
-    rounds = [
-        SearchRound(
-            0,
-            len(starts),
-            counts["compiled"],
-            counts["duplicates"],
-            counts["timed"],
-            counts["dropped"],
-            beam[0][0] if beam else math.inf,
-            beam[0][2] if beam else k,
-            time.perf_counter() - begin,
-        )
-    ]
-    if on_round:
-        on_round(rounds[-1])
-    out_of_time = counts["out_of_time"]
-    while beam and not out_of_time:
-        candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
-        new, counts = compile_and_time(candidates, beam[0][0])
-        out_of_time = counts.pop("out_of_time")
-        ranked = sorted(new, key=lambda x: x[:2])
-        improved = bool(ranked) and ranked[0][0] < beam[0][0] - min_progress
-        if improved:
-            beam = ranked[:amt]
-        elif ranked and ranked[0][0] < beam[0][0]:
-            beam = ranked[:1]  # a little faster still, but not enough to search on from it
-        rounds.append(
-            SearchRound(len(rounds), **counts, best_s=beam[0][0], best=beam[0][2], seconds=time.perf_counter() - begin)
-        )
-        if on_round:
-            on_round(rounds[-1])
-        if not improved:
-            break
-
-    ranked, finalists = sorted(timed, key=lambda x: x[:2]), 0
-    if not out_of_time:
-        hand_coded = [s for name, s in starts if name == "hand-coded"]
-        ranked, finalists = _runoff(ranked, hand_coded, inputs, device_args, var_vals)
-    # verify the fastest; one that computes the wrong thing is dropped and the next one tried
-    expected = reference(k, *inputs, var_vals=var_vals)
-    dropped = sum(r.dropped for r in rounds)
-    for t, _, kern, _ in ranked:
-        try:
-            verify(kern, *inputs, expected=expected, var_vals=var_vals)
-        except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
-            dropped += 1
-            why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
-            continue
-        if path and math.isfinite(t) and not out_of_time:
-            _cache_put(path, kern, k, t)
-        return SearchResult(
-            kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, why_dropped, finalists
-        )
-    # nothing to answer with: the given kernel back would look like the search's choice, and it is not one
-    if not ranked:
-        why = f"its timeout of {timeout} s ran out first" if out_of_time else "every candidate was dropped"
-        raise SearchError(f"the search timed no kernel: {why}" + (f" (last: {why_dropped[-1]})" if why_dropped else ""))
-    raise VerificationError(f"no kernel the search timed verified, the last: {why_dropped[-1]}")
-
-
-def beam_search(
-    k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None, **options
-) -> Kernel:
-    """A new Kernel with the opts a beam search found fastest on the device, verified against the reference
-    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s."""
-    return search(k, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, **options).kernel
-
-
-# ============================================================================================================
 # command line
 # ============================================================================================================
 def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
@@ -2146,144 +1556,22 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
 def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
     """A demo kernel optimized by kernel.py's demo_kernel (the heuristics' opts, or the given ones). With `steps` its
     step table is printed, as `python kernel.py demo NAME` prints it; else only the rejected opts are logged."""
-    table = io.StringIO()
-    k = demo_kernel(name, target, opts, out=table)
-    if steps:
-        print(table.getvalue(), end="")
-    for line in table.getvalue().splitlines()[1:] if not steps else []:
-        if "rejected:" in line:
-            log(line)
+    k, rejected = demo_kernel(name, target, opts, out=None if steps else io.StringIO())
+    width = max([16] + [len(str(o)) + 2 for o in opts or ()])  # as wide as demo_kernel's column of opts
+    for opt, why in rejected if not steps else []:
+        log(f"  {str(opt):<{width}}rejected: {why}")
     return k
 
 
-class _SearchDisplay:
-    """What `python runtime.py search` prints: a line per round, and on a terminal a progress line while a round
-    runs (overwritten in place, so it never reaches a file or a pipe)."""
-
-    def __init__(self, out=None):
-        self.out = out or sys.stdout
-        self.live = self.out.isatty()
-        self.round = 0
-
-    def progress(self, phase: str, done: int, total: int) -> None:
-        if self.live:
-            self.out.write(f"\r  round {self.round}: {phase} {done}/{total}\033[K")
-            self.out.flush()
-
-    def on_round(self, r: SearchRound) -> None:
-        if self.live:
-            self.out.write("\r\033[K")
-        self.round = r.number + 1
-        shape = _plain_unless_terminal(r.best.colored_shape(), self.out)
-        print(
-            f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
-            f"{shape}  {_opts_text(r.best)}",
-            file=self.out,
-            flush=True,
-        )
-
-
-def _plain_unless_terminal(text: str, out) -> str:
-    """Colours only to a terminal (or with FORCE_COLOR); NO_COLOR wins."""
-    if os.environ.get("NO_COLOR") or not (os.environ.get("FORCE_COLOR") or out.isatty()):
-        return ansistrip(text)
-    return text
-
-
-def _ms(t: float) -> str:
-    return f"{t * 1e3:9.3f} ms" if math.isfinite(t) else f"{'-':>9s} ms"
-
-
-def _opts_text(k: Kernel) -> str:
-    return ", ".join(str(o) for o in k.applied_opts) or "no opts"
-
-
-def search_demo(
-    name: str,
-    amt: int = 2,
-    opts: Sequence[Opt] | None = None,
-    target: str | None = None,
-    timeout: float | None = None,
-    cache: bool = True,
-    out=None,
-) -> SearchResult:
-    """`python runtime.py search`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then
-    time the hand-coded and the searched kernel side by side."""
-    out = out or sys.stdout
-    if name not in DEMOS:
-        raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    demo = DEMOS[name]
-    start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
-    for opt in opts or ():
-        start.apply_opt(opt)
-    samples = sample_var_vals(start)
-    var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
-    inputs = random_inputs(start, var_vals=var_vals)
-    display = _SearchDisplay(out)
-    print(
-        f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
-        f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}",
-        file=out,
-        flush=True,
-    )
-    result = search(
-        start,
-        *inputs,
-        amt=amt,
-        var_vals=var_vals,
-        timeout=timeout,
-        cache=cache,
-        on_round=display.on_round,
-        on_progress=display.progress,
-    )
-    if result.cached:
-        print(f"  from the cache ({cache_dir()}): searched before, verified then", file=out)
-    elif result.finalists:
-        shape = _plain_unless_terminal(result.kernel.colored_shape(), out)
-        print(
-            f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
-            f"best {_ms(result.time_s).strip()}  {shape}  {_opts_text(result.kernel)}",
-            file=out,
-        )
-    hand = optimize(Kernel(*start.ast, opts=start.opts))
-    rows = [("hand-coded", hand), ("searched", result.kernel)]
-    times = {
-        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
-    }
-    width = max(ansilen(k.colored_shape()) for _, k in rows)
-    print("", file=out)
-    for label, k in rows:
-        shape = _plain_unless_terminal(k.colored_shape(), out)
-        print(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}", file=out)
-    print(
-        f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
-        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified",
-        file=out,
-    )
-    return result
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # the benchmarks live in bench.py, beside this file in the repository
-        try:
-            import bench
-        except ImportError:
-            sys.exit(
-                "python runtime.py bench runs bench.py, which is in the repository beside runtime.py: "
-                "run it from a checkout"
-            )
-        return bench.main(argv[1:], prog="python runtime.py bench")
     p = argparse.ArgumentParser(
         prog="python runtime.py",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
-        "them against numpy, and beam-search their opts.",
+        "them against numpy. (The beam search is search.py's: python search.py NAME.)",
         epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
         "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n"
-        "  python runtime.py search matmul --beam 2\n  python runtime.py bench      (bench.py)\n"
         "\nAn opt is OP:AXIS:AMT, OP one of "
         + ", ".join(o.name for o in OptOps)
         + ". PYOPENCL_CTX chooses the OpenCL device.",
@@ -2294,26 +1582,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver = sub.add_parser("verify", help="run demo kernels (heuristics or --opt) and check them against numpy")
     ver.add_argument("name", nargs="?", choices=list(DEMOS), help="one demo kernel (default: all)")
     ver.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the random inputs (0)")
-    sea = sub.add_parser("search", help="beam-search a demo kernel's opts on the device, round by round")
-    sea.add_argument("name", choices=list(DEMOS))
-    sea.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
-    sea.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
-    sea.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
-    for sp in (show, ver, sea):
+    for sp in (show, ver):
         sp.add_argument(
             "--opt",
             action="append",
             type=parse_opt_arg,
             metavar="OP:AXIS:AMT",
-            help="apply these opts in order instead of the heuristics (repeatable)"
-            if sp is not sea
-            else "start the search from these opts (repeatable)",
+            help="apply these opts in order instead of the heuristics (repeatable)",
         )
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
-    sub.add_parser("bench", help="time the benchmark suite (bench.py; python runtime.py bench --help)", add_help=False)
     args = p.parse_args(argv)
-    if args.command == "search" and args.beam < 1:
-        p.error(f"--beam must be at least 1, got {args.beam}")
 
     def log(text: str) -> None:
         print(text, flush=True)
@@ -2336,11 +1614,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + ": int arguments; this one program runs every value, the launch size follows them"
             )
         print(f"  launch          {launch}\n\n{prg.src}")
-    elif args.command == "search":
-        try:
-            search_demo(args.name, args.beam, args.opt, args.target, args.timeout, not args.no_cache)
-        except (SearchError, KernelOptError) as e:
-            p.error(str(e))
     else:
         failed, count, kernels = 0, 0, 0
         for name in [args.name] if args.name else list(DEMOS):

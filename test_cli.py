@@ -128,7 +128,7 @@ def test_cli_show_and_verify(capsys, device):
     assert "1 kernel verified, 0 failed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["show", "verify", "bench"])
+@pytest.mark.parametrize("command", ["show", "verify"])
 def test_cli_help(command, capsys):
     with pytest.raises(SystemExit) as e:
         R.main([command, "--help"])

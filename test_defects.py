@@ -607,7 +607,7 @@ def _cli(*args: str, env: dict | None = None, script: str = "kernel.py") -> subp
 @pytest.mark.parametrize(
     "args, env, script, names",
     [
-        (["bench", "--runs", "0"], {}, "runtime.py", "--runs"),
+        (["--runs", "0"], {}, "bench.py", "--runs"),
         (["verify", "--seed", "-5"], {}, "runtime.py", "--seed"),
         (["demo"], {"TC": "abc"}, "kernel.py", "TC"),
         (["show", "matmul"], {"TC": "abc"}, "runtime.py", "TC"),
@@ -666,6 +666,16 @@ def test_rejected_opts_are_shown_after_the_header_with_room_for_long_labels(caps
     assert out.index("sum_axis1 [") < re.search(r"UPCAST:7:4 +rejected", out).start()
     kernel.demo_kernel("matvec", opts=[Opt(OptOps.GROUPTOP, 100, 1000)])
     assert re.search(r"GROUPTOP:100:1000 +rejected", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("view", ["steps", "explain"])
+def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys, device):
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = kernel.demo_kernel("sum", opts=opts, view=view)
+    assert k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:] and "axis" in rejected[0][1]
+    capsys.readouterr()
+    assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
+    assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
 
 
 # ============================================================================================================
@@ -848,8 +858,8 @@ def test_no_opencl_platform_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("knob", ["BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX"])
 def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
-    assert _cli("--help", env={knob: "lots"}, script="runtime.py").returncode == 0
-    p = _cli("search", "sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)}, script="runtime.py")
+    assert _cli("--help", env={knob: "lots"}, script="search.py").returncode == 0
+    p = _cli("sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)}, script="search.py")
     _one_line_error(p, 2, knob)
 
 
@@ -881,7 +891,7 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
     import time
 
     p = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "runtime.py"), "search", "matmul", "--no-cache"],
+        [sys.executable, os.path.join(HERE, "search.py"), "matmul", "--no-cache"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -891,15 +901,15 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
     time.sleep(1)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 130 and err.strip() == "python runtime.py: interrupted", err
+    assert p.returncode == 130 and err.strip() == "python search.py: interrupted", err
 
 
 def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(tmp_path):
     """Not the given kernel back as the search's answer; and the compile threads finish before the program ends
     (one ending under a compile crashed the OpenCL runtime)."""
-    p = _cli("search", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)}, script="runtime.py")
+    p = _cli("sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)}, script="search.py")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "python runtime.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
+        "python search.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
     )
     assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error

@@ -1077,9 +1077,9 @@ class TestHeuristics:
         k = hand_coded(matvec_ast(1024, 768))
         assert [o for o, _ in k.heuristic_log] == k.applied_opts
         assert [why for _, why in k.heuristic_log] == [
-            "matvec: 8 threads share each row's reduce",
-            "matvec: 4 rows per work-group",
-            "matvec: 4 rows per thread",
+            "matvec: 8 threads share each output's reduce (GROUP)",
+            "matvec: 4 threads per work-group along axis 0",
+            "matvec: each thread computes 4 outputs along axis 0",
         ]
 
 

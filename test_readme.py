@@ -98,7 +98,7 @@ def test_the_readme_shows_command_outputs():
 @pytest.mark.parametrize("line,command,expected,recorded", OUTPUT_BLOCKS, ids=[f"L{b[0]}" for b in OUTPUT_BLOCKS])
 def test_readme_output_is_what_the_command_prints(line, command, expected, recorded):
     if recorded:
-        assert "runtime.py search" in command, f"README line {line}: only a search's output may be a recorded run"
+        assert "search.py" in command, f"README line {line}: only a search's output may be a recorded run"
         return
     missing = matches(expected, run(command))
     assert missing is None, f"README line {line}, `{command}` no longer prints:\n{missing}"

@@ -1,4 +1,4 @@
-"""Tests of runtime.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
+"""Tests of search.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
 
 Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the compile threads."""
 
@@ -16,6 +16,7 @@ import pytest
 
 import bench
 import runtime as R
+import search as S
 from kernel import (
     TARGETS,
     Kernel,
@@ -46,7 +47,7 @@ def cache_dir(tmp_path, monkeypatch):
 def few_actions(monkeypatch):
     """A handful of tinygrad's actions: the same search, a few candidates per round (each costs a compile)."""
     monkeypatch.setattr(
-        R,
+        S,
         "ACTIONS",
         [
             Opt(OptOps.UPCAST, 0, 2),
@@ -67,7 +68,7 @@ def _state(k: Kernel) -> tuple:
 def test_search_returns_a_verified_kernel_whose_opts_replay_on_a_fresh_kernel(few_actions):
     k = Kernel(*sum_ast((64, 128), (1,)))
     inputs = R.random_inputs(k)
-    result = R.search(k, *inputs, amt=1, workers=0)
+    result = S.search(k, *inputs, amt=1, workers=0)
     R.verify(result.kernel, *inputs)
     assert result.kernel is not k and result.kernel.applied_opts and np.isfinite(result.time_s)
     assert len(result.rounds) >= 2 and sum(r.timed for r in result.rounds) > 2
@@ -83,7 +84,7 @@ def test_search_never_changes_the_input_kernel(few_actions):
     k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
     before = _state(k)
     inputs = R.random_inputs(k)
-    found = R.beam_search(k, *inputs, amt=1, workers=0, timeout=20)
+    found = S.beam_search(k, *inputs, amt=1, workers=0, timeout=20)
     assert _state(k) == before
     assert found.applied_opts[:1] == [Opt(OptOps.UPCAST, 0, 2)]  # it starts from k as given
 
@@ -91,15 +92,15 @@ def test_search_never_changes_the_input_kernel(few_actions):
 def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir):
     k = Kernel(*elementwise_ast(2048))
     inputs = R.random_inputs(k)
-    first = R.search(k, *inputs, amt=1)  # compile threads: the default
+    first = S.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
     start = time.perf_counter()
-    second = R.search(k, *inputs, amt=1)
+    second = S.search(k, *inputs, amt=1)
     assert second.cached and second.rounds == [] and time.perf_counter() - start < 1
     assert second.kernel.applied_opts == first.kernel.applied_opts and _state(k)[0] == []
-    again = R.search(k, *inputs, amt=1, cache=False, workers=0)
+    again = S.search(k, *inputs, amt=1, cache=False, workers=0)
     assert not again.cached and again.rounds
-    other_amt = R.search(k, *inputs, amt=2, workers=0)  # amt is part of the key
+    other_amt = S.search(k, *inputs, amt=2, workers=0)  # amt is part of the key
     assert not other_amt.cached
 
 
@@ -113,7 +114,7 @@ def test_time_budget_returns_the_best_so_far(cache_dir):
         time.sleep(0.6)
 
     start = time.perf_counter()
-    result = R.search(k, *inputs, amt=1, workers=0, timeout=0.5, on_round=slow_round)
+    result = S.search(k, *inputs, amt=1, workers=0, timeout=0.5, on_round=slow_round)
     # the budget is checked between candidates; one compile and the final verification may follow it
     assert time.perf_counter() - start < 0.5 + 0.6 * len(rounds) + 4
     assert len(rounds) <= 2, "the search went on past its budget"
@@ -129,10 +130,10 @@ def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, mon
             raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
         return real_build(src, name)
 
-    monkeypatch.setattr(R, "build", build_without_float4)
+    monkeypatch.setattr(S, "build", build_without_float4)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
-    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
+    result = S.search(k, *inputs, amt=1, workers=0, cache=False)
     assert result.dropped > 0 and any("BuildError" in why for why in result.why_dropped)
     assert result.dropped == sum(r.dropped for r in result.rounds)
     assert "float4" not in R.render(result.kernel).src
@@ -148,15 +149,15 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
         outs = real_run(kern, *xs, **kwargs)
         return [o + 1 for o in outs] if kern.applied_opts else outs
 
-    real_time = R._time_candidate
+    real_time = S._time_candidate
 
     def given_kernel_slowest(kern, *args, **kwargs):  # so that every other kernel is tried first
         t = real_time(kern, *args, **kwargs)
         return t if kern.applied_opts else 1.0
 
     monkeypatch.setattr(R, "run", run_wrong_with_any_opt)
-    monkeypatch.setattr(R, "_time_candidate", given_kernel_slowest)
-    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
+    monkeypatch.setattr(S, "_time_candidate", given_kernel_slowest)
+    result = S.search(k, *inputs, amt=1, workers=0, cache=False)
     assert result.kernel.applied_opts == []
     wrong = [why for why in result.why_dropped if "VerificationError" in why]
     assert len(wrong) == sum(r.timed for r in result.rounds) - 1  # every timed kernel but the given one
@@ -179,46 +180,48 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     ],
 )
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
-    monkeypatch.setattr(R, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
+    for module in (R, S):  # search.py compiles candidates, runtime.py the kernels it runs
+        monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
     k = Kernel(*elementwise_ast(256))
-    with pytest.raises(R.SearchError, match=message):
-        R.search(k, *R.random_inputs(k), **kwargs)
+    with pytest.raises(S.SearchError, match=message):
+        S.search(k, *R.random_inputs(k), **kwargs)
 
 
 def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkeypatch):
-    monkeypatch.setattr(R, "build", lambda *a: pytest.fail("compiled despite bad inputs"))
+    for module in (R, S):
+        monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad inputs"))
     k = Kernel(*elementwise_ast(256))
     a, b = R.random_inputs(k)
-    with pytest.raises(R.SearchError, match="expected 2 input arrays"):
-        R.beam_search(k, a)
-    with pytest.raises(R.SearchError, match="dtype"):
-        R.beam_search(k, a, b.astype(np.float64))
-    with pytest.raises(R.SearchError, match="elements"):
-        R.beam_search(k, a, b[:10])
-    with pytest.raises(R.SearchError, match="Kernel"):
-        R.beam_search(k.ast, a, b)
+    with pytest.raises(S.SearchError, match="expected 2 input arrays"):
+        S.beam_search(k, a)
+    with pytest.raises(S.SearchError, match="dtype"):
+        S.beam_search(k, a, b.astype(np.float64))
+    with pytest.raises(S.SearchError, match="elements"):
+        S.beam_search(k, a, b[:10])
+    with pytest.raises(S.SearchError, match="Kernel"):
+        S.beam_search(k.ast, a, b)
     with pytest.raises(ValueError, match="no demo kernel 'nope'"):
-        R.search_demo("nope")
+        S.search_demo("nope")
 
 
 def test_actions_are_one_opt_more_and_stay_within_the_limits():
     k = Kernel(*matmul_ast(64, 64, 64))
-    kernels = R.kernel_actions(k)
-    assert kernels and all(len(x.applied_opts) == 1 and x.applied_opts[0] in R.ACTIONS for x in kernels)
+    kernels = S.kernel_actions(k)
+    assert kernels and all(len(x.applied_opts) == 1 and x.applied_opts[0] in S.ACTIONS for x in kernels)
     for x in kernels:
         shape = list(zip(x.full_shape, x.colors()))
-        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= R.search_limits()[0]
+        assert np.prod([s for s, c in shape if c in ("magenta", "yellow")]) <= S.search_limits()[0]
     assert k.applied_opts == []
 
 
 def test_test_global_size_halves_dims_above_16_and_scales_time():
-    assert R._test_global_size([256, 32, 8], 65536) == ([256, 32, 8], 1)
-    size, factor = R._test_global_size([4096, 64, 8], 65536)
+    assert S._test_global_size([256, 32, 8], 65536) == ([256, 32, 8], 1)
+    size, factor = S._test_global_size([4096, 64, 8], 65536)
     assert np.prod(size) <= 65536 and size[2] == 8 and factor * np.prod(size) == 4096 * 64 * 8
 
 
 def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
-    assert R.main(["search", "sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
+    assert S.main(["sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
@@ -228,11 +231,11 @@ def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
 
 @pytest.mark.parametrize(
     "argv, message",
-    [(["search", "sum", "--beam", "0"], "--beam must be at least 1"), (["search", "nope"], "invalid choice")],
+    [(["sum", "--beam", "0"], "--beam must be at least 1"), (["nope"], "invalid choice")],
 )
 def test_cli_search_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        R.main(argv)
+        S.main(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -248,10 +251,11 @@ def test_bench_prints_a_row_per_variant(capsys, tmp_path):
     assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)
 
 
-def test_runtime_bench_is_bench_py(capsys):
+@pytest.mark.parametrize("script", ["bench", "search"])
+def test_bench_and_search_have_their_own_command_lines(script, capsys):
     with pytest.raises(SystemExit) as e:
-        R.main(["bench", "--help"])
-    assert e.value.code == 0 and "usage: python runtime.py bench" in capsys.readouterr().out
+        {"bench": bench, "search": S}[script].main(["--help"])
+    assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main(["no such benchmark"])
     assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
@@ -269,32 +273,32 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
         return real_launch(self)
 
     monkeypatch.setattr(R._Launch, "launch", counting_launch)
-    assert R._time_candidate(k, prg, inputs, {}, stop_above=0.0) > 0
-    assert sizes == [R.PROBE_GLOBAL_SIZE]  # one partial launch said enough
+    assert S._time_candidate(k, prg, inputs, {}, stop_above=0.0) > 0
+    assert sizes == [S.PROBE_GLOBAL_SIZE]  # one partial launch said enough
     sizes.clear()
-    R._time_candidate(k, prg, inputs, {}, stop_above=1e9)
-    assert sizes == [R.PROBE_GLOBAL_SIZE] + [1 << 20] * 3  # the probe, then the best of three full launches
+    S._time_candidate(k, prg, inputs, {}, stop_above=1e9)
+    assert sizes == [S.PROBE_GLOBAL_SIZE] + [1 << 20] * 3  # the probe, then the best of three full launches
     sizes.clear()
-    R._time_candidate(k, prg, inputs, {}, stop_above=1e9, max_global_size=1 << 16)
+    S._time_candidate(k, prg, inputs, {}, stop_above=1e9, max_global_size=1 << 16)
     assert sizes == [1 << 16] * 3  # tinygrad's test size: every launch partial, scaled up
 
 
 def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
     k = Kernel(*attention_ast(16, 64))
     inputs = R.random_inputs(k, var_vals={"i": 40})
-    with pytest.raises(R.SearchError, match="no value for the variable i"):
-        R.search(k, *inputs, amt=1, workers=0)
-    result = R.search(k, *inputs, amt=1, workers=0, var_vals={"i": 40})
+    with pytest.raises(S.SearchError, match="no value for the variable i"):
+        S.search(k, *inputs, amt=1, workers=0)
+    result = S.search(k, *inputs, amt=1, workers=0, var_vals={"i": 40})
     for n in (1, 40, 64):  # one program serves every length: the searched one too
         R.verify(result.kernel, *R.random_inputs(k, var_vals={"i": n}), var_vals={"i": n})
 
 
 def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
-    monkeypatch.setattr(R, "ACTIONS", R.ACTIONS + [Opt(OptOps.TC, 0, 0)])
+    monkeypatch.setattr(S, "ACTIONS", S.ACTIONS + [Opt(OptOps.TC, 0, 0)])
     k = Kernel(*matmul_ast(16, 16, 16), opts=TARGETS["metal"])  # rendered with plain multiply-adds on this device
     inputs = R.random_inputs(k)
-    result = R.search(k, *inputs, amt=1, workers=0, cache=False)
-    assert any(kern.tensor_core for kern in R.kernel_actions(k)) and result.rounds
+    result = S.search(k, *inputs, amt=1, workers=0, cache=False)
+    assert any(kern.tensor_core for kern in S.kernel_actions(k)) and result.rounds
     R.verify(result.kernel, *inputs)
 
 
@@ -305,10 +309,11 @@ import sys
 sys.path.insert(0, {here!r})
 print("the script runs", flush=True)
 import runtime
+import search
 from kernel import Kernel, Opt, OptOps, elementwise_ast
-runtime.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)]
+search.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)]
 k = Kernel(*elementwise_ast(4096))
-found = runtime.search(k, *runtime.random_inputs(k), amt=1, timeout=60, workers=2)
+found = search.search(k, *runtime.random_inputs(k), amt=1, timeout=60, workers=2)
 print("timed", sum(r.timed for r in found.rounds), found.time_s < 1, flush=True)
 """
 
@@ -330,7 +335,7 @@ def test_a_search_from_a_script_without_a_main_guard_runs_the_script_once(tmp_pa
 def test_an_unwritable_cache_warns_once_and_the_search_returns(tmp_path, monkeypatch, few_actions):
     k = Kernel(*elementwise_ast(256))
     inputs = R.random_inputs(k)
-    monkeypatch.setattr(R, "_cache_warned", False)
+    monkeypatch.setattr(S, "_cache_warned", False)
     not_a_folder = tmp_path / "a_file"
     not_a_folder.write_text("")
     (tmp_path / "cache_with_a_file").mkdir()
@@ -339,7 +344,7 @@ def test_an_unwritable_cache_warns_once_and_the_search_returns(tmp_path, monkeyp
         warnings.simplefilter("always")
         for where in (not_a_folder, tmp_path / "cache_with_a_file"):
             monkeypatch.setenv("KERNELPY_CACHE", str(where))
-            result = R.search(k, *inputs, amt=1, workers=0)
+            result = S.search(k, *inputs, amt=1, workers=0)
             assert not result.cached and np.isfinite(result.time_s)
             R.verify(result.kernel, *inputs)
     said = [w for w in caught if "cache" in str(w.message)]
@@ -354,35 +359,35 @@ def test_an_unwritable_cache_warns_once_and_the_search_returns(tmp_path, monkeyp
 def test_a_damaged_cache_entry_is_searched_again(entry, cache_dir, few_actions):
     k = Kernel(*elementwise_ast(256))
     inputs = R.random_inputs(k)
-    R.search(k, *inputs, amt=1, workers=0)
+    S.search(k, *inputs, amt=1, workers=0)
     (path,) = cache_dir.glob("beam/*.json")
     path.write_text(entry)
-    again = R.search(k, *inputs, amt=1, workers=0)
+    again = S.search(k, *inputs, amt=1, workers=0)
     assert not again.cached and again.rounds and isinstance(again.time_s, float)
-    assert R.search(k, *inputs, amt=1, workers=0).cached  # written anew
+    assert S.search(k, *inputs, amt=1, workers=0).cached  # written anew
 
 
 def test_a_kernel_that_stores_part_of_its_buffer_is_searched(few_actions):
     st = ShapeTracker.from_shape((64,)).shrink(((8, 40),))  # out[8:40] = x
     k = Kernel(store(load(1, ShapeTracker.from_shape((32,))), st=st))
     (x,) = R.random_inputs(k)
-    found = R.beam_search(k, x, amt=1, workers=0, cache=False)
+    found = S.beam_search(k, x, amt=1, workers=0, cache=False)
     np.testing.assert_array_equal(R.run(found, x)[0][8:40], x)
 
 
 def test_a_kernel_without_elements_is_returned_as_it_is():
     k = Kernel(*elementwise_ast(0))
     inputs = R.random_inputs(k)
-    result = R.search(k, *inputs, workers=0)
+    result = S.search(k, *inputs, workers=0)
     assert result.kernel.applied_opts == [] and result.time_s == 0 and result.kernel is not k
-    assert R.beam_search(k, *inputs).applied_opts == []
+    assert S.beam_search(k, *inputs).applied_opts == []
 
 
 def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kernel(few_actions, monkeypatch):
     def build_nothing(src, name):
         raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
 
-    monkeypatch.setattr(R, "build", build_nothing)
+    monkeypatch.setattr(S, "build", build_nothing)
     k = Kernel(*elementwise_ast(256))
-    with pytest.raises(R.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
-        R.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
+    with pytest.raises(S.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
+        S.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)

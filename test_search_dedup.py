@@ -1,6 +1,6 @@
 """The beam search's deduplication (runtime.search): a candidate that is the same kernel as one already sent to
 compile is neither compiled nor timed again, and the round counts it in `duplicates` (the number
-`python runtime.py search` prints); two candidates that differ only in which axes are upcast or local are different
+`python search.py` prints); two candidates that differ only in which axes are upcast or local are different
 kernels, and both are timed.
 
 Each test searches with two actions and amt=1, from a kernel without opts (and without the heuristics' kernel), so
@@ -15,6 +15,7 @@ import re
 import pytest
 
 import runtime as R
+import search as S
 from kernel import Kernel, Opt, OptOps, elementwise_ast, sum_ast
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
@@ -25,20 +26,20 @@ def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
 
 
-def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[R.SearchRound, set, str]:
+def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.SearchRound, set, str]:
     """Search k with only these actions; returns round 1, the opts of every kernel timed, and round 1's line as the
     command line prints it."""
-    monkeypatch.setattr(R, "ACTIONS", actions)
-    timed, real_time = set(), R._time_candidate
+    monkeypatch.setattr(S, "ACTIONS", actions)
+    timed, real_time = set(), S._time_candidate
 
     def recording(kern, *args, **kwargs):
         timed.add(tuple(str(o) for o in kern.applied_opts))
         return real_time(kern, *args, **kwargs)
 
-    monkeypatch.setattr(R, "_time_candidate", recording)
+    monkeypatch.setattr(S, "_time_candidate", recording)
     out = io.StringIO()
-    display = R._SearchDisplay(out)
-    result = R.search(
+    display = S._SearchDisplay(out)
+    result = S.search(
         k, *R.random_inputs(k), amt=1, workers=0, cache=False, from_heuristics=False, on_round=display.on_round
     )
     return result.rounds[1], timed, out.getvalue().splitlines()[1]
