@@ -663,6 +663,9 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
 # (tinygrad's `sint`: an int or a Node). Then a loop variable's largest value is a node too (idx0 in [0, i-1]),
 # and a comparison of nodes is a node (LtNode) whose truth value is "possibly true": tinygrad's code asks
 # `if size % 4 == 0`, `if prod(shape) >= 1024` on symbolic sizes and gets the answer these rules give.
+# That answer only steers choices. Whatever folds an index or a mask (a comparison decided to 0 or 1, a `%` that
+# disappears, the min of two bounds) asks `always_lt` instead: does it hold at EVERY value of the variables? Where
+# tinygrad folds on "possibly", it computes a wrong answer at some lengths; here the node stays and is rendered.
 
 
 class Node:
@@ -753,14 +756,14 @@ class Node:
         return NumNode(b) // self
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
-        if isinstance(b, Node):  # by a node: only what the bounds decide
+        if isinstance(b, Node):  # by a node (a symbolic size): 0 where that holds at every value, else kept
             if isinstance(b, NumNode):
                 return self.__floordiv__(b.b, factoring_allowed)
             if self == b:
                 return NumNode(1)
-            if (b - self).min > 0 and self.min >= 0:
+            if lower_bound(self) >= 0 and always_lt(self, b):
                 return NumNode(0)
-            raise ValueError(f"not supported: {self} // {b}")
+            return _divide_by_node(self, b, DivNode)
         if b == 0:
             raise ZeroDivisionError(f"{self} // 0")
         if b < 0:
@@ -777,14 +780,14 @@ class Node:
         return NumNode(b) % self
 
     def __mod__(self, b: Node | int) -> Node:
-        if isinstance(b, Node):
+        if isinstance(b, Node):  # by a node (a symbolic size): self where that holds at every value, else kept
             if isinstance(b, NumNode):
                 return self % b.b
             if self == b:
                 return NumNode(0)
-            if (b - self).min > 0 and self.min >= 0:
+            if lower_bound(self) >= 0 and always_lt(self, b):
                 return self  # already below b
-            raise ValueError(f"not supported: {self} % {b}")
+            return _divide_by_node(self, b, ModNode)
         if b <= 0:
             raise ValueError(f"modulo by {b} is not supported")
         if b == 1:
@@ -794,8 +797,8 @@ class Node:
                 return self  # already in range
             if self.min // b == self.max // b:
                 return self - b * (self.min // b)  # never wraps: a constant shift
-            if self.min < 0:
-                return (self - (self.min // b) * b) % b
+        if (low := lower_bound(self)) < 0:
+            return (self - (low // b) * b) % b  # C's % of a negative number isn't Python's: shift it to >= 0 first
         return create_node(ModNode(self, b))
 
     @staticmethod
@@ -937,11 +940,13 @@ class LtNode(OpNode):
     """1 if a < b else 0."""
 
     def get_bounds(self) -> tuple[int, int]:
-        if self.a == self.b:
+        a, b = self.a, self.b
+        if a == b:
             return (0, 0)
-        if isinstance(self.b, int):
-            return (1, 1) if self.a.max < self.b else (0, 0) if self.a.min >= self.b else (0, 1)
-        return (1, 1) if self.a.max < self.b.min else (0, 0) if self.a.min >= self.b.max else (0, 1)
+        if isinstance(b, int) and isinstance(a.max, int) and isinstance(a.min, int):  # numbers: the common case
+            return (1, 1) if a.max < b else (0, 0) if a.min >= b else (0, 1)
+        # decided only if it holds at every value of the variables (a node's bound may itself be a node)
+        return (1, 1) if always_lt(a, b) else (0, 0) if always_lt(b, a + 1) else (0, 1)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
@@ -957,7 +962,7 @@ class MulNode(OpNode):
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         if self.b % b == 0:
             return self.a * (self.b // b)
-        if b % self.b == 0 and self.b > 0:
+        if b % self.b == 0 and lower_bound(self.b) > 0:
             return self.a // (b // self.b)
         return Node.__floordiv__(self, b, factoring_allowed)
 
@@ -968,29 +973,37 @@ class MulNode(OpNode):
         if isinstance(self.b, int):
             lo, hi = self.a.min * self.b, self.a.max * self.b
             return (lo, hi) if self.b >= 0 else (hi, lo)
-        if self.b.min >= 0:
-            return self.a.min * self.b.min, self.a.max * self.b.max
-        return self.a.max * self.b.min, self.a.min * self.b.max
+        if lower_bound(self.a) >= 0:  # a >= 0 (an index, a size): times a node b of one sign
+            if self.b.min >= 0:
+                return self.a.min * self.b.min, self.a.max * self.b.max
+            if upper_bound(self.b) <= 0:
+                return self.a.max * self.b.min, self.a.min * self.b.max
+        # signs that may change: the extremes of the four corners, as numbers
+        a_lo, a_hi, b_lo, b_hi = lower_bound(self.a), upper_bound(self.a), lower_bound(self.b), upper_bound(self.b)
+        corners = (a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi)
+        return min(corners), max(corners)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return self.a.substitute(var_vals) * (self.b if isinstance(self.b, int) else self.b.substitute(var_vals))
 
 
 class DivNode(OpNode):
-    """a // b for a >= 0 and an int b."""
+    """a // b for a >= 0 and an int b, or a symbolic size b >= 1 (C's `/` then computes the same)."""
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
 
     def get_bounds(self) -> tuple[int, sint]:
-        return self.a.min // self.b, self.a.max // self.b
+        if isinstance(self.b, int):
+            return self.a.min // self.b, self.a.max // self.b
+        return lower_bound(self.a) // upper_bound(self.b), upper_bound(self.a) // lower_bound(self.b)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return self.a.substitute(var_vals) // self.b
 
 
 class ModNode(OpNode):
-    """a % b for a >= 0 and an int b."""
+    """a % b for a >= 0 and an int b, or a symbolic size b >= 1 (C's `%` then computes the same)."""
 
     def __mod__(self, b: Node | int) -> Node:
         if isinstance(b, int) and isinstance(self.b, int) and self.b % b == 0:
@@ -1003,6 +1016,8 @@ class ModNode(OpNode):
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def get_bounds(self) -> tuple[int, sint]:
+        if isinstance(self.b, Node):
+            return (0, self.b - 1)
         lo, hi = self.a.min, self.a.max
         if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
             return (0, self.b - 1)  # wraps around
@@ -1089,7 +1104,7 @@ class SumNode(RedNode):
     def __mod__(self, b: Node | int) -> Node:
         if self == b:
             return NumNode(0)
-        if isinstance(b, Node) and (b - self).min > 0:
+        if isinstance(b, Node) and lower_bound(self) >= 0 and always_lt(self, b):
             return self  # already below b
         return Node.__mod__(Node.sum([x % b if type(x) in (NumNode, MulNode) else x for x in self.nodes]), b)
 
@@ -1124,13 +1139,16 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
                     terms.append(x)
             lhs = Node.sum(terms)
             nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
-            muls, others = partition(nodes, lambda x: isinstance(x, MulNode) and x.b > 0 and x.max >= b)
+            # (a product of two variables has no number to share: it stays in the rest)
+            muls, others = partition(
+                nodes, lambda x: isinstance(x, MulNode) and isinstance(x.b, int) and x.b > 0 and x.max >= b
+            )
             if muls:
                 gcd = b
                 for x in muls:
                     gcd = math.gcd(gcd, x.b)
                 rest = Node.sum(others)
-                if rest.min >= 0 and rest.max < gcd:
+                if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
     if isinstance(lhs, MulNode):
@@ -1144,6 +1162,78 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
 def create_ge_node(lhs: Node, b: Node | int) -> Node:
     """lhs >= b, written as -lhs < -b + 1."""
     return create_lt_node(-lhs, -b + 1)
+
+
+# -- what holds at every value of the variables --
+# A loop index over a symbolic size ends at a node (idx0 in [0, i-1]). To bound `idx0 - i`, the index is replaced
+# by the end of its range first, (i-1) - i = -1, so that it cancels against the size; taking every bound at its
+# extreme at once (idx0 <= 15, i >= 1) would only give 14. What is left, an expression of the sizes alone, counts
+# each size at its extreme: a bound that holds at every value, so a comparison it decides is decided for all.
+
+
+def _of_sizes(x: Node) -> bool:
+    """Is every variable of x a size (a range that ends at a number), not a loop index over a symbolic size?"""
+    return all(isinstance(v.max, int) for v in x.vars())
+
+
+def upper_bound(x: sint) -> int:
+    """A number that x never exceeds, at any value of its variables."""
+    for _ in range(16):  # each round replaces the loop indices of the outermost symbolic level by their bounds
+        if not isinstance(x, Node) or isinstance(x, NumNode) or _of_sizes(x):
+            break
+        terms = x.nodes if isinstance(x, SumNode) else [x]
+        x = Node.sum([t if _of_sizes(t) else t.max if isinstance(t.max, Node) else NumNode(t.max) for t in terms])
+    while isinstance(x, Node):
+        x = x.max
+    return x
+
+
+def lower_bound(x: sint) -> int:
+    """A number that x is never below, at any value of its variables."""
+    return x if isinstance(x, int) else -upper_bound(-x)
+
+
+def always_lt(a: sint, b: sint) -> bool:
+    """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    return upper_bound(a - b) < 0
+
+
+def sym_min(a: sint, b: sint, what: str = "min") -> sint:
+    """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
+    naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
+    if always_lt(a, b + 1):
+        return a
+    if always_lt(b, a + 1):
+        return b
+    raise ValueError(
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the smaller at every value of the variables"
+    )
+
+
+def sym_max(a: sint, b: sint, what: str = "max") -> sint:
+    """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
+    if always_lt(b, a + 1):
+        return a
+    if always_lt(a, b + 1):
+        return b
+    raise ValueError(
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the larger at every value of the variables"
+    )
+
+
+def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
+    """a // b or a % b, kept as a node, by a symbolic size b >= 1. C's `/` and `%` truncate where Python's floor,
+    so a numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b."""
+    name = "//" if op is DivNode else "%"
+    if lower_bound(b) < 1:
+        raise ValueError(f"not supported: {a} {name} {b} (the divisor may be {lower_bound(b)})")
+    if (low := lower_bound(a)) < 0:
+        k = -(low // lower_bound(b))  # k*b >= k*b.min >= -a.min
+        shifted = create_node(op(a + b * k, b))
+        return shifted - k if op is DivNode else shifted
+    return create_node(op(a, b))
 
 
 # a symbolic int: what a size, stride or offset may be
@@ -1197,8 +1287,8 @@ render_python: dict[type, Callable[..., str]] = {
     Variable: _render_variable,
     NumNode: lambda x, ops, ctx: f"NumNode({x.b})" if ctx == "REPR" else str(x.b),
     MulNode: render_mulnode,
-    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{x.b})",
-    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{sym_render(x.b, ops, ctx)})",
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{sym_render(x.b, ops, ctx)})",
     LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
     SumNode: lambda x, ops, ctx: f"({'+'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
     AndNode: lambda x, ops, ctx: f"({' and '.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
@@ -1410,14 +1500,24 @@ class View:
 
     # -- the movement ops; each returns a new View --
 
-    def _resize(self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None) -> View:
-        """Window [b, e) on each axis (b may be negative and e past the end when padding)."""
+    def _resize(
+        self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None, op: str = "shrink"
+    ) -> View:
+        """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
+        old mask's bounds are clipped to the window with sym_min/sym_max: one must be the smaller at every value,
+        else a ValueError (the mask would need a min() of two nodes, which a View can't hold)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
-            moved = tuple(
-                (max(0, min(mb - b, e - b)), max(0, min(me - b, e - b))) for (mb, me), (b, e) in zip(self.mask, arg)
-            )
-            mask = tuple((max(b1, b2), min(e1, e2)) for (b1, e1), (b2, e2) in zip(moved, mask)) if mask else moved
+            what = f"{op} of {self.shape} by {arg}: its mask"
+
+            def clip(x: sint, size: sint) -> sint:  # x within [0, size]
+                return sym_max(0, sym_min(x, size, what), what)
+
+            moved = tuple((clip(mb - b, e - b), clip(me - b, e - b)) for (mb, me), (b, e) in zip(self.mask, arg))
+            if mask:
+                mask = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
+            else:
+                mask = moved
         shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
         if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
             mask = None
@@ -1432,7 +1532,7 @@ class View:
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
         mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
-        return self._resize(window, mask)
+        return self._resize(window, mask, "pad")
 
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:

@@ -176,8 +176,9 @@ render_c: dict[type, Any] = {
     Variable: lambda x, ops, ctx: x.expr,
     NumNode: lambda x, ops, ctx: str(x.b),
     MulNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}*{sym_render(x.b, ops, ctx)})",
-    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{x.b})",  # C's / and % : the operands are >= 0
-    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    # C's / and %: the numerator is >= 0 and the divisor a number or a symbolic size >= 1 (kernel.DivNode)
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{sym_render(x.b, ops, ctx)})",
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{sym_render(x.b, ops, ctx)})",
     LtNode: render_lt_as_ge,  # a comparison of negative terms is written as the >= it means
     SumNode: _c_sum,
     AndNode: lambda x, ops, ctx: f"({'&&'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
