@@ -927,7 +927,7 @@ class OpNode(Node):
 
     def __init__(self, a: Node, b: Node | int):
         self.a, self.b = a, b
-        self.min, self.max = self.get_bounds()
+        self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
     def vars(self) -> set[Variable]:
         return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
@@ -1032,7 +1032,7 @@ class RedNode(Node):
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
-        self.min, self.max = self.get_bounds()
+        self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
     def vars(self) -> set[Variable]:
         return set().union(*[x.vars() for x in self.nodes])
