@@ -770,9 +770,9 @@ class Node:
             return (self * -1).__floordiv__(-b, factoring_allowed)
         if b == 1:
             return self
-        if self.min < 0:
+        if (low := self.min if isinstance(self.min, int) else lower_bound(self)) < 0:
             # keep the numerator non-negative: a//b == (a - k*b)//b + k, with k*b <= a.min
-            offset = self.min // b
+            offset = low // b
             return (self + -offset * b).__floordiv__(b, factoring_allowed=False) + offset
         return create_node(DivNode(self, b))
 
@@ -797,8 +797,15 @@ class Node:
                 return self  # already in range
             if self.min // b == self.max // b:
                 return self - b * (self.min // b)  # never wraps: a constant shift
-        if (low := lower_bound(self)) < 0:
-            return (self - (low // b) * b) % b  # C's % of a negative number isn't Python's: shift it to >= 0 first
+        if (low := self.min if isinstance(self.min, int) else lower_bound(self)) < 0:
+            # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
+            # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
+            shifted = self - (low // b) * b
+            if isinstance(self.max, int) and not _symbolic_factor(self):
+                terms = shifted.nodes if isinstance(shifted, SumNode) else [shifted]
+                if lower_bound(Node.sum([_mod_term(x, b) for x in terms])) >= 0:  # (else it would shift again)
+                    return shifted % b
+            return shifted if upper_bound(shifted) < b else create_node(ModNode(shifted, b))
         return create_node(ModNode(self, b))
 
     @staticmethod
@@ -967,7 +974,10 @@ class MulNode(OpNode):
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def __mod__(self, b: Node | int) -> Node:
-        return Node.__mod__(self.a * (self.b % b), b)
+        factor = self.b % b
+        if (isinstance(b, Node) or isinstance(self.b, Node)) and not isinstance(factor, NumNode):
+            return Node.__mod__(self, b)  # with a symbolic size, (a*c) % b is only simpler when c % b is a number
+        return Node.__mod__(self.a * factor, b)
 
     def get_bounds(self) -> tuple[int, sint]:
         if isinstance(self.b, int):
@@ -988,7 +998,7 @@ class MulNode(OpNode):
 
 
 class DivNode(OpNode):
-    """a // b for a >= 0 and an int b, or a symbolic size b >= 1 (C's `/` then computes the same)."""
+    """a // b for a >= 0 and an int b or a symbolic size b (C's `/` then computes the same)."""
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
@@ -996,14 +1006,14 @@ class DivNode(OpNode):
     def get_bounds(self) -> tuple[int, sint]:
         if isinstance(self.b, int):
             return self.a.min // self.b, self.a.max // self.b
-        return lower_bound(self.a) // upper_bound(self.b), upper_bound(self.a) // lower_bound(self.b)
+        return lower_bound(self.a) // max(upper_bound(self.b), 1), upper_bound(self.a) // max(lower_bound(self.b), 1)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return self.a.substitute(var_vals) // self.b
 
 
 class ModNode(OpNode):
-    """a % b for a >= 0 and an int b, or a symbolic size b >= 1 (C's `%` then computes the same)."""
+    """a % b for a >= 0 and an int b or a symbolic size b (C's `%` then computes the same)."""
 
     def __mod__(self, b: Node | int) -> Node:
         if isinstance(b, int) and isinstance(self.b, int) and self.b % b == 0:
@@ -1106,10 +1116,24 @@ class SumNode(RedNode):
             return NumNode(0)
         if isinstance(b, Node) and lower_bound(self) >= 0 and always_lt(self, b):
             return self  # already below b
-        return Node.__mod__(Node.sum([x % b if type(x) in (NumNode, MulNode) else x for x in self.nodes]), b)
+        return Node.__mod__(Node.sum([_mod_term(x, b) for x in self.nodes]), b)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return Node.sum([x.substitute(var_vals) for x in self.nodes])
+
+
+def _symbolic_factor(x: Node) -> bool:
+    """Is x, or a term of it, a product by a symbolic factor (idx0 * (j*-1), a flipped symbolic stride)?"""
+    return any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in (x.nodes if isinstance(x, SumNode) else [x]))
+
+
+def _mod_term(x: Node, b: Node | int) -> Node:
+    """A term of a sum, reduced modulo b ((a*8 + 3) % 4 is (a*0 + 3) % 4); by a symbolic size b only where it becomes
+    a number (a multiple of b is 0), else it stays as it is."""
+    if type(x) not in (NumNode, MulNode):
+        return x
+    reduced = x % b
+    return x if isinstance(b, Node) and not isinstance(reduced, NumNode) else reduced
 
 
 class AndNode(RedNode):
@@ -1200,6 +1224,11 @@ def always_lt(a: sint, b: sint) -> bool:
     return upper_bound(a - b) < 0
 
 
+def _never_negative(x: sint) -> bool:
+    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
+    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
+
+
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
@@ -1224,13 +1253,16 @@ def sym_max(a: sint, b: sint, what: str = "max") -> sint:
 
 
 def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
-    """a // b or a % b, kept as a node, by a symbolic size b >= 1. C's `/` and `%` truncate where Python's floor,
-    so a numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b."""
-    name = "//" if op is DivNode else "%"
+    """a // b or a % b, kept as a node, by a symbolic size b. C's `/` and `%` truncate where Python's floor, so a
+    numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
+    A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
+    index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
+    if lower_bound(b) < 0:
+        raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
     if lower_bound(b) < 1:
-        raise ValueError(f"not supported: {a} {name} {b} (the divisor may be {lower_bound(b)})")
+        b = b + create_lt_node(b, 1)
     if (low := lower_bound(a)) < 0:
-        k = -(low // lower_bound(b))  # k*b >= k*b.min >= -a.min
+        k = -(low // max(lower_bound(b), 1))  # k*b >= -a.min, as b >= 1
         shifted = create_node(op(a + b * k, b))
         return shifted - k if op is DivNode else shifted
     return create_node(op(a, b))
@@ -1412,7 +1444,9 @@ def un1d(shape: tuple[int, ...], offs: int) -> list[int]:
 
 
 def _sint(x: Any) -> sint:
-    """A size as an int (a numpy integer becomes one) or the Node it is."""
+    """A size as an int (a numpy integer or a constant node becomes one) or the Node it is."""
+    if isinstance(x, NumNode):
+        return x.b
     return x if isinstance(x, Node) or not is_sint(x) else int(x)
 
 
@@ -1454,9 +1488,9 @@ class View:
             ok = all(s >= 0 for s in shape)
         else:
             shape = tuple(_sint(s) for s in shape)
-            ok = all(is_sint(s) and s >= 0 for s in shape)
+            ok = all(is_sint(s) and _never_negative(s) for s in shape)
         if not ok:
-            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic, got shape {shape}")
+            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
         if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
             raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
         if not is_sint(offset):
@@ -1504,8 +1538,9 @@ class View:
         self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None, op: str = "shrink"
     ) -> View:
         """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
-        old mask's bounds are clipped to the window with sym_min/sym_max: one must be the smaller at every value,
-        else a ValueError (the mask would need a min() of two nodes, which a View can't hold)."""
+        old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
+        the smaller at every value, else a ValueError (the mask would need a min() of two nodes, which a View can't
+        hold; the rest of the View code counts on a mask within its axis)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
             what = f"{op} of {self.shape} by {arg}: its mask"
@@ -1527,7 +1562,13 @@ class View:
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
         _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
-        _check_arg("pad", self.shape, arg, all(b >= 0 and e >= 0 for b, e in arg), "padding must be >= 0")
+        _check_arg(
+            "pad",
+            self.shape,
+            arg,
+            all(_never_negative(b) and _never_negative(e) for b, e in arg),
+            "padding must be >= 0",
+        )
         if not any(b or e for b, e in arg):
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
@@ -1542,8 +1583,11 @@ class View:
             "shrink",
             self.shape,
             arg,
-            all(0 <= b <= e <= s for s, (b, e) in zip(self.shape, arg)),
-            "each range must satisfy 0 <= begin <= end <= size",
+            all(
+                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
+                for s, (b, e) in zip(self.shape, arg)
+            ),
+            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
         )
         return self._resize(arg)
 
@@ -1551,7 +1595,7 @@ class View:
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
         _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
-        _check_arg("expand", self.shape, new_shape, all(x >= 0 for x in new_shape), "sizes must be >= 0")
+        _check_arg("expand", self.shape, new_shape, all(map(_never_negative, new_shape)), "sizes must be >= 0")
         if 0 in self.shape:
             _check_arg(
                 "expand",
@@ -1570,10 +1614,16 @@ class View:
         )
         mask = None
         if self.mask:
-            mask = tuple(
-                (((0, 0) if m != (0, 1) else (0, ns)) if s != ns else m)
-                for m, s, ns in zip(self.mask, self.shape, new_shape)
-            )
+
+            def expanded(m: tuple[sint, sint], ns: sint) -> tuple[sint, sint]:
+                # the one element of a size-1 axis is valid or not: all of the new axis is, or none of it
+                if m == (0, 1) or (not all_int(m) and always_lt(m[0], 1) and always_lt(0, m[1])):
+                    return (0, ns)
+                if all_int(m) or always_lt(m[1], 1) or always_lt(0, m[0]) or always_lt(m[1], m[0] + 1):
+                    return (0, 0)
+                raise ValueError(f"expand: the mask {m} of a size-1 axis may or may not hold (shape {self.shape})")
+
+            mask = tuple(expanded(m, ns) if s != ns else m for m, s, ns in zip(self.mask, self.shape, new_shape))
         return View.create(new_shape, self.strides, self.offset, mask)
 
     @functools.cache
@@ -1621,7 +1671,9 @@ class View:
             "reshape",
             self.shape,
             new_shape,
-            all(x >= 0 for x in new_shape) if new_all_int else all(is_sint(x) and x >= 0 for x in new_shape),
+            all(x >= 0 for x in new_shape)
+            if new_all_int
+            else all(is_sint(x) and _never_negative(x) for x in new_shape),
             "sizes must be non-negative ints or symbolic",
         )
         if 0 in self.shape:
@@ -2042,14 +2094,14 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         all(
             type(x) is tuple
             and len(x) == 2
-            and (type(x[0]) is int or isinstance(x[0], Node))
-            and (type(x[1]) is int or isinstance(x[1], Node))
+            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
+            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
             for x in arg
         )
         if pairs
-        else all(type(x) is int or isinstance(x, Node) for x in arg)
+        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
     ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
 
     def size(x: Any) -> sint:
         if not is_sint(x):
