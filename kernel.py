@@ -1750,7 +1750,10 @@ class View:
     @functools.cache
     def invert(self, out_shape: tuple[sint, ...]) -> View | None:
         """The view that maps this view's output back onto its input, or None when there is none (only flips
-        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements)."""
+        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
+        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
+        if not all_int(self.strides):
+            return None
         ret = View.create(self.shape)
         if self.mask:
             ret = ret.shrink(self.mask)
@@ -1761,7 +1764,10 @@ class View:
     @functools.cache
     def minify(self) -> View:
         """The same view with as few axes as possible."""
-        return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
+        try:
+            return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
+        except ValueError:  # symbolic sizes whose product is written another way ((1+j)*i*j, (1+j)*(i*j)): as it is
+            return self
 
     @functools.cache
     def __add__(self, vm1: View) -> View | None:
@@ -1942,7 +1948,7 @@ class ShapeTracker:
         idx, valid = self.expr_idxs()
         if not valid:
             return 0
-        top = idx.max if isinstance(idx.max, int) else idx.max.max  # a symbolic largest index: at its largest
+        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
         return top + 1
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
