@@ -984,7 +984,7 @@ class MulNode(OpNode):
             lo, hi = self.a.min * self.b, self.a.max * self.b
             return (lo, hi) if self.b >= 0 else (hi, lo)
         if lower_bound(self.a) >= 0:  # a >= 0 (an index, a size): times a node b of one sign
-            if self.b.min >= 0:
+            if lower_bound(self.b) >= 0:
                 return self.a.min * self.b.min, self.a.max * self.b.max
             if upper_bound(self.b) <= 0:
                 return self.a.max * self.b.min, self.a.min * self.b.max
