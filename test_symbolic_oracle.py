@@ -417,6 +417,9 @@ def test_comparison_decided_only_when_it_holds_at_every_value():
     assert isinstance(K.create_lt_node(idx, 4), K.LtNode)  # true for idx < 4 only
     assert isinstance(K.create_ge_node(idx, 1), K.LtNode)  # false at idx = 0 only (was folded to 0)
     assert K.create_lt_node(idx, I16 + 1) == 1 and K.create_ge_node(idx, 0) == 1
+    # the bound behind it: the index is replaced by the end of its range, which cancels against the size
+    assert K.upper_bound(idx - I16) == -1 and K.lower_bound(I16 - idx) == 1
+    assert K.always_lt(idx, I16) and not K.always_lt(idx, I16 - 1) and not K.always_lt(idx, 15)
 
 
 def test_division_by_a_symbolic_size_is_kept_and_rendered():
