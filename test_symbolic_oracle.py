@@ -63,7 +63,7 @@ def at(x, values: dict[str, int]):
         return tuple(at(y, values) for y in x)
     if isinstance(x, int):
         return x
-    return int(evaluate(x, values, {}))
+    return int(evaluate(x, values))
 
 
 def build_chain(shape: tuple, chain: Chain, values: dict[str, int] | None = None) -> ShapeTracker:
@@ -74,9 +74,9 @@ def build_chain(shape: tuple, chain: Chain, values: dict[str, int] | None = None
     return st
 
 
-def evaluate(x, env: dict[str, object], check: dict | None = None):
-    """The value of a node (numpy arrays or ints for the variables in env), computed by its definition. With `check`
-    (a dict), also asserts that every sub-node lies within its bounds and that every // and % is C-safe."""
+def evaluate(x, env: dict[str, object], check: bool = False):
+    """The value of a node (numpy arrays or ints for the variables in env), computed by its definition. With `check`,
+    also asserts that every sub-node lies within its bounds and that every // and % is C-safe."""
     if isinstance(x, int):
         return x
     if isinstance(x, NumNode):
@@ -87,7 +87,7 @@ def evaluate(x, env: dict[str, object], check: dict | None = None):
         val = evaluate(x.a, env, check) * evaluate(x.b, env, check)
     elif isinstance(x, (K.DivNode, K.ModNode)):
         a, b = evaluate(x.a, env, check), evaluate(x.b, env, check)
-        if check is not None:
+        if check:
             assert np.all(np.asarray(a) >= 0), f"{x.render()}: a negative numerator (C's / and % truncate)"
             assert np.all(np.asarray(b) >= 1), f"{x.render()}: a divisor below 1"
         val = a // b if isinstance(x, K.DivNode) else a % b
@@ -102,7 +102,7 @@ def evaluate(x, env: dict[str, object], check: dict | None = None):
         val = np.asarray(val).astype(np.int64)
     else:
         raise TypeError(f"unknown node {type(x).__name__}")
-    if check is not None:
+    if check:
         lo, hi = evaluate(x.min, env), evaluate(x.max, env)
         assert np.all(lo <= val) and np.all(val <= hi), f"{x.render()} leaves its bounds [{x.min}, {x.max}]"
     return val
@@ -131,9 +131,9 @@ def assert_matches_concrete(st: ShapeTracker, shape: tuple, chain: Chain, values
     env: dict[str, object] = dict(values)
     for d, s in enumerate(oracle.shape):
         env[f"idx{d}"] = np.arange(s).reshape([-1 if a == d else 1 for a in range(len(oracle.shape))])
-    got_valid = np.broadcast_to(evaluate(valid, env, {}) != 0, oracle.shape)
+    got_valid = np.broadcast_to(evaluate(valid, env, check=True) != 0, oracle.shape)
     np.testing.assert_array_equal(got_valid, want_valid, err_msg=f"valid expression {valid.render()}: {where}")
-    got_idx = np.broadcast_to(evaluate(idx, env, {}), oracle.shape)
+    got_idx = np.broadcast_to(evaluate(idx, env, check=True), oracle.shape)
     np.testing.assert_array_equal(
         np.where(want_valid, got_idx, 0), np.where(want_valid, want_idx, 0), f"index {idx.render()}: {where}"
     )
