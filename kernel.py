@@ -703,6 +703,9 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
 # (tinygrad's `sint`: an int or a Node). Then a loop variable's largest value is a node too (idx0 in [0, i-1]),
 # and a comparison of nodes is a node (LtNode) whose truth value is "possibly true": tinygrad's code asks
 # `if size % 4 == 0`, `if prod(shape) >= 1024` on symbolic sizes and gets the answer these rules give.
+# That answer only steers choices. Whatever folds an index or a mask (a comparison decided to 0 or 1, a `%` that
+# disappears, the min of two bounds) asks `always_lt` instead: does it hold at EVERY value of the variables? Where
+# tinygrad folds on "possibly", it computes a wrong answer at some lengths; here the node stays and is rendered.
 
 
 class Node:
@@ -793,23 +796,23 @@ class Node:
         return NumNode(b) // self
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
-        if isinstance(b, Node):  # by a node: only what the bounds decide
+        if isinstance(b, Node):  # by a node (a symbolic size): 0 where that holds at every value, else kept
             if isinstance(b, NumNode):
                 return self.__floordiv__(b.b, factoring_allowed)
             if self == b:
                 return NumNode(1)
-            if (b - self).min > 0 and self.min >= 0:
+            if lower_bound(self) >= 0 and always_lt(self, b):
                 return NumNode(0)
-            raise ValueError(f"not supported: {self} // {b}")
+            return _divide_by_node(self, b, DivNode)
         if b == 0:
             raise ZeroDivisionError(f"{self} // 0")
         if b < 0:
             return (self * -1).__floordiv__(-b, factoring_allowed)
         if b == 1:
             return self
-        if self.min < 0:
+        if (low := self.min if isinstance(self.min, int) else lower_bound(self)) < 0:
             # keep the numerator non-negative: a//b == (a - k*b)//b + k, with k*b <= a.min
-            offset = self.min // b
+            offset = low // b
             return (self + -offset * b).__floordiv__(b, factoring_allowed=False) + offset
         return create_node(DivNode(self, b))
 
@@ -817,14 +820,14 @@ class Node:
         return NumNode(b) % self
 
     def __mod__(self, b: Node | int) -> Node:
-        if isinstance(b, Node):
+        if isinstance(b, Node):  # by a node (a symbolic size): self where that holds at every value, else kept
             if isinstance(b, NumNode):
                 return self % b.b
             if self == b:
                 return NumNode(0)
-            if (b - self).min > 0 and self.min >= 0:
+            if lower_bound(self) >= 0 and always_lt(self, b):
                 return self  # already below b
-            raise ValueError(f"not supported: {self} % {b}")
+            return _divide_by_node(self, b, ModNode)
         if b <= 0:
             raise ValueError(f"modulo by {b} is not supported")
         if b == 1:
@@ -834,8 +837,15 @@ class Node:
                 return self  # already in range
             if self.min // b == self.max // b:
                 return self - b * (self.min // b)  # never wraps: a constant shift
-            if self.min < 0:
-                return (self - (self.min // b) * b) % b
+        if (low := self.min if isinstance(self.min, int) else lower_bound(self)) < 0:
+            # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
+            # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
+            shifted = self - (low // b) * b
+            if isinstance(self.max, int) and not _symbolic_factor(self):
+                terms = shifted.nodes if isinstance(shifted, SumNode) else [shifted]
+                if lower_bound(Node.sum([_mod_term(x, b) for x in terms])) >= 0:  # (else it would shift again)
+                    return shifted % b
+            return shifted if upper_bound(shifted) < b else create_node(ModNode(shifted, b))
         return create_node(ModNode(self, b))
 
     @staticmethod
@@ -964,7 +974,7 @@ class OpNode(Node):
 
     def __init__(self, a: Node, b: Node | int):
         self.a, self.b = a, b
-        self.min, self.max = self.get_bounds()
+        self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
     def vars(self) -> set[Variable]:
         return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
@@ -977,11 +987,13 @@ class LtNode(OpNode):
     """1 if a < b else 0."""
 
     def get_bounds(self) -> tuple[int, int]:
-        if self.a == self.b:
+        a, b = self.a, self.b
+        if a == b:
             return (0, 0)
-        if isinstance(self.b, int):
-            return (1, 1) if self.a.max < self.b else (0, 0) if self.a.min >= self.b else (0, 1)
-        return (1, 1) if self.a.max < self.b.min else (0, 0) if self.a.min >= self.b.max else (0, 1)
+        if isinstance(b, int) and isinstance(a.max, int) and isinstance(a.min, int):  # numbers: the common case
+            return (1, 1) if a.max < b else (0, 0) if a.min >= b else (0, 1)
+        # decided only if it holds at every value of the variables (a node's bound may itself be a node)
+        return (1, 1) if always_lt(a, b) else (0, 0) if always_lt(b, a + 1) else (0, 1)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
@@ -997,40 +1009,51 @@ class MulNode(OpNode):
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         if self.b % b == 0:
             return self.a * (self.b // b)
-        if b % self.b == 0 and self.b > 0:
+        if b % self.b == 0 and lower_bound(self.b) > 0:
             return self.a // (b // self.b)
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def __mod__(self, b: Node | int) -> Node:
-        return Node.__mod__(self.a * (self.b % b), b)
+        factor = self.b % b
+        if (isinstance(b, Node) or isinstance(self.b, Node)) and not isinstance(factor, NumNode):
+            return Node.__mod__(self, b)  # with a symbolic size, (a*c) % b is only simpler when c % b is a number
+        return Node.__mod__(self.a * factor, b)
 
     def get_bounds(self) -> tuple[int, sint]:
         if isinstance(self.b, int):
             lo, hi = self.a.min * self.b, self.a.max * self.b
             return (lo, hi) if self.b >= 0 else (hi, lo)
-        if self.b.min >= 0:
-            return self.a.min * self.b.min, self.a.max * self.b.max
-        return self.a.max * self.b.min, self.a.min * self.b.max
+        if lower_bound(self.a) >= 0:  # a >= 0 (an index, a size): times a node b of one sign
+            if lower_bound(self.b) >= 0:
+                return self.a.min * self.b.min, self.a.max * self.b.max
+            if upper_bound(self.b) <= 0:
+                return self.a.max * self.b.min, self.a.min * self.b.max
+        # signs that may change: the extremes of the four corners, as numbers
+        a_lo, a_hi, b_lo, b_hi = lower_bound(self.a), upper_bound(self.a), lower_bound(self.b), upper_bound(self.b)
+        corners = (a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi)
+        return min(corners), max(corners)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return self.a.substitute(var_vals) * (self.b if isinstance(self.b, int) else self.b.substitute(var_vals))
 
 
 class DivNode(OpNode):
-    """a // b for a >= 0 and an int b."""
+    """a // b for a >= 0 and an int b or a symbolic size b (C's `/` then computes the same)."""
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
 
     def get_bounds(self) -> tuple[int, sint]:
-        return self.a.min // self.b, self.a.max // self.b
+        if isinstance(self.b, int):
+            return self.a.min // self.b, self.a.max // self.b
+        return lower_bound(self.a) // max(upper_bound(self.b), 1), upper_bound(self.a) // max(lower_bound(self.b), 1)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return self.a.substitute(var_vals) // self.b
 
 
 class ModNode(OpNode):
-    """a % b for a >= 0 and an int b."""
+    """a % b for a >= 0 and an int b or a symbolic size b (C's `%` then computes the same)."""
 
     def __mod__(self, b: Node | int) -> Node:
         if isinstance(b, int) and isinstance(self.b, int) and self.b % b == 0:
@@ -1043,6 +1066,8 @@ class ModNode(OpNode):
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def get_bounds(self) -> tuple[int, sint]:
+        if isinstance(self.b, Node):
+            return (0, self.b - 1)
         lo, hi = self.a.min, self.a.max
         if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
             return (0, self.b - 1)  # wraps around
@@ -1057,7 +1082,7 @@ class RedNode(Node):
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
-        self.min, self.max = self.get_bounds()
+        self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
     def vars(self) -> set[Variable]:
         return set().union(*[x.vars() for x in self.nodes])
@@ -1129,12 +1154,26 @@ class SumNode(RedNode):
     def __mod__(self, b: Node | int) -> Node:
         if self == b:
             return NumNode(0)
-        if isinstance(b, Node) and (b - self).min > 0:
+        if isinstance(b, Node) and lower_bound(self) >= 0 and always_lt(self, b):
             return self  # already below b
-        return Node.__mod__(Node.sum([x % b if type(x) in (NumNode, MulNode) else x for x in self.nodes]), b)
+        return Node.__mod__(Node.sum([_mod_term(x, b) for x in self.nodes]), b)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return Node.sum([x.substitute(var_vals) for x in self.nodes])
+
+
+def _symbolic_factor(x: Node) -> bool:
+    """Is x, or a term of it, a product by a symbolic factor (idx0 * (j*-1), a flipped symbolic stride)?"""
+    return any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in (x.nodes if isinstance(x, SumNode) else [x]))
+
+
+def _mod_term(x: Node, b: Node | int) -> Node:
+    """A term of a sum, reduced modulo b ((a*8 + 3) % 4 is (a*0 + 3) % 4); by a symbolic size b only where it becomes
+    a number (a multiple of b is 0), else it stays as it is."""
+    if type(x) not in (NumNode, MulNode):
+        return x
+    reduced = x % b
+    return x if isinstance(b, Node) and not isinstance(reduced, NumNode) else reduced
 
 
 class AndNode(RedNode):
@@ -1164,13 +1203,16 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
                     terms.append(x)
             lhs = Node.sum(terms)
             nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
-            muls, others = partition(nodes, lambda x: isinstance(x, MulNode) and x.b > 0 and x.max >= b)
+            # (a product of two variables has no number to share: it stays in the rest)
+            muls, others = partition(
+                nodes, lambda x: isinstance(x, MulNode) and isinstance(x.b, int) and x.b > 0 and x.max >= b
+            )
             if muls:
                 gcd = b
                 for x in muls:
                     gcd = math.gcd(gcd, x.b)
                 rest = Node.sum(others)
-                if rest.min >= 0 and rest.max < gcd:
+                if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
     if isinstance(lhs, MulNode):
@@ -1184,6 +1226,86 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
 def create_ge_node(lhs: Node, b: Node | int) -> Node:
     """lhs >= b, written as -lhs < -b + 1."""
     return create_lt_node(-lhs, -b + 1)
+
+
+# -- what holds at every value of the variables --
+# A loop index over a symbolic size ends at a node (idx0 in [0, i-1]). To bound `idx0 - i`, the index is replaced
+# by the end of its range first, (i-1) - i = -1, so that it cancels against the size; taking every bound at its
+# extreme at once (idx0 <= 15, i >= 1) would only give 14. What is left, an expression of the sizes alone, counts
+# each size at its extreme: a bound that holds at every value, so a comparison it decides is decided for all.
+
+
+def _of_sizes(x: Node) -> bool:
+    """Is every variable of x a size (a range that ends at a number), not a loop index over a symbolic size?"""
+    return all(isinstance(v.max, int) for v in x.vars())
+
+
+def upper_bound(x: sint) -> int:
+    """A number that x never exceeds, at any value of its variables."""
+    for _ in range(16):  # each round replaces the loop indices of the outermost symbolic level by their bounds
+        if not isinstance(x, Node) or isinstance(x, NumNode) or _of_sizes(x):
+            break
+        terms = x.nodes if isinstance(x, SumNode) else [x]
+        x = Node.sum([t if _of_sizes(t) else t.max if isinstance(t.max, Node) else NumNode(t.max) for t in terms])
+    while isinstance(x, Node):
+        x = x.max
+    return x
+
+
+def lower_bound(x: sint) -> int:
+    """A number that x is never below, at any value of its variables."""
+    return x if isinstance(x, int) else -upper_bound(-x)
+
+
+def always_lt(a: sint, b: sint) -> bool:
+    """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    return upper_bound(a - b) < 0
+
+
+def _never_negative(x: sint) -> bool:
+    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
+    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
+
+
+def sym_min(a: sint, b: sint, what: str = "min") -> sint:
+    """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
+    naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
+    if always_lt(a, b + 1):
+        return a
+    if always_lt(b, a + 1):
+        return b
+    raise ValueError(
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the smaller at every value of the variables"
+    )
+
+
+def sym_max(a: sint, b: sint, what: str = "max") -> sint:
+    """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
+    if always_lt(b, a + 1):
+        return a
+    if always_lt(a, b + 1):
+        return b
+    raise ValueError(
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the larger at every value of the variables"
+    )
+
+
+def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
+    """a // b or a % b, kept as a node, by a symbolic size b. C's `/` and `%` truncate where Python's floor, so a
+    numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
+    A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
+    index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
+    if lower_bound(b) < 0:
+        raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
+    if lower_bound(b) < 1:
+        b = b + create_lt_node(b, 1)
+    if (low := lower_bound(a)) < 0:
+        k = -(low // max(lower_bound(b), 1))  # k*b >= -a.min, as b >= 1
+        shifted = create_node(op(a + b * k, b))
+        return shifted - k if op is DivNode else shifted
+    return create_node(op(a, b))
 
 
 # a symbolic int: what a size, stride or offset may be
@@ -1237,8 +1359,8 @@ render_python: dict[type, Callable[..., str]] = {
     Variable: _render_variable,
     NumNode: lambda x, ops, ctx: f"NumNode({x.b})" if ctx == "REPR" else str(x.b),
     MulNode: render_mulnode,
-    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{x.b})",
-    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}//{sym_render(x.b, ops, ctx)})",
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{sym_render(x.b, ops, ctx)})",
     LtNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})",
     SumNode: lambda x, ops, ctx: f"({'+'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
     AndNode: lambda x, ops, ctx: f"({' and '.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
@@ -1362,7 +1484,9 @@ def un1d(shape: tuple[int, ...], offs: int) -> list[int]:
 
 
 def _sint(x: Any) -> sint:
-    """A size as an int (a numpy integer becomes one) or the Node it is."""
+    """A size as an int (a numpy integer or a constant node becomes one) or the Node it is."""
+    if isinstance(x, NumNode):
+        return x.b
     return x if isinstance(x, Node) or not is_sint(x) else int(x)
 
 
@@ -1404,9 +1528,9 @@ class View:
             ok = all(s >= 0 for s in shape)
         else:
             shape = tuple(_sint(s) for s in shape)
-            ok = all(is_sint(s) and s >= 0 for s in shape)
+            ok = all(is_sint(s) and _never_negative(s) for s in shape)
         if not ok:
-            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic, got shape {shape}")
+            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
         if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
             raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
         if not is_sint(offset):
@@ -1450,14 +1574,25 @@ class View:
 
     # -- the movement ops; each returns a new View --
 
-    def _resize(self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None) -> View:
-        """Window [b, e) on each axis (b may be negative and e past the end when padding)."""
+    def _resize(
+        self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None, op: str = "shrink"
+    ) -> View:
+        """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
+        old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
+        the smaller at every value, else a ValueError (the mask would need a min() of two nodes, which a View can't
+        hold; the rest of the View code counts on a mask within its axis)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
-            moved = tuple(
-                (max(0, min(mb - b, e - b)), max(0, min(me - b, e - b))) for (mb, me), (b, e) in zip(self.mask, arg)
-            )
-            mask = tuple((max(b1, b2), min(e1, e2)) for (b1, e1), (b2, e2) in zip(moved, mask)) if mask else moved
+            what = f"{op} of {self.shape} by {arg}: its mask"
+
+            def clip(x: sint, size: sint) -> sint:  # x within [0, size]
+                return sym_max(0, sym_min(x, size, what), what)
+
+            moved = tuple((clip(mb - b, e - b), clip(me - b, e - b)) for (mb, me), (b, e) in zip(self.mask, arg))
+            if mask:
+                mask = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
+            else:
+                mask = moved
         shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
         if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
             mask = None
@@ -1467,12 +1602,18 @@ class View:
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
         _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
-        _check_arg("pad", self.shape, arg, all(b >= 0 and e >= 0 for b, e in arg), "padding must be >= 0")
+        _check_arg(
+            "pad",
+            self.shape,
+            arg,
+            all(_never_negative(b) and _never_negative(e) for b, e in arg),
+            "padding must be >= 0",
+        )
         if not any(b or e for b, e in arg):
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
         mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
-        return self._resize(window, mask)
+        return self._resize(window, mask, "pad")
 
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
@@ -1482,8 +1623,11 @@ class View:
             "shrink",
             self.shape,
             arg,
-            all(0 <= b <= e <= s for s, (b, e) in zip(self.shape, arg)),
-            "each range must satisfy 0 <= begin <= end <= size",
+            all(
+                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
+                for s, (b, e) in zip(self.shape, arg)
+            ),
+            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
         )
         return self._resize(arg)
 
@@ -1491,7 +1635,7 @@ class View:
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
         _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
-        _check_arg("expand", self.shape, new_shape, all(x >= 0 for x in new_shape), "sizes must be >= 0")
+        _check_arg("expand", self.shape, new_shape, all(map(_never_negative, new_shape)), "sizes must be >= 0")
         if 0 in self.shape:
             _check_arg(
                 "expand",
@@ -1510,10 +1654,16 @@ class View:
         )
         mask = None
         if self.mask:
-            mask = tuple(
-                (((0, 0) if m != (0, 1) else (0, ns)) if s != ns else m)
-                for m, s, ns in zip(self.mask, self.shape, new_shape)
-            )
+
+            def expanded(m: tuple[sint, sint], ns: sint) -> tuple[sint, sint]:
+                # the one element of a size-1 axis is valid or not: all of the new axis is, or none of it
+                if m == (0, 1) or (not all_int(m) and always_lt(m[0], 1) and always_lt(0, m[1])):
+                    return (0, ns)
+                if all_int(m) or always_lt(m[1], 1) or always_lt(0, m[0]) or always_lt(m[1], m[0] + 1):
+                    return (0, 0)
+                raise ValueError(f"expand: the mask {m} of a size-1 axis may or may not hold (shape {self.shape})")
+
+            mask = tuple(expanded(m, ns) if s != ns else m for m, s, ns in zip(self.mask, self.shape, new_shape))
         return View.create(new_shape, self.strides, self.offset, mask)
 
     @functools.cache
@@ -1561,7 +1711,9 @@ class View:
             "reshape",
             self.shape,
             new_shape,
-            all(x >= 0 for x in new_shape) if new_all_int else all(is_sint(x) and x >= 0 for x in new_shape),
+            all(x >= 0 for x in new_shape)
+            if new_all_int
+            else all(is_sint(x) and _never_negative(x) for x in new_shape),
             "sizes must be non-negative ints or symbolic",
         )
         if 0 in self.shape:
@@ -1638,7 +1790,10 @@ class View:
     @functools.cache
     def invert(self, out_shape: tuple[sint, ...]) -> View | None:
         """The view that maps this view's output back onto its input, or None when there is none (only flips
-        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements)."""
+        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
+        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
+        if not all_int(self.strides):
+            return None
         ret = View.create(self.shape)
         if self.mask:
             ret = ret.shrink(self.mask)
@@ -1649,7 +1804,10 @@ class View:
     @functools.cache
     def minify(self) -> View:
         """The same view with as few axes as possible."""
-        return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
+        try:
+            return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
+        except ValueError:  # symbolic sizes whose product is written another way ((1+j)*i*j, (1+j)*(i*j)): as it is
+            return self
 
     @functools.cache
     def __add__(self, vm1: View) -> View | None:
@@ -1830,7 +1988,7 @@ class ShapeTracker:
         idx, valid = self.expr_idxs()
         if not valid:
             return 0
-        top = idx.max if isinstance(idx.max, int) else idx.max.max  # a symbolic largest index: at its largest
+        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
         return top + 1
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
@@ -1982,14 +2140,14 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         all(
             type(x) is tuple
             and len(x) == 2
-            and (type(x[0]) is int or isinstance(x[0], Node))
-            and (type(x[1]) is int or isinstance(x[1], Node))
+            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
+            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
             for x in arg
         )
         if pairs
-        else all(type(x) is int or isinstance(x, Node) for x in arg)
+        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
     ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
 
     def size(x: Any) -> sint:
         if not is_sint(x):

@@ -171,8 +171,9 @@ render_c: dict[type, Any] = {
     Variable: lambda x, ops, ctx: x.expr,
     NumNode: lambda x, ops, ctx: str(x.b),
     MulNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}*{sym_render(x.b, ops, ctx)})",
-    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{x.b})",  # C's / and % : the operands are >= 0
-    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{x.b})",
+    # C's / and %: the numerator is >= 0 and the divisor a number or a symbolic size (kernel.DivNode)
+    DivNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}/{sym_render(x.b, ops, ctx)})",
+    ModNode: lambda x, ops, ctx: f"({x.a.render(ops, ctx)}%{sym_render(x.b, ops, ctx)})",
     LtNode: render_lt_as_ge,  # a comparison of negative terms is written as the >= it means
     SumNode: _c_sum,
     AndNode: lambda x, ops, ctx: f"({'&&'.join(sorted(y.render(ops, ctx) for y in x.nodes))})",
@@ -443,7 +444,8 @@ class _Renderer:
         st = self.k.sts[i]
         if not self.k.vars:
             return st.expr_idxs(idxs)
-        consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode)}
+        # (an axis of 0 or 1 elements has no range to stand in for: its index stays the number)
+        consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode) and st.shape[a] not in (0, 1)}
         stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
         idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
         values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
