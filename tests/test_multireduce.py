@@ -43,8 +43,8 @@ from kernel import (
     reduce,
     store,
 )
-from test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
-from test_fuzz import verify_random_opts
+from tests.test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
+from tests.test_fuzz import verify_random_opts
 
 MR_CASES = load_corpus("multireduce.json")["cases"]
 MR_IDS = [case_id(c) for c in MR_CASES]

@@ -21,7 +21,7 @@ import pytest
 
 import kernel as K
 
-TESTDATA = pathlib.Path(__file__).parent / "testdata"
+TESTDATA = pathlib.Path(__file__).parent.parent / "testdata"
 
 
 def load_corpus(name: str) -> dict:

@@ -22,7 +22,7 @@ import pytest
 import kernel
 from kernel import Kernel, Opt, matmul_ast, sum_ast
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 README = os.path.join(HERE, "README.md")
 
 

@@ -41,7 +41,7 @@ from kernel import (
     render_condition,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 
 
 @pytest.fixture(autouse=True)

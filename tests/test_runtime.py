@@ -20,7 +20,7 @@ import pyopencl as cl
 import pytest
 
 import runtime as R
-from test_golden import KERNEL_CASES, build_kernel, load_corpus
+from tests.test_golden import KERNEL_CASES, build_kernel, load_corpus
 from kernel import (
     TARGETS,
     BinaryOps,

@@ -303,7 +303,7 @@ def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
 
 
 # -- issue 13: a search from a plain script, an unwritable or damaged cache, partial stores, empty kernels, no fallback
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})

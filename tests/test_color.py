@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 COLOUR = "\x1b[3"  # the start of tinygrad's ANSI colours (blue is \x1b[34m, BLUE \x1b[94m: matvec has no BLUE)
 
 

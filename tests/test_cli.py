@@ -15,7 +15,7 @@ import pytest
 import kernel
 import runtime as R
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 ANSI_CODES = (
     34,
     94,

@@ -44,7 +44,7 @@ from kernel import (
     sum_ast,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 INTS = [
     dtypes.int8,
     dtypes.uint8,

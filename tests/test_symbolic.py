@@ -32,7 +32,7 @@ from kernel import (
     sym_infer,
     sym_render,
 )
-from test_golden import load_corpus, opt_of
+from tests.test_golden import load_corpus, opt_of
 
 SYMBOLIC_CASES = load_corpus("symbolic.json")["cases"]
 SYMBOLIC_IDS = [f"{c['name']}[{c['target']}]" for c in SYMBOLIC_CASES]
