@@ -43,7 +43,16 @@ from kernel import (
     reduce,
     store,
 )
-from tests.test_golden import assert_state, build_kernel, case_id, load_corpus, opt_of, state_of
+from tests.corpus import build_kernel, case_id, load_corpus
+from tests.golden import (
+    accepted_kernels,
+    check_construction,
+    check_heuristics,
+    check_sequences,
+    check_tensor_cores,
+    replay,
+    state_of,
+)
 from tests.test_fuzz import verify_random_opts
 
 MR_CASES = load_corpus("multireduce.json")["cases"]
@@ -53,24 +62,6 @@ ALL_CASES = MR_CASES + RECORDED_CASES
 ALL_IDS = [f"golden-{i}" for i in MR_IDS] + [f"recorded-{case_id(c)}" for c in RECORDED_CASES]
 REFUSED_PADTO = "cannot pad: the padding would change"  # the start of kernel.py's reasons for its two differences
 REFUSED_SHARED = "exceeds maximum shared memory size"
-
-
-def replay(case):
-    """Yield (kernel after the step, step, accepted, reason) for every step of every sequence, up to the first one
-    kernel.py refuses on purpose (the states differ from tinygrad's after it)."""
-    for seq in case["sequences"]:
-        k = build_kernel(case)
-        for step in seq:
-            before = state_of(k)
-            try:
-                k.apply_opt(opt_of(step["opt"]))
-                accepted, reason = True, ""
-            except KernelOptError as e:
-                accepted, reason = False, str(e)
-                assert state_of(k) == before, f"rejected {step['opt']} changed the kernel"
-            yield k, step, accepted, reason
-            if accepted != step["ok"]:
-                break
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -88,14 +79,12 @@ def test_multireduce_corpus_is_complete():
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_construction_matches_tinygrad(case):
-    assert_state(build_kernel(case), case["init"])
+    check_construction(case)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_heuristics_match_tinygrad(case):
-    k = build_kernel(case)
-    k.hand_coded_optimizations()
-    assert_state(k, case["hand_coded"])
+    check_heuristics(case)
 
 
 TC_CASES = [(i, c) for i, c in zip(ALL_IDS, ALL_CASES) if "tensor_cores" in c]
@@ -103,23 +92,20 @@ TC_CASES = [(i, c) for i, c in zip(ALL_IDS, ALL_CASES) if "tensor_cores" in c]
 
 @pytest.mark.parametrize("case", [c for _, c in TC_CASES], ids=[i for i, _ in TC_CASES])
 def test_multireduce_tensor_cores_match_tinygrad(case):
-    k = build_kernel(case)
-    assert k.apply_tensor_cores(1) == case["tensor_cores"]["used"]
-    assert_state(k, case["tensor_cores"])
+    check_tensor_cores(case)
+
+
+def _deliberate(step, reason: str) -> bool:
+    """The two refusals of the module's docstring: a PADTO that would change a later reduce, and grouped reduces
+    whose __local buffers together pass shared_max."""
+    return (step["opt"][0] == "PADTO" and reason.startswith(REFUSED_PADTO)) or reason.startswith(REFUSED_SHARED)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_opt_sequences_match_tinygrad(case):
-    """Every opt accepted or rejected as tinygrad did, with its state; a rejected one changes nothing (replay)."""
-    for k, step, accepted, reason in replay(case):
-        if accepted == step["ok"]:
-            if accepted:
-                assert list(k.full_shape) == step["full_shape"] and k.colors() == step["colors"], step["opt"]
-            continue
-        padto = step["opt"][0] == "PADTO" and reason.startswith(REFUSED_PADTO)
-        assert step["ok"] and (padto or reason.startswith(REFUSED_SHARED)), (
-            f"{step['opt']}: accepted={accepted}, tinygrad: {step['ok']} ({reason})"
-        )
+    """Every opt accepted or rejected as tinygrad did, with its state, but for the two deliberate refusals; a
+    rejected one changes nothing (replay)."""
+    check_sequences(case, _deliberate)
 
 
 def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads():
@@ -381,20 +367,6 @@ def _default_sequences(cases=MR_CASES, features=lambda case, seq: _features(seq)
 DEFAULT_SEQUENCES = _default_sequences()
 
 
-def _accepted_kernels(case, only=None):
-    """The kernel after every accepted step of the case's sequences (all, or those numbered in `only`)."""
-    for s, seq in enumerate(case["sequences"]):
-        if only is not None and s not in only:
-            continue
-        k = build_kernel(case)
-        for step in seq:
-            try:
-                k.apply_opt(opt_of(step["opt"]))
-            except KernelOptError:
-                continue
-            yield k
-
-
 @pytest.mark.parametrize("c", range(len(MR_CASES)), ids=MR_IDS)
 def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, c):
     import runtime as R
@@ -406,7 +378,7 @@ def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, 
     k.hand_coded_optimizations()
     R.verify(k, *inputs, expected=expected)
     only = None if ALL_SEQUENCES else {s for cc, s in DEFAULT_SEQUENCES if cc == c}
-    for k in _accepted_kernels(case, only):
+    for k in accepted_kernels(case, only):
         R.verify(k, *inputs, expected=expected)
 
 
@@ -446,7 +418,7 @@ def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_
     k.hand_coded_optimizations()
     R.verify(k, *inputs, expected=expected)
     only = None if ALL_SEQUENCES else {s for cc, s in DEFAULT_RECORDED if cc == c}
-    for k in _accepted_kernels(case, only):
+    for k in accepted_kernels(case, only):
         R.verify(k, *inputs, expected=expected)
 
 

@@ -20,13 +20,13 @@ import pyopencl as cl
 import pytest
 
 import runtime as R
-from tests.test_golden import KERNEL_CASES, build_kernel, load_corpus
+from tests.corpus import build_kernel, case_id, lazyop_from_json, load_corpus
+from tests.golden import accepted_kernels
 from kernel import (
     TARGETS,
     BinaryOps,
     BufferOps,
     Kernel,
-    KernelOptError,
     LazyOp,
     Opt,
     OptOps,
@@ -40,7 +40,6 @@ from kernel import (
     dtypes,
     elementwise_ast,
     image_matvec_ast,
-    lazyop_from_json,
     load,
     matmul_ast,
     matvec_ast,
@@ -50,7 +49,7 @@ from kernel import (
     sum_ast,
 )
 
-CASES = KERNEL_CASES
+CASES = load_corpus("kernels.json")["cases"]
 LARGE = 1 << 22  # iteration spaces above this many elements are verified only with RUNTIME_LARGE=1
 
 
@@ -58,25 +57,10 @@ pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying w
 
 
 # -- the golden corpus --------------------------------------------------------------------------------------------
-_kernel = build_kernel  # the corpus loader of test_golden.py
 
 
 def _size(case) -> int:
     return int(np.prod(case["init"]["full_shape"]))
-
-
-def _accepted_prefixes(case, k0: Kernel | None = None, as_recorded: bool = True):
-    """The kernel after every accepted step of every sequence of the case (starting each from a copy of k0, by
-    default the case's kernel). as_recorded: every opt kernel.py rejects, tinygrad rejected too."""
-    for seq in case["sequences"]:
-        k = k0.copy() if k0 is not None else _kernel(case)
-        for step in seq:
-            try:
-                k.apply_opt(Opt(getattr(OptOps, step["opt"][0]), step["opt"][1], step["opt"][2]))
-            except KernelOptError:
-                assert not as_recorded or not step["ok"], f"kernel.py rejected {step['opt']}, tinygrad accepted it"
-                continue
-            yield k
 
 
 def _verify_each_program(kernels, inputs, expected) -> int:
@@ -98,7 +82,7 @@ def _golden_params():
             if _size(c) <= LARGE or os.environ.get("RUNTIME_LARGE")
             else [pytest.mark.skip(reason=f"{_size(c)} elements: set RUNTIME_LARGE=1 to verify large kernels")]
         )
-        yield pytest.param(c, id=f"{c['name']}[{c['target']}]", marks=marks)
+        yield pytest.param(c, id=case_id(c), marks=marks)
 
 
 def _optimized(case, k: Kernel) -> Kernel:
@@ -112,10 +96,10 @@ def _optimized(case, k: Kernel) -> Kernel:
 
 @pytest.mark.parametrize("case", list(_golden_params()))
 def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case):
-    k = _kernel(case)
+    k = build_kernel(case)
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)  # once: every kernel below computes the same AST
-    _verify_each_program([_optimized(case, k.copy()), *_accepted_prefixes(case)], inputs, expected)
+    _verify_each_program([_optimized(case, k.copy()), *accepted_kernels(case, as_recorded=True)], inputs, expected)
 
 
 # -- the large kernels, cut down to a smaller size of the same AST -------------------------------------------------
@@ -147,7 +131,7 @@ def smaller_kernel(case, limit: int = SMALL) -> Kernel:
 LARGE_CASES = [c for c in CASES if _size(c) > LARGE]
 
 
-@pytest.mark.parametrize("case", LARGE_CASES, ids=[f"{c['name']}[{c['target']}]" for c in LARGE_CASES])
+@pytest.mark.parametrize("case", LARGE_CASES, ids=[case_id(c) for c in LARGE_CASES])
 def test_large_golden_kernel_verifies_at_a_smaller_size(case):
     """Each large kernel (the 9 whose tensor cores are used among them, the half matmuls, the convs) on a corner of
     its iteration space: after the tensor cores (each still takes them, or not, as recorded) or the heuristics; a
@@ -158,9 +142,7 @@ def test_large_golden_kernel_verifies_at_a_smaller_size(case):
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)
     first = {**case, "sequences": case["sequences"][:1] if case.get("tensor_cores", {}).get("used") else []}
-    _verify_each_program(
-        [_optimized(case, k.copy()), *_accepted_prefixes(first, k, as_recorded=False)], inputs, expected
-    )
+    _verify_each_program([_optimized(case, k.copy()), *accepted_kernels(first, start=k)], inputs, expected)
 
 
 def test_smaller_kernel_is_the_same_computation_on_a_corner():
@@ -491,7 +473,7 @@ def test_reference_in_chunks_on_a_real_kernel(monkeypatch, name, corpus):
     one reduce of mean and variance, so no box may cut it): on a padded conv (two stacked views, masks) and on mean
     and variance (two outputs, two reduces) the boxes give the outputs one box gives, and the device agrees."""
     case = next(c for c in load_corpus(corpus)["cases"] if c["name"] == name and c["target"] == "opencl")
-    k = smaller_kernel(case) if _size(case) > LARGE else _kernel(case)
+    k = smaller_kernel(case) if _size(case) > LARGE else build_kernel(case)
     inputs = R.random_inputs(k)
     whole = R.reference(k, *inputs)
     boxes, real_chunks, real_run = [], R._chunks, R._Reference.run

@@ -15,7 +15,6 @@ test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import subprocess
@@ -34,12 +33,12 @@ from kernel import (
     ShapeTracker,
     View,
     elementwise_ast,
-    lazyop_from_json,
     matmul_ast,
     matvec_ast,
     optimize,
     render_condition,
 )
+from tests.corpus import lazyop_from_json, load_corpus
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 
@@ -69,11 +68,7 @@ def decision(k: Kernel, heuristic: str, step: int) -> kernel.Decision:
 
 def corpus_kernels():
     """The golden corpus's kernels, with the symbolic and several-reduce ones where they are recorded."""
-    cases = []
-    for name in ("kernels.json", "symbolic.json", "multireduce.json"):
-        if os.path.exists(path := os.path.join(HERE, "testdata", name)):
-            with open(path) as f:
-                cases += json.load(f)["cases"]
+    cases = [c for name in ("kernels.json", "symbolic.json", "multireduce.json") for c in load_corpus(name)["cases"]]
     return [(c["name"], tuple(lazyop_from_json(a) for a in c["ast"]), c["target"]) for c in cases]
 
 

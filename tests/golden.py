@@ -1,0 +1,137 @@
+"""Replaying a golden case against kernel.py: shared by test_golden.py, test_symbolic.py and test_multireduce.py.
+
+A case records tinygrad 0.9.1's state after construction ("init"), after the hand-coded heuristics ("hand_coded"),
+after apply_tensor_cores(1) ("tensor_cores", where recorded), and for every step of random opt sequences whether
+tinygrad accepted it and, if so, its full shape and colours. Sizes may be symbolic: a state is compared in the
+corpus's JSON form (`enc`), where an int stays an int.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import kernel as K
+from tests.corpus import build_kernel, opt_of
+
+
+def enc(x):
+    """A size as the corpus writes it: an int, or {"var": ...}, {"mul": [a, b]}, ... (see SPEC.md)."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, K.NumNode):
+        return x.b
+    if isinstance(x, K.Variable):
+        return {"var": x.expr, "min": x.min, "max": x.max}
+    for cls, key in ((K.MulNode, "mul"), (K.DivNode, "div"), (K.ModNode, "mod"), (K.LtNode, "lt")):
+        if isinstance(x, cls):
+            return {key: [enc(x.a), enc(x.b)]}
+    return {"sum" if isinstance(x, K.SumNode) else "and": [enc(y) for y in x.nodes]}
+
+
+def views_of(st: K.ShapeTracker) -> list[dict]:
+    return [
+        {
+            "shape": [enc(s) for s in v.shape],
+            "strides": [enc(s) for s in v.strides],
+            "offset": enc(v.offset),
+            "mask": [[enc(b), enc(e)] for b, e in v.mask] if v.mask is not None else None,
+        }
+        for v in st.views
+    ]
+
+
+def state_of(k: K.Kernel) -> dict:
+    """The kernel's state in the corpus's terms."""
+    return {
+        "full_shape": [enc(s) for s in k.full_shape],
+        "output_shape": [enc(s) for s in k.output_shape],
+        "colors": k.colors(),
+        "first_reduce": k.first_reduce,
+        "upcasted": k.upcasted,
+        "local_dims": k.local_dims,
+        "group_for_reduces": k.group_for_reduces,
+        "applied_opts": [[o.op.name, o.axis, o.amt] for o in k.applied_opts],
+        "sts": [views_of(st) for st in k.sts],
+    }
+
+
+def assert_state(k: K.Kernel, want: dict) -> None:
+    """Every part of the state the corpus recorded is kernel.py's."""
+    got = state_of(k)
+    for key, value in want.items():
+        if key in got:
+            assert got[key] == value, f"{key}: got {got[key]}, tinygrad 0.9.1 had {value}"
+
+
+def check_construction(case) -> K.Kernel:
+    k = build_kernel(case)
+    assert_state(k, case["init"])
+    return k
+
+
+def check_heuristics(case) -> None:
+    k = build_kernel(case)
+    k.hand_coded_optimizations()
+    assert_state(k, case["hand_coded"])
+
+
+def check_tensor_cores(case) -> None:
+    """apply_tensor_cores(1) is used or not as in tinygrad, with its state (and the tensor core, where recorded)."""
+    k = build_kernel(case)
+    want = case["tensor_cores"]
+    assert k.apply_tensor_cores(1) == want["used"]
+    assert_state(k, want)
+    if "tensor_core" in want:
+        assert (str(k.tensor_core) if k.tensor_core else None) == want["tensor_core"]
+
+
+def replay(case) -> Iterator[tuple[K.Kernel, dict, bool, str]]:
+    """(kernel after the step, step, accepted, the refusal's reason) for every step of every opt sequence, each
+    sequence from a fresh kernel. A refused step must leave the kernel exactly as it was (asserted here). A sequence
+    stops after the first step kernel.py judges differently from tinygrad: the states differ from there on."""
+    for seq in case["sequences"]:
+        k = build_kernel(case)
+        for n, step in enumerate(seq):
+            before = state_of(k)
+            try:
+                k.apply_opt(opt_of(step["opt"]))
+                accepted, reason = True, ""
+            except K.KernelOptError as e:
+                accepted, reason = False, str(e)
+                assert state_of(k) == before, f"refused step {n} {step['opt']} changed the kernel"
+            yield k, step, accepted, reason
+            if accepted != step["ok"]:
+                break
+
+
+def check_sequences(case, deliberate: Callable[[dict, str], bool] | None = None) -> None:
+    """Each opt accepted or refused as tinygrad did, an accepted one with tinygrad's full shape and colours.
+    deliberate(step, reason) says whether a step tinygrad accepted is one kernel.py refuses on purpose."""
+    for k, step, accepted, reason in replay(case):
+        if accepted == step["ok"]:
+            if accepted:
+                assert [enc(s) for s in k.full_shape] == step["full_shape"], step["opt"]
+                assert k.colors() == step["colors"], step["opt"]
+            continue
+        assert step["ok"] and deliberate is not None and deliberate(step, reason), (
+            f"{step['opt']}: accepted={accepted}, tinygrad: {step['ok']} ({reason})"
+        )
+
+
+def accepted_kernels(
+    case, sequences: set[int] | None = None, start: K.Kernel | None = None, as_recorded: bool = False
+) -> Iterator[K.Kernel]:
+    """The kernel after each accepted step of the case's opt sequences (those numbered in `sequences`, else all),
+    each sequence from a copy of `start` (else from the case's kernel). as_recorded: every step kernel.py refuses,
+    tinygrad refused too."""
+    for s, seq in enumerate(case["sequences"]):
+        if sequences is not None and s not in sequences:
+            continue
+        k = start.copy() if start is not None else build_kernel(case)
+        for step in seq:
+            try:
+                k.apply_opt(opt_of(step["opt"]))
+            except K.KernelOptError:
+                assert not as_recorded or not step["ok"], f"kernel.py refused {step['opt']}, tinygrad accepted it"
+                continue
+            yield k
