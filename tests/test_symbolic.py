@@ -336,17 +336,12 @@ def plus_one(n=None) -> Kernel:
 
 
 class TestSymbolicKernel:
-    def test_vars_and_colored_shape(self):
+    def test_vars_and_colored_shape(self, monkeypatch):
         k = plus_one()
         assert k.vars == [i]
         assert k.full_shape == (i * 3,)
-        with_plain = os.environ.get("NO_COLOR")
-        os.environ["NO_COLOR"] = "1"
-        try:
-            assert k.colored_shape() == "<(i[1-64]*3)>"
-        finally:
-            if with_plain is None:
-                del os.environ["NO_COLOR"]
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert k.colored_shape() == "<(i[1-64]*3)>"
 
     def test_padto_is_refused_on_a_symbolic_kernel(self):
         k = plus_one()
