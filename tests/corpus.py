@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import kernel as K
+from tests.common import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository: kernel.py, the scripts, README.md
-TESTDATA = ROOT / "testdata"
+TESTDATA = pathlib.Path(ROOT) / "testdata"
 
 
 def load_corpus(name: str) -> dict:

@@ -14,8 +14,8 @@ import pytest
 
 import kernel
 import runtime as R
+from tests.common import ROOT
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 ANSI_CODES = (
     34,
     94,
@@ -80,7 +80,7 @@ def run_demo(*args: str, colour: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     env["FORCE_COLOR" if colour else "NO_COLOR"] = "1"
     return subprocess.run(
-        [sys.executable, os.path.join(HERE, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, os.path.join(ROOT, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
     )
 
 

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
+from tests.common import ROOT
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 COLOUR = "\x1b[3"  # the start of tinygrad's ANSI colours (blue is \x1b[34m, BLUE \x1b[94m: matvec has no BLUE)
 
 
@@ -27,7 +27,7 @@ def _env(**settings: str) -> dict[str, str]:
 def run_on_a_terminal(args: list[str], env: dict[str, str], timeout: float = 120) -> tuple[int, str]:
     """Run `python ARGS` with its stdin, stdout and stderr on a new pseudo-terminal; returns (exit code, output)."""
     main, terminal = pty.openpty()
-    p = subprocess.Popen([sys.executable, *args], stdin=terminal, stdout=terminal, stderr=terminal, env=env, cwd=HERE)
+    p = subprocess.Popen([sys.executable, *args], stdin=terminal, stdout=terminal, stderr=terminal, env=env, cwd=ROOT)
     os.close(terminal)  # the child holds it now: reading ends (EIO) once the child exits
     chunks = []
     while True:
@@ -43,7 +43,7 @@ def run_on_a_terminal(args: list[str], env: dict[str, str], timeout: float = 120
 
 
 def run_in_a_pipe(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    p = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=HERE, timeout=120)
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     return p.returncode, p.stdout
 
 

@@ -42,18 +42,8 @@ from kernel import (
     store,
     sum_ast,
 )
+from tests.common import INTS, ROOT
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
-INTS = [
-    dtypes.int8,
-    dtypes.uint8,
-    dtypes.int16,
-    dtypes.uint16,
-    dtypes.int32,
-    dtypes.uint32,
-    dtypes.int64,
-    dtypes.uint64,
-]
 NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
 
 
@@ -589,7 +579,7 @@ def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
 def _cli(*args: str, env: dict | None = None, script: str = "kernel.py") -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TC", "MV_THREADS_PER_ROW")}
     return subprocess.run(
-        [sys.executable, os.path.join(HERE, script), *args],
+        [sys.executable, os.path.join(ROOT, script), *args],
         capture_output=True,
         text=True,
         env={**environ, **(env or {})},
@@ -628,7 +618,7 @@ def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, 
 
 def test_a_closed_pipe_ends_the_demo_quietly():
     p = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "kernel.py"), "demo"],
+        [sys.executable, os.path.join(ROOT, "kernel.py"), "demo"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "FORCE_COLOR": "1"},
@@ -869,7 +859,7 @@ def test_a_bad_tinygrad_file_is_one_line(what, tmp_path):
 
 def test_a_closed_stdout_is_no_traceback():
     p = subprocess.run(
-        f'"{sys.executable}" "{os.path.join(HERE, "runtime.py")}" verify sum >&-',
+        f'"{sys.executable}" "{os.path.join(ROOT, "runtime.py")}" verify sum >&-',
         shell=True,
         capture_output=True,
         text=True,
@@ -883,7 +873,7 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
     import time
 
     p = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "search.py"), "matmul", "--no-cache"],
+        [sys.executable, os.path.join(ROOT, "search.py"), "matmul", "--no-cache"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

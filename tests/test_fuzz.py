@@ -43,19 +43,8 @@ from kernel import (
     reduce,
     store,
 )
+from tests.common import DTYPES
 
-FLOATS = [dtypes.half, dtypes.float, dtypes.double]
-INTS = [
-    dtypes.int8,
-    dtypes.uint8,
-    dtypes.int16,
-    dtypes.uint16,
-    dtypes.int32,
-    dtypes.uint32,
-    dtypes.int64,
-    dtypes.uint64,
-]
-DTYPES = [dtypes.bool, *INTS, *FLOATS]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)
 AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
 

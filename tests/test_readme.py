@@ -21,9 +21,9 @@ import pytest
 
 import kernel
 from kernel import Kernel, Opt, matmul_ast, sum_ast
+from tests.common import ROOT
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
-README = os.path.join(HERE, "README.md")
+README = os.path.join(ROOT, "README.md")
 
 
 def fenced_blocks() -> list[tuple[int, str, list[str], str]]:
@@ -58,7 +58,7 @@ def run(command: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "COLUMNS")}
     env["NO_COLOR"] = "1"
     argv = [sys.executable] + shlex.split(command)[1:]
-    done = subprocess.run(argv, cwd=HERE, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{command}: {done.stderr}"
     return done.stdout.rstrip("\n").split("\n")
 

@@ -31,6 +31,7 @@ from kernel import (
     store,
     sum_ast,
 )
+from tests.common import ROOT
 
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
@@ -303,7 +304,6 @@ def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
 
 
 # -- issue 13: a search from a plain script, an unwritable or damaged cache, partial stores, empty kernels, no fallback
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
@@ -321,7 +321,7 @@ print("timed", sum(r.timed for r in found.rounds), found.time_s < 1, flush=True)
 def test_a_search_from_a_script_without_a_main_guard_runs_the_script_once(tmp_path):
     """As the README's example is written: compile workers must not import the script again (each would run it)."""
     script = tmp_path / "search_me.py"
-    script.write_text(SCRIPT.format(here=HERE))
+    script.write_text(SCRIPT.format(here=ROOT))
     env = {**os.environ, "KERNELPY_CACHE": str(tmp_path / "cache")}
     try:
         p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100, env=env)

@@ -38,9 +38,8 @@ from kernel import (
     optimize,
     render_condition,
 )
+from tests.common import ROOT
 from tests.corpus import lazyop_from_json, load_corpus
-
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root
 
 
 @pytest.fixture(autouse=True)
@@ -278,7 +277,7 @@ def test_map_labels_agree_with_the_output_shapetracker():
 def run_bare(*args: str, color: bool) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     env["FORCE_COLOR" if color else "NO_COLOR"] = "1"
-    cmd = [sys.executable, "-I", "-S", os.path.join(HERE, "kernel.py"), *args]
+    cmd = [sys.executable, "-I", "-S", os.path.join(ROOT, "kernel.py"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -734,8 +733,8 @@ def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
     for opt in (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UPCAST, 0, 4)):
         k.apply_opt(opt)
     assert k.colors()[-2:] == ["magenta", "yellow"]
-    assert "in this order from left to right" not in open(os.path.join(HERE, "README.md")).read()
-    assert "in the order their opts were applied" in open(os.path.join(HERE, "README.md")).read()
+    assert "in this order from left to right" not in open(os.path.join(ROOT, "README.md")).read()
+    assert "in the order their opts were applied" in open(os.path.join(ROOT, "README.md")).read()
 
 
 def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
