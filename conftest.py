@@ -23,3 +23,10 @@ def device():
         return R.get_device()
     except R.NoDeviceError as e:
         pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """The project's cache folder (search.py's searches), empty and the test's own: never the user's."""
+    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

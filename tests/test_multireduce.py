@@ -44,15 +44,8 @@ from kernel import (
     store,
 )
 from tests.corpus import build_kernel, case_id, load_corpus
-from tests.golden import (
-    accepted_kernels,
-    check_construction,
-    check_heuristics,
-    check_sequences,
-    check_tensor_cores,
-    replay,
-    state_of,
-)
+from tests.golden import accepted_kernels, check_construction, check_heuristics, check_sequences, check_tensor_cores
+from tests.golden import replay, state_of
 from tests.test_fuzz import verify_random_opts
 
 MR_CASES = load_corpus("multireduce.json")["cases"]

@@ -34,14 +34,8 @@ from kernel import (
 from tests.common import ROOT
 
 
-pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    """Every test searches with its own empty cache, never the user's."""
-    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
+# conftest.py: skipped, saying why, without an OpenCL device; every test searches with its own empty cache
+pytestmark = pytest.mark.usefixtures("device", "cache_dir")
 
 
 @pytest.fixture

@@ -18,12 +18,8 @@ import runtime as R
 import search as S
 from kernel import Kernel, Opt, OptOps, elementwise_ast, sum_ast
 
-pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
+# conftest.py: skipped, saying why, without an OpenCL device; every test searches with its own empty cache
+pytestmark = pytest.mark.usefixtures("device", "cache_dir")
 
 
 def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.SearchRound, set, str]:
