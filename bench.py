@@ -20,27 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel import (
-    TARGETS,
-    Kernel,
-    KernelOptError,
-    LazyOp,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    conv2d_ast,
-    elementwise_ast,
-    int_at_least,
-    load,
-    matmul_ast,
-    matvec_ast,
-    optimize,
-    reduce,
-    run_command_line,
-    store,
-    sum_ast,
-)
+from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, conv2d_ast
+from kernel import elementwise_ast, int_at_least, load, matmul_ast, matvec_ast, optimize, reduce, run_command_line
+from kernel import store, sum_ast
 from runtime import NoDeviceError, get_device, random_inputs, time_kernel
 from tests.corpus import lazyop_from_json  # the golden corpus's JSON form is read by the tests' loader
 from search import search

@@ -18,30 +18,9 @@ import pytest
 
 import kernel
 import runtime as R
-from kernel import (
-    BinaryOps,
-    BufferOps,
-    Kernel,
-    KernelOptError,
-    LazyOp,
-    MemBuffer,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    TernaryOps,
-    UnaryOps,
-    View,
-    alu,
-    const,
-    dtypes,
-    elementwise_ast,
-    load,
-    matmul_ast,
-    reduce,
-    store,
-    sum_ast,
-)
+from kernel import BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps, ShapeTracker
+from kernel import TernaryOps, UnaryOps, View, alu, const, dtypes, elementwise_ast, load, matmul_ast, reduce, store
+from kernel import sum_ast
 from tests.common import INTS, ROOT
 
 NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]

@@ -26,23 +26,8 @@ import numpy as np
 import pytest
 
 import kernel as K
-from kernel import (
-    TARGETS,
-    BinaryOps,
-    Kernel,
-    KernelOptError,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    UnaryOps,
-    alu,
-    const,
-    load,
-    matmul_ast,
-    reduce,
-    store,
-)
+from kernel import TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu
+from kernel import const, load, matmul_ast, reduce, store
 from tests.corpus import build_kernel, case_id, load_corpus
 from tests.golden import accepted_kernels, check_construction, check_heuristics, check_sequences, check_tensor_cores
 from tests.golden import replay, state_of

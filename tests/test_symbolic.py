@@ -49,7 +49,7 @@ def test_symbolic_corpus_is_complete():
     assert len(SYMBOLIC_CASES) == 52
     assert all(c["vars"] and c["var_vals"] for c in SYMBOLIC_CASES)
     # tinygrad 0.9.1 was not asked for tensor cores on these kernels: there is no tensor-core state to replay (a
-    # corpus that adds one needs test_golden.py's check_tensor_cores here)
+    # corpus that adds one needs golden.py's check_tensor_cores here)
     assert not any("tensor_cores" in c for c in SYMBOLIC_CASES)
 
 

@@ -29,22 +29,8 @@ import pytest
 
 import kernel as K
 import runtime as R
-from kernel import (
-    BinaryOps,
-    Kernel,
-    KernelOptError,
-    Node,
-    NumNode,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    Variable,
-    alu,
-    load,
-    reduce,
-    store,
-)
+from kernel import BinaryOps, Kernel, KernelOptError, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, Variable, alu
+from kernel import load, reduce, store
 
 FUZZ_CHAINS = int(os.environ.get("SYMBOLIC_FUZZ", "40"))
 FUZZ_SEED = int(os.environ.get("SYMBOLIC_FUZZ_SEED", "13"))
