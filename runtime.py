@@ -60,7 +60,6 @@ from kernel import (
     TernaryOps,
     UnaryOps,
     Variable,
-    View,
     dedup,
     demo_kernel,
     dtypes,
@@ -1319,63 +1318,6 @@ def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
     return _NP_OPS[op](*srcs)
 
 
-def indices(st: ShapeTracker, var_vals: dict[Variable, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(idx, valid): numpy arrays of shape `st.shape` with the flat buffer index each element reads and whether it
-    is valid (padding is not; its idx is 0). This is what a ShapeTracker means, computed with numpy instead of
-    symbolic: the top view maps each element to a flat index, which is unravelled into the shape of the view below
-    it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated at var_vals (see at_values)."""
-    if st.vars():
-        st = st.at_values(var_vals)
-    # int32 where every index fits: half the memory traffic on big views
-    bound = max(
-        abs(v.offset) + sum(abs(stride) * s for stride, s in zip(v.strides, v.shape)) + v.size() for v in st.views
-    )
-    dtype = np.int32 if bound < 2**31 else np.int64
-    ndim = len(st.shape)
-    idxs = [
-        np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)]) for k, s in enumerate(st.shape)
-    ]
-    idx, valid = _view_indices(st.views[-1], idxs, dtype)
-    for view in reversed(st.views[:-1]):
-        view = view.minify()
-        if valid is not None:
-            idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
-        idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
-        valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
-    if valid is None:
-        return np.broadcast_to(idx, st.shape), np.broadcast_to(np.True_, st.shape)
-    return np.broadcast_to(idx * valid, st.shape), np.broadcast_to(valid, st.shape)
-
-
-def _view_indices(view: View, idxs: list, dtype):
-    """numpy version of kernel.py's _expr_view: (flat index, validity or None if always valid) for index arrays."""
-
-    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-        if acc is None:
-            return x
-        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-            return op(acc, x, out=acc)
-        return op(acc, x)
-
-    idx = np.asarray(view.offset, dtype=dtype)
-    valid = None
-    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        if st != 0:
-            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-        if m is not None:
-            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
-    return idx, valid
-
-
-def _unravel(idx, shape: tuple[int, ...]) -> list:
-    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
-    parts = []
-    for d in reversed(shape[1:]):
-        parts.append(idx % d)
-        idx = idx // d
-    return [idx] + parts[::-1] if shape else []
-
-
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
     """Split the iteration space into boxes of about `limit` elements, cutting only axes that aren't reduced
     (so that every reduction is complete inside one box), outer axes first."""
@@ -1391,7 +1333,7 @@ def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tupl
 
 class _Reference:
     """Evaluates an AST over one box of the iteration space at a time. Every load gathers through
-    indices(); axes a buffer doesn't move along (stride 0) are read once and broadcast."""
+    ShapeTracker.indices(); axes a buffer doesn't move along (stride 0) are read once and broadcast."""
 
     def __init__(self, ast: tuple[LazyOp, ...], data: dict[int, np.ndarray]):
         self.ast, self.data = ast, data
@@ -1419,7 +1361,7 @@ class _Reference:
             if x.op is BufferOps.CONST and all(v.mask is None for v in st.views):
                 ret = np.full((1,) * len(st.shape), x.arg.val, dt)
             else:
-                idx, valid = indices(st)
+                idx, valid = st.indices()
                 vals = self.data[x.arg.idx][idx] if x.op is BufferOps.LOAD else np.full(idx.shape, x.arg.val)
                 ret = np.where(valid, vals, 0).astype(dt)
         elif x.op in ReduceOps and any(self.full[a] == 0 for a in x.arg):  # a reduce of nothing: its identity
@@ -1459,7 +1401,7 @@ class _Reference:
             memo: dict = {}
             for root in self.ast:
                 st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
-                idx, valid = indices(st)
+                idx, valid = st.indices()
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
                 out = outputs[root.arg.idx]
                 out = out.view(np.uint8) if out.dtype == np.bool_ else out
@@ -1526,7 +1468,7 @@ def _written(ast: tuple[LazyOp, ...], b: BufferInfo) -> np.ndarray | None:
         return None
     mask = np.zeros(b.size, np.bool_)
     for st in sts:
-        idx, valid = indices(st)
+        idx, valid = st.indices()
         mask[idx[valid]] = True
     return None if mask.all() else mask
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import kernel as K
-import runtime as R  # its indices(): what a ShapeTracker means, in numpy
 from tests.corpus import case_id, load_corpus
 from tests.golden import check_construction, check_heuristics, check_sequences, check_tensor_cores, views_of
 
@@ -59,7 +58,7 @@ def test_shapetracker_chain_matches_tinygrad(chain):
         assert [st.axis_is_masked(i) for i in range(len(st.shape))] == step["axis_is_masked"], where
         assert views_of(st.simplify()) == step["simplified"], where
         if step["index_map"] is not None:
-            idx, valid = R.indices(st)
+            idx, valid = st.indices()
             assert np.where(valid, idx, -1).reshape(-1).tolist() == step["index_map"], where
 
 

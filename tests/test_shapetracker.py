@@ -3,7 +3,7 @@
 A ShapeTracker describes how a shape maps onto a flat buffer without copying it. Each test below pins down one
 rule, with the numbers worked out by hand (they follow tinygrad 0.9.1). The property tests at the end check the
 meaning of a ShapeTracker independently of tinygrad: numpy applies the same movement ops to a real array, and
-gathering through `runtime.indices(st)` must give the same elements.
+gathering through `ShapeTracker.indices()` must give the same elements.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 import numpy as np
 import pytest
 
-import runtime as R  # its indices(): what a ShapeTracker means, in numpy
 from kernel import NumNode, ShapeTracker, Variable, View, create_ge_node, create_lt_node
 
 V = View.create
@@ -32,7 +31,7 @@ def fields(v: View) -> tuple:
 
 def gather(st: ShapeTracker, buffer: np.ndarray) -> np.ndarray:
     """Read `buffer` through `st`: what a kernel loading through this ShapeTracker sees (padding reads 0)."""
-    idx, valid = (np.asarray(x) for x in R.indices(st))
+    idx, valid = (np.asarray(x) for x in st.indices())
     assert idx.shape == valid.shape == st.shape
     assert ((idx[valid] >= 0) & (idx[valid] < buffer.size)).all(), "a valid element reads outside the buffer"
     return np.where(valid, buffer[np.where(valid, idx, 0)], 0)
@@ -576,7 +575,7 @@ def test_real_strides_agree_with_indices(seed):
             st, arr, _ = _random_step(st, arr, rng)
         if 0 in st.shape:
             continue
-        idx, valid = (np.asarray(x) for x in R.indices(st))
+        idx, valid = (np.asarray(x) for x in st.indices())
         for axis, stride in enumerate(st.real_strides(ignore_valid=True)):
             if stride is None or st.shape[axis] < 2:
                 continue
@@ -589,7 +588,7 @@ def test_real_strides_agree_with_indices(seed):
 
 
 def test_indices_of_padding_are_invalid():
-    idx, valid = R.indices(ShapeTracker.from_shape((2,)).pad(((1, 2),)))
+    idx, valid = ShapeTracker.from_shape((2,)).pad(((1, 2),)).indices()
     assert list(np.asarray(valid)) == [False, True, True, False, False]
     assert list(np.asarray(idx)[np.asarray(valid)]) == [0, 1]
 
@@ -608,7 +607,7 @@ def test_empty_view_on_stacked_views():
     """A zero-size shrink of a two-view ShapeTracker reads nothing; simplify() and indices() still work."""
     st = ShapeTracker.from_shape((2, 2)).pad(((1, 1), (1, 1))).reshape((16,)).shrink(((5, 5),))
     assert st.shape == (0,) and st.real_size() == 0
-    idx, valid = R.indices(st)
+    idx, valid = st.indices()
     assert np.asarray(idx).shape == np.asarray(valid).shape == (0,)
     assert st.simplify().shape == (0,)
 
@@ -624,14 +623,14 @@ def test_indices_of_a_4096x4096_view_are_fast():
     """indices() is vectorised: a 16M-element view (masked, flipped and permuted) takes well under a second."""
     st = ShapeTracker.from_shape((4096, 4096)).pad(((1, 1), (0, 0))).stride((-1, 1)).shrink(((1, 4097), (0, 4096)))
     st = st.permute((1, 0))
-    best = min(_timed(lambda: R.indices(st)) for _ in range(3))
+    best = min(_timed(st.indices) for _ in range(3))
     assert best < 1.0, f"indices() of {st.shape} took {best:.2f}s"  # ~0.05 s here; a Python loop would take minutes
 
 
 def test_indices_through_two_4096x4096_views_are_fast():
     st = ShapeTracker.from_shape((4096, 4096)).permute((1, 0)).reshape((4096 * 4096,)).reshape((2048, 8192))
     assert len(st.views) == 2
-    best = min(_timed(lambda: R.indices(st)) for _ in range(3))
+    best = min(_timed(st.indices) for _ in range(3))
     assert best < 2.0, f"indices() through {len(st.views)} views took {best:.2f}s"  # ~0.1 s here
 
 

@@ -6,7 +6,7 @@ when they are applied to plain integer sizes. The oracle here is that concrete r
 no symbolic View merging). Each symbolic chain is compared with it at several values of its variables (each one's
 smallest and largest, and one in between):
 
-- the views evaluated at the values (`runtime.indices(st, var_vals)`) give the same valid elements and indices;
+- the views evaluated at the values (`indices(var_vals)`) give the same valid elements and indices;
 - `expr_idxs()`, the index and validity expressions the renderer prints, evaluated here with numpy (not with
   `sym_infer`), give the same; every node's value lies within its bounds; and every `//` and `%` has a numerator
   >= 0 and a divisor >= 1, where C's `/` and `%` compute what Python's do;
@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 
 import kernel as K
-import runtime as R
 from kernel import BinaryOps, Kernel, KernelOptError, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, Variable, alu
 from kernel import load, reduce, store
 
@@ -104,11 +103,11 @@ def assert_matches_concrete(st: ShapeTracker, shape: tuple, chain: Chain, values
     """st (the symbolic chain) means at `values` what the chain means when built on concrete sizes."""
     where = f"{chain_text(shape, chain)} at {values}"
     oracle = build_chain(shape, chain, values)
-    want_idx, want_valid = R.indices(oracle)
+    want_idx, want_valid = oracle.indices()
     var_vals = {v: values[v.expr] for v in st.vars()}
     assert at(st.shape, values) == oracle.shape, where
     # 1. the views at the values
-    got_idx, got_valid = R.indices(st, var_vals)
+    got_idx, got_valid = st.indices(var_vals)
     np.testing.assert_array_equal(got_valid, want_valid, err_msg=f"valid elements differ: {where}")
     np.testing.assert_array_equal(np.where(want_valid, got_idx, 0), np.where(want_valid, want_idx, 0), where)
     # 2. the index and validity expressions the renderer prints
@@ -321,6 +320,8 @@ def random_opts(k: Kernel, rng: random.Random) -> list[Opt]:
 def test_fuzzed_chains_on_the_device(device):
     """Every other fuzzed chain is copied after the heuristics; the others are summed over a random axis with random
     opts. Each runs at two value sets against the concrete rebuild."""
+    import runtime as R
+
     rng = random.Random(FUZZ_SEED)
     ran = 0
     for shape, chain, st, _ in fuzz_chains(4 * FUZZ_DEVICE, FUZZ_SEED + 1):
@@ -339,6 +340,8 @@ def test_fuzzed_chains_on_the_device(device):
 
 def test_a_symbolic_kernel_with_an_empty_axis_runs(device):
     """A shrink to 0 elements in a symbolic kernel: the runtime gave its constant index a range [0, -1]."""
+    import runtime as R
+
     j = Variable("j", 0, 4)
     loads = [((4, 4, j + 2), [("shrink", ((0, j), (1, 1), (0, j)))])]
     for values in ({"j": 0}, {"j": 3}):
@@ -406,12 +409,16 @@ def test_comparison_decided_only_when_it_holds_at_every_value():
 
 
 def test_division_by_a_symbolic_size_is_kept_and_rendered():
+    import runtime as R
+
     idx, _ = build_chain(*TILE).expr_idxs()
     assert "%" in idx.render()  # idx0 % i: was dropped, reading past i elements at i = 3
     assert R.cexpr(idx) == "(idx0%i)"
 
 
 def test_symbolic_defects_on_the_device(device):
+    import runtime as R
+
     for values in ({"i": 1}, {"i": 3}, {"i": 16}):
         run_against_concrete(R, copy_ast, [CAUSAL_SHIFT], values)
         run_against_concrete(R, copy_ast, [PAD_THEN_PAD], values)
@@ -435,5 +442,7 @@ CAT3_B = ((J16, 4, I16), [("pad", ((0, 0), (0, 0), (2, 0)))])
      (0, Opt(OptOps.LOCAL, 0, 2)), (2, Opt(OptOps.UPCAST, 0, 4))],
 )  # fmt: skip
 def test_sum_over_a_symbolic_cat_with_opts_on_the_device(device, axis, opt):
+    import runtime as R
+
     for values in ({"i": 1, "j": 0}, {"i": 3, "j": 2}, {"i": 16, "j": 16}):
         run_against_concrete(R, sum_ast(axis), [CAT3_A, CAT3_B], values, opts=[opt])

@@ -6,7 +6,7 @@ the tests here check that the recorded choices are exactly the opts applied.
 
 Every kind of sentence the views print is computed from one fact (a stride, a loop's size, a vector width the
 renderer uses, a condition of a heuristic), and the last part of this file checks each fact against the kernel
-itself, for every demo kernel and random opt sequences: against runtime.indices() (numpy, not the symbolic
+itself, for every demo kernel and random opt sequences: against ShapeTracker.indices() (numpy, not the symbolic
 algebra), against the OpenCL C that runtime.render writes (its loops, its ids, its vector accesses, which ids
 write which output), or against the state the heuristic looked at. A sentence with no such check fails
 test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
@@ -253,11 +253,10 @@ def test_map_matvec_labels_out5_with_its_group_thread_and_register():
 
 
 def test_map_labels_agree_with_the_output_shapetracker():
-    """Every label of the matmul map, checked against runtime.indices() of the output buffer."""
+    """Every label of the matmul map, checked against ShapeTracker.indices() of the output buffer."""
     np = pytest.importorskip("numpy")
-    R = pytest.importorskip("runtime")
     k = optimize(Kernel(*matmul_ast(512, 512, 512)))
-    idx, _ = R.indices(k.sts[0])
+    idx, _ = k.sts[0].indices()
     idx = np.asarray(idx)
     colors = k.colors()
     for flat in (0, 5, 512 * 5 + 6, 512 * 15 + 7):
@@ -447,15 +446,14 @@ def test_the_fact_checks_cover_every_demo_and_random_sequences():
 
 def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memory():
     """A stride `--explain` prints (real_strides) is, wherever both elements are valid, the difference of the buffer
-    positions runtime.indices() (numpy, view by view: not the symbolic algebra) gives two neighbours."""
+    positions ShapeTracker.indices() (numpy, view by view: not the symbolic algebra) gives two neighbours."""
     np = pytest.importorskip("numpy")
-    R = pytest.importorskip("runtime")
     for label, k in STATES:
         values = {v: (v.min + v.max) // 2 for v in k.vars}
         for i, st in enumerate(k.sts):
             st = st.at_values(values) if values else st
             window = st.shrink(tuple((0, min(s, 3)) for s in st.shape))
-            idx, valid = (np.asarray(x) for x in R.indices(window))
+            idx, valid = (np.asarray(x) for x in window.indices())
             for axis, stride in enumerate(k.sts[i].real_strides()):
                 if stride is None or window.shape[axis] < 2 or not isinstance(stride, int):
                     continue
