@@ -22,7 +22,7 @@ Skip on a first read, as a library the rest relies on: View merging (`View.__add
 `_reshape_mask`), the symbolic algebra's division, modulo and comparisons (`SumNode.__floordiv__`, `__mod__`,
 `create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`, the image branches of
 `required_optimizations` and `_grouping`), tensor cores, and the Kernel methods only tinygrad's linearizer uses
-(`acc_offsets`, `get_float4_upcast_dim`, `limit_dims_to_max`, `alias_buffer`, `LocalBuffer`).
+(`acc_offsets`, `get_float4_upcast_dim`, `alias_buffer`, `LocalBuffer`: in the appendix).
 
 Run `python kernel.py demo` to watch it happen. Only the standard library is imported at module level.
 """
@@ -96,10 +96,6 @@ def is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-class KnobError(ValueError):
-    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
-
-
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
     text = os.environ.get(key, "")
@@ -113,45 +109,7 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     return value
 
 
-def run_command_line(
-    main: Callable[[Sequence[str] | None], int],
-    prog: str,
-    argv: Sequence[str] | None = None,
-    one_line: tuple[type[BaseException], ...] = (),
-) -> int:
-    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
-    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
-    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
-    is a stdout that discards what it gets."""
-    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
-        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
-    try:
-        status = main(argv)
-        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
-        return status
-    except KnobError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except one_line as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-
-
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
-def use_color(out=None) -> bool:
-    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
-    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
 
 
 def colored(text: Any, color: str | None) -> str:
@@ -391,23 +349,6 @@ class ConstBuffer:
             raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
 
 
-def const_out_of_range(val: Any, dtype: DType) -> str | None:
-    """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
-    if isinstance(val, Node):
-        return None  # a symbolic value: bound at run time
-    if not isinstance(val, numbers.Real):
-        return "is not a number for"
-    if dtype.scalar() == dtypes.bool:
-        return None if val in (0, 1) else "is not a truth value (True, False, 0 or 1) for"
-    if not dtypes.is_int(dtype):
-        return None  # floats: inf and nan are values too
-    if isinstance(val, float) and not (math.isfinite(val) and val == int(val)):
-        return "is not an integer, as it must be for"
-    bits = 8 * dtype.scalar().itemsize
-    lo, hi = (0, 2**bits - 1) if dtypes.is_unsigned(dtype) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    return None if lo <= val <= hi else f"is out of the range {lo}..{hi} of"
-
-
 @dataclass(frozen=True)
 class LazyOp:
     """One node of the AST. Hashable, and compares by value (op, src and arg)."""
@@ -419,30 +360,7 @@ class LazyOp:
     def __post_init__(self) -> None:
         """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
         built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
-        if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
-            raise ValueError(
-                f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or "
-                "BufferOps)"
-            )
-        name = self.op.name
-        if not isinstance(self.src, tuple):
-            raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
-        for i, s in enumerate(self.src):
-            if not isinstance(s, LazyOp):
-                raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
-        if len(self.src) != (n := ARITY[self.op]):
-            raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
-        want = {
-            BufferOps.LOAD: MemBuffer,
-            BufferOps.STORE: MemBuffer,
-            BufferOps.CONST: ConstBuffer,
-            UnaryOps.CAST: DType,
-            UnaryOps.BITCAST: DType,
-        }.get(self.op)
-        if want is not None and not isinstance(self.arg, want):
-            raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
-        if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
-            raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+        check_lazyop_fields(self)  # in the appendix
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -485,207 +403,6 @@ class LazyOp:
 def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
     return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
-
-
-def verify_lazyop(*ast: LazyOp) -> None:
-    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
-
-    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
-    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
-    if not ast:
-        raise ValueError("a kernel needs at least one STORE")
-    shapes: dict[LazyOp, tuple[int, ...]] = {}
-
-    def shape_of(op: LazyOp) -> tuple[int, ...]:
-        if op in shapes:
-            return shapes[op]
-        if not isinstance(op, LazyOp):
-            raise ValueError(f"AST node {op!r} is not a LazyOp")
-        if op.op is BufferOps.STORE:
-            raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
-        srcs = [shape_of(s) for s in op.src]
-        if op.op in BufferOps:
-            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
-                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
-            shape = op.arg.st.shape
-        elif not srcs:
-            raise ValueError(f"{op.op} has no sources")
-        else:
-            shape = srcs[0]
-        if op.op in ReduceOps:
-            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
-                raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
-            shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
-        for s in srcs:
-            if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(
-                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
-                    + _reduce_used_elsewhere(op.src, shape, shapes)
-                )
-        shapes[op] = shape
-        return shape
-
-    for i, out in enumerate(ast):
-        if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
-            raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
-        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
-            raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
-        if len(out.src) != 1:
-            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
-        if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
-            outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
-            raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
-        if shape_of(out.src[0]) != out.arg.st.shape:
-            raise ValueError(
-                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
-                + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
-            )
-    dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
-    for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
-        how = "loaded" if x.op is BufferOps.LOAD else "stored"
-        seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
-        if seen != x.arg.dtype:
-            raise ValueError(
-                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
-                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
-            )
-    _verify_reduceops(ast, shapes)
-    _verify_bindings(ast)
-    _verify_outputs_read_in_place(ast)
-
-
-def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
-    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
-    for src in srcs:
-        if shapes[src] == want:
-            continue
-        for r in src.lazyops:
-            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
-                return (
-                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
-                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
-                )
-    return ""
-
-
-def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
-    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
-    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
-    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
-    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
-    for r in reduceops[1:]:
-        first = reduceops[0]
-        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
-            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
-            raise ValueError(
-                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
-                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
-                + (" (one reduces the result of the other)" if nested else "")
-                + ": they would share one set of reduce loops (split them into separate kernels)"
-            )
-
-
-def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
-    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
-    bound: dict[str, int] = {}
-    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
-        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
-            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-
-
-def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
-    """An output may also be an input only when each thread reads the very element it writes (the same
-    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
-    writes, in no defined order, and the result would depend on the timing."""
-    stores = {out.arg.idx: out.arg.st for out in ast}
-    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
-        if x.arg.st != stores[x.arg.idx]:
-            raise ValueError(
-                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it (threads would race on the other elements)"
-            )
-
-
-# Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
-# are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
-_ON_NUMBERS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.EXP2: lambda a: 2.0**a,
-    UnaryOps.LOG2: math.log2,
-    UnaryOps.SIN: math.sin,
-    UnaryOps.SQRT: math.sqrt,
-    UnaryOps.NEG: operator.neg,
-    UnaryOps.RECIP: lambda a: 1 / a,
-    BinaryOps.ADD: operator.add,
-    BinaryOps.MUL: operator.mul,
-    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
-    BinaryOps.MAX: max,
-    BinaryOps.MOD: math.fmod,
-    BinaryOps.CMPLT: operator.lt,
-    BinaryOps.CMPNE: operator.ne,
-    BinaryOps.XOR: operator.xor,
-    BinaryOps.SHR: operator.rshift,
-    BinaryOps.SHL: operator.lshift,
-    TernaryOps.WHERE: lambda c, a, b: a if c else b,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
-_ON_BOOLS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.NEG: operator.not_,
-    BinaryOps.ADD: operator.or_,
-    BinaryOps.MUL: operator.and_,
-    BinaryOps.MAX: operator.or_,
-}
-
-
-def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
-    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
-    memo = {} if memo is None else memo
-    if x in memo:
-        return memo[x]
-    srcs = [value_on_zeros(s, memo) for s in x.src]
-    if x.op in BufferOps:
-        ret: Any = False if x.dtype == dtypes.bool else 0
-    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
-        a = srcs[0]
-        if x.op is UnaryOps.BITCAST and a != 0:
-            ret = math.nan  # the bits of anything but 0 mean something else in the new type
-        elif x.arg == dtypes.bool:
-            ret = bool(a)
-        elif dtypes.is_int(x.arg):
-            ret = int(a) if math.isfinite(a) else math.nan
-        else:
-            ret = float(a)
-    else:
-        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
-        try:
-            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
-        except (ArithmeticError, ValueError, TypeError):
-            ret = math.nan
-    memo[x] = ret
-    return ret
-
-
-def padding_changes(r: LazyOp | None) -> str | None:
-    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r is None or r.op is not ReduceOps.SUM:
-        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
-    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
-        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    if (off := first_op_off_zero(r.src[0])) is not None:
-        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
-    return None
-
-
-def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
-    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x, memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:
-        x = off[0]
-    return x, memo[x]
 
 
 # ============================================================================================================
@@ -2133,34 +1850,6 @@ class ShapeTracker:
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
-    """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
-    Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and (
-        all(
-            type(x) is tuple
-            and len(x) == 2
-            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
-            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
-            for x in arg
-        )
-        if pairs
-        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
-    ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
-
-    def size(x: Any) -> sint:
-        if not is_sint(x):
-            raise TypeError
-        return _sint(x)
-
-    try:
-        return tuple((size(b), size(e)) for b, e in arg) if pairs else tuple(size(x) for x in arg)
-    except (TypeError, ValueError):
-        want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
-        raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
-
-
 def _view_indices(view: View, idxs: list, dtype):
     """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
     import numpy as np
@@ -2336,20 +2025,6 @@ class TensorCoreOptions:
 
 
 @dataclass(frozen=True)
-class LocalBuffer:
-    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
-    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
-
-    name: str
-    size: int
-    dtype: DType = dtypes.float32
-    realized: None = None
-
-    def __str__(self) -> str:
-        return f"localbuffer<{self.name}[{self.size}]>"
-
-
-@dataclass(frozen=True)
 class Candidate:
     """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
     opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
@@ -2391,8 +2066,8 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    tc: int = field(default_factory=lambda: getenv("TC", 1))
-    tc_opt: int = field(default_factory=lambda: getenv("TC_OPT", 0))
+    tc: int | None = None  # None: the TC environment variable (default 1), read when used
+    tc_opt: int | None = None  # None: TC_OPT (default 0), read when used
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
@@ -2405,6 +2080,24 @@ class Target:
         _check_field(
             "Target", "shared_max", self.shared_max, is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"
         )
+
+
+def _knob_field(name: str, env: str, default: int) -> property:
+    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
+    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
+
+    def get(self: Target) -> int:
+        value = self.__dict__[name]
+        return getenv(env, default) if value is None else value
+
+    def put(self: Target, value: int | None) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
+Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
+Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 
 
 class Kernel:
@@ -2577,30 +2270,6 @@ class Kernel:
             )
         )
 
-    def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
-
-        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
-        if self.upcasted == 0:
-            return [0]
-        ax = self.upcasted_axis(i)[::-1]
-        acc_strides = [
-            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
-        ]
-        return [
-            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
-        ]
-
-    def get_float4_upcast_dim(self, i: int) -> list[int]:
-        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
-
-        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
-        should = self.opts.supports_float4 and (
-            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
-        )
-        up = self.shape_len - self.upcasted
-        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
-
     # -- the moves every optimization is made of --
     def reshape_and_permute(
         self, new_shape_fxn: Callable[[tuple[int, ...]], Sequence[int]] | None, axis: Sequence[int] | None
@@ -2681,57 +2350,6 @@ class Kernel:
                     merged[j].append((s[i], st[i]))
         for i, x in enumerate(merged[: len(self.sts)]):
             self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
-
-    # -- the part of the Kernel only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1; runtime.py renders
-    # -- without them, and test_teaching.py pins what they do): acc_offsets and get_float4_upcast_dim above,
-    # -- LocalBuffer and alias_buffer (the tensor-core operands' local copies in Linearizer.linearize). _limit_size and
-    # -- limit_dims_to_max are the Kernel's of tinygrad 0.8 and 0.9.0 (kept from the seeds); 0.9.1 dropped them and
-    # -- folds launch dims in get_grouped_dims instead, as runtime.py's fit_dims does here.
-    def _limit_size(self, x: tuple[int, ...], max_size: list[float]) -> tuple[int, ...]:
-        new_shape = list(x)
-        for i in range(len(new_shape)):
-            next_idx = (i + 1) % len(new_shape)
-            while new_shape[i] > max_size[i]:
-                new_shape[i] = new_shape[i] // 2
-                next_idx = next_idx if new_shape[next_idx] <= max_size[next_idx] else (next_idx + 1) % len(new_shape)
-                new_shape[next_idx] = new_shape[next_idx] * 2
-        return tuple(new_shape)
-
-    def limit_dims_to_max(self, global_max: list[int], local_max: list[int]) -> None:
-        """Fold global dims that exceed the device's launch limits into their neighbours (from tinygrad 0.9.0)."""
-        if self.global_dims > 0:
-            if global_max:
-                limits = list(global_max[: self.global_dims]) + (
-                    list(local_max[: self.local_dims]) if local_max else []
-                )
-                if max(global_max) < max(self.full_shape[: self.global_dims]):
-                    self.reshape_and_permute(
-                        lambda x: self._limit_size(x, limits + [math.inf] * (len(self.full_shape) - len(limits))), None
-                    )
-                if max(global_max) < max(self.full_shape[: self.global_dims]):
-                    biggest = max(self.full_shape[: self.global_dims])
-                    raise ValueError(f"global dim {biggest} exceeds the device maximum {max(global_max)}")
-            for i in range(self.global_dims - 1):
-                if i < len(global_max) and self.full_shape[i] > global_max[i]:
-                    order = list(range(len(self.full_shape)))
-                    order[i], order[self.global_dims - 1] = order[self.global_dims - 1], order[i]
-                    self.reshape_and_permute(None, order)
-
-    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
-        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
-        order of their pattern number (used for tensor-core operands)."""
-        if len(pattern) != len(self.sts[i].shape):
-            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
-        bst, real_strides = 1, self.sts[i].real_strides()
-        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
-        for priority in range(1, max(pattern) + 1):
-            for j, p in enumerate(pattern):
-                if priority == p and real_strides[j] != 0:
-                    stride[j] = bst
-                    bst *= shp[j]
-        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
-        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
-        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
     # ========================================================================================================
     # OptOps: apply_opt
@@ -3720,13 +3338,6 @@ def _cuda_tensor_cores() -> list[TensorCore]:
     ]
 
 
-if __name__ == "__main__":  # the targets below read TC and TC_OPT at import: on the command line a bad one is one line
-    try:
-        getenv("TC"), getenv("TC_OPT")
-    except KnobError as e:
-        print(f"python kernel.py: error: {e}", file=sys.stderr)
-        sys.exit(2)
-
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
 TARGETS: dict[str, Target] = {
     "opencl": Target("GPU"),
@@ -3747,6 +3358,405 @@ def optimize(k: Kernel) -> Kernel:
     if not k.apply_tensor_cores(getenv("TC", 1)):
         k.hand_coded_optimizations()
     return k
+
+
+# ============================================================================================================
+# Appendix: what Part 1 relies on and a first read skips (validation, the linearizer's Kernel methods, the
+# command line's plumbing), then the AST builders and the demo. Part 1 calls into it by name, in one line each.
+# ============================================================================================================
+
+
+# -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
+
+
+def check_lazyop_fields(self: LazyOp) -> None:
+    """LazyOp.__post_init__'s checks of one node: its op, its sources and the kind of its arg."""
+    if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
+        raise ValueError(
+            f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
+        )
+    name = self.op.name
+    if not isinstance(self.src, tuple):
+        raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
+    for i, s in enumerate(self.src):
+        if not isinstance(s, LazyOp):
+            raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
+    if len(self.src) != (n := ARITY[self.op]):
+        raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
+    want = {
+        BufferOps.LOAD: MemBuffer,
+        BufferOps.STORE: MemBuffer,
+        BufferOps.CONST: ConstBuffer,
+        UnaryOps.CAST: DType,
+        UnaryOps.BITCAST: DType,
+    }.get(self.op)
+    if want is not None and not isinstance(self.arg, want):
+        raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
+    if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
+        raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+
+
+def const_out_of_range(val: Any, dtype: DType) -> str | None:
+    """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
+    if isinstance(val, Node):
+        return None  # a symbolic value: bound at run time
+    if not isinstance(val, numbers.Real):
+        return "is not a number for"
+    if dtype.scalar() == dtypes.bool:
+        return None if val in (0, 1) else "is not a truth value (True, False, 0 or 1) for"
+    if not dtypes.is_int(dtype):
+        return None  # floats: inf and nan are values too
+    if isinstance(val, float) and not (math.isfinite(val) and val == int(val)):
+        return "is not an integer, as it must be for"
+    bits = 8 * dtype.scalar().itemsize
+    lo, hi = (0, 2**bits - 1) if dtypes.is_unsigned(dtype) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return None if lo <= val <= hi else f"is out of the range {lo}..{hi} of"
+
+
+def verify_lazyop(*ast: LazyOp) -> None:
+    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
+
+    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
+    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
+    if not ast:
+        raise ValueError("a kernel needs at least one STORE")
+    shapes: dict[LazyOp, tuple[int, ...]] = {}
+
+    def shape_of(op: LazyOp) -> tuple[int, ...]:
+        if op in shapes:
+            return shapes[op]
+        if not isinstance(op, LazyOp):
+            raise ValueError(f"AST node {op!r} is not a LazyOp")
+        if op.op is BufferOps.STORE:
+            raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
+        srcs = [shape_of(s) for s in op.src]
+        if op.op in BufferOps:
+            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
+                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
+            shape = op.arg.st.shape
+        elif not srcs:
+            raise ValueError(f"{op.op} has no sources")
+        else:
+            shape = srcs[0]
+        if op.op in ReduceOps:
+            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
+                raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
+            shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
+        for s in srcs:
+            if s != srcs[0] or (op.op in BufferOps and s != shape):
+                raise ValueError(
+                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                    + _reduce_used_elsewhere(op.src, shape, shapes)
+                )
+        shapes[op] = shape
+        return shape
+
+    for i, out in enumerate(ast):
+        if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
+            raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
+        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
+            raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
+        if len(out.src) != 1:
+            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
+        if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
+            outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
+            raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
+        if shape_of(out.src[0]) != out.arg.st.shape:
+            raise ValueError(
+                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
+                + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
+            )
+    dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
+    for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
+        how = "loaded" if x.op is BufferOps.LOAD else "stored"
+        seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
+        if seen != x.arg.dtype:
+            raise ValueError(
+                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
+                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
+            )
+    _verify_reduceops(ast, shapes)
+    _verify_bindings(ast)
+    _verify_outputs_read_in_place(ast)
+
+
+def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
+    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
+    for src in srcs:
+        if shapes[src] == want:
+            continue
+        for r in src.lazyops:
+            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
+                return (
+                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
+                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
+                )
+    return ""
+
+
+def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
+    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
+    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
+    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
+    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
+    for r in reduceops[1:]:
+        first = reduceops[0]
+        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
+            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
+            raise ValueError(
+                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
+                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
+                + (" (one reduces the result of the other)" if nested else "")
+                + ": they would share one set of reduce loops (split them into separate kernels)"
+            )
+
+
+def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
+    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
+    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
+    bound: dict[str, int] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
+        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
+            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
+
+
+def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
+    """An output may also be an input only when each thread reads the very element it writes (the same
+    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
+    writes, in no defined order, and the result would depend on the timing."""
+    stores = {out.arg.idx: out.arg.st for out in ast}
+    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.st != stores[x.arg.idx]:
+            raise ValueError(
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
+                "may read its output only where it writes it (threads would race on the other elements)"
+            )
+
+
+# Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
+# are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
+_ON_NUMBERS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.EXP2: lambda a: 2.0**a,
+    UnaryOps.LOG2: math.log2,
+    UnaryOps.SIN: math.sin,
+    UnaryOps.SQRT: math.sqrt,
+    UnaryOps.NEG: operator.neg,
+    UnaryOps.RECIP: lambda a: 1 / a,
+    BinaryOps.ADD: operator.add,
+    BinaryOps.MUL: operator.mul,
+    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
+    BinaryOps.MAX: max,
+    BinaryOps.MOD: math.fmod,
+    BinaryOps.CMPLT: operator.lt,
+    BinaryOps.CMPNE: operator.ne,
+    BinaryOps.XOR: operator.xor,
+    BinaryOps.SHR: operator.rshift,
+    BinaryOps.SHL: operator.lshift,
+    TernaryOps.WHERE: lambda c, a, b: a if c else b,
+    TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}
+_ON_BOOLS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.NEG: operator.not_,
+    BinaryOps.ADD: operator.or_,
+    BinaryOps.MUL: operator.and_,
+    BinaryOps.MAX: operator.or_,
+}
+
+
+def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
+    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
+    memo = {} if memo is None else memo
+    if x in memo:
+        return memo[x]
+    srcs = [value_on_zeros(s, memo) for s in x.src]
+    if x.op in BufferOps:
+        ret: Any = False if x.dtype == dtypes.bool else 0
+    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+        a = srcs[0]
+        if x.op is UnaryOps.BITCAST and a != 0:
+            ret = math.nan  # the bits of anything but 0 mean something else in the new type
+        elif x.arg == dtypes.bool:
+            ret = bool(a)
+        elif dtypes.is_int(x.arg):
+            ret = int(a) if math.isfinite(a) else math.nan
+        else:
+            ret = float(a)
+    else:
+        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
+        try:
+            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
+        except (ArithmeticError, ValueError, TypeError):
+            ret = math.nan
+    memo[x] = ret
+    return ret
+
+
+def padding_changes(r: LazyOp | None) -> str | None:
+    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
+    if r is None or r.op is not ReduceOps.SUM:
+        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
+    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
+        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
+    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
+    if (off := first_op_off_zero(r.src[0])) is not None:
+        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
+    return None
+
+
+def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
+    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
+    memo: dict[LazyOp, Any] = {}
+    if value_on_zeros(x, memo) == 0:
+        return None
+    while off := [s for s in x.src if memo[s] != 0]:
+        x = off[0]
+    return x, memo[x]
+
+
+# -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
+
+
+def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
+    """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
+    Python int, a numpy integer (not a bool) or a symbolic Node."""
+    if type(arg) is tuple and (
+        all(
+            type(x) is tuple
+            and len(x) == 2
+            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
+            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
+            for x in arg
+        )
+        if pairs
+        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
+    ):
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
+
+    def size(x: Any) -> sint:
+        if not is_sint(x):
+            raise TypeError
+        return _sint(x)
+
+    try:
+        return tuple((size(b), size(e)) for b, e in arg) if pairs else tuple(size(x) for x in arg)
+    except (TypeError, ValueError):
+        want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
+        raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
+
+
+# -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
+# them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
+# after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
+# tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
+# register, get_float4_upcast_dim the vector loads and stores.
+
+
+@dataclass(frozen=True)
+class LocalBuffer:
+    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
+    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
+
+    name: str
+    size: int
+    dtype: DType = dtypes.float32
+    realized: None = None
+
+    def __str__(self) -> str:
+        return f"localbuffer<{self.name}[{self.size}]>"
+
+
+class _LinearizerMethods:
+    """Kernel methods, attached to Kernel below."""
+
+    def acc_offsets(self, i: int) -> list[int]:
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
+
+        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
+        if self.upcasted == 0:
+            return [0]
+        ax = self.upcasted_axis(i)[::-1]
+        acc_strides = [
+            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
+        ]
+        return [
+            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
+        ]
+
+    def get_float4_upcast_dim(self, i: int) -> list[int]:
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
+
+        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
+        should = self.opts.supports_float4 and (
+            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
+        )
+        up = self.shape_len - self.upcasted
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
+
+    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
+        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
+        order of their pattern number (used for tensor-core operands)."""
+        if len(pattern) != len(self.sts[i].shape):
+            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
+        bst, real_strides = 1, self.sts[i].real_strides()
+        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
+        for priority in range(1, max(pattern) + 1):
+            for j, p in enumerate(pattern):
+                if priority == p and real_strides[j] != 0:
+                    stride[j] = bst
+                    bst *= shp[j]
+        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
+        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
+        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
+
+
+for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
+    setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
+
+
+# -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
+
+
+class KnobError(ValueError):
+    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
+
+
+def run_command_line(
+    main: Callable[[Sequence[str] | None], int],
+    prog: str,
+    argv: Sequence[str] | None = None,
+    one_line: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
+    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
+    is a stdout that discards what it gets."""
+    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
+        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
+    try:
+        status = main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
+        return status
+    except KnobError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except one_line as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+
+
+def use_color(out=None) -> bool:
+    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
+    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
 
 
 # ============================================================================================================

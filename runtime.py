@@ -29,13 +29,6 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-try:
-    import kernel  # noqa: F401  (reads the TC and TC_OPT knobs)
-except ValueError as e:  # a bad knob (TC=abc): on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python runtime.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
 from kernel import (
     DEMOS,
     TARGETS,

@@ -28,13 +28,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-try:
-    import kernel  # (reads the TC and TC_OPT knobs)
-except ValueError as e:  # a bad knob (TC=abc): on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python search.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
+import kernel
 import runtime
 from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv, optimize, prod
 from kernel import parse_opt_arg, run_command_line, use_color
