@@ -2835,20 +2835,10 @@ class Kernel:
         )
         r = self.reduceop
         step = len(self.applied_opts)
-        if not (
-            self.opts.has_local
-            and getenv("MV", 1) != 0
-            and (blocksize > 1 or threads > 1 or rows > 1)
-            and r is not None
-            and r.op is ReduceOps.SUM
-            and len(self.full_shape) >= 2
-            and self.opts.has_shared
-            and r.src[0].op is BinaryOps.MUL
-            and r.src[0].src[0].op is BufferOps.LOAD
-            and r.src[0].src[1].op is BufferOps.LOAD
-        ):
-            if r is not None:
-                self._decided(step, "_matvec", f"no: {self._not_matvec(blocksize, threads, rows)}")
+        if r is None:
+            return False
+        if (why_not := self._not_matvec(blocksize, threads, rows)) is not None:
+            self._decided(step, "_matvec", f"no: {why_not}")
             return False
         mulop = r.src[0]
         i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
@@ -2900,8 +2890,8 @@ class Kernel:
         self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
         return False
 
-    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str:
-        """The first of _matvec's conditions that fails, in words."""
+    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str | None:
+        """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
         r = self.reduceop
         mul = r.src[0] if r is not None else None
         for failed, why in (
@@ -2912,10 +2902,11 @@ class Kernel:
             (len(self.full_shape) < 2, "the kernel has only one axis"),
             (not self.opts.has_shared, "the target has no local memory"),
             (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+            (mul is None or any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
         ):
             if failed:
                 return why
-        return "the MUL's sources are not both LOADs"
+        return None
 
     def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
         """What _matvec weighs on each global axis, before it applies anything."""
@@ -3093,7 +3084,7 @@ class Kernel:
             counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
             if not choices:
                 self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
-                break
+                return
             _, _, axis, amt = sorted(choices)[0]
             has = "has" if len(stride0[axis]) == 1 else "have"
             self._log_apply(
@@ -3106,12 +3097,11 @@ class Kernel:
                 "amount), smallest first"
             )
             self._decided(step, "_upcast_broadcast_axes", rule, weighed)
-        else:
-            self._decided(
-                len(self.applied_opts),
-                "_upcast_broadcast_axes",
-                f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
-            )
+        self._decided(
+            len(self.applied_opts),
+            "_upcast_broadcast_axes",
+            f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
+        )
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
@@ -3167,22 +3157,21 @@ class Kernel:
         a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
         64 are tuned bounds on code size and registers."""
         step = len(self.applied_opts)
-        if not (
-            self.first_reduce < self.shape_len - self.upcasted
-            and (
-                len(list(self.shape_offsets(self.full_buf_index))) <= 4
-                or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        has_reduce_loop = self.first_reduce < self.shape_len - self.upcasted  # not all of it unrolled yet
+        if not has_reduce_loop:
+            return
+        few_registers = (
+            len(list(self.shape_offsets(self.full_buf_index))) <= 4
+            or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
+        if not few_registers:
+            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+            why = (
+                f"{elements} upcast elements >= 64 (registers)"
+                if elements >= 64
+                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
             )
-            and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
-        ):
-            if self.first_reduce < self.shape_len - self.upcasted:
-                elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-                why = (
-                    f"{elements} upcast elements >= 64 (registers)"
-                    if elements >= 64
-                    else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-                )
-                self._decided(step, "_unroll_reduce", f"no: {why}")
+            self._decided(step, "_unroll_reduce", f"no: {why}")
             return
         s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
@@ -3193,7 +3182,7 @@ class Kernel:
                 f"short reduce axis ({s}): unroll it whole",
             )
             if (
-                self.first_reduce < self.shape_len - self.upcasted
+                self.first_reduce < self.shape_len - self.upcasted  # a reduce loop is left to unroll
                 and s <= 3
                 and (s2 := self.full_unupcasted_shape[-1]) <= 3
                 and isinstance(s2, int)
