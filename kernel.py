@@ -1207,11 +1207,6 @@ def _sint(x: Any) -> sint:
     return x if isinstance(x, Node) or not is_sint(x) else int(x)
 
 
-def _check_arg(op: str, shape: tuple[int, ...], arg: Any, ok: bool, why: str) -> None:
-    if not ok:
-        raise ValueError(f"{op}: {why} (shape {shape}, arg {arg})")
-
-
 @dataclass(frozen=True)
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
@@ -1240,30 +1235,7 @@ class View:
 
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
-        shape = tuple(shape)
-        if all(type(s) is int for s in shape):
-            ok = all(s >= 0 for s in shape)
-        else:
-            shape = tuple(_sint(s) for s in shape)
-            ok = all(is_sint(s) and _never_negative(s) for s in shape)
-        if not ok:
-            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
-        if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
-            raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
-        if not is_sint(offset):
-            raise ValueError(f"View.create: offset must be an int, got {offset!r}")
-        if mask is not None:
-            mask = tuple(tuple(m) for m in mask)
-            if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
-                raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
-            outside = [
-                (m, s)
-                for m, s in zip(mask, shape)
-                if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
-            ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
-            if outside:
-                (b, e), s = outside[0]
-                raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+        shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
         return View._create(
             shape,
             tuple(map(_sint, strides)) if strides is not None else None,
@@ -1318,14 +1290,7 @@ class View:
     @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
-        _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
-        _check_arg(
-            "pad",
-            self.shape,
-            arg,
-            all(_never_negative(b) and _never_negative(e) for b, e in arg),
-            "padding must be >= 0",
-        )
+        check_movement_arg("pad", self, arg)  # in the appendix, as for each movement op
         if not any(b or e for b, e in arg):
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
@@ -1335,40 +1300,15 @@ class View:
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
-        _check_arg("shrink", self.shape, arg, len(arg) == len(self.shape), "needs one (begin, end) pair per axis")
-        _check_arg(
-            "shrink",
-            self.shape,
-            arg,
-            all(
-                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
-                for s, (b, e) in zip(self.shape, arg)
-            ),
-            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
-        )
+        check_movement_arg("shrink", self, arg)
         return self._resize(arg)
 
     @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
-        _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
-        _check_arg("expand", self.shape, new_shape, all(map(_never_negative, new_shape)), "sizes must be >= 0")
+        check_movement_arg("expand", self, new_shape)
         if 0 in self.shape:
-            _check_arg(
-                "expand",
-                self.shape,
-                new_shape,
-                all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(self.shape, new_shape)),
-                "can't expand",
-            )
             return View.create(new_shape)
-        _check_arg(
-            "expand",
-            self.shape,
-            new_shape,
-            all(s == x or (s == 1 and st == 0) for s, x, st in zip(self.shape, new_shape, self.strides)),
-            "only axes of size 1 can be expanded",
-        )
         mask = None
         if self.mask:
 
@@ -1386,13 +1326,7 @@ class View:
     @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        _check_arg(
-            "permute",
-            self.shape,
-            axis,
-            sorted(axis) == list(range(len(self.shape))),
-            "must be a permutation of the axes",
-        )
+        check_movement_arg("permute", self, axis)
         return View.create(
             tuple(self.shape[a] for a in axis),
             tuple(self.strides[a] for a in axis),
@@ -1403,10 +1337,7 @@ class View:
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
-        _check_arg("stride", self.shape, mul, len(mul) == len(self.shape), "needs one step per axis")
-        _check_arg(
-            "stride", self.shape, mul, all(isinstance(m, int) and m != 0 for m in mul), "steps must be non-zero ints"
-        )
+        check_movement_arg("stride", self, mul)
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
@@ -1423,41 +1354,15 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        new_all_int = all(type(x) is int for x in new_shape)
-        _check_arg(
-            "reshape",
-            self.shape,
-            new_shape,
-            all(x >= 0 for x in new_shape)
-            if new_all_int
-            else all(is_sint(x) and _never_negative(x) for x in new_shape),
-            "sizes must be non-negative ints or symbolic",
-        )
+        check_movement_arg("reshape", self, new_shape)
         if 0 in self.shape:
-            _check_arg(
-                "reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one"
-            )
             return View.create(new_shape)
-        sizes = new_shape
-        if (self_all_int := all_int(self.shape)) and not new_all_int:
-            # to a symbolic shape, the sizes are compared at the values the variables are bound to
-            sizes = tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
-            _check_arg("reshape", self.shape, new_shape, all_int(sizes), "a symbolic size must be a bound Variable")
-        # (symbolic to symbolic: the products must be the same expression)
-        _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(sizes), "sizes differ")
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
         if self.contiguous:
             return View.create(new_shape)
-        if self_all_int and not new_all_int:
-            # a non-contiguous view only takes a symbolic shape axis for axis, where each size is its value
-            _check_arg(
-                "reshape",
-                self.shape,
-                new_shape,
-                len(self.shape) == len(new_shape) and all(a == b for a, b in zip(self.shape, sizes)),
-                "a non-contiguous view can only be given a symbolic shape of the same sizes",
-            )
+        if all_int(self.shape) and not all(type(x) is int for x in new_shape):
+            # a symbolic shape of the same sizes, axis for axis (checked): the strides stay
             return View(new_shape, self.strides, self.offset, self.mask, self.contiguous)
         # walk the merged axes from the right, handing each a run of new axes whose sizes multiply to it
         strides: list[sint] = []
@@ -3604,6 +3509,119 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
 
 
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
+
+
+def checked_create_args(
+    shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
+) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
+    """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
+    shape = tuple(shape)
+    if all(type(s) is int for s in shape):
+        ok = all(s >= 0 for s in shape)
+    else:
+        shape = tuple(_sint(s) for s in shape)
+        ok = all(is_sint(s) and _never_negative(s) for s in shape)
+    if not ok:
+        raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
+    if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
+        raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
+    if not is_sint(offset):
+        raise ValueError(f"View.create: offset must be an int, got {offset!r}")
+    if mask is not None:
+        mask = tuple(tuple(m) for m in mask)
+        if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
+            raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
+        outside = [
+            (m, s)
+            for m, s in zip(mask, shape)
+            if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
+        ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
+        if outside:
+            (b, e), s = outside[0]
+            raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+    return shape, mask
+
+
+# Each movement op's rules on its argument, in the order they are checked: (holds(view, arg), what it needs). A View's
+# movement op calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
+_MovementRule = tuple[Callable[["View", Any], bool], str]
+
+
+def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...]:
+    """The sizes a reshape compares: from an int shape to a symbolic one, each Variable at the value it is bound to."""
+    if all_int(v.shape) and not all(type(x) is int for x in new_shape):
+        return tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
+    return new_shape  # (symbolic to symbolic: the products must be the same expression)
+
+
+def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
+    return 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape)
+
+
+MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
+    "pad": [
+        (lambda v, a: len(a) == len(v.shape), "needs one (before, after) pair per axis"),
+        (lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a), "padding must be >= 0"),
+    ],
+    "shrink": [
+        (lambda v, a: len(a) == len(v.shape), "needs one (begin, end) pair per axis"),
+        (
+            lambda v, a: all(
+                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
+                for s, (b, e) in zip(v.shape, a)
+            ),
+            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
+        ),
+    ],
+    "expand": [
+        (lambda v, a: len(a) == len(v.shape), "must keep the number of axes"),
+        (lambda v, a: all(map(_never_negative, a)), "sizes must be >= 0"),
+        (
+            lambda v, a: 0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a)),
+            "can't expand",
+        ),
+        (
+            lambda v, a: 0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides)),
+            "only axes of size 1 can be expanded",
+        ),
+    ],
+    "permute": [(lambda v, a: sorted(a) == list(range(len(v.shape))), "must be a permutation of the axes")],
+    "stride": [
+        (lambda v, a: len(a) == len(v.shape), "needs one step per axis"),
+        (lambda v, a: all(isinstance(m, int) and m != 0 for m in a), "steps must be non-zero ints"),
+    ],
+    "reshape": [
+        (
+            lambda v, a: (
+                all(x >= 0 for x in a)
+                if all(type(x) is int for x in a)
+                else all(is_sint(x) and _never_negative(x) for x in a)
+            ),
+            "sizes must be non-negative ints or symbolic",
+        ),
+        (lambda v, a: 0 not in v.shape or 0 in a, "can't reshape an empty view to a non-empty one"),
+        (
+            lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
+            "a symbolic size must be a bound Variable",
+        ),
+        (lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)), "sizes differ"),
+        (
+            lambda v, a: (
+                not _to_symbolic(v, a)
+                or v.contiguous
+                or (len(v.shape) == len(a) and all(x == y for x, y in zip(v.shape, _bound_sizes(v, a))))
+            ),
+            "a non-contiguous view can only be given a symbolic shape of the same sizes",
+        ),
+    ],
+}
+
+
+def check_movement_arg(op: str, v: View, arg: Any) -> None:
+    """Raise ValueError naming the first of MOVEMENT_RULES[op] that arg breaks on the view v."""
+    for holds, why in MOVEMENT_RULES[op]:
+        if not holds(v, arg):
+            raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
 
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
