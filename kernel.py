@@ -1084,29 +1084,6 @@ render_python: dict[type, Callable[..., str]] = {
 }
 
 
-def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
-    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
-    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
-    function for any table of node spellings (render_readable here, runtime.py's C table)."""
-    if isinstance(x.b, int):
-        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
-        const = sum(y.b for y in terms if isinstance(y, NumNode))
-        variables = [y for y in terms if not isinstance(y, NumNode)]
-        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
-            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
-            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
-    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
-
-
-# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
-render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
-
-
-def render_condition(node: sint) -> str:
-    """A validity condition as a person writes it: render_readable's text."""
-    return sym_render(node, render_readable)
-
-
 # ============================================================================================================
 # View: one strided, offset, masked window onto a flat buffer
 # ============================================================================================================
@@ -1874,20 +1851,6 @@ class Opt:
             return k.first_reduce + k.group_for_reduces + self.axis
         return self.axis
 
-    @staticmethod
-    def parse(text: str) -> Opt:
-        """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
-        op, *rest = text.split(":")
-        try:
-            if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
-                raise ValueError
-            return Opt(OptOps[op.upper()], *(int(x) for x in rest))
-        except (KeyError, ValueError, TypeError):
-            raise ValueError(
-                f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
-                "and AXIS, AMT integers (NOLOCALS alone)"
-            ) from None
-
 
 @dataclass(frozen=True)
 class TensorCore:
@@ -1927,36 +1890,6 @@ class TensorCoreOptions:
             elif removed_axis == axes[d]:
                 exist[d] = False
         self.axes, self.axes_exist = tuple(axes), tuple(exist)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
-    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
-    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
-    before ranking has no key (None) and its note says which condition ruled it out."""
-
-    key: tuple | None
-    opt: str
-    note: str
-    taken: bool = False
-
-
-@dataclass
-class Decision:
-    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
-
-    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
-    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
-    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
-    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
-
-    heuristic: str
-    rule: str
-    candidates: list[Candidate]
-    chosen: list[Opt]
-    step: int
-    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -2412,16 +2345,8 @@ class Kernel:
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
-        if self.first_reduce <= axis:  # padding a reduce axis adds elements to every SUM: each must be 0
-            # tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here
-            for r in self.reduceops or [None]:
-                if (why := padding_changes(r)) is not None:
-                    if r is not self.reduceop:
-                        why = (
-                            f"the padding would change {r.op} (reduce op {self.reduceops.index(r)}), which "
-                            f"tinygrad 0.9.1 doesn't check: {why}"
-                        )
-                    raise KernelOptError(f"cannot pad: {why}")
+        if self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:  # in the appendix
+            raise KernelOptError(f"cannot pad: {why}")  # padding a reduce axis adds zeros to every SUM
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
@@ -2659,15 +2584,6 @@ class Kernel:
             reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
         self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
 
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _names(self, idxs: Iterable[int]) -> str:
-        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
-        return " and ".join(self._buf_name(i) for i in idxs)
-
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
 
@@ -2812,21 +2728,6 @@ class Kernel:
             if failed:
                 return why
         return None
-
-    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
-        """What _matvec weighs on each global axis, before it applies anything."""
-        reduce_size = self.full_shape[self.first_reduce]
-        ret = []
-        for g in range(self.global_dims):
-            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
-            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            note = (
-                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
-            )
-            ret.append(Candidate((g,), " ".join(opts), note))
-        return ret
 
     def _grouping(self) -> None:
         """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
@@ -3016,45 +2917,6 @@ class Kernel:
             if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
         ]
 
-    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
-        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
-        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
-        ret = []
-        for key in choices:
-            axis = key[2]
-            zero = self._broadcast_bufs(axis)
-            strides = ", ".join(
-                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
-            )
-            has = "has" if len(zero) == 1 else "have"
-            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
-            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
-        for axis in range(self.first_reduce):
-            if any(key[2] == axis for key in choices):
-                continue
-            size, why = self.full_shape[axis], ""
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {_txt(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                up = self.shape_len - self.upcasted
-                where = [
-                    f"{self._buf_name(i)} on axis {up + j}"
-                    for i in zero
-                    for j, x in enumerate(self.upcasted_axis(i))
-                    if x[1] == 0
-                ]
-                has = "has" if len(zero) == 1 else "have"
-                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
-            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
-        return ret
-
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
 
@@ -3172,21 +3034,6 @@ class Kernel:
                 deleted += 1
         rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
         self._decided(step, "_locals", rule, candidates)
-
-    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
-        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
-        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
-        size = self.full_shape[axis]
-        if fits:
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
-        elif not isinstance(size, int):
-            what = f"symbolic size {_txt(size)}: no size divides it"
-        elif not any(size % x == 0 for x in sizes):
-            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-        else:
-            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
-        return f"{kind}; {what}"
 
 
 # ============================================================================================================
@@ -3498,6 +3345,20 @@ def padding_changes(r: LazyOp | None) -> str | None:
     return None
 
 
+def reduce_padding_changes(k: Kernel) -> str | None:
+    """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
+    0.9.1 checks only the first reduce op; every one of them sums the padding here."""
+    for r in k.reduceops or [None]:
+        if (why := padding_changes(r)) is not None:
+            if r is not k.reduceop:
+                why = (
+                    f"the padding would change {r.op} (reduce op {k.reduceops.index(r)}), which "
+                    f"tinygrad 0.9.1 doesn't check: {why}"
+                )
+            return why
+    return None
+
+
 def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
     """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
     memo: dict[LazyOp, Any] = {}
@@ -3719,6 +3580,152 @@ class _LinearizerMethods:
 
 for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
     setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
+
+
+# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): the heuristics
+# call _decided with Candidates; these methods write the candidates' notes and are attached to Kernel after it --
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
+    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
+    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
+    before ranking has no key (None) and its note says which condition ruled it out."""
+
+    key: tuple | None
+    opt: str
+    note: str
+    taken: bool = False
+
+
+@dataclass
+class Decision:
+    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
+
+    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
+    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
+    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
+    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
+
+    heuristic: str
+    rule: str
+    candidates: list[Candidate]
+    chosen: list[Opt]
+    step: int
+    reasons: list[str] = field(default_factory=list)
+
+
+class _ExplainMethods:
+    """Kernel methods that write the notes of a Decision, attached to Kernel below."""
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _names(self, idxs: Iterable[int]) -> str:
+        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
+        return " and ".join(self._buf_name(i) for i in idxs)
+
+    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
+        """What _matvec weighs on each global axis, before it applies anything."""
+        reduce_size = self.full_shape[self.first_reduce]
+        ret = []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            note = (
+                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
+                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
+            )
+            ret.append(Candidate((g,), " ".join(opts), note))
+        return ret
+
+    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
+        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
+        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
+        ret = []
+        for key in choices:
+            axis = key[2]
+            zero = self._broadcast_bufs(axis)
+            strides = ", ".join(
+                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
+            )
+            has = "has" if len(zero) == 1 else "have"
+            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
+            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size, why = self.full_shape[axis], ""
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                up = self.shape_len - self.upcasted
+                where = [
+                    f"{self._buf_name(i)} on axis {up + j}"
+                    for i in zero
+                    for j, x in enumerate(self.upcasted_axis(i))
+                    if x[1] == 0
+                ]
+                has = "has" if len(zero) == 1 else "have"
+                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
+            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
+        return ret
+
+    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
+        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
+        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
+        size = self.full_shape[axis]
+        if fits:
+            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
+        elif not isinstance(size, int):
+            what = f"symbolic size {_txt(size)}: no size divides it"
+        elif not any(size % x == 0 for x in sizes):
+            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+        else:
+            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
+        return f"{kind}; {what}"
+
+
+for _name in ("_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
+    setattr(Kernel, _name, getattr(_ExplainMethods, _name))
+
+
+# -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
+
+
+def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
+    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
+    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
+    function for any table of node spellings (render_readable here, runtime.py's C table)."""
+    if isinstance(x.b, int):
+        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
+        const = sum(y.b for y in terms if isinstance(y, NumNode))
+        variables = [y for y in terms if not isinstance(y, NumNode)]
+        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
+            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
+            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
+    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
+
+
+# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
+render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
+
+
+def render_condition(node: sint) -> str:
+    """A validity condition as a person writes it: render_readable's text."""
+    return sym_render(node, render_readable)
 
 
 # -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
@@ -4596,6 +4603,23 @@ def _table_row(head: str, why: str, width: int) -> str:
         else:
             row = f"{row} {word}" if row else word
     return head + ("\n" + " " * column).join(rows + [row])
+
+
+def _parse_opt(text: str) -> Opt:
+    """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
+    op, *rest = text.split(":")
+    try:
+        if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
+            raise ValueError
+        return Opt(OptOps[op.upper()], *(int(x) for x in rest))
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(
+            f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
+            "and AXIS, AMT integers (NOLOCALS alone)"
+        ) from None
+
+
+Opt.parse = staticmethod(_parse_opt)  # type: ignore[attr-defined]
 
 
 def parse_opt_arg(text: str) -> Opt:
