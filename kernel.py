@@ -1,9 +1,13 @@
-"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file.
+"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file, in two parts.
 
-The pipeline, top to bottom, in the order data flows through it:
+Part 1, the reading path, in the order data flows through it:
 
     helpers -> dtypes -> ops / AST -> symbolic indices -> View -> ShapeTracker
-    -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets -> demo
+    -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets
+
+Then the Appendix banner line, and what Part 1 relies on but a first read skips: validation (of the AST, the movement
+ops' arguments, PADTO's zeros), the Kernel methods only tinygrad's linearizer uses, the `--explain` record, the
+command line's plumbing, the AST builders and the demo. Part 1 calls into it in one line, marked "in the appendix".
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
@@ -14,17 +18,15 @@ An axis is *upcast* (UPCAST, yellow) when one thread computes all of its values 
 over it unrolled: a loop transformation, not a type widening. UNROLL does the same to a reduce axis (magenta), and
 `Kernel.upcasted` counts both: the last `upcasted` axes of the shape are the yellow and magenta ones.
 
-Reading map. First read, in this order: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`,
-`real_strides`), the Kernel section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method
-per OptOp, and the heuristics (`hand_coded_optimizations` reads as their table of contents; each docstring gives
-its sort key and thresholds). Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`.
-Skip on a first read, as a library the rest relies on: View merging (`View.__add__`, `View.reshape`, `_merge_dims`,
-`_reshape_mask`), the symbolic algebra's division, modulo and comparisons (`SumNode.__floordiv__`, `__mod__`,
-`create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`, the image branches of
-`required_optimizations` and `_grouping`), tensor cores, and the Kernel methods only tinygrad's linearizer uses
-(`acc_offsets`, `get_float4_upcast_dim`, `alias_buffer`, `LocalBuffer`: in the appendix).
+First read: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`, `real_strides`), the Kernel
+section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method per OptOp, and the heuristics
+(`hand_coded_optimizations` reads as their table of contents; each docstring gives its sort key and thresholds).
+Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`. Skip on a first read: View merging
+(`View.__add__`, `View.reshape`, `_merge_dims`, `_reshape_mask`), the symbolic division, modulo and comparisons
+(`SumNode.__floordiv__`, `__mod__`, `create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`,
+the image branches of `required_optimizations` and `_grouping`) and tensor cores.
 
-Run `python kernel.py demo` to watch it happen. Only the standard library is imported at module level.
+Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
