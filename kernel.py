@@ -2017,11 +2017,6 @@ class Kernel:
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
 
-    @property
-    def heuristic_log(self) -> list[tuple[Opt, str]]:
-        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
-        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
-
     def _restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
@@ -3621,6 +3616,11 @@ class Decision:
 class _ExplainMethods:
     """Kernel methods that write the notes of a Decision, attached to Kernel below."""
 
+    @property
+    def heuristic_log(self) -> list[tuple[Opt, str]]:
+        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
+        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
+
     def _buf_name(self, i: int) -> str:
         """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
         buf = self.bufs[i]
@@ -3700,7 +3700,7 @@ class _ExplainMethods:
         return f"{kind}; {what}"
 
 
-for _name in ("_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
+for _name in ("heuristic_log", "_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
     setattr(Kernel, _name, getattr(_ExplainMethods, _name))
 
 
