@@ -107,7 +107,7 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
         value = None
     if value is None or (minimum is not None and value < minimum):
         want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")
+        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")  # in the appendix
     return value
 
 
@@ -118,7 +118,7 @@ def colored(text: Any, color: str | None) -> str:
     """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
 
     Plain text unless use_color() says someone will see the colours."""
-    if color is None or not use_color():
+    if color is None or not use_color():  # use_color: in the appendix
         return str(text)
     code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
     return f"\x1b[{code}m{text}\x1b[0m"
@@ -312,7 +312,7 @@ ARITY: dict[Op, int] = {
 }
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): Kernel._padto also evaluates the SUM's source where every buffer reads 0.
+# some (MOD, a boolean NEG, ...): padding_changes (in the appendix) also evaluates the SUM's source on zeros.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
@@ -1724,7 +1724,7 @@ class ShapeTracker:
         return self._on_top("stride", mul)
 
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        new_shape = _op_arg("reshape", self.shape, new_shape)
+        new_shape = _op_arg("reshape", self.shape, new_shape)  # the argument as a tuple of sizes: in the appendix
         if (new_view := self.views[-1].reshape(new_shape)) is not None:
             return ShapeTracker(self.views[:-1] + (new_view,))
         return ShapeTracker(self.views + (View.create(new_shape),))
@@ -1951,7 +1951,7 @@ class Kernel:
         if opts is not None and not isinstance(opts, Target):
             raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
         self.opts = opts if opts is not None else TARGETS["opencl"]
-        verify_lazyop(*ast)
+        verify_lazyop(*ast)  # the AST's rules: in the appendix
         self.ast = ast
         self.lazyops = flatten(op.lazyops for op in ast)
         # every reduce op once, children before parents (verify_lazyop allows sibling reduces only)
@@ -2559,6 +2559,8 @@ class Kernel:
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
     # ========================================================================================================
+    # Each heuristic records what it weighed with _decided (Decision, Candidate); the methods that write the notes
+    # of that record (_buf_name, _names, _matvec_candidates, _broadcast_candidates, _locals_note) are in the appendix.
 
     def _log_apply(self, opt: Opt, why: str) -> None:
         """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
@@ -3099,8 +3101,9 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips (validation, the linearizer's Kernel methods, the
-# command line's plumbing), then the AST builders and the demo. Part 1 calls into it by name, in one line each.
+# Appendix: what Part 1 relies on and a first read skips: validation (AST, movement-op arguments, PADTO's zeros),
+# the Kernel methods only tinygrad's linearizer uses, the --explain record, the command line's plumbing, then the
+# AST builders and the demo. Part 1 calls into it by name, in one line marked "in the appendix".
 # ============================================================================================================
 
 
