@@ -2648,7 +2648,8 @@ class Kernel:
         hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
         elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
         with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
-        blocksize, threads, rows = (
+        mv, blocksize, threads, rows = (
+            getenv("MV", 1),
             getenv("MV_BLOCKSIZE", 4, minimum=1),
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
             getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
@@ -2657,7 +2658,7 @@ class Kernel:
         step = len(self.applied_opts)
         if r is None:
             return False
-        if (why_not := self._not_matvec(blocksize, threads, rows)) is not None:
+        if (why_not := self._not_matvec(mv, blocksize, threads, rows)) is not None:
             self._decided(step, "_matvec", f"no: {why_not}")
             return False
         mulop = r.src[0]
@@ -2710,13 +2711,13 @@ class Kernel:
         self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
         return False
 
-    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str | None:
+    def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
         """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
         r = self.reduceop
         mul = r.src[0] if r is not None else None
         for failed, why in (
             (not self.opts.has_local, "the target has no local threads"),
-            (getenv("MV", 1) == 0, "MV=0 (environment)"),
+            (mv == 0, "MV=0 (environment)"),
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
             (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
@@ -4698,6 +4699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps and not args.loops:
         p.error("--steps goes with --loops")
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
+    getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
