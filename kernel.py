@@ -1,9 +1,13 @@
-"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file.
+"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file, in two parts.
 
-The pipeline, top to bottom, in the order data flows through it:
+Part 1, the reading path, in the order data flows through it:
 
     helpers -> dtypes -> ops / AST -> symbolic indices -> View -> ShapeTracker
-    -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets -> demo
+    -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets
+
+Then the Appendix banner line, and what Part 1 relies on but a first read skips: validation (of the AST, the movement
+ops' arguments, PADTO's zeros), the Kernel methods only tinygrad's linearizer uses, the `--explain` record, the
+command line's plumbing, the AST builders and the demo. Part 1 calls into it in one line, marked "in the appendix".
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
@@ -14,17 +18,15 @@ An axis is *upcast* (UPCAST, yellow) when one thread computes all of its values 
 over it unrolled: a loop transformation, not a type widening. UNROLL does the same to a reduce axis (magenta), and
 `Kernel.upcasted` counts both: the last `upcasted` axes of the shape are the yellow and magenta ones.
 
-Reading map. First read, in this order: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`,
-`real_strides`), the Kernel section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method
-per OptOp, and the heuristics (`hand_coded_optimizations` reads as their table of contents; each docstring gives
-its sort key and thresholds). Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`.
-Skip on a first read, as a library the rest relies on: View merging (`View.__add__`, `View.reshape`, `_merge_dims`,
-`_reshape_mask`), the symbolic algebra's division, modulo and comparisons (`SumNode.__floordiv__`, `__mod__`,
-`create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`, the image branches of
-`required_optimizations` and `_grouping`), tensor cores, and the Kernel methods only tinygrad's linearizer uses
-(`acc_offsets`, `get_float4_upcast_dim`, `limit_dims_to_max`, `alias_buffer`, `LocalBuffer`).
+First read: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`, `real_strides`), the Kernel
+section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method per OptOp, and the heuristics
+(`hand_coded_optimizations` reads as their table of contents; each docstring gives its sort key and thresholds).
+Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`. Skip on a first read: View merging
+(`View.__add__`, `View.reshape`, `_merge_dims`, `_reshape_mask`), the symbolic division, modulo and comparisons
+(`SumNode.__floordiv__`, `__mod__`, `create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`,
+the image branches of `required_optimizations` and `_grouping`) and tensor cores.
 
-Run `python kernel.py demo` to watch it happen. Only the standard library is imported at module level.
+Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
@@ -96,10 +98,6 @@ def is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-class KnobError(ValueError):
-    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
-
-
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
     text = os.environ.get(key, "")
@@ -109,56 +107,18 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
         value = None
     if value is None or (minimum is not None and value < minimum):
         want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")
+        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")  # in the appendix
     return value
 
 
-def run_command_line(
-    main: Callable[[Sequence[str] | None], int],
-    prog: str,
-    argv: Sequence[str] | None = None,
-    one_line: tuple[type[BaseException], ...] = (),
-) -> int:
-    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
-    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
-    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
-    is a stdout that discards what it gets."""
-    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
-        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
-    try:
-        status = main(argv)
-        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
-        return status
-    except KnobError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except one_line as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-
-
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
-def use_color(out=None) -> bool:
-    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
-    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
 
 
 def colored(text: Any, color: str | None) -> str:
     """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
 
     Plain text unless use_color() says someone will see the colours."""
-    if color is None or not use_color():
+    if color is None or not use_color():  # use_color: in the appendix
         return str(text)
     code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
     return f"\x1b[{code}m{text}\x1b[0m"
@@ -352,7 +312,7 @@ ARITY: dict[Op, int] = {
 }
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): Kernel._padto also evaluates the SUM's source where every buffer reads 0.
+# some (MOD, a boolean NEG, ...): padding_changes (in the appendix) also evaluates the SUM's source on zeros.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
@@ -391,23 +351,6 @@ class ConstBuffer:
             raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
 
 
-def const_out_of_range(val: Any, dtype: DType) -> str | None:
-    """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
-    if isinstance(val, Node):
-        return None  # a symbolic value: bound at run time
-    if not isinstance(val, numbers.Real):
-        return "is not a number for"
-    if dtype.scalar() == dtypes.bool:
-        return None if val in (0, 1) else "is not a truth value (True, False, 0 or 1) for"
-    if not dtypes.is_int(dtype):
-        return None  # floats: inf and nan are values too
-    if isinstance(val, float) and not (math.isfinite(val) and val == int(val)):
-        return "is not an integer, as it must be for"
-    bits = 8 * dtype.scalar().itemsize
-    lo, hi = (0, 2**bits - 1) if dtypes.is_unsigned(dtype) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    return None if lo <= val <= hi else f"is out of the range {lo}..{hi} of"
-
-
 @dataclass(frozen=True)
 class LazyOp:
     """One node of the AST. Hashable, and compares by value (op, src and arg)."""
@@ -419,30 +362,7 @@ class LazyOp:
     def __post_init__(self) -> None:
         """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
         built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
-        if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
-            raise ValueError(
-                f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or "
-                "BufferOps)"
-            )
-        name = self.op.name
-        if not isinstance(self.src, tuple):
-            raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
-        for i, s in enumerate(self.src):
-            if not isinstance(s, LazyOp):
-                raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
-        if len(self.src) != (n := ARITY[self.op]):
-            raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
-        want = {
-            BufferOps.LOAD: MemBuffer,
-            BufferOps.STORE: MemBuffer,
-            BufferOps.CONST: ConstBuffer,
-            UnaryOps.CAST: DType,
-            UnaryOps.BITCAST: DType,
-        }.get(self.op)
-        if want is not None and not isinstance(self.arg, want):
-            raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
-        if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
-            raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+        check_lazyop_fields(self)  # in the appendix
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -485,207 +405,6 @@ class LazyOp:
 def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
     return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
-
-
-def verify_lazyop(*ast: LazyOp) -> None:
-    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
-
-    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
-    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
-    if not ast:
-        raise ValueError("a kernel needs at least one STORE")
-    shapes: dict[LazyOp, tuple[int, ...]] = {}
-
-    def shape_of(op: LazyOp) -> tuple[int, ...]:
-        if op in shapes:
-            return shapes[op]
-        if not isinstance(op, LazyOp):
-            raise ValueError(f"AST node {op!r} is not a LazyOp")
-        if op.op is BufferOps.STORE:
-            raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
-        srcs = [shape_of(s) for s in op.src]
-        if op.op in BufferOps:
-            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
-                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
-            shape = op.arg.st.shape
-        elif not srcs:
-            raise ValueError(f"{op.op} has no sources")
-        else:
-            shape = srcs[0]
-        if op.op in ReduceOps:
-            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
-                raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
-            shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
-        for s in srcs:
-            if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(
-                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
-                    + _reduce_used_elsewhere(op.src, shape, shapes)
-                )
-        shapes[op] = shape
-        return shape
-
-    for i, out in enumerate(ast):
-        if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
-            raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
-        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
-            raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
-        if len(out.src) != 1:
-            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
-        if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
-            outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
-            raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
-        if shape_of(out.src[0]) != out.arg.st.shape:
-            raise ValueError(
-                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
-                + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
-            )
-    dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
-    for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
-        how = "loaded" if x.op is BufferOps.LOAD else "stored"
-        seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
-        if seen != x.arg.dtype:
-            raise ValueError(
-                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
-                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
-            )
-    _verify_reduceops(ast, shapes)
-    _verify_bindings(ast)
-    _verify_outputs_read_in_place(ast)
-
-
-def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
-    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
-    for src in srcs:
-        if shapes[src] == want:
-            continue
-        for r in src.lazyops:
-            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
-                return (
-                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
-                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
-                )
-    return ""
-
-
-def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
-    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
-    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
-    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
-    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
-    for r in reduceops[1:]:
-        first = reduceops[0]
-        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
-            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
-            raise ValueError(
-                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
-                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
-                + (" (one reduces the result of the other)" if nested else "")
-                + ": they would share one set of reduce loops (split them into separate kernels)"
-            )
-
-
-def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
-    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
-    bound: dict[str, int] = {}
-    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
-        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
-            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-
-
-def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
-    """An output may also be an input only when each thread reads the very element it writes (the same
-    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
-    writes, in no defined order, and the result would depend on the timing."""
-    stores = {out.arg.idx: out.arg.st for out in ast}
-    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
-        if x.arg.st != stores[x.arg.idx]:
-            raise ValueError(
-                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it (threads would race on the other elements)"
-            )
-
-
-# Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
-# are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
-_ON_NUMBERS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.EXP2: lambda a: 2.0**a,
-    UnaryOps.LOG2: math.log2,
-    UnaryOps.SIN: math.sin,
-    UnaryOps.SQRT: math.sqrt,
-    UnaryOps.NEG: operator.neg,
-    UnaryOps.RECIP: lambda a: 1 / a,
-    BinaryOps.ADD: operator.add,
-    BinaryOps.MUL: operator.mul,
-    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
-    BinaryOps.MAX: max,
-    BinaryOps.MOD: math.fmod,
-    BinaryOps.CMPLT: operator.lt,
-    BinaryOps.CMPNE: operator.ne,
-    BinaryOps.XOR: operator.xor,
-    BinaryOps.SHR: operator.rshift,
-    BinaryOps.SHL: operator.lshift,
-    TernaryOps.WHERE: lambda c, a, b: a if c else b,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
-_ON_BOOLS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.NEG: operator.not_,
-    BinaryOps.ADD: operator.or_,
-    BinaryOps.MUL: operator.and_,
-    BinaryOps.MAX: operator.or_,
-}
-
-
-def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
-    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
-    memo = {} if memo is None else memo
-    if x in memo:
-        return memo[x]
-    srcs = [value_on_zeros(s, memo) for s in x.src]
-    if x.op in BufferOps:
-        ret: Any = False if x.dtype == dtypes.bool else 0
-    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
-        a = srcs[0]
-        if x.op is UnaryOps.BITCAST and a != 0:
-            ret = math.nan  # the bits of anything but 0 mean something else in the new type
-        elif x.arg == dtypes.bool:
-            ret = bool(a)
-        elif dtypes.is_int(x.arg):
-            ret = int(a) if math.isfinite(a) else math.nan
-        else:
-            ret = float(a)
-    else:
-        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
-        try:
-            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
-        except (ArithmeticError, ValueError, TypeError):
-            ret = math.nan
-    memo[x] = ret
-    return ret
-
-
-def padding_changes(r: LazyOp | None) -> str | None:
-    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r is None or r.op is not ReduceOps.SUM:
-        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
-    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
-        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    if (off := first_op_off_zero(r.src[0])) is not None:
-        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
-    return None
-
-
-def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
-    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x, memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:
-        x = off[0]
-    return x, memo[x]
 
 
 # ============================================================================================================
@@ -1367,29 +1086,6 @@ render_python: dict[type, Callable[..., str]] = {
 }
 
 
-def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
-    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
-    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
-    function for any table of node spellings (render_readable here, runtime.py's C table)."""
-    if isinstance(x.b, int):
-        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
-        const = sum(y.b for y in terms if isinstance(y, NumNode))
-        variables = [y for y in terms if not isinstance(y, NumNode)]
-        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
-            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
-            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
-    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
-
-
-# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
-render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
-
-
-def render_condition(node: sint) -> str:
-    """A validity condition as a person writes it: render_readable's text."""
-    return sym_render(node, render_readable)
-
-
 # ============================================================================================================
 # View: one strided, offset, masked window onto a flat buffer
 # ============================================================================================================
@@ -1490,11 +1186,6 @@ def _sint(x: Any) -> sint:
     return x if isinstance(x, Node) or not is_sint(x) else int(x)
 
 
-def _check_arg(op: str, shape: tuple[int, ...], arg: Any, ok: bool, why: str) -> None:
-    if not ok:
-        raise ValueError(f"{op}: {why} (shape {shape}, arg {arg})")
-
-
 @dataclass(frozen=True)
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
@@ -1523,30 +1214,7 @@ class View:
 
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
-        shape = tuple(shape)
-        if all(type(s) is int for s in shape):
-            ok = all(s >= 0 for s in shape)
-        else:
-            shape = tuple(_sint(s) for s in shape)
-            ok = all(is_sint(s) and _never_negative(s) for s in shape)
-        if not ok:
-            raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
-        if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
-            raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
-        if not is_sint(offset):
-            raise ValueError(f"View.create: offset must be an int, got {offset!r}")
-        if mask is not None:
-            mask = tuple(tuple(m) for m in mask)
-            if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
-                raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
-            outside = [
-                (m, s)
-                for m, s in zip(mask, shape)
-                if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
-            ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
-            if outside:
-                (b, e), s = outside[0]
-                raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+        shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
         return View._create(
             shape,
             tuple(map(_sint, strides)) if strides is not None else None,
@@ -1601,14 +1269,7 @@ class View:
     @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
-        _check_arg("pad", self.shape, arg, len(arg) == len(self.shape), "needs one (before, after) pair per axis")
-        _check_arg(
-            "pad",
-            self.shape,
-            arg,
-            all(_never_negative(b) and _never_negative(e) for b, e in arg),
-            "padding must be >= 0",
-        )
+        check_movement_arg("pad", self, arg)  # in the appendix, as for each movement op
         if not any(b or e for b, e in arg):
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
@@ -1618,40 +1279,15 @@ class View:
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
-        _check_arg("shrink", self.shape, arg, len(arg) == len(self.shape), "needs one (begin, end) pair per axis")
-        _check_arg(
-            "shrink",
-            self.shape,
-            arg,
-            all(
-                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
-                for s, (b, e) in zip(self.shape, arg)
-            ),
-            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
-        )
+        check_movement_arg("shrink", self, arg)
         return self._resize(arg)
 
     @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
-        _check_arg("expand", self.shape, new_shape, len(new_shape) == len(self.shape), "must keep the number of axes")
-        _check_arg("expand", self.shape, new_shape, all(map(_never_negative, new_shape)), "sizes must be >= 0")
+        check_movement_arg("expand", self, new_shape)
         if 0 in self.shape:
-            _check_arg(
-                "expand",
-                self.shape,
-                new_shape,
-                all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(self.shape, new_shape)),
-                "can't expand",
-            )
             return View.create(new_shape)
-        _check_arg(
-            "expand",
-            self.shape,
-            new_shape,
-            all(s == x or (s == 1 and st == 0) for s, x, st in zip(self.shape, new_shape, self.strides)),
-            "only axes of size 1 can be expanded",
-        )
         mask = None
         if self.mask:
 
@@ -1669,13 +1305,7 @@ class View:
     @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        _check_arg(
-            "permute",
-            self.shape,
-            axis,
-            sorted(axis) == list(range(len(self.shape))),
-            "must be a permutation of the axes",
-        )
+        check_movement_arg("permute", self, axis)
         return View.create(
             tuple(self.shape[a] for a in axis),
             tuple(self.strides[a] for a in axis),
@@ -1686,10 +1316,7 @@ class View:
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
-        _check_arg("stride", self.shape, mul, len(mul) == len(self.shape), "needs one step per axis")
-        _check_arg(
-            "stride", self.shape, mul, all(isinstance(m, int) and m != 0 for m in mul), "steps must be non-zero ints"
-        )
+        check_movement_arg("stride", self, mul)
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
@@ -1706,41 +1333,15 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        new_all_int = all(type(x) is int for x in new_shape)
-        _check_arg(
-            "reshape",
-            self.shape,
-            new_shape,
-            all(x >= 0 for x in new_shape)
-            if new_all_int
-            else all(is_sint(x) and _never_negative(x) for x in new_shape),
-            "sizes must be non-negative ints or symbolic",
-        )
+        check_movement_arg("reshape", self, new_shape)
         if 0 in self.shape:
-            _check_arg(
-                "reshape", self.shape, new_shape, 0 in new_shape, "can't reshape an empty view to a non-empty one"
-            )
             return View.create(new_shape)
-        sizes = new_shape
-        if (self_all_int := all_int(self.shape)) and not new_all_int:
-            # to a symbolic shape, the sizes are compared at the values the variables are bound to
-            sizes = tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
-            _check_arg("reshape", self.shape, new_shape, all_int(sizes), "a symbolic size must be a bound Variable")
-        # (symbolic to symbolic: the products must be the same expression)
-        _check_arg("reshape", self.shape, new_shape, prod(self.shape) == prod(sizes), "sizes differ")
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
         if self.contiguous:
             return View.create(new_shape)
-        if self_all_int and not new_all_int:
-            # a non-contiguous view only takes a symbolic shape axis for axis, where each size is its value
-            _check_arg(
-                "reshape",
-                self.shape,
-                new_shape,
-                len(self.shape) == len(new_shape) and all(a == b for a, b in zip(self.shape, sizes)),
-                "a non-contiguous view can only be given a symbolic shape of the same sizes",
-            )
+        if all_int(self.shape) and not all(type(x) is int for x in new_shape):
+            # a symbolic shape of the same sizes, axis for axis (checked): the strides stay
             return View(new_shape, self.strides, self.offset, self.mask, self.contiguous)
         # walk the merged axes from the right, handing each a run of new axes whose sizes multiply to it
         strides: list[sint] = []
@@ -2123,7 +1724,7 @@ class ShapeTracker:
         return self._on_top("stride", mul)
 
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        new_shape = _op_arg("reshape", self.shape, new_shape)
+        new_shape = _op_arg("reshape", self.shape, new_shape)  # the argument as a tuple of sizes: in the appendix
         if (new_view := self.views[-1].reshape(new_shape)) is not None:
             return ShapeTracker(self.views[:-1] + (new_view,))
         return ShapeTracker(self.views + (View.create(new_shape),))
@@ -2131,34 +1732,6 @@ class ShapeTracker:
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
         new_view = getattr(self.views[-1], op)(_op_arg(op, self.shape, arg, pairs))
         return ShapeTracker(self.views[:-1] + (new_view,))
-
-
-def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
-    """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
-    Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and (
-        all(
-            type(x) is tuple
-            and len(x) == 2
-            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
-            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
-            for x in arg
-        )
-        if pairs
-        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
-    ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
-
-    def size(x: Any) -> sint:
-        if not is_sint(x):
-            raise TypeError
-        return _sint(x)
-
-    try:
-        return tuple((size(b), size(e)) for b, e in arg) if pairs else tuple(size(x) for x in arg)
-    except (TypeError, ValueError):
-        want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
-        raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
 def _view_indices(view: View, idxs: list, dtype):
@@ -2280,20 +1853,6 @@ class Opt:
             return k.first_reduce + k.group_for_reduces + self.axis
         return self.axis
 
-    @staticmethod
-    def parse(text: str) -> Opt:
-        """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
-        op, *rest = text.split(":")
-        try:
-            if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
-                raise ValueError
-            return Opt(OptOps[op.upper()], *(int(x) for x in rest))
-        except (KeyError, ValueError, TypeError):
-            raise ValueError(
-                f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
-                "and AXIS, AMT integers (NOLOCALS alone)"
-            ) from None
-
 
 @dataclass(frozen=True)
 class TensorCore:
@@ -2335,50 +1894,6 @@ class TensorCoreOptions:
         self.axes, self.axes_exist = tuple(axes), tuple(exist)
 
 
-@dataclass(frozen=True)
-class LocalBuffer:
-    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
-    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
-
-    name: str
-    size: int
-    dtype: DType = dtypes.float32
-    realized: None = None
-
-    def __str__(self) -> str:
-        return f"localbuffer<{self.name}[{self.size}]>"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
-    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
-    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
-    before ranking has no key (None) and its note says which condition ruled it out."""
-
-    key: tuple | None
-    opt: str
-    note: str
-    taken: bool = False
-
-
-@dataclass
-class Decision:
-    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
-
-    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
-    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
-    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
-    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
-
-    heuristic: str
-    rule: str
-    candidates: list[Candidate]
-    chosen: list[Opt]
-    step: int
-    reasons: list[str] = field(default_factory=list)
-
-
 @dataclass
 class Target:
     """What a device offers the optimizer (the fields of tinygrad 0.9.1's Renderer)."""
@@ -2391,8 +1906,8 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    tc: int = field(default_factory=lambda: getenv("TC", 1))
-    tc_opt: int = field(default_factory=lambda: getenv("TC_OPT", 0))
+    tc: int | None = None  # None: the TC environment variable (default 1), read when used
+    tc_opt: int | None = None  # None: TC_OPT (default 0), read when used
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
@@ -2407,6 +1922,24 @@ class Target:
         )
 
 
+def _knob_field(name: str, env: str, default: int) -> property:
+    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
+    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
+
+    def get(self: Target) -> int:
+        value = self.__dict__[name]
+        return getenv(env, default) if value is None else value
+
+    def put(self: Target, value: int | None) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
+Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
+Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
+
+
 class Kernel:
     """The optimizer's view of one kernel: its AST, its buffers, and one ShapeTracker per buffer on a common shape.
 
@@ -2418,7 +1951,7 @@ class Kernel:
         if opts is not None and not isinstance(opts, Target):
             raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
         self.opts = opts if opts is not None else TARGETS["opencl"]
-        verify_lazyop(*ast)
+        verify_lazyop(*ast)  # the AST's rules: in the appendix
         self.ast = ast
         self.lazyops = flatten(op.lazyops for op in ast)
         # every reduce op once, children before parents (verify_lazyop allows sibling reduces only)
@@ -2483,11 +2016,6 @@ class Kernel:
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
-
-    @property
-    def heuristic_log(self) -> list[tuple[Opt, str]]:
-        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
-        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -2577,30 +2105,6 @@ class Kernel:
             )
         )
 
-    def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
-
-        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
-        if self.upcasted == 0:
-            return [0]
-        ax = self.upcasted_axis(i)[::-1]
-        acc_strides = [
-            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
-        ]
-        return [
-            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
-        ]
-
-    def get_float4_upcast_dim(self, i: int) -> list[int]:
-        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
-
-        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
-        should = self.opts.supports_float4 and (
-            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
-        )
-        up = self.shape_len - self.upcasted
-        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
-
     # -- the moves every optimization is made of --
     def reshape_and_permute(
         self, new_shape_fxn: Callable[[tuple[int, ...]], Sequence[int]] | None, axis: Sequence[int] | None
@@ -2681,57 +2185,6 @@ class Kernel:
                     merged[j].append((s[i], st[i]))
         for i, x in enumerate(merged[: len(self.sts)]):
             self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
-
-    # -- the part of the Kernel only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1; runtime.py renders
-    # -- without them, and test_teaching.py pins what they do): acc_offsets and get_float4_upcast_dim above,
-    # -- LocalBuffer and alias_buffer (the tensor-core operands' local copies in Linearizer.linearize). _limit_size and
-    # -- limit_dims_to_max are the Kernel's of tinygrad 0.8 and 0.9.0 (kept from the seeds); 0.9.1 dropped them and
-    # -- folds launch dims in get_grouped_dims instead, as runtime.py's fit_dims does here.
-    def _limit_size(self, x: tuple[int, ...], max_size: list[float]) -> tuple[int, ...]:
-        new_shape = list(x)
-        for i in range(len(new_shape)):
-            next_idx = (i + 1) % len(new_shape)
-            while new_shape[i] > max_size[i]:
-                new_shape[i] = new_shape[i] // 2
-                next_idx = next_idx if new_shape[next_idx] <= max_size[next_idx] else (next_idx + 1) % len(new_shape)
-                new_shape[next_idx] = new_shape[next_idx] * 2
-        return tuple(new_shape)
-
-    def limit_dims_to_max(self, global_max: list[int], local_max: list[int]) -> None:
-        """Fold global dims that exceed the device's launch limits into their neighbours (from tinygrad 0.9.0)."""
-        if self.global_dims > 0:
-            if global_max:
-                limits = list(global_max[: self.global_dims]) + (
-                    list(local_max[: self.local_dims]) if local_max else []
-                )
-                if max(global_max) < max(self.full_shape[: self.global_dims]):
-                    self.reshape_and_permute(
-                        lambda x: self._limit_size(x, limits + [math.inf] * (len(self.full_shape) - len(limits))), None
-                    )
-                if max(global_max) < max(self.full_shape[: self.global_dims]):
-                    biggest = max(self.full_shape[: self.global_dims])
-                    raise ValueError(f"global dim {biggest} exceeds the device maximum {max(global_max)}")
-            for i in range(self.global_dims - 1):
-                if i < len(global_max) and self.full_shape[i] > global_max[i]:
-                    order = list(range(len(self.full_shape)))
-                    order[i], order[self.global_dims - 1] = order[self.global_dims - 1], order[i]
-                    self.reshape_and_permute(None, order)
-
-    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
-        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
-        order of their pattern number (used for tensor-core operands)."""
-        if len(pattern) != len(self.sts[i].shape):
-            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
-        bst, real_strides = 1, self.sts[i].real_strides()
-        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
-        for priority in range(1, max(pattern) + 1):
-            for j, p in enumerate(pattern):
-                if priority == p and real_strides[j] != 0:
-                    stride[j] = bst
-                    bst *= shp[j]
-        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
-        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
-        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
     # ========================================================================================================
     # OptOps: apply_opt
@@ -2889,16 +2342,8 @@ class Kernel:
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
-        if self.first_reduce <= axis:  # padding a reduce axis adds elements to every SUM: each must be 0
-            # tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here
-            for r in self.reduceops or [None]:
-                if (why := padding_changes(r)) is not None:
-                    if r is not self.reduceop:
-                        why = (
-                            f"the padding would change {r.op} (reduce op {self.reduceops.index(r)}), which "
-                            f"tinygrad 0.9.1 doesn't check: {why}"
-                        )
-                    raise KernelOptError(f"cannot pad: {why}")
+        if self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:  # in the appendix
+            raise KernelOptError(f"cannot pad: {why}")  # padding a reduce axis adds zeros to every SUM
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
@@ -3114,6 +2559,8 @@ class Kernel:
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
     # ========================================================================================================
+    # Each heuristic records what it weighed with _decided (Decision, Candidate); the methods that write the notes
+    # of that record (_buf_name, _names, _matvec_candidates, _broadcast_candidates, _locals_note) are in the appendix.
 
     def _log_apply(self, opt: Opt, why: str) -> None:
         """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
@@ -3135,15 +2582,6 @@ class Kernel:
             chosen = self.applied_opts[step:]
             reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
         self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
-
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _names(self, idxs: Iterable[int]) -> str:
-        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
-        return " and ".join(self._buf_name(i) for i in idxs)
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
@@ -3210,27 +2648,18 @@ class Kernel:
         hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
         elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
         with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
-        blocksize, threads, rows = (
+        mv, blocksize, threads, rows = (
+            getenv("MV", 1),
             getenv("MV_BLOCKSIZE", 4, minimum=1),
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
             getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
         )
         r = self.reduceop
         step = len(self.applied_opts)
-        if not (
-            self.opts.has_local
-            and getenv("MV", 1) != 0
-            and (blocksize > 1 or threads > 1 or rows > 1)
-            and r is not None
-            and r.op is ReduceOps.SUM
-            and len(self.full_shape) >= 2
-            and self.opts.has_shared
-            and r.src[0].op is BinaryOps.MUL
-            and r.src[0].src[0].op is BufferOps.LOAD
-            and r.src[0].src[1].op is BufferOps.LOAD
-        ):
-            if r is not None:
-                self._decided(step, "_matvec", f"no: {self._not_matvec(blocksize, threads, rows)}")
+        if r is None:
+            return False
+        if (why_not := self._not_matvec(mv, blocksize, threads, rows)) is not None:
+            self._decided(step, "_matvec", f"no: {why_not}")
             return False
         mulop = r.src[0]
         i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
@@ -3282,37 +2711,23 @@ class Kernel:
         self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
         return False
 
-    def _not_matvec(self, blocksize: int, threads: int, rows: int) -> str:
-        """The first of _matvec's conditions that fails, in words."""
+    def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
+        """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
         r = self.reduceop
         mul = r.src[0] if r is not None else None
         for failed, why in (
             (not self.opts.has_local, "the target has no local threads"),
-            (getenv("MV", 1) == 0, "MV=0 (environment)"),
+            (mv == 0, "MV=0 (environment)"),
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
             (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
             (not self.opts.has_shared, "the target has no local memory"),
             (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+            (mul is None or any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
         ):
             if failed:
                 return why
-        return "the MUL's sources are not both LOADs"
-
-    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
-        """What _matvec weighs on each global axis, before it applies anything."""
-        reduce_size = self.full_shape[self.first_reduce]
-        ret = []
-        for g in range(self.global_dims):
-            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
-            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            note = (
-                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
-            )
-            ret.append(Candidate((g,), " ".join(opts), note))
-        return ret
+        return None
 
     def _grouping(self) -> None:
         """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
@@ -3475,7 +2890,7 @@ class Kernel:
             counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
             if not choices:
                 self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
-                break
+                return
             _, _, axis, amt = sorted(choices)[0]
             has = "has" if len(stride0[axis]) == 1 else "have"
             self._log_apply(
@@ -3488,12 +2903,11 @@ class Kernel:
                 "amount), smallest first"
             )
             self._decided(step, "_upcast_broadcast_axes", rule, weighed)
-        else:
-            self._decided(
-                len(self.applied_opts),
-                "_upcast_broadcast_axes",
-                f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
-            )
+        self._decided(
+            len(self.applied_opts),
+            "_upcast_broadcast_axes",
+            f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
+        )
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
@@ -3503,45 +2917,6 @@ class Kernel:
             if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
         ]
 
-    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
-        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
-        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
-        ret = []
-        for key in choices:
-            axis = key[2]
-            zero = self._broadcast_bufs(axis)
-            strides = ", ".join(
-                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
-            )
-            has = "has" if len(zero) == 1 else "have"
-            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
-            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
-        for axis in range(self.first_reduce):
-            if any(key[2] == axis for key in choices):
-                continue
-            size, why = self.full_shape[axis], ""
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {_txt(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                up = self.shape_len - self.upcasted
-                where = [
-                    f"{self._buf_name(i)} on axis {up + j}"
-                    for i in zero
-                    for j, x in enumerate(self.upcasted_axis(i))
-                    if x[1] == 0
-                ]
-                has = "has" if len(zero) == 1 else "have"
-                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
-            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
-        return ret
-
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
 
@@ -3549,22 +2924,21 @@ class Kernel:
         a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
         64 are tuned bounds on code size and registers."""
         step = len(self.applied_opts)
-        if not (
-            self.first_reduce < self.shape_len - self.upcasted
-            and (
-                len(list(self.shape_offsets(self.full_buf_index))) <= 4
-                or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        has_reduce_loop = self.first_reduce < self.shape_len - self.upcasted  # not all of it unrolled yet
+        if not has_reduce_loop:
+            return
+        few_registers = (
+            len(list(self.shape_offsets(self.full_buf_index))) <= 4
+            or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
+        if not few_registers:
+            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+            why = (
+                f"{elements} upcast elements >= 64 (registers)"
+                if elements >= 64
+                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
             )
-            and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
-        ):
-            if self.first_reduce < self.shape_len - self.upcasted:
-                elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-                why = (
-                    f"{elements} upcast elements >= 64 (registers)"
-                    if elements >= 64
-                    else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-                )
-                self._decided(step, "_unroll_reduce", f"no: {why}")
+            self._decided(step, "_unroll_reduce", f"no: {why}")
             return
         s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
@@ -3575,7 +2949,7 @@ class Kernel:
                 f"short reduce axis ({s}): unroll it whole",
             )
             if (
-                self.first_reduce < self.shape_len - self.upcasted
+                self.first_reduce < self.shape_len - self.upcasted  # a reduce loop is left to unroll
                 and s <= 3
                 and (s2 := self.full_unupcasted_shape[-1]) <= 3
                 and isinstance(s2, int)
@@ -3661,21 +3035,6 @@ class Kernel:
         rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
         self._decided(step, "_locals", rule, candidates)
 
-    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
-        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
-        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
-        size = self.full_shape[axis]
-        if fits:
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
-        elif not isinstance(size, int):
-            what = f"symbolic size {_txt(size)}: no size divides it"
-        elif not any(size % x == 0 for x in sizes):
-            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-        else:
-            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
-        return f"{kind}; {what}"
-
 
 # ============================================================================================================
 # targets
@@ -3720,13 +3079,6 @@ def _cuda_tensor_cores() -> list[TensorCore]:
     ]
 
 
-if __name__ == "__main__":  # the targets below read TC and TC_OPT at import: on the command line a bad one is one line
-    try:
-        getenv("TC"), getenv("TC_OPT")
-    except KnobError as e:
-        print(f"python kernel.py: error: {e}", file=sys.stderr)
-        sys.exit(2)
-
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
 TARGETS: dict[str, Target] = {
     "opencl": Target("GPU"),
@@ -3747,6 +3099,684 @@ def optimize(k: Kernel) -> Kernel:
     if not k.apply_tensor_cores(getenv("TC", 1)):
         k.hand_coded_optimizations()
     return k
+
+
+# ============================================================================================================
+# Appendix: what Part 1 relies on and a first read skips: validation (AST, movement-op arguments, PADTO's zeros),
+# the Kernel methods only tinygrad's linearizer uses, the --explain record, the command line's plumbing, then the
+# AST builders and the demo. Part 1 calls into it by name, in one line marked "in the appendix".
+# ============================================================================================================
+
+
+# -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
+
+
+def check_lazyop_fields(self: LazyOp) -> None:
+    """LazyOp.__post_init__'s checks of one node: its op, its sources and the kind of its arg."""
+    if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
+        raise ValueError(
+            f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
+        )
+    name = self.op.name
+    if not isinstance(self.src, tuple):
+        raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
+    for i, s in enumerate(self.src):
+        if not isinstance(s, LazyOp):
+            raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
+    if len(self.src) != (n := ARITY[self.op]):
+        raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
+    want = {
+        BufferOps.LOAD: MemBuffer,
+        BufferOps.STORE: MemBuffer,
+        BufferOps.CONST: ConstBuffer,
+        UnaryOps.CAST: DType,
+        UnaryOps.BITCAST: DType,
+    }.get(self.op)
+    if want is not None and not isinstance(self.arg, want):
+        raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
+    if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
+        raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+
+
+def const_out_of_range(val: Any, dtype: DType) -> str | None:
+    """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
+    if isinstance(val, Node):
+        return None  # a symbolic value: bound at run time
+    if not isinstance(val, numbers.Real):
+        return "is not a number for"
+    if dtype.scalar() == dtypes.bool:
+        return None if val in (0, 1) else "is not a truth value (True, False, 0 or 1) for"
+    if not dtypes.is_int(dtype):
+        return None  # floats: inf and nan are values too
+    if isinstance(val, float) and not (math.isfinite(val) and val == int(val)):
+        return "is not an integer, as it must be for"
+    bits = 8 * dtype.scalar().itemsize
+    lo, hi = (0, 2**bits - 1) if dtypes.is_unsigned(dtype) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return None if lo <= val <= hi else f"is out of the range {lo}..{hi} of"
+
+
+def verify_lazyop(*ast: LazyOp) -> None:
+    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
+
+    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
+    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
+    if not ast:
+        raise ValueError("a kernel needs at least one STORE")
+    shapes: dict[LazyOp, tuple[int, ...]] = {}
+
+    def shape_of(op: LazyOp) -> tuple[int, ...]:
+        if op in shapes:
+            return shapes[op]
+        if not isinstance(op, LazyOp):
+            raise ValueError(f"AST node {op!r} is not a LazyOp")
+        if op.op is BufferOps.STORE:
+            raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
+        srcs = [shape_of(s) for s in op.src]
+        if op.op in BufferOps:
+            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
+                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
+            shape = op.arg.st.shape
+        elif not srcs:
+            raise ValueError(f"{op.op} has no sources")
+        else:
+            shape = srcs[0]
+        if op.op in ReduceOps:
+            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
+                raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
+            shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
+        for s in srcs:
+            if s != srcs[0] or (op.op in BufferOps and s != shape):
+                raise ValueError(
+                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                    + _reduce_used_elsewhere(op.src, shape, shapes)
+                )
+        shapes[op] = shape
+        return shape
+
+    for i, out in enumerate(ast):
+        if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
+            raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
+        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
+            raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
+        if len(out.src) != 1:
+            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
+        if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
+            outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
+            raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
+        if shape_of(out.src[0]) != out.arg.st.shape:
+            raise ValueError(
+                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
+                + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
+            )
+    dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
+    for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
+        how = "loaded" if x.op is BufferOps.LOAD else "stored"
+        seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
+        if seen != x.arg.dtype:
+            raise ValueError(
+                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
+                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
+            )
+    _verify_reduceops(ast, shapes)
+    _verify_bindings(ast)
+    _verify_outputs_read_in_place(ast)
+
+
+def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
+    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
+    for src in srcs:
+        if shapes[src] == want:
+            continue
+        for r in src.lazyops:
+            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
+                return (
+                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
+                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
+                )
+    return ""
+
+
+def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
+    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
+    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
+    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
+    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
+    for r in reduceops[1:]:
+        first = reduceops[0]
+        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
+            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
+            raise ValueError(
+                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
+                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
+                + (" (one reduces the result of the other)" if nested else "")
+                + ": they would share one set of reduce loops (split them into separate kernels)"
+            )
+
+
+def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
+    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
+    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
+    bound: dict[str, int] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
+        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
+            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
+
+
+def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
+    """An output may also be an input only when each thread reads the very element it writes (the same
+    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
+    writes, in no defined order, and the result would depend on the timing."""
+    stores = {out.arg.idx: out.arg.st for out in ast}
+    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.st != stores[x.arg.idx]:
+            raise ValueError(
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
+                "may read its output only where it writes it (threads would race on the other elements)"
+            )
+
+
+# Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
+# are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
+_ON_NUMBERS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.EXP2: lambda a: 2.0**a,
+    UnaryOps.LOG2: math.log2,
+    UnaryOps.SIN: math.sin,
+    UnaryOps.SQRT: math.sqrt,
+    UnaryOps.NEG: operator.neg,
+    UnaryOps.RECIP: lambda a: 1 / a,
+    BinaryOps.ADD: operator.add,
+    BinaryOps.MUL: operator.mul,
+    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
+    BinaryOps.MAX: max,
+    BinaryOps.MOD: math.fmod,
+    BinaryOps.CMPLT: operator.lt,
+    BinaryOps.CMPNE: operator.ne,
+    BinaryOps.XOR: operator.xor,
+    BinaryOps.SHR: operator.rshift,
+    BinaryOps.SHL: operator.lshift,
+    TernaryOps.WHERE: lambda c, a, b: a if c else b,
+    TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}
+_ON_BOOLS: dict[Op, Callable[..., Any]] = {
+    UnaryOps.NEG: operator.not_,
+    BinaryOps.ADD: operator.or_,
+    BinaryOps.MUL: operator.and_,
+    BinaryOps.MAX: operator.or_,
+}
+
+
+def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
+    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
+    memo = {} if memo is None else memo
+    if x in memo:
+        return memo[x]
+    srcs = [value_on_zeros(s, memo) for s in x.src]
+    if x.op in BufferOps:
+        ret: Any = False if x.dtype == dtypes.bool else 0
+    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+        a = srcs[0]
+        if x.op is UnaryOps.BITCAST and a != 0:
+            ret = math.nan  # the bits of anything but 0 mean something else in the new type
+        elif x.arg == dtypes.bool:
+            ret = bool(a)
+        elif dtypes.is_int(x.arg):
+            ret = int(a) if math.isfinite(a) else math.nan
+        else:
+            ret = float(a)
+    else:
+        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
+        try:
+            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
+        except (ArithmeticError, ValueError, TypeError):
+            ret = math.nan
+    memo[x] = ret
+    return ret
+
+
+def padding_changes(r: LazyOp | None) -> str | None:
+    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
+    if r is None or r.op is not ReduceOps.SUM:
+        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
+    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
+        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
+    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
+    if (off := first_op_off_zero(r.src[0])) is not None:
+        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
+    return None
+
+
+def reduce_padding_changes(k: Kernel) -> str | None:
+    """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
+    0.9.1 checks only the first reduce op; every one of them sums the padding here."""
+    for r in k.reduceops or [None]:
+        if (why := padding_changes(r)) is not None:
+            if r is not k.reduceop:
+                why = (
+                    f"the padding would change {r.op} (reduce op {k.reduceops.index(r)}), which "
+                    f"tinygrad 0.9.1 doesn't check: {why}"
+                )
+            return why
+    return None
+
+
+def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
+    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
+    memo: dict[LazyOp, Any] = {}
+    if value_on_zeros(x, memo) == 0:
+        return None
+    while off := [s for s in x.src if memo[s] != 0]:
+        x = off[0]
+    return x, memo[x]
+
+
+# -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
+
+
+def checked_create_args(
+    shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
+) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
+    """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
+    shape = tuple(shape)
+    if all(type(s) is int for s in shape):
+        ok = all(s >= 0 for s in shape)
+    else:
+        shape = tuple(_sint(s) for s in shape)
+        ok = all(is_sint(s) and _never_negative(s) for s in shape)
+    if not ok:
+        raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
+    if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
+        raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
+    if not is_sint(offset):
+        raise ValueError(f"View.create: offset must be an int, got {offset!r}")
+    if mask is not None:
+        mask = tuple(tuple(m) for m in mask)
+        if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
+            raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
+        outside = [
+            (m, s)
+            for m, s in zip(mask, shape)
+            if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
+        ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
+        if outside:
+            (b, e), s = outside[0]
+            raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+    return shape, mask
+
+
+# Each movement op's rules on its argument, in the order they are checked: (holds(view, arg), what it needs). A View's
+# movement op calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
+_MovementRule = tuple[Callable[["View", Any], bool], str]
+
+
+def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...]:
+    """The sizes a reshape compares: from an int shape to a symbolic one, each Variable at the value it is bound to."""
+    if all_int(v.shape) and not all(type(x) is int for x in new_shape):
+        return tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
+    return new_shape  # (symbolic to symbolic: the products must be the same expression)
+
+
+def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
+    return 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape)
+
+
+MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
+    "pad": [
+        (lambda v, a: len(a) == len(v.shape), "needs one (before, after) pair per axis"),
+        (lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a), "padding must be >= 0"),
+    ],
+    "shrink": [
+        (lambda v, a: len(a) == len(v.shape), "needs one (begin, end) pair per axis"),
+        (
+            lambda v, a: all(
+                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
+                for s, (b, e) in zip(v.shape, a)
+            ),
+            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
+        ),
+    ],
+    "expand": [
+        (lambda v, a: len(a) == len(v.shape), "must keep the number of axes"),
+        (lambda v, a: all(map(_never_negative, a)), "sizes must be >= 0"),
+        (
+            lambda v, a: 0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a)),
+            "can't expand",
+        ),
+        (
+            lambda v, a: 0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides)),
+            "only axes of size 1 can be expanded",
+        ),
+    ],
+    "permute": [(lambda v, a: sorted(a) == list(range(len(v.shape))), "must be a permutation of the axes")],
+    "stride": [
+        (lambda v, a: len(a) == len(v.shape), "needs one step per axis"),
+        (lambda v, a: all(isinstance(m, int) and m != 0 for m in a), "steps must be non-zero ints"),
+    ],
+    "reshape": [
+        (
+            lambda v, a: (
+                all(x >= 0 for x in a)
+                if all(type(x) is int for x in a)
+                else all(is_sint(x) and _never_negative(x) for x in a)
+            ),
+            "sizes must be non-negative ints or symbolic",
+        ),
+        (lambda v, a: 0 not in v.shape or 0 in a, "can't reshape an empty view to a non-empty one"),
+        (
+            lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
+            "a symbolic size must be a bound Variable",
+        ),
+        (lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)), "sizes differ"),
+        (
+            lambda v, a: (
+                not _to_symbolic(v, a)
+                or v.contiguous
+                or (len(v.shape) == len(a) and all(x == y for x, y in zip(v.shape, _bound_sizes(v, a))))
+            ),
+            "a non-contiguous view can only be given a symbolic shape of the same sizes",
+        ),
+    ],
+}
+
+
+def check_movement_arg(op: str, v: View, arg: Any) -> None:
+    """Raise ValueError naming the first of MOVEMENT_RULES[op] that arg breaks on the view v."""
+    for holds, why in MOVEMENT_RULES[op]:
+        if not holds(v, arg):
+            raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
+
+
+def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
+    """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
+    Python int, a numpy integer (not a bool) or a symbolic Node."""
+    if type(arg) is tuple and (
+        all(
+            type(x) is tuple
+            and len(x) == 2
+            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
+            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
+            for x in arg
+        )
+        if pairs
+        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
+    ):
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
+
+    def size(x: Any) -> sint:
+        if not is_sint(x):
+            raise TypeError
+        return _sint(x)
+
+    try:
+        return tuple((size(b), size(e)) for b, e in arg) if pairs else tuple(size(x) for x in arg)
+    except (TypeError, ValueError):
+        want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
+        raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
+
+
+# -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
+# them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
+# after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
+# tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
+# register, get_float4_upcast_dim the vector loads and stores.
+
+
+@dataclass(frozen=True)
+class LocalBuffer:
+    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
+    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
+
+    name: str
+    size: int
+    dtype: DType = dtypes.float32
+    realized: None = None
+
+    def __str__(self) -> str:
+        return f"localbuffer<{self.name}[{self.size}]>"
+
+
+class _LinearizerMethods:
+    """Kernel methods, attached to Kernel below."""
+
+    def acc_offsets(self, i: int) -> list[int]:
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
+
+        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
+        if self.upcasted == 0:
+            return [0]
+        ax = self.upcasted_axis(i)[::-1]
+        acc_strides = [
+            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
+        ]
+        return [
+            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
+        ]
+
+    def get_float4_upcast_dim(self, i: int) -> list[int]:
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
+
+        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
+        should = self.opts.supports_float4 and (
+            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
+        )
+        up = self.shape_len - self.upcasted
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
+
+    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
+        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
+        order of their pattern number (used for tensor-core operands)."""
+        if len(pattern) != len(self.sts[i].shape):
+            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
+        bst, real_strides = 1, self.sts[i].real_strides()
+        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
+        for priority in range(1, max(pattern) + 1):
+            for j, p in enumerate(pattern):
+                if priority == p and real_strides[j] != 0:
+                    stride[j] = bst
+                    bst *= shp[j]
+        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
+        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
+        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
+
+
+for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
+    setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
+
+
+# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): the heuristics
+# call _decided with Candidates; these methods write the candidates' notes and are attached to Kernel after it --
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
+    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
+    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
+    before ranking has no key (None) and its note says which condition ruled it out."""
+
+    key: tuple | None
+    opt: str
+    note: str
+    taken: bool = False
+
+
+@dataclass
+class Decision:
+    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
+
+    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
+    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
+    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
+    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
+
+    heuristic: str
+    rule: str
+    candidates: list[Candidate]
+    chosen: list[Opt]
+    step: int
+    reasons: list[str] = field(default_factory=list)
+
+
+class _ExplainMethods:
+    """Kernel methods that write the notes of a Decision, attached to Kernel below."""
+
+    @property
+    def heuristic_log(self) -> list[tuple[Opt, str]]:
+        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
+        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _names(self, idxs: Iterable[int]) -> str:
+        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
+        return " and ".join(self._buf_name(i) for i in idxs)
+
+    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
+        """What _matvec weighs on each global axis, before it applies anything."""
+        reduce_size = self.full_shape[self.first_reduce]
+        ret = []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            note = (
+                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
+                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
+            )
+            ret.append(Candidate((g,), " ".join(opts), note))
+        return ret
+
+    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
+        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
+        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
+        ret = []
+        for key in choices:
+            axis = key[2]
+            zero = self._broadcast_bufs(axis)
+            strides = ", ".join(
+                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
+            )
+            has = "has" if len(zero) == 1 else "have"
+            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
+            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size, why = self.full_shape[axis], ""
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                up = self.shape_len - self.upcasted
+                where = [
+                    f"{self._buf_name(i)} on axis {up + j}"
+                    for i in zero
+                    for j, x in enumerate(self.upcasted_axis(i))
+                    if x[1] == 0
+                ]
+                has = "has" if len(zero) == 1 else "have"
+                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
+            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
+        return ret
+
+    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
+        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
+        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
+        size = self.full_shape[axis]
+        if fits:
+            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
+        elif not isinstance(size, int):
+            what = f"symbolic size {_txt(size)}: no size divides it"
+        elif not any(size % x == 0 for x in sizes):
+            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+        else:
+            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
+        return f"{kind}; {what}"
+
+
+for _name in ("heuristic_log", "_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
+    setattr(Kernel, _name, getattr(_ExplainMethods, _name))
+
+
+# -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
+
+
+def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
+    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
+    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
+    function for any table of node spellings (render_readable here, runtime.py's C table)."""
+    if isinstance(x.b, int):
+        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
+        const = sum(y.b for y in terms if isinstance(y, NumNode))
+        variables = [y for y in terms if not isinstance(y, NumNode)]
+        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
+            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
+            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
+    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
+
+
+# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
+render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
+
+
+def render_condition(node: sint) -> str:
+    """A validity condition as a person writes it: render_readable's text."""
+    return sym_render(node, render_readable)
+
+
+# -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
+
+
+class KnobError(ValueError):
+    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
+
+
+def run_command_line(
+    main: Callable[[Sequence[str] | None], int],
+    prog: str,
+    argv: Sequence[str] | None = None,
+    one_line: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
+    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
+    is a stdout that discards what it gets."""
+    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
+        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
+    try:
+        status = main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
+        return status
+    except KnobError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except one_line as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+
+
+def use_color(out=None) -> bool:
+    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
+    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
 
 
 # ============================================================================================================
@@ -4515,6 +4545,23 @@ def _table_row(head: str, why: str, width: int) -> str:
     return head + ("\n" + " " * column).join(rows + [row])
 
 
+def _parse_opt(text: str) -> Opt:
+    """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
+    op, *rest = text.split(":")
+    try:
+        if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
+            raise ValueError
+        return Opt(OptOps[op.upper()], *(int(x) for x in rest))
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(
+            f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
+            "and AXIS, AMT integers (NOLOCALS alone)"
+        ) from None
+
+
+Opt.parse = staticmethod(_parse_opt)  # type: ignore[attr-defined]
+
+
 def parse_opt_arg(text: str) -> Opt:
     """Opt.parse for argparse: a bad opt is reported with what an opt looks like."""
     import argparse
@@ -4586,6 +4633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps and not args.loops:
         p.error("--steps goes with --loops")
     view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
+    getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))

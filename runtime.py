@@ -29,13 +29,6 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-try:
-    import kernel  # noqa: F401  (reads the TC and TC_OPT knobs)
-except ValueError as e:  # a bad knob (TC=abc): on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python runtime.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
 from kernel import (
     DEMOS,
     TARGETS,
@@ -647,10 +640,16 @@ class _Renderer:
             self.open(
                 f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)", f"red, axis {axis}"
             )
+
+        def acc_of(combo: tuple[int, ...]) -> str:
+            """The accumulator of this combination of upcast indices: a magenta (reduce) axis is 1 in the output, so
+            its index is 0 there and every value along it adds into the same register."""
+            return accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]
+
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
-            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
+            parts[acc_of(combo)].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
                 self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")

@@ -28,16 +28,10 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-try:
-    import kernel  # (reads the TC and TC_OPT knobs)
-except ValueError as e:  # a bad knob (TC=abc): on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python search.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
+import kernel
 import runtime
-from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv, optimize, prod
-from kernel import parse_opt_arg, run_command_line, use_color
+from kernel import DEMOS, TARGETS, Kernel, KernelOptError, KnobError, Opt, OptOps, ansilen, ansistrip, getenv
+from kernel import optimize, parse_opt_arg, prod, run_command_line, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
 from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
@@ -51,7 +45,13 @@ ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 
 ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
+try:  # TC_OPT is read here, at import, as tinygrad's search.py does
+    ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
+except KnobError as e:  # a bad TC_OPT: on the command line, one line instead of a traceback
+    if __name__ != "__main__":
+        raise
+    print(f"python search.py: error: {e}", file=sys.stderr)
+    sys.exit(2)
 # the knobs below are read when a search starts (None: from the environment), so that a bad value is an error of
 # the search that names it, not of every import of this file (`python search.py --help` included)
 BEAM_UPCAST_MAX: int | None = None  # elements in registers (default 256)

@@ -335,20 +335,6 @@ def test_get_float4_upcast_dim_finds_unit_stride_upcast_axes():
     assert clang.get_float4_upcast_dim(0) == []  # no float4 on this target
 
 
-def test_limit_dims_to_max_moves_a_too_large_global_dim_last():
-    k = Kernel(*kernel.broadcast_ast(256, 256))
-    assert k.full_shape == (256, 256) and k.sts[1].real_strides() == (256, 1)
-    k.limit_dims_to_max([64, 1024, 1024], [])
-    assert k.sts[1].real_strides() == (1, 256)  # axis 0 (256 > 64) swapped with the last global axis
-
-
-def test_limit_dims_to_max_folds_an_oversized_dim_into_the_next():
-    k = Kernel(*elementwise_ast(4096))
-    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
-    k.limit_dims_to_max([256, 256, 256], [256, 256, 256])
-    assert k.full_shape == (256, 16)
-
-
 def test_alias_buffer_adds_a_local_copy_laid_out_by_the_pattern():
     k = Kernel(*matmul_ast(16, 16, 16))
     k.alias_buffer(k.reduceop, 1, [1, 0, 2])  # a: axis 0 innermost, axis 1 not stored, axis 2 outer
