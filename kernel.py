@@ -373,6 +373,29 @@ class ConstBuffer:
         _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
         if (why := const_out_of_range(self.val, self.dtype)) is not None:
             raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
+        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is not None and not isinstance(self.val, Node):
+            # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
+            # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+            object.__setattr__(self, "val", round_to_float(float(self.val), *fmt))
+
+
+# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
+    dtypes.float16: (11, -14, 65504.0),
+    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
+}
+
+
+def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
+    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
+    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
+    rounds past `largest` is an infinity of its sign; nan stays nan."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
+    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
+    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
+    return rounded if abs(rounded) <= largest else math.copysign(math.inf, x)
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
@@ -402,7 +425,8 @@ class LazyOp:
 
     def __post_init__(self) -> None:
         """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
-        built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
+        built, saying what is wrong (the dtypes of an ALU op's sources too); the rules between nodes (shapes,
+        buffers) are verify_lazyop's."""
         if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
             raise ValueError(
                 f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or "
@@ -427,6 +451,8 @@ class LazyOp:
             raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
         if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
             raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+        if (mixed := alu_dtype_mix(self)) is not None:
+            raise ValueError(mixed)
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -463,6 +489,21 @@ class LazyOp:
         found = [x.arg.st.vars() for x in self.lazyops if x.op in BufferOps]
         consts = {x.arg.val for x in self.lazyops if x.op is BufferOps.CONST and isinstance(x.arg.val, Variable)}
         return sorted(set().union(*found, consts), key=lambda v: v.expr)
+
+
+def alu_dtype_mix(x: LazyOp) -> str | None:
+    """Why the sources of ALU op x don't share one dtype, or None if they do. tinygrad computes every ALU op in
+    one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's bool condition and the bool
+    result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()), so it mixes with that."""
+    if x.op not in BinaryOps and x.op not in TernaryOps:
+        return None  # a unary op has one source; CAST and BITCAST change the dtype on purpose
+    srcs = x.src[1:] if x.op is TernaryOps.WHERE else x.src
+    if x.op is TernaryOps.WHERE and x.src[0].dtype != dtypes.bool:
+        return f"WHERE needs a bool condition, got {x.src[0].dtype.name} (compare it with CMPNE first)"
+    if len({s.dtype.scalar() for s in srcs}) > 1:
+        names = ", ".join(s.dtype.name for s in srcs)
+        return f"{x.op.name} of different dtypes ({names}): CAST its sources to one dtype first"
+    return None
 
 
 @functools.cache
@@ -579,7 +620,7 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     BinaryOps.ADD: operator.add,
     BinaryOps.MUL: operator.mul,
     BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
-    BinaryOps.MAX: max,
+    BinaryOps.MAX: lambda a, b: a if a != a or a > b else b,  # numpy's maximum: a nan wins
     BinaryOps.MOD: math.fmod,
     BinaryOps.CMPLT: operator.lt,
     BinaryOps.CMPNE: operator.ne,

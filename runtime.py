@@ -17,6 +17,7 @@ import io
 import itertools
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -138,8 +139,15 @@ def _c_const(val, dt) -> str:
         return "NAN"
     if math.isinf(val):
         return "INFINITY" if val > 0 else "(-INFINITY)"
-    if _is_float(dt):
-        text = repr(float(val)) + ("" if _type(dt)[2] == "double" else "f")
+    if _is_float(dt) and _type(dt)[2] == "double":
+        text = repr(float(val))
+    elif _is_float(dt):  # the float32 numpy makes of val, in digits that C reads back as that same float
+        with np.errstate(over="ignore"):
+            f32 = np.float32(val)
+        if math.isinf(f32):  # a finite double beyond float32's range: an infinity, as in numpy
+            return "INFINITY" if f32 > 0 else "(-INFINITY)"
+        text = str(f32) if any(c in str(f32) for c in ".e") else f"{f32}.0"
+        text += "f"
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
         text = str(int(val)) + _INT_SUFFIX.get(_type(dt)[2], "")
         if val == np.iinfo(np_dtype(dt)).min and val < 0:  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
@@ -234,6 +242,7 @@ _C_OPS_BOOL = {
     BinaryOps.MUL: "({0}&&{1})",
     BinaryOps.MAX: "({0}||{1})",
 }
+_C_OPS_BOOL[UnaryOps.RECIP] = "{0}"  # 1/true is true; 1/false is false, as an integer reciprocal of 0 is 0 here
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
@@ -241,19 +250,72 @@ _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
 
 # signed int and long overflow is undefined in C (the compiler may assume it never happens), and numpy wraps: these
 # ops are computed in the unsigned type, which wraps, and converted back
-_WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, BinaryOps.SHL, TernaryOps.MULACC}
+_WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, TernaryOps.MULACC}
 
 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     table = _C_OPS_BOOL if np_dtype(src_dtype) == np.bool_ else _C_OPS_FLOAT if _is_float(src_dtype) else {}
     ctype = _type(src_dtype)[2]
+    if op is BinaryOps.MAX and _is_float(src_dtype):  # OpenCL's max() of a NaN is undefined: numpy's maximum
+        return f"{_helper('max', ctype)}({srcs[0]},{srcs[1]})"
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
+    if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
+        return f"{_helper(_INT_HELPERS[op], ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_C_OPS[op].format(*(f'(u{ctype}){s}' for s in srcs))})"
-    if op in (BinaryOps.IDIV, BinaryOps.MOD) and not table:  # an int divisor of 0 (say the padding's) is undefined in
-        return f"({srcs[1]}?{_C_OPS[op].format(*srcs)}:0)"  # C, and lets the compiler drop guards: 0, as numpy gives
     return table.get(op, _C_OPS[op]).format(*srcs)
+
+
+# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
+# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
+_INT_HELPERS = {
+    BinaryOps.IDIV: "idiv",
+    BinaryOps.MOD: "mod",
+    BinaryOps.SHL: "shl",
+    BinaryOps.SHR: "shr",
+    UnaryOps.RECIP: "recip",
+}
+
+
+def _helper_body(kind: str, ctype: str) -> str:
+    """The body of helper `kind` for operands of ctype (a, b; a register ctype of kernel.py's dtypes)."""
+    if kind == "max":  # numpy's maximum, NaN included; +0.0 beats -0.0, so that no order of a reduce matters
+        return "return isnan(a) ? a : isnan(b) ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;"
+    signed, bits = not ctype.startswith("u"), 8 * np.dtype(_C_NUMPY[ctype]).itemsize
+    unsigned = ctype if not signed else "u" + ctype
+    if kind == "idiv":  # x/0 is 0 (numpy's value); INT_MIN/-1 wraps to INT_MIN (numpy's), and x/-1 is -x for all x
+        neg = f"b == -1 ? ({ctype})(0 - ({unsigned})a) : " if signed else ""
+        return f"return b == 0 ? 0 : {neg}a / b;"
+    if kind == "mod":  # x%0 is 0 (numpy's); x%-1 is 0, INT_MIN%-1 included
+        return f"return b == 0{' || b == -1' if signed else ''} ? 0 : a % b;"
+    if kind == "shl":  # numpy: a count outside 0..bits-1 shifts every bit out; computed unsigned, which wraps
+        return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? 0 : ({ctype})(({unsigned})a << b);"
+    if kind == "shr":  # numpy: a count outside 0..bits-1 leaves the sign: -1 for a negative a, else 0
+        if signed:
+            return f"return b < 0 || b >= {bits} ? (a < 0 ? -1 : 0) : a >> b;"
+        return f"return b >= {bits} ? 0 : a >> b;"
+    assert kind == "recip", kind  # the truncated 1/a; numpy's 1/0 depends on the machine: here it is 0, as x/0 is
+    return "return a == 0 ? 0 : 1 / a;"
+
+
+_C_NUMPY = {ctype: np_t for np_t, _, ctype in (v for v in _TYPES.values())}  # register C type -> numpy type
+_HELPERS: dict[str, str] = {}  # every helper rendered so far: its name -> its C definition
+
+
+def _helper(kind: str, ctype: str) -> str:
+    """The name of helper `kind` for ctype (max_float, shl_uchar, ...); render() defines the ones a kernel calls."""
+    name = f"{kind}_{ctype}"
+    if name not in _HELPERS:
+        params = f"{ctype} a" if kind == "recip" else f"{ctype} a, {ctype} b"
+        _HELPERS[name] = f"{ctype} {name}({params}) {{ {_helper_body(kind, ctype)} }}\n"
+    return name
+
+
+def _helpers_used(body: str) -> str:
+    """The definitions of the helpers that the kernel body calls."""
+    called = set(re.findall(r"\b(\w+)\(", body))
+    return "".join(_HELPERS[name] for name in sorted(called & _HELPERS.keys()))
 
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
@@ -560,6 +622,10 @@ class _Renderer:
                     raise NotImplementedError("BITCAST is supported between 4-byte types only")
                 return f"as_{ctype}({srcs[0]})"
             expr = f"(({ctype})({srcs[0]}))"
+            if _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
+                # C leaves NaN, inf and out-of-range values undefined, numpy's answer depends on the machine: one
+                # rule here, OpenCL's saturating conversion (NaN gives 0, others clamp to the dtype's range)
+                expr = f"convert_{ctype}_sat({srcs[0]})"
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
             if (ctype := _type(x.dtype)[2]) in _NARROW_INTS:
@@ -806,7 +872,9 @@ class _Renderer:
         )
         tc = any(o.op is OptOps.TC for o in k.applied_opts)
         note = _TC_NOTE.format(device=k.opts.device) if tc else ""
-        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        body = "\n".join(self.lines)
+        prelude += _helpers_used(body)
+        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + body + "\n}\n"
         return Program(name, src, global_size, local_size, args, variables)
 
 
@@ -1235,18 +1303,54 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-# MAX is fmax: OpenCL leaves max() of a NaN undefined, and devices (PoCL among them) return the other operand
+def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
+    so the sign of a zero would depend on the order of a reduce."""
+    if np.asarray(a).dtype.kind != "f":
+        return np.maximum(a, b)
+    plus_zero = (a == 0) & (b == 0) & np.signbit(a)  # -0.0 against a zero: take b, which is +0.0 if either is
+    return np.where(plus_zero, b, np.maximum(a, b))
+
+
+def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
+    """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
+    ret = np.max(src, axis=axes, keepdims=True, initial=initial)
+    if src.dtype.kind == "f":
+        has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
+        ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
+    return ret
+
+
+def _np_recip(a: np.ndarray) -> np.ndarray:
+    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
+    an integer division by 0 gives too). 1/true is true and 1/false false."""
+    if a.dtype.kind == "f":
+        return np.reciprocal(a)
+    if a.dtype == np.bool_:
+        return a
+    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
+
+
+def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
+    """A float to an integer dtype the way the device converts it (OpenCL's convert_<type>_sat): truncated toward
+    zero, NaN to 0, and values beyond the dtype's range clamped to its smallest or largest value."""
+    info, t = np.iinfo(to), np.trunc(x.astype(np.float64))
+    over, under, nan = t >= float(info.max) + 1, t < float(info.min), np.isnan(t)  # both limits are exact doubles
+    inside = np.where(over | under | nan, 0, t).astype(to)
+    return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
+
+
 _NP_OPS = {
     UnaryOps.EXP2: np.exp2,
     UnaryOps.LOG2: np.log2,
     UnaryOps.SIN: np.sin,
     UnaryOps.SQRT: np.sqrt,
-    UnaryOps.RECIP: np.reciprocal,
+    UnaryOps.RECIP: _np_recip,
     UnaryOps.NEG: np.negative,
     BinaryOps.ADD: np.add,
     BinaryOps.MUL: np.multiply,
     BinaryOps.MOD: np.fmod,
-    BinaryOps.MAX: np.fmax,
+    BinaryOps.MAX: _np_max,
     BinaryOps.CMPLT: np.less,
     BinaryOps.CMPNE: np.not_equal,
     BinaryOps.XOR: np.bitwise_xor,
@@ -1330,8 +1434,8 @@ class _Reference:
             src = self.value(x.src[0], box, memo)
             src = np.broadcast_to(src, tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
-            if x.op is ReduceOps.MAX:  # fmax, like OpenCL's max on devices: a NaN operand loses
-                ret = np.fmax.reduce(src, axis=axes, keepdims=True, initial=_reduce_init(x.op, x.dtype))
+            if x.op is ReduceOps.MAX:
+                ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
             elif dt == np.bool_:
                 ret = np.any(src, axis=axes, keepdims=True)
             else:  # floats are summed in float64: the reference should be closer to the truth than the kernel
@@ -1339,7 +1443,11 @@ class _Reference:
         elif x.op is UnaryOps.CAST:
             target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
             # a CAST to half is a float in registers, as on the device: it is rounded to half where it is stored
-            ret = self.value(x.src[0], box, memo).astype(_compute_np(target))
+            src = self.value(x.src[0], box, memo)
+            if src.dtype.kind == "f" and _compute_np(target).kind in "iu":
+                ret = _np_cast_float_to_int(src, _compute_np(target))
+            else:
+                ret = src.astype(_compute_np(target))
         elif x.op is UnaryOps.BITCAST:
             src = self.value(x.src[0], box, memo)
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
