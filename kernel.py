@@ -395,7 +395,7 @@ def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
     exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
     spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
     rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
-    return rounded if abs(rounded) <= largest else math.copysign(math.inf, x)
+    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:

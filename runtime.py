@@ -312,6 +312,22 @@ def _helper(kind: str, ctype: str) -> str:
     return name
 
 
+def _float_to_int(src: str, dst: str) -> str:
+    """The name of the helper that converts a float of C type src to the integer type dst. C leaves NaN, inf and
+    out-of-range values undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward
+    zero, clamp to dst's range, NaN gives 0. (OpenCL's convert_<type>_sat means the same, but Intel's CPU runtime
+    turns a NaN into UINT_MAX.)"""
+    name = f"{dst}_from_{src}"
+    if name not in _HELPERS:
+        info = np.iinfo(_C_NUMPY[dst])
+        f = "f" if src == "float" else ""
+        top = f"0x1p{info.bits - (info.min < 0)}{f}"  # dst's largest value + 1: a power of 2, exact in any float
+        low = f"({info.min + 1}l-1)" if info.min == -(2**63) else str(info.min)  # C has no literal 2**63
+        clamp = f"a >= {top} ? ({dst}){info.max}{_INT_SUFFIX.get(dst, '')} : a < ({src})({low}) ? ({dst})({low})"
+        _HELPERS[name] = f"{dst} {name}({src} a) {{ return isnan(a) ? 0 : {clamp} : ({dst})a; }}\n"
+    return name
+
+
 def _helpers_used(body: str) -> str:
     """The definitions of the helpers that the kernel body calls."""
     called = set(re.findall(r"\b(\w+)\(", body))
@@ -623,9 +639,7 @@ class _Renderer:
                 return f"as_{ctype}({srcs[0]})"
             expr = f"(({ctype})({srcs[0]}))"
             if _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
-                # C leaves NaN, inf and out-of-range values undefined, numpy's answer depends on the machine: one
-                # rule here, OpenCL's saturating conversion (NaN gives 0, others clamp to the dtype's range)
-                expr = f"convert_{ctype}_sat({srcs[0]})"
+                expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
             if (ctype := _type(x.dtype)[2]) in _NARROW_INTS:
@@ -1308,8 +1322,8 @@ def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     so the sign of a zero would depend on the order of a reduce."""
     if np.asarray(a).dtype.kind != "f":
         return np.maximum(a, b)
-    plus_zero = (a == 0) & (b == 0) & np.signbit(a)  # -0.0 against a zero: take b, which is +0.0 if either is
-    return np.where(plus_zero, b, np.maximum(a, b))
+    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
+    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
 
 
 def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
@@ -1438,8 +1452,11 @@ class _Reference:
                 ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
             elif dt == np.bool_:
                 ret = np.any(src, axis=axes, keepdims=True)
-            else:  # floats are summed in float64: the reference should be closer to the truth than the kernel
-                ret = np.sum(src, axis=axes, keepdims=True, dtype=np.float64 if dt.kind == "f" else dt).astype(dt)
+            elif dt.kind == "f":  # in float64: the reference should be closer to the truth than the kernel; from
+                # +0.0, as the kernel's accumulator starts (a sum of -0.0s is +0.0; np.sum would keep -0.0)
+                ret = (np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0).astype(dt)
+            else:
+                ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
         elif x.op is UnaryOps.CAST:
             target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
             # a CAST to half is a float in registers, as on the device: it is rounded to half where it is stored
