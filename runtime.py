@@ -83,7 +83,9 @@ from kernel import (
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
 # ============================================================================================================
 # name -> (numpy dtype, C type in memory, C type in registers). half is kept in memory and computed as float
-# (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte.
+# (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte. bfloat16 is the
+# top half of a float32: kept in memory as 16 bits (a ushort), computed as float; on the host its arrays are
+# float32 ones, rounded to bfloat16 on the way to the device (see _bf16_bits).
 _TYPES = {
     "bool": (np.bool_, "uchar", "bool"),
     "char": (np.int8, "char", "char"),
@@ -95,6 +97,7 @@ _TYPES = {
     "long": (np.int64, "long", "long"),
     "unsigned long": (np.uint64, "ulong", "ulong"),
     "half": (np.float16, "half", "float"),
+    "__bf16": (np.float32, "ushort", "float"),
     "float": (np.float32, "float", "float"),
     "double": (np.float64, "double", "double"),
 }
@@ -129,6 +132,28 @@ def _compute_np(dt) -> np.dtype:
 
 def _is_float(dt) -> bool:
     return np_dtype(dt).kind == "f"
+
+
+def _is_bf16(dt) -> bool:
+    return dt == dtypes.bfloat16
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values as bfloat16 bits: the top 16 bits of each, rounded to nearest even (as the kernel's stores
+    round, and NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def _bf16_floats(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bits as the float32 values they are."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (kept as float32)."""
+    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x))
 
 
 def _c_const(val, dt) -> str:
@@ -300,7 +325,12 @@ def _helper_body(kind: str, ctype: str) -> str:
 
 
 _C_NUMPY = {ctype: np_t for np_t, _, ctype in (v for v in _TYPES.values())}  # register C type -> numpy type
-_HELPERS: dict[str, str] = {}  # every helper rendered so far: its name -> its C definition
+_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
+    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
+    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
+    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
+    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
+}
 
 
 def _helper(kind: str, ctype: str) -> str:
@@ -581,7 +611,9 @@ class _Renderer:
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
         load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
-        if mem != ctype:
+        if _is_bf16(buf.dtype):
+            load = f"bf16_load({load})"
+        elif mem != ctype:
             load = f"(({ctype}){load})"
         return self.reg(ctype, self._gate(valid, load, zero), "val")
 
@@ -856,6 +888,8 @@ class _Renderer:
                 idx, valid = self.exprs(i, idxs)
                 if mem == "half":
                     code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
+                elif _is_bf16(buf.dtype):
+                    code = f"{name}[{self.index(idx)}] = bf16_store({val});"
                 else:
                     code = f"{name}[{self.index(idx)}] = {val if mem == ctype else f'({mem})({val})'};"
                 self._guarded(valid, code)
@@ -1191,7 +1225,7 @@ def _poisoned(b: BufferInfo, second: bool = False) -> np.ndarray:
     if dt == np.bool_:
         return np.full(b.size, 0xAB, np.uint8).view(np.bool_)  # neither True (1) nor False (0)
     if dt.kind == "f":
-        return np.full(b.size, -1234.5 if second else np.nan, dt)
+        return np.full(b.size, -1232.0 if second else np.nan, dt)  # -1232.0: a bfloat16 too
     return np.full(b.size, np.iinfo(dt).min if second else np.iinfo(dt).max, dt)
 
 
@@ -1246,6 +1280,8 @@ class _Launch:
                 self.args.append(device_args[idx, kind])
                 continue
             data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b, second_poison)
+            if _is_bf16(b.dtype):
+                data = _bf16_bits(data)  # read() turns them back into floats
             if b.output:
                 self.outputs[idx] = data
             if data.dtype == np.bool_:
@@ -1289,7 +1325,8 @@ class _Launch:
                 else:
                     cl.enqueue_copy(queue, out, arg)
         queue.finish()
-        return [self.outputs[i].reshape(self.infos[i].shape) for i in sorted(self.outputs)]
+        outs = {i: _bf16_floats(x) if _is_bf16(self.infos[i].dtype) else x for i, x in self.outputs.items()}
+        return [outs[i].reshape(self.infos[i].shape) for i in sorted(outs)]
 
 
 def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poison: bool = False) -> list[np.ndarray]:
@@ -1489,7 +1526,7 @@ class _Reference:
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
                 out = outputs[root.arg.idx]
                 out = out.view(np.uint8) if out.dtype == np.bool_ else out
-                out[idx[valid]] = val[valid].astype(out.dtype)
+                out[idx[valid]] = _round_bf16(val[valid]) if _is_bf16(root.arg.dtype) else val[valid].astype(out.dtype)
 
 
 def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
@@ -1503,7 +1540,9 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
         for b in infos
         if b.read
     }
+    data.update({b.idx: _round_bf16(data[b.idx]) for b in infos if b.read and _is_bf16(b.dtype)})  # as uploaded
     outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
+    outputs.update({b.idx: _round_bf16(outputs[b.idx]) for b in infos if b.output and _is_bf16(b.dtype)})
     with np.errstate(all="ignore"):
         _Reference(ast, data).run(outputs)
     return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
@@ -1514,7 +1553,7 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> tuple[float, float]:
     last bits, half in many more; a sum of n terms also differs by about sqrt(n) roundings of its terms (which are
     about 1 for random_inputs), however small the sum itself."""
     names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
-    rtol = 2e-2 if "half" in names else 1e-3
+    rtol = 2e-2 if names & {"half", "__bf16"} else 1e-3
     terms = max([_reduced_size(x) for root in ast for x in root.lazyops if x.op in ReduceOps], default=1)
     return rtol, rtol * max(1.0, math.sqrt(terms))
 

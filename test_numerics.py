@@ -378,3 +378,44 @@ def test_a_mixed_dtype_ast_from_json_is_refused():
     }
     with pytest.raises(ValueError, match="ADD of different dtypes"):
         lazyop_from_json(ast)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bfloat16: 16 bits in memory, computed as float
+# ------------------------------------------------------------------------------------------------------------
+def bf16(x: float) -> float:
+    """x (a float32) rounded to bfloat16, from its bits: the top 16, rounded to nearest even; NaN stays NaN."""
+    if math.isnan(x):
+        return math.nan
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    top = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return struct.unpack("<f", struct.pack("<I", top << 16))[0]
+
+
+def test_bfloat16_kernels_run_with_16_bit_buffers_and_round_to_nearest_even(device):
+    x = np.array([1.0, 1 / 3, 1 + 2**-8, 1 + 3 * 2**-8, math.nan, -math.inf, 3.4e38, -0.0, 1e-39], np.float32)
+    st = ShapeTracker.from_shape(x.shape)
+    k = Kernel(store(alu(BinaryOps.MUL, load(1, st, dtypes.bfloat16), const(3.0, x.shape, dtypes.bfloat16))))
+    assert "ushort* data0" in R.render(k).src and "ushort* data1" in R.render(k).src  # 16 bits in memory
+    want = [bf16(bf16(v) * 3.0) for v in x.astype(np.float32).tolist()]
+    assert math.isinf(want[6]) and want[2] == bf16(1 + 2**-8) * 3  # a tie rounds to even; 3.4e38 * 3 is inf
+    check(k, [x], want)
+    R.verify(k, x)
+
+
+def test_a_bfloat16_matmul_from_tinygrad_runs(device):
+    """tinygrad's test_linearizer bfloat16 kernel (in the golden corpus): a*b of bfloat16s cast to float, summed."""
+    n = 16
+    a_st = ShapeTracker.from_shape((n, 1, n)).expand((n, n, n))
+    b_st = ShapeTracker.from_shape((1, n, n)).permute((0, 2, 1)).expand((n, n, n))
+    prod = alu(BinaryOps.MUL, load(1, a_st, dtypes.bfloat16), load(2, b_st, dtypes.bfloat16))
+    k = Kernel(store(reduce(ReduceOps.SUM, alu(UnaryOps.CAST, prod, arg=dtypes.float), (2,))))
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    a16, b16 = (np.array([bf16(v) for v in m.reshape(-1).tolist()], np.float32).reshape(n, n) for m in (a, b))
+    for opts in ([], [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 0, 4)], [Opt(OptOps.GROUPTOP, 0, 4)]):
+        k2 = Kernel(*k.ast)
+        for o in opts:
+            k2.apply_opt(o)
+        np.testing.assert_allclose(R.run(k2, a, b)[0].reshape(n, n), a16 @ b16, rtol=1e-5, atol=1e-5)
+        R.verify(k2, a, b)
