@@ -18,6 +18,7 @@ import runtime as R
 from kernel import (
     BinaryOps,
     Kernel,
+    KernelOptError,
     Opt,
     OptOps,
     ReduceOps,
@@ -124,6 +125,18 @@ def test_two_max_reduces_in_one_kernel_both_propagate_nan(device):
             hi, lo = numpy_max(hi, v), numpy_max(lo, -v)
         want.append(hi + lo)
     check(k, [x], want)
+
+
+def test_padto_sees_that_a_nan_wins_max_in_the_padding():
+    """PADTO of a SUM's axis needs its source to be 0 where every buffer reads 0. There, fmod(0, 0) is NaN, and
+    MAX(0, NaN) is NaN as numpy (and the kernel) computes it: the padding would add NaN to every sum."""
+    st = ShapeTracker.from_shape((4, 6))
+    a, b = load(1, st), load(2, st)
+    src = alu(BinaryOps.MAX, const(0.0, (4, 6)), alu(BinaryOps.MOD, a, b))
+    k = Kernel(store(reduce(ReduceOps.SUM, src, (1,))))
+    with pytest.raises(KernelOptError, match="cannot pad: MOD maps the padding's 0 to nan"):
+        k.apply_opt(Opt(OptOps.PADTO, 1, 4))
+    assert k.applied_opts == []
 
 
 def test_sum_of_nan_and_infinities_and_negative_zeros(device):
