@@ -373,10 +373,17 @@ class ConstBuffer:
         _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
         if (why := const_out_of_range(self.val, self.dtype)) is not None:
             raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
-        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is not None and not isinstance(self.val, Node):
-            # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
-            # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is None:
+            return
+        # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
+        # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+        if not isinstance(self.val, Node):
             object.__setattr__(self, "val", round_to_float(float(self.val), *fmt))
+        elif max(-self.val.min, self.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+            raise ValueError(
+                f"CONST {self.val.render()} of {self.dtype.name}: a value in {self.val.min}..{self.val.max} can be "
+                f"beyond the integers {self.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
+            )
 
 
 # the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)

@@ -25,9 +25,11 @@ from kernel import (
     ShapeTracker,
     TernaryOps,
     UnaryOps,
+    Variable,
     alu,
     const,
     dtypes,
+    lazyop_from_json,
     load,
     reduce,
     round_to_float,
@@ -333,6 +335,12 @@ def test_round_to_bfloat16_rounds_the_float32_bits_to_even():
     assert not bad, bad[:5]
 
 
+def test_a_symbolic_half_constant_beyond_halfs_exact_integers_is_refused():
+    assert const(Variable("i", 1, 2048), (1,), dtypes.half).arg.val.max == 2048  # each value is a half
+    with pytest.raises(ValueError, match=r"CONST i of half: a value in 1..4096 can be beyond the integers half holds"):
+        const(Variable("i", 1, 4096), (1,), dtypes.half)
+
+
 def test_half_constants_are_rounded_to_half(device):
     assert const(2049, (1,), dtypes.half).arg.val == 2048.0
     assert const(1e5, (1,), dtypes.half).arg.val == math.inf  # as np.float16(1e5)
@@ -379,8 +387,6 @@ def test_the_mixes_tinygrad_defines_are_accepted():
 
 
 def test_a_mixed_dtype_ast_from_json_is_refused():
-    from kernel import lazyop_from_json
-
     st = [{"shape": [4], "strides": [1], "offset": 0, "mask": None}]
     ast = {
         "op": "BinaryOps.ADD",
