@@ -266,8 +266,11 @@ _C_OPS_BOOL = {
     BinaryOps.ADD: "({0}||{1})",
     BinaryOps.MUL: "({0}&&{1})",
     BinaryOps.MAX: "({0}||{1})",
+    # as 0 and 1, with x/0 = 0 (numpy's): 1/true is true, 1/false false; a/b is a and b; a%b is always 0
+    UnaryOps.RECIP: "{0}",
+    BinaryOps.IDIV: "({0}&&{1})",
+    BinaryOps.MOD: "0",
 }
-_C_OPS_BOOL[UnaryOps.RECIP] = "{0}"  # 1/true is true; 1/false is false, as an integer reciprocal of 0 is 0 here
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
@@ -1374,17 +1377,15 @@ def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarra
 
 def _np_recip(a: np.ndarray) -> np.ndarray:
     """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
-    an integer division by 0 gives too). 1/true is true and 1/false false."""
+    an integer division by 0 gives too)."""
     if a.dtype.kind == "f":
         return np.reciprocal(a)
-    if a.dtype == np.bool_:
-        return a
     return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
 
 
 def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
-    """A float to an integer dtype the way the device converts it (OpenCL's convert_<type>_sat): truncated toward
-    zero, NaN to 0, and values beyond the dtype's range clamped to its smallest or largest value."""
+    """A float to an integer dtype the way the device converts it (_float_to_int): truncated toward zero, NaN to 0,
+    and values beyond the dtype's range clamped to its smallest or largest value."""
     info, t = np.iinfo(to), np.trunc(x.astype(np.float64))
     over, under, nan = t >= float(info.max) + 1, t < float(info.min), np.isnan(t)  # both limits are exact doubles
     inside = np.where(over | under | nan, 0, t).astype(to)
@@ -1412,6 +1413,9 @@ _NP_OPS = {
     TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
 _NP_OPS_BOOL = {
+    UnaryOps.RECIP: lambda a: a,
+    BinaryOps.IDIV: np.logical_and,
+    BinaryOps.MOD: lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_),
     UnaryOps.NEG: np.logical_not,
     BinaryOps.ADD: np.logical_or,
     BinaryOps.MAX: np.logical_or,

@@ -280,6 +280,13 @@ def test_integer_reciprocal_of_zero_is_zero(dt, device):
     check_ints(int_kernel(UnaryOps.RECIP, dt, len(values)), [a], want)
 
 
+@pytest.mark.parametrize("op", [BinaryOps.IDIV, BinaryOps.MOD], ids=lambda o: o.name)
+def test_bool_division_and_remainder_are_numpys_on_0_and_1(op, device):
+    a, b = np.array([False, False, True, True]), np.array([False, True, False, True])
+    want = [int(x) // int(y) if y else 0 for x, y in zip(a, b)] if op is BinaryOps.IDIV else [0] * 4
+    check_ints(int_kernel(op, dtypes.bool, 4), [a, b], [bool(w) for w in want])
+
+
 CAST_VALUES = [math.nan, math.inf, -math.inf, 3e9, -3e9, 1e20, -1e20, 300.0, -200.0, 65536.5, -1.5, 2.7, -0.0]
 
 
