@@ -12,8 +12,9 @@ denormals (ints with 0, -1 and their extremes), and ops on whatever they get: sh
 integer division, remainder and reciprocal by anything (0 and -1 included), reciprocals of zeros, square roots and
 logs of negatives, float-to-int casts of NaN, infinities and values beyond the int's range.
 
-The default run is small (12 ASTs of each kind). FUZZ=N runs N random ASTs of each instead (FUZZ_SEED=S starts from
-another seed); a failure names its case as fuzz_case(seed, n) or fuzz_case(seed, n, special=True), which replays it.
+The default run is small (12 plain ASTs, 36 special ones). FUZZ=N runs N random ASTs of each instead (FUZZ_SEED=S
+starts from another seed); a failure names its case as fuzz_case(seed, n) or fuzz_case(seed, n, special=True),
+which replays it.
 """
 
 from __future__ import annotations
@@ -388,7 +389,8 @@ def test_fuzzer_random_kernels_of_every_dtype_verify():
 
 
 def test_fuzzer_edge_values_and_ops_verify():
-    count, seed = int(os.environ.get("FUZZ", 12)), int(os.environ.get("FUZZ_SEED", 0))
+    # 36 by default: cases 30 and 33 of seed 0 found wrong results before the numerics were defined
+    count, seed = int(os.environ.get("FUZZ", 36)), int(os.environ.get("FUZZ_SEED", 0))
     verified = fuzz(count, seed, special=True)
     print(f"fuzz: {count} random ASTs with edge values and ops, {verified} kernels verified (FUZZ_SEED={seed})")
     assert verified >= 2 * count
