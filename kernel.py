@@ -349,6 +349,36 @@ class ConstBuffer:
         _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
         if (why := const_out_of_range(self.val, self.dtype)) is not None:
             raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
+        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is None:
+            return
+        # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
+        # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+        if not isinstance(self.val, Node):
+            object.__setattr__(self, "val", round_to_float(float(self.val), *fmt))
+        elif max(-self.val.min, self.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+            raise ValueError(
+                f"CONST {self.val.render()} of {self.dtype.name}: a value in {self.val.min}..{self.val.max} can be "
+                f"beyond the integers {self.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
+            )
+
+
+# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
+    dtypes.float16: (11, -14, 65504.0),
+    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
+}
+
+
+def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
+    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
+    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
+    rounds past `largest` is an infinity of its sign; nan stays nan."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
+    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
+    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
+    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
 
 
 @dataclass(frozen=True)
@@ -3112,7 +3142,7 @@ def optimize(k: Kernel) -> Kernel:
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
-    """LazyOp.__post_init__'s checks of one node: its op, its sources and the kind of its arg."""
+    """LazyOp.__post_init__'s checks of one node: its op, its sources, the kind of its arg and its sources' dtypes."""
     if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
         raise ValueError(
             f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
@@ -3136,6 +3166,23 @@ def check_lazyop_fields(self: LazyOp) -> None:
         raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
     if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
         raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+    if (mixed := alu_dtype_mix(self)) is not None:
+        raise ValueError(mixed)
+
+
+def alu_dtype_mix(x: LazyOp) -> str | None:
+    """Why the sources of ALU op x don't share one dtype, or None if they do. tinygrad computes every ALU op in
+    one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's bool condition and the bool
+    result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()), so it mixes with that."""
+    if x.op not in BinaryOps and x.op not in TernaryOps:
+        return None  # a unary op has one source; CAST and BITCAST change the dtype on purpose
+    srcs = x.src[1:] if x.op is TernaryOps.WHERE else x.src
+    if x.op is TernaryOps.WHERE and x.src[0].dtype != dtypes.bool:
+        return f"WHERE needs a bool condition, got {x.src[0].dtype.name} (compare it with CMPNE first)"
+    if len({s.dtype.scalar() for s in srcs}) > 1:
+        names = ", ".join(s.dtype.name for s in srcs)
+        return f"{x.op.name} of different dtypes ({names}): CAST its sources to one dtype first"
+    return None
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
@@ -3287,7 +3334,7 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     BinaryOps.ADD: operator.add,
     BinaryOps.MUL: operator.mul,
     BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
-    BinaryOps.MAX: max,
+    BinaryOps.MAX: lambda a, b: a if a != a or a > b else b,  # numpy's maximum: a nan wins
     BinaryOps.MOD: math.fmod,
     BinaryOps.CMPLT: operator.lt,
     BinaryOps.CMPNE: operator.ne,

@@ -17,6 +17,7 @@ import io
 import itertools
 import math
 import os
+import re
 import statistics
 import sys
 import threading
@@ -70,7 +71,9 @@ from kernel import (
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
 # ============================================================================================================
 # name -> (numpy dtype, C type in memory, C type in registers). half is kept in memory and computed as float
-# (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte.
+# (vload_half/vstore_half are core OpenCL, cl_khr_fp16 is not); bool lives in memory as one byte. bfloat16 is the
+# top half of a float32: kept in memory as 16 bits (a ushort), computed as float; on the host its arrays are
+# float32 ones, rounded to bfloat16 on the way to the device (see _bf16_bits).
 _TYPES = {
     "bool": (np.bool_, "uchar", "bool"),
     "char": (np.int8, "char", "char"),
@@ -82,6 +85,7 @@ _TYPES = {
     "long": (np.int64, "long", "long"),
     "unsigned long": (np.uint64, "ulong", "ulong"),
     "half": (np.float16, "half", "float"),
+    "__bf16": (np.float32, "ushort", "float"),
     "float": (np.float32, "float", "float"),
     "double": (np.float64, "double", "double"),
 }
@@ -118,6 +122,28 @@ def _is_float(dt) -> bool:
     return np_dtype(dt).kind == "f"
 
 
+def _is_bf16(dt) -> bool:
+    return dt == dtypes.bfloat16
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values as bfloat16 bits: the top 16 bits of each, rounded to nearest even (as the kernel's stores
+    round, and NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def _bf16_floats(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bits as the float32 values they are."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (kept as float32)."""
+    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x))
+
+
 def _c_const(val, dt) -> str:
     """A constant as a C literal of the register type of dt."""
     if np_dtype(dt) == np.bool_:
@@ -126,8 +152,15 @@ def _c_const(val, dt) -> str:
         return "NAN"
     if math.isinf(val):
         return "INFINITY" if val > 0 else "(-INFINITY)"
-    if _is_float(dt):
-        text = repr(float(val)) + ("" if _type(dt)[2] == "double" else "f")
+    if _is_float(dt) and _type(dt)[2] == "double":
+        text = repr(float(val))
+    elif _is_float(dt):  # the float32 numpy makes of val, in digits that C reads back as that same float
+        with np.errstate(over="ignore"):
+            f32 = np.float32(val)
+        if math.isinf(f32):  # a finite double beyond float32's range: an infinity, as in numpy
+            return "INFINITY" if f32 > 0 else "(-INFINITY)"
+        text = str(f32) if any(c in str(f32) for c in ".e") else f"{f32}.0"
+        text += "f"
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
         text = str(int(val)) + _INT_SUFFIX.get(_type(dt)[2], "")
         if val == np.iinfo(np_dtype(dt)).min and val < 0:  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
@@ -222,6 +255,10 @@ _C_OPS_BOOL = {
     BinaryOps.ADD: "({0}||{1})",
     BinaryOps.MUL: "({0}&&{1})",
     BinaryOps.MAX: "({0}||{1})",
+    # as 0 and 1, with x/0 = 0 (numpy's): 1/true is true, 1/false false; a/b is a and b; a%b is always 0
+    UnaryOps.RECIP: "{0}",
+    BinaryOps.IDIV: "({0}&&{1})",
+    BinaryOps.MOD: "0",
 }
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
@@ -230,19 +267,93 @@ _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
 
 # signed int and long overflow is undefined in C (the compiler may assume it never happens), and numpy wraps: these
 # ops are computed in the unsigned type, which wraps, and converted back
-_WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, BinaryOps.SHL, TernaryOps.MULACC}
+_WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, TernaryOps.MULACC}
 
 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     table = _C_OPS_BOOL if np_dtype(src_dtype) == np.bool_ else _C_OPS_FLOAT if _is_float(src_dtype) else {}
     ctype = _type(src_dtype)[2]
+    if op is BinaryOps.MAX and _is_float(src_dtype):  # OpenCL's max() of a NaN is undefined: numpy's maximum
+        return f"{_helper('max', ctype)}({srcs[0]},{srcs[1]})"
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
+    if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
+        return f"{_helper(_INT_HELPERS[op], ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_C_OPS[op].format(*(f'(u{ctype}){s}' for s in srcs))})"
-    if op in (BinaryOps.IDIV, BinaryOps.MOD) and not table:  # an int divisor of 0 (say the padding's) is undefined in
-        return f"({srcs[1]}?{_C_OPS[op].format(*srcs)}:0)"  # C, and lets the compiler drop guards: 0, as numpy gives
     return table.get(op, _C_OPS[op]).format(*srcs)
+
+
+# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
+# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
+_INT_HELPERS = {
+    BinaryOps.IDIV: "idiv",
+    BinaryOps.MOD: "mod",
+    BinaryOps.SHL: "shl",
+    BinaryOps.SHR: "shr",
+    UnaryOps.RECIP: "recip",
+}
+
+
+def _helper_body(kind: str, ctype: str) -> str:
+    """The body of helper `kind` for operands of ctype (a, b; a register ctype of kernel.py's dtypes)."""
+    if kind == "max":  # numpy's maximum, NaN included; +0.0 beats -0.0, so that no order of a reduce matters
+        return "return isnan(a) ? a : isnan(b) ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;"
+    signed, bits = not ctype.startswith("u"), 8 * np.dtype(_C_NUMPY[ctype]).itemsize
+    unsigned = ctype if not signed else "u" + ctype
+    if kind == "idiv":  # x/0 is 0 (numpy's value); INT_MIN/-1 wraps to INT_MIN (numpy's), and x/-1 is -x for all x
+        neg = f"b == -1 ? ({ctype})(0 - ({unsigned})a) : " if signed else ""
+        return f"return b == 0 ? 0 : {neg}a / b;"
+    if kind == "mod":  # x%0 is 0 (numpy's); x%-1 is 0, INT_MIN%-1 included
+        return f"return b == 0{' || b == -1' if signed else ''} ? 0 : a % b;"
+    if kind == "shl":  # numpy: a count outside 0..bits-1 shifts every bit out; computed unsigned, which wraps
+        return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? 0 : ({ctype})(({unsigned})a << b);"
+    if kind == "shr":  # numpy: a count outside 0..bits-1 leaves the sign: -1 for a negative a, else 0
+        if signed:
+            return f"return b < 0 || b >= {bits} ? (a < 0 ? -1 : 0) : a >> b;"
+        return f"return b >= {bits} ? 0 : a >> b;"
+    assert kind == "recip", kind  # the truncated 1/a; numpy's 1/0 depends on the machine: here it is 0, as x/0 is
+    return "return a == 0 ? 0 : 1 / a;"
+
+
+_C_NUMPY = {ctype: np_t for np_t, _, ctype in (v for v in _TYPES.values())}  # register C type -> numpy type
+_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
+    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
+    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
+    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
+    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
+}
+
+
+def _helper(kind: str, ctype: str) -> str:
+    """The name of helper `kind` for ctype (max_float, shl_uchar, ...); render() defines the ones a kernel calls."""
+    name = f"{kind}_{ctype}"
+    if name not in _HELPERS:
+        params = f"{ctype} a" if kind == "recip" else f"{ctype} a, {ctype} b"
+        _HELPERS[name] = f"{ctype} {name}({params}) {{ {_helper_body(kind, ctype)} }}\n"
+    return name
+
+
+def _float_to_int(src: str, dst: str) -> str:
+    """The name of the helper that converts a float of C type src to the integer type dst. C leaves NaN, inf and
+    out-of-range values undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward
+    zero, clamp to dst's range, NaN gives 0. (OpenCL's convert_<type>_sat means the same, but Intel's CPU runtime
+    turns a NaN into UINT_MAX.)"""
+    name = f"{dst}_from_{src}"
+    if name not in _HELPERS:
+        info = np.iinfo(_C_NUMPY[dst])
+        f = "f" if src == "float" else ""
+        top = f"0x1p{info.bits - (info.min < 0)}{f}"  # dst's largest value + 1: a power of 2, exact in any float
+        low = f"({info.min + 1}l-1)" if info.min == -(2**63) else str(info.min)  # C has no literal 2**63
+        clamp = f"a >= {top} ? ({dst}){info.max}{_INT_SUFFIX.get(dst, '')} : a < ({src})({low}) ? ({dst})({low})"
+        _HELPERS[name] = f"{dst} {name}({src} a) {{ return isnan(a) ? 0 : {clamp} : ({dst})a; }}\n"
+    return name
+
+
+def _helpers_used(body: str) -> str:
+    """The definitions of the helpers that the kernel body calls."""
+    called = set(re.findall(r"\b(\w+)\(", body))
+    return "".join(_HELPERS[name] for name in sorted(called & _HELPERS.keys()))
 
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
@@ -494,7 +605,9 @@ class _Renderer:
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
         load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
-        if mem != ctype:
+        if _is_bf16(buf.dtype):
+            load = f"bf16_load({load})"
+        elif mem != ctype:
             load = f"(({ctype}){load})"
         return self.reg(ctype, self._gate(valid, load, zero), "val")
 
@@ -551,6 +664,8 @@ class _Renderer:
                     raise NotImplementedError("BITCAST is supported between 4-byte types only")
                 return f"as_{ctype}({srcs[0]})"
             expr = f"(({ctype})({srcs[0]}))"
+            if _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
+                expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
             if (ctype := _type(x.dtype)[2]) in _NARROW_INTS:
@@ -773,6 +888,8 @@ class _Renderer:
                 idx, valid = self.exprs(i, idxs)
                 if mem == "half":
                     code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
+                elif _is_bf16(buf.dtype):
+                    code = f"{name}[{self.index(idx)}] = bf16_store({val});"
                 else:
                     code = f"{name}[{self.index(idx)}] = {val if mem == ctype else f'({mem})({val})'};"
                 self._guarded(valid, code)
@@ -803,7 +920,9 @@ class _Renderer:
         )
         tc = any(o.op is OptOps.TC for o in k.applied_opts)
         note = _TC_NOTE.format(device=k.opts.device) if tc else ""
-        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        body = "\n".join(self.lines)
+        prelude += _helpers_used(body)
+        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + body + "\n}\n"
         return Program(name, src, global_size, local_size, args, variables)
 
 
@@ -1138,7 +1257,7 @@ def _poisoned(b: BufferInfo, second: bool = False) -> np.ndarray:
     if dt == np.bool_:
         return np.full(b.size, 0xAB, np.uint8).view(np.bool_)  # neither True (1) nor False (0)
     if dt.kind == "f":
-        return np.full(b.size, -1234.5 if second else np.nan, dt)
+        return np.full(b.size, -1232.0 if second else np.nan, dt)  # -1232.0: a bfloat16 too
     return np.full(b.size, np.iinfo(dt).min if second else np.iinfo(dt).max, dt)
 
 
@@ -1202,6 +1321,8 @@ class _Launch:
                 self.args.append(device_args[idx, kind])
                 continue
             data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b, second_poison)
+            if _is_bf16(b.dtype):
+                data = _bf16_bits(data)  # read() turns them back into floats
             if b.output:
                 self.outputs[idx] = data
             if data.dtype == np.bool_:
@@ -1245,7 +1366,8 @@ class _Launch:
                 else:
                     cl.enqueue_copy(queue, out, arg)
         queue.finish()
-        return [self.outputs[i].reshape(self.infos[i].shape) for i in sorted(self.outputs)]
+        outs = {i: _bf16_floats(x) if _is_bf16(self.infos[i].dtype) else x for i, x in self.outputs.items()}
+        return [outs[i].reshape(self.infos[i].shape) for i in sorted(outs)]
 
 
 def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poison: bool = False) -> list[np.ndarray]:
@@ -1275,18 +1397,52 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-# MAX is fmax: OpenCL leaves max() of a NaN undefined, and devices (PoCL among them) return the other operand
+def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
+    so the sign of a zero would depend on the order of a reduce."""
+    if np.asarray(a).dtype.kind != "f":
+        return np.maximum(a, b)
+    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
+    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
+    """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
+    ret = np.max(src, axis=axes, keepdims=True, initial=initial)
+    if src.dtype.kind == "f":
+        has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
+        ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
+    return ret
+
+
+def _np_recip(a: np.ndarray) -> np.ndarray:
+    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
+    an integer division by 0 gives too)."""
+    if a.dtype.kind == "f":
+        return np.reciprocal(a)
+    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
+
+
+def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
+    """A float to an integer dtype the way the device converts it (_float_to_int): truncated toward zero, NaN to 0,
+    and values beyond the dtype's range clamped to its smallest or largest value."""
+    info, t = np.iinfo(to), np.trunc(x.astype(np.float64))
+    over, under, nan = t >= float(info.max) + 1, t < float(info.min), np.isnan(t)  # both limits are exact doubles
+    inside = np.where(over | under | nan, 0, t).astype(to)
+    return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
+
+
 _NP_OPS = {
     UnaryOps.EXP2: np.exp2,
     UnaryOps.LOG2: np.log2,
     UnaryOps.SIN: np.sin,
     UnaryOps.SQRT: np.sqrt,
-    UnaryOps.RECIP: np.reciprocal,
+    UnaryOps.RECIP: _np_recip,
     UnaryOps.NEG: np.negative,
     BinaryOps.ADD: np.add,
     BinaryOps.MUL: np.multiply,
     BinaryOps.MOD: np.fmod,
-    BinaryOps.MAX: np.fmax,
+    BinaryOps.MAX: _np_max,
     BinaryOps.CMPLT: np.less,
     BinaryOps.CMPNE: np.not_equal,
     BinaryOps.XOR: np.bitwise_xor,
@@ -1297,6 +1453,9 @@ _NP_OPS = {
     TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
 _NP_OPS_BOOL = {
+    UnaryOps.RECIP: lambda a: a,
+    BinaryOps.IDIV: np.logical_and,
+    BinaryOps.MOD: lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_),
     UnaryOps.NEG: np.logical_not,
     BinaryOps.ADD: np.logical_or,
     BinaryOps.MAX: np.logical_or,
@@ -1370,16 +1529,23 @@ class _Reference:
             src = self.value(x.src[0], box, memo)
             src = np.broadcast_to(src, tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
-            if x.op is ReduceOps.MAX:  # fmax, like OpenCL's max on devices: a NaN operand loses
-                ret = np.fmax.reduce(src, axis=axes, keepdims=True, initial=_reduce_init(x.op, x.dtype))
+            if x.op is ReduceOps.MAX:
+                ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
             elif dt == np.bool_:
                 ret = np.any(src, axis=axes, keepdims=True)
-            else:  # floats are summed in float64: the reference should be closer to the truth than the kernel
-                ret = np.sum(src, axis=axes, keepdims=True, dtype=np.float64 if dt.kind == "f" else dt).astype(dt)
+            elif dt.kind == "f":  # in float64: the reference should be closer to the truth than the kernel; from
+                # +0.0, as the kernel's accumulator starts (a sum of -0.0s is +0.0; np.sum would keep -0.0)
+                ret = (np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0).astype(dt)
+            else:
+                ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
         elif x.op is UnaryOps.CAST:
             target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
             # a CAST to half is a float in registers, as on the device: it is rounded to half where it is stored
-            ret = self.value(x.src[0], box, memo).astype(_compute_np(target))
+            src = self.value(x.src[0], box, memo)
+            if src.dtype.kind == "f" and _compute_np(target).kind in "iu":
+                ret = _np_cast_float_to_int(src, _compute_np(target))
+            else:
+                ret = src.astype(_compute_np(target))
         elif x.op is UnaryOps.BITCAST:
             src = self.value(x.src[0], box, memo)
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
@@ -1404,7 +1570,7 @@ class _Reference:
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
                 out = outputs[root.arg.idx]
                 out = out.view(np.uint8) if out.dtype == np.bool_ else out
-                out[idx[valid]] = val[valid].astype(out.dtype)
+                out[idx[valid]] = _round_bf16(val[valid]) if _is_bf16(root.arg.dtype) else val[valid].astype(out.dtype)
 
 
 def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
@@ -1418,7 +1584,9 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
         for b in infos
         if b.read
     }
+    data.update({b.idx: _round_bf16(data[b.idx]) for b in infos if b.read and _is_bf16(b.dtype)})  # as uploaded
     outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
+    outputs.update({b.idx: _round_bf16(outputs[b.idx]) for b in infos if b.output and _is_bf16(b.dtype)})
     with np.errstate(all="ignore"):
         _Reference(ast, data).run(outputs)
     return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
@@ -1429,7 +1597,7 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> tuple[float, float]:
     last bits, half in many more; a sum of n terms also differs by about sqrt(n) roundings of its terms (which are
     about 1 for random_inputs), however small the sum itself."""
     names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
-    rtol = 2e-2 if "half" in names else 1e-3
+    rtol = 2e-2 if names & {"half", "__bf16"} else 1e-3
     terms = max([_reduced_size(x) for root in ast for x in root.lazyops if x.op in ReduceOps], default=1)
     return rtol, rtol * max(1.0, math.sqrt(terms))
 

@@ -7,8 +7,14 @@ buffers, combined by random ops of the dtype at hand (bool, int8 ... uint64, hal
 opts and without, and then after each of a few random opts that the kernel accepts; every rejected opt must leave the
 kernel exactly as it was.
 
-The default run is small (12 ASTs). FUZZ=N runs N random ASTs instead (FUZZ_SEED=S starts from another seed); a
-failure names its case as fuzz_case(seed, n), which replays it alone.
+A second run, with `special` set, feeds the edges of every dtype: inputs sprinkled with NaN, +-inf, -0.0 and
+denormals (ints with 0, -1 and their extremes), and ops on whatever they get: shifts by counts outside the width,
+integer division, remainder and reciprocal by anything (0 and -1 included), reciprocals of zeros, square roots and
+logs of negatives, float-to-int casts of NaN, infinities and values beyond the int's range.
+
+The default run is small (12 plain ASTs, 36 special ones). FUZZ=N runs N random ASTs of each instead (FUZZ_SEED=S
+starts from another seed); a failure names its case as fuzz_case(seed, n) or fuzz_case(seed, n, special=True),
+which replays it.
 """
 
 from __future__ import annotations
@@ -95,11 +101,42 @@ def _small_const(rng: np.random.Generator, dt: DType):
 class AstBuilder:
     """Random expression trees of one dtype over loads of random views (one new input buffer per load).
 
-    Only what C defines: integer division and remainder by a positive constant, shifts by 0..3, float-to-int casts
-    of values in [-8, 8), square roots and reciprocals of x*x + 1."""
+    Plain: integer division and remainder by a positive constant, shifts by 0..3, float-to-int casts of values in
+    [-8, 8), square roots and reciprocals of x*x + 1. `special` adds, a quarter of the time, the ops at their edges
+    (see the module's docstring); those choices come from a second generator, so that a plain case replays as it
+    always did."""
 
-    def __init__(self, rng: np.random.Generator):
-        self.rng, self.next_idx = rng, 1
+    def __init__(self, rng: np.random.Generator, special: np.random.Generator | None = None):
+        self.rng, self.next_idx, self.special = rng, 1, special
+
+    def edgy(self) -> bool:
+        """Whether to build an op at its edges here (special cases only)."""
+        return self.special is not None and self.special.random() < 0.25
+
+    def edge_op(self, shape, dt: DType, sub) -> LazyOp | None:
+        """An op of dt on operands that C leaves undefined or that numpy defines its own way, or None (bool)."""
+        pick = self.special.integers
+        if dtypes.is_int(dt):
+            op = [BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP][pick(5)]
+            if op is UnaryOps.RECIP:
+                return alu(op, sub())
+            if op in (BinaryOps.SHL, BinaryOps.SHR) and pick(2):  # a count just outside the width
+                bits = 8 * dt.itemsize
+                count = int(pick(-2 if not dtypes.is_unsigned(dt) else 0, bits + 3))
+                return alu(op, sub(), const(count, shape, dt))
+            return alu(op, sub(), sub())  # any divisor or count: 0, -1 and INT_MIN come in from the inputs
+        if dtypes.is_float(dt):
+            kind = int(pick(4))
+            if kind == 0:  # a reciprocal of the zeros (and NaNs, infs, ...) among x; the rest becomes 2
+                x = sub()
+                return alu(
+                    UnaryOps.RECIP,
+                    alu(TernaryOps.WHERE, alu(BinaryOps.CMPNE, x, const(0.0, shape, dt)), const(2.0, shape, dt), x),
+                )
+            if kind == 1:  # square root and log of an input, negatives (NaN) and zeros (-inf) included
+                return alu([UnaryOps.SQRT, UnaryOps.LOG2][pick(2)], self.leaf(shape, dt))
+            return alu(BinaryOps.MAX, sub(), sub())
+        return None
 
     def pick(self, choices: Sequence):
         return choices[int(self.rng.integers(len(choices)))]
@@ -117,6 +154,8 @@ class AstBuilder:
         def sub(d: DType = dt) -> LazyOp:
             return self.expr(shape, d, depth - 1)
 
+        if self.edgy() and (x := self.edge_op(shape, dt, sub)) is not None:
+            return x
         r = self.rng.random()
         if r < 0.12:
             return alu(TernaryOps.WHERE, sub(dtypes.bool), sub(), sub())
@@ -175,6 +214,9 @@ class AstBuilder:
         """dt from another dtype; a float becomes an int only from [-8, 8), where every int type holds it
         (through int32 first: a negative float to an unsigned type is undefined in C)."""
         src_dt = self.pick(DTYPES)
+        if dtypes.is_int(dt) and dtypes.is_float(src_dt) and self.edgy():  # NaN, infs and values beyond dt's range
+            big = float(self.special.choice([1.0, 300.0, 7e4, 3e9, 1e19, 1e30]))
+            return alu(UnaryOps.CAST, alu(BinaryOps.MUL, self.leaf(shape, src_dt), const(big, shape, src_dt)), arg=dt)
         if dtypes.is_int(dt) and dtypes.is_float(src_dt):
             x = alu(UnaryOps.SIN, self.expr(shape, src_dt, depth - 1))
             as_int = alu(UnaryOps.CAST, alu(BinaryOps.MUL, x, const(8.0, shape, src_dt)), arg=dtypes.int32)
@@ -182,10 +224,11 @@ class AstBuilder:
         return alu(UnaryOps.CAST, self.expr(shape, src_dt, depth - 1), arg=dt)
 
 
-def random_ast(rng: np.random.Generator) -> tuple[LazyOp, ...]:
+def random_ast(rng: np.random.Generator, special: np.random.Generator | None = None) -> tuple[LazyOp, ...]:
     """A random kernel AST: an elementwise tree of a random dtype, maybe a SUM/MAX over random axes (sometimes a
-    matmul-like contraction of two broadcast operands), maybe more elementwise work after it, one or two outputs."""
-    b = AstBuilder(rng)
+    matmul-like contraction of two broadcast operands), maybe more elementwise work after it, one or two outputs.
+    With `special`, its ops include the edge cases (AstBuilder)."""
+    b = AstBuilder(rng, special)
     shape = tuple(
         int(rng.choice(SIZES)) if rng.random() < 0.08 else int(rng.choice(SIZES[1:]))
         for _ in range(int(rng.integers(1, 5)))
@@ -268,15 +311,46 @@ def verify_random_opts(
 # ============================================================================================================
 # the fuzzer
 # ============================================================================================================
-def fuzz_case(seed: int, n: int) -> int:
+# values at the edges of each kind of dtype, sprinkled into a special case's inputs
+FLOAT_EDGES = {
+    np.float16: [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-6, -1e-6],  # 1e-6: a half denormal
+    np.float32: [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40],
+    np.float64: [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-310, -1e-310],
+}
+
+
+def with_edges(inputs: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    """The inputs with about a quarter of their elements replaced by edge values of their dtype."""
+    out = []
+    for x in inputs:
+        x = x.copy()
+        if x.dtype.kind == "f":
+            edges = np.array(FLOAT_EDGES[x.dtype.type], x.dtype)
+        elif x.dtype.kind in "iu":
+            info = np.iinfo(x.dtype)
+            edges = np.array([0, info.min, info.max, info.min + 1] + ([-1] if info.min < 0 else []), x.dtype)
+        else:
+            out.append(x)
+            continue
+        where = rng.random(x.shape) < 0.25
+        x[where] = rng.choice(edges, int(where.sum()))
+        out.append(x)
+    return out
+
+
+def fuzz_case(seed: int, n: int, special: bool = False) -> int:
     """Case n of seed: a random AST on a random target, verified with the heuristics and then random opts, and
-    without opts and then random opts. Raises on a wrong kernel, naming the case; returns the kernels verified."""
+    without opts and then random opts. Raises on a wrong kernel, naming the case; returns the kernels verified.
+    `special`: the edge values and ops (see the module's docstring)."""
     rng = np.random.default_rng([seed, n])  # each case on its own: fuzz_case(seed, n) replays it
-    ast = random_ast(rng)
+    edges = np.random.default_rng([seed, n, 1]) if special else None
+    ast = random_ast(rng, edges)
     target = list(TARGETS)[rng.integers(len(TARGETS))]
     k, verified = None, 0
     try:
         inputs = R.random_inputs(ast, seed=n)
+        if edges is not None:
+            inputs = with_edges(inputs, edges)
         expected = R.reference(ast, *inputs)
         for heuristics in (True, False):
             k = Kernel(*ast, opts=TARGETS[target])
@@ -286,15 +360,14 @@ def fuzz_case(seed: int, n: int) -> int:
             verified += 1 + verify_random_opts(k, inputs, rng, expected=expected)
     except Exception as e:
         opts = [str(o) for o in k.applied_opts] if k is not None else "none"
-        raise AssertionError(
-            f"fuzz_case({seed}, {n}) on {target}, opts {opts}: {type(e).__name__}: {e}\nAST: {ast}"
-        ) from e
+        case = f"fuzz_case({seed}, {n}{', special=True' if special else ''})"
+        raise AssertionError(f"{case} on {target}, opts {opts}: {type(e).__name__}: {e}\nAST: {ast}") from e
     return verified
 
 
-def fuzz(count: int, seed: int) -> int:
+def fuzz(count: int, seed: int, special: bool = False) -> int:
     """Run cases 0 .. count-1 of seed; returns how many kernels were verified."""
-    return sum(fuzz_case(seed, n) for n in range(count))
+    return sum(fuzz_case(seed, n, special) for n in range(count))
 
 
 def test_fuzzer_random_kernels_of_every_dtype_verify():
@@ -302,6 +375,14 @@ def test_fuzzer_random_kernels_of_every_dtype_verify():
     verified = fuzz(count, seed)
     print(f"fuzz: {count} random ASTs, {verified} kernels verified (FUZZ_SEED={seed})")
     assert verified >= 2 * count  # each AST verifies at least with the heuristics and without opts
+
+
+def test_fuzzer_edge_values_and_ops_verify():
+    # 36 by default: cases 30 and 33 of seed 0 found wrong results before the numerics were defined
+    count, seed = int(os.environ.get("FUZZ", 36)), int(os.environ.get("FUZZ_SEED", 0))
+    verified = fuzz(count, seed, special=True)
+    print(f"fuzz: {count} random ASTs with edge values and ops, {verified} kernels verified (FUZZ_SEED={seed})")
+    assert verified >= 2 * count
 
 
 # cases that found a defect (fixed since, each also pinned by a rule in test_defects.py): a CAST to half, a negated
@@ -325,3 +406,21 @@ def test_random_asts_cover_every_dtype_op_and_view():
     assert "mask=((" in text and "strides=(-" in text and "CONST" in text
     shapes = [root.arg.st.shape for ast in asts for root in ast]
     assert any(0 in s for s in shapes) and any(1 in s for s in shapes)
+
+
+def test_special_asts_cover_the_edge_ops():
+    rng, edges = np.random.default_rng(1), np.random.default_rng(2)
+    asts = [random_ast(rng, edges) for _ in range(200)]
+    nodes = [x for ast in asts for root in ast for x in root.lazyops]
+    ops = {(x.op, dtypes.is_int(x.dtype)) for x in nodes}
+    assert {(op, True) for op in (BinaryOps.IDIV, BinaryOps.MOD, UnaryOps.RECIP)} <= ops
+    assert (UnaryOps.LOG2, False) in ops and (BinaryOps.MAX, False) in ops
+    counts = [
+        (x.src[1].arg.val, 8 * x.dtype.itemsize)
+        for x in nodes
+        if x.op in (BinaryOps.SHL, BinaryOps.SHR) and x.src[1].op is BufferOps.CONST
+    ]
+    assert any(c < 0 for c, _ in counts) and any(c >= bits for c, bits in counts)
+    assert any(x.op is UnaryOps.RECIP and x.src[0].op is TernaryOps.WHERE for x in nodes)  # of zeros
+    casts = [x for x in nodes if x.op is UnaryOps.CAST and dtypes.is_int(x.arg) and dtypes.is_float(x.src[0].dtype)]
+    assert any(x.src[0].op is BinaryOps.MUL and x.src[0].src[1].arg.val >= 3e9 for x in casts)

@@ -386,14 +386,18 @@ def test_max_reduce_starts_at_minus_infinity():
     np.testing.assert_allclose(R.run(k, x)[0], x.max(1))
 
 
-def test_max_with_a_nan_gives_the_other_operand_as_devices_do():
-    """OpenCL leaves max() of a NaN undefined; devices return the other operand (fmax), and so does the reference."""
+def test_max_with_a_nan_gives_nan_as_numpy_does():
+    """OpenCL leaves max() of a NaN undefined (devices return the other operand): the kernel takes numpy's maximum,
+    where a NaN wins, and so does the reference (test_numerics.py tests every path)."""
     st = ShapeTracker.from_shape((8, 16))
     relu_sqrt = alu(BinaryOps.MAX, alu(UnaryOps.SQRT, load(1, st)), const(0.0, (8, 16)))
     k = Kernel(store(reduce(ReduceOps.MAX, relu_sqrt, (1,))))
     x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)  # negatives: sqrt gives NaN
     (ref,) = R.reference(k, x)
-    np.testing.assert_allclose(ref, np.sqrt(np.maximum(x, 0)).max(1), rtol=1e-6)
+    with np.errstate(invalid="ignore"):
+        want = np.maximum(np.sqrt(x), 0).max(1)
+    assert np.isnan(want).all()  # every row has a negative
+    np.testing.assert_allclose(ref, want, rtol=1e-6)
     R.verify(k, x)
 
 
