@@ -2,7 +2,7 @@
 
 Each colour of a kernel's shape becomes code as kernel.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
 in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 = get_group_id(1);  /* blue, axis 0:
-0..15 */`. The grouped reduce (green) is _Renderer.group_reduce.
+0 <= gidx0 < 16 */`. The grouped reduce (green) is _Renderer.group_reduce.
 
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
@@ -529,10 +529,11 @@ class _Renderer:
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
+                name = f"{prefix}{axis}"
                 self.line(
-                    f"int {prefix}{axis} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0..{cexpr(size - 1)} */"
+                    f"int {name} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)} */"
                 )
-                idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
+                idxs[axis] = Variable(name, 0, size - 1)
 
     # -- loads --
     def exprs(self, i: int, idxs: list[Any]):
