@@ -30,42 +30,10 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from kernel import (
-    DEMOS,
-    TARGETS,
-    AndNode,
-    BinaryOps,
-    BufferOps,
-    ConstBuffer,
-    DivNode,
-    Kernel,
-    LazyOp,
-    LtNode,
-    MemBuffer,
-    ModNode,
-    MulNode,
-    Node,
-    NumNode,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    SumNode,
-    TernaryOps,
-    UnaryOps,
-    Variable,
-    dedup,
-    demo_kernel,
-    dtypes,
-    int_at_least,
-    parse_opt_arg,
-    prod,
-    render_lt_as_ge,
-    run_command_line,
-    sym_infer,
-    sym_render,
-    verify_lazyop,
-)
+from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
+from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
+from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
+from kernel import run_command_line, sym_infer, sym_render, verify_lazyop
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
