@@ -196,39 +196,57 @@ class Program:
     vars: list[Variable] = field(default_factory=list)
 
 
-# OpenCL C for each op; {0}, {1}, {2} are the C expressions of the sources
-_C_OPS = {
-    UnaryOps.EXP2: "exp2({0})",
-    UnaryOps.LOG2: "log2({0})",
-    UnaryOps.SIN: "sin({0})",
-    UnaryOps.SQRT: "sqrt({0})",
-    UnaryOps.NEG: "(-{0})",
-    UnaryOps.RECIP: "(1/{0})",
-    BinaryOps.ADD: "({0}+{1})",
-    BinaryOps.MUL: "({0}*{1})",
-    BinaryOps.IDIV: "({0}/{1})",
-    BinaryOps.MOD: "({0}%{1})",
-    BinaryOps.MAX: "max({0},{1})",
-    BinaryOps.CMPLT: "({0}<{1})",
-    BinaryOps.CMPNE: "({0}!={1})",
-    BinaryOps.XOR: "({0}^{1})",
-    BinaryOps.SHL: "({0}<<{1})",
-    BinaryOps.SHR: "({0}>>{1})",
-    TernaryOps.WHERE: "({0}?{1}:{2})",
-    TernaryOps.MULACC: "(({0}*{1})+{2})",
+def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
+    so the sign of a zero would depend on the order of a reduce."""
+    if np.asarray(a).dtype.kind != "f":
+        return np.maximum(a, b)
+    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
+    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _np_recip(a: np.ndarray) -> np.ndarray:
+    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
+    an integer division by 0 gives too)."""
+    if a.dtype.kind == "f":
+        return np.reciprocal(a)
+    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
+
+
+# each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources) and in numpy (the reference's meaning)
+_OPS = {
+    UnaryOps.EXP2: ("exp2({0})", np.exp2),
+    UnaryOps.LOG2: ("log2({0})", np.log2),
+    UnaryOps.SIN: ("sin({0})", np.sin),
+    UnaryOps.SQRT: ("sqrt({0})", np.sqrt),
+    UnaryOps.NEG: ("(-{0})", np.negative),
+    UnaryOps.RECIP: ("(1/{0})", _np_recip),
+    BinaryOps.ADD: ("({0}+{1})", np.add),
+    BinaryOps.MUL: ("({0}*{1})", np.multiply),
+    BinaryOps.IDIV: ("({0}/{1})", np.true_divide),
+    BinaryOps.MOD: ("({0}%{1})", np.fmod),
+    BinaryOps.MAX: ("max({0},{1})", _np_max),
+    BinaryOps.CMPLT: ("({0}<{1})", np.less),
+    BinaryOps.CMPNE: ("({0}!={1})", np.not_equal),
+    BinaryOps.XOR: ("({0}^{1})", np.bitwise_xor),
+    BinaryOps.SHL: ("({0}<<{1})", np.left_shift),
+    BinaryOps.SHR: ("({0}>>{1})", np.right_shift),
+    TernaryOps.WHERE: ("({0}?{1}:{2})", np.where),
+    TernaryOps.MULACC: ("(({0}*{1})+{2})", lambda a, b, c: a * b + c),
 }
-# ... and where the sources' dtype changes the spelling (C's integer max/NEG would be wrong for bool, % for floats)
-_C_OPS_BOOL = {
-    UnaryOps.NEG: "(!{0})",
-    BinaryOps.ADD: "({0}||{1})",
-    BinaryOps.MUL: "({0}&&{1})",
-    BinaryOps.MAX: "({0}||{1})",
-    # as 0 and 1, with x/0 = 0 (numpy's): 1/true is true, 1/false false; a/b is a and b; a%b is always 0
-    UnaryOps.RECIP: "{0}",
-    BinaryOps.IDIV: "({0}&&{1})",
-    BinaryOps.MOD: "0",
+# ... and on bools, where C's integer meaning would be wrong: as 0 and 1, with x/0 = 0 (numpy's): 1/true is true,
+# 1/false false; a/b is a and b; a%b is always 0
+_OPS_BOOL = {
+    UnaryOps.NEG: ("(!{0})", np.logical_not),
+    BinaryOps.ADD: ("({0}||{1})", np.logical_or),
+    BinaryOps.MUL: ("({0}&&{1})", np.logical_and),
+    BinaryOps.MAX: ("({0}||{1})", np.logical_or),
+    UnaryOps.RECIP: ("{0}", lambda a: a),
+    BinaryOps.IDIV: ("({0}&&{1})", np.logical_and),
+    BinaryOps.MOD: ("0", lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_)),
 }
-_C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
+_C_OPS_BOOL = {op: c for op, (c, _) in _OPS_BOOL.items()}
+_C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}  # C's % is for ints only
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
 
@@ -248,8 +266,8 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
         return f"{_helper(_INT_HELPERS[op], ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
-        return f"(({ctype}){_C_OPS[op].format(*(f'(u{ctype}){s}' for s in srcs))})"
-    return table.get(op, _C_OPS[op]).format(*srcs)
+        return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
+    return table.get(op, _OPS[op][0]).format(*srcs)
 
 
 # C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
@@ -1366,15 +1384,6 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
-    so the sign of a zero would depend on the order of a reduce."""
-    if np.asarray(a).dtype.kind != "f":
-        return np.maximum(a, b)
-    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
-    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
-
-
 def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
     """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
     ret = np.max(src, axis=axes, keepdims=True, initial=initial)
@@ -1382,14 +1391,6 @@ def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarra
         has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
         ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
     return ret
-
-
-def _np_recip(a: np.ndarray) -> np.ndarray:
-    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
-    an integer division by 0 gives too)."""
-    if a.dtype.kind == "f":
-        return np.reciprocal(a)
-    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
 
 
 def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
@@ -1401,48 +1402,17 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
 
 
-_NP_OPS = {
-    UnaryOps.EXP2: np.exp2,
-    UnaryOps.LOG2: np.log2,
-    UnaryOps.SIN: np.sin,
-    UnaryOps.SQRT: np.sqrt,
-    UnaryOps.RECIP: _np_recip,
-    UnaryOps.NEG: np.negative,
-    BinaryOps.ADD: np.add,
-    BinaryOps.MUL: np.multiply,
-    BinaryOps.MOD: np.fmod,
-    BinaryOps.MAX: _np_max,
-    BinaryOps.CMPLT: np.less,
-    BinaryOps.CMPNE: np.not_equal,
-    BinaryOps.XOR: np.bitwise_xor,
-    BinaryOps.SHL: np.left_shift,
-    BinaryOps.SHR: np.right_shift,
-    BinaryOps.IDIV: np.true_divide,
-    TernaryOps.WHERE: np.where,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
-_NP_OPS_BOOL = {
-    UnaryOps.RECIP: lambda a: a,
-    BinaryOps.IDIV: np.logical_and,
-    BinaryOps.MOD: lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_),
-    UnaryOps.NEG: np.logical_not,
-    BinaryOps.ADD: np.logical_or,
-    BinaryOps.MAX: np.logical_or,
-    BinaryOps.MUL: np.logical_and,
-}
-
-
 def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
     """One op with tinygrad's meaning on numpy arrays; dt is the dtype of the sources, and integers are computed in
     it (wrapping as the device does). MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient
     of ints truncates toward zero."""
-    if np_dtype(dt) == np.bool_ and op in _NP_OPS_BOOL:
-        return _NP_OPS_BOOL[op](*srcs)
+    if np_dtype(dt) == np.bool_ and op in _OPS_BOOL:
+        return _OPS_BOOL[op][1](*srcs)
     if op is BinaryOps.IDIV and not _is_float(dt):
         a, b = srcs
         q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
         return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
-    return _NP_OPS[op](*srcs)
+    return _OPS[op][1](*srcs)
 
 
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
