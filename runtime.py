@@ -264,7 +264,7 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
     if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
-        return f"{_helper(_INT_HELPERS[op], ctype)}({','.join(srcs)})"
+        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
     return table.get(op, _OPS[op][0]).format(*srcs)
@@ -272,13 +272,7 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
 
 # C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
 # (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
-_INT_HELPERS = {
-    BinaryOps.IDIV: "idiv",
-    BinaryOps.MOD: "mod",
-    BinaryOps.SHL: "shl",
-    BinaryOps.SHR: "shr",
-    UnaryOps.RECIP: "recip",
-}
+_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
 
 
 def _helper_body(kind: str, ctype: str) -> str:
@@ -370,16 +364,12 @@ def _check_int32(node, what: str):
 
 def _largest(x) -> int:
     """The largest value of a size (a symbolic one at the top of its range)."""
-    while isinstance(x, Node):
-        x = x.max
-    return x
+    return _largest(x.max) if isinstance(x, Node) else x
 
 
 def _smallest(x) -> int:
     """The smallest value of a bound (a symbolic one at the bottom of its range)."""
-    while isinstance(x, Node):
-        x = x.min
-    return x
+    return _smallest(x.min) if isinstance(x, Node) else x
 
 
 def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> list[list[tuple[int, int]]]:
@@ -441,6 +431,13 @@ class _Renderer:
     def open(self, header: str, comment: str = "") -> None:
         self.line(header + " {" + (f"  /* {comment} */" if comment else ""))
         self.scopes.append(dict(self.scopes[-1]))  # registers of outer scopes stay usable inside
+
+    def open_loop(self, var: str, size, comment: str = "") -> None:
+        self.open(f"for (int {var} = 0; {var} < {cexpr(size)}; {var}++)", comment)
+
+    def open_group_firsts(self) -> None:
+        """Only the first thread of each group (group ids 0) runs what follows: it holds the finished results."""
+        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
 
     def close(self) -> None:
         self.scopes.pop()
@@ -545,11 +542,8 @@ class _Renderer:
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
         buf, st = self.k.bufs[i], self.k.sts[i]
-        if (
-            isinstance(buf, ConstBuffer)
-            or not self.k.opts.supports_float4
-            or _scalar(buf.dtype).name not in ("float", "half")
-        ):
+        floats = not isinstance(buf, ConstBuffer) and _scalar(buf.dtype).name in ("float", "half")
+        if not floats or not self.k.opts.supports_float4:
             return None
         axes = [a for a in st.unit_stride_axes() if a >= self.up and st.shape[a] > 1]
         amts = (4,) if _is_image(buf.dtype) else (2, 4)
@@ -581,11 +575,8 @@ class _Renderer:
             idx, valid, comp, amt = vec
             if valid.max == 0:
                 return zero
-            load = (
-                f"vload_half{amt}(0, {name}+{self.index(idx)})"
-                if mem == "half"
-                else f"*((__global float{amt}*)({name}+{self.index(idx)}))"
-            )  # aligned: one vector load
+            at = f"{name}+{self.index(idx)}"  # aligned: one vector load
+            load = f"vload_half{amt}(0, {at})" if mem == "half" else f"*((__global float{amt}*)({at}))"
             vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
             return f"{vector}.s{_VEC[comp]}"
         idx, valid = self.exprs(i, idxs)
@@ -681,7 +672,7 @@ class _Renderer:
                 )
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
-            self.open(f"for (int lidx{axis} = 0; lidx{axis} < {cexpr(k.full_shape[axis])}; lidx{axis}++)")
+            self.open_loop(f"lidx{axis}", k.full_shape[axis])
             idxs[axis] = Variable(f"lidx{axis}", 0, k.full_shape[axis] - 1)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
@@ -695,9 +686,7 @@ class _Renderer:
             self.close()
         return self.program(global_size, local_size)
 
-    def accumulators(
-        self, r: LazyOp, combos: list[tuple[int, ...]], vec_axis: int | None
-    ) -> dict[tuple[int, ...], str]:
+    def accumulators(self, r: LazyOp, combos: list[tuple], vec_axis: int | None) -> dict[tuple[int, ...], str]:
         """A register per combination, starting at the reduce's identity. When the results are stored as float4
         (or float2) along vec_axis, the registers are the components of vectors: acc0.s0, acc0.s1, ...; the
         OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
@@ -718,14 +707,10 @@ class _Renderer:
         then the stores, which read every reduce's result."""
         k = self.k
         results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
-        if k.group_for_reduces:  # only the first thread of each group holds the finished results
-            self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
-        self.stores(
-            [
-                (idxs, {r: res[key] for r, res in zip(k.reduceops, results)})
-                for key, idxs in self.result_idxs(late_idxs).items()
-            ]
-        )
+        if k.group_for_reduces:
+            self.open_group_firsts()
+        finished = self.result_idxs(late_idxs).items()
+        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
         if k.group_for_reduces:
             self.close()
 
@@ -739,9 +724,7 @@ class _Renderer:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
-            self.open(
-                f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)", f"red, axis {axis}"
-            )
+            self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
 
         def acc_of(combo: tuple[int, ...]) -> str:
             """The accumulator of this combination of upcast indices: a magenta (reduce) axis is 1 in the output, so
@@ -762,22 +745,18 @@ class _Renderer:
         return self.group_reduce(n, r, accs)
 
     @property
+    def group_axes(self) -> range:
+        return range(self.k.first_reduce, self.k.first_reduce + self.k.group_for_reduces)
+
+    @property
     def white_axes(self) -> list[int]:
         """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
-        k = self.k
-        return [
-            a
-            for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-            if k.output_shape[a] == k.full_shape[a]
-        ]
+        return [a for a in self.group_axes if self.k.output_shape[a] == self.k.full_shape[a]]
 
     @property
     def group_firsts(self) -> list[str]:
         """The condition for the threads that finish a grouped reduce: group ids 0."""
-        k = self.k
-        return [
-            f"lidx{a}==0" for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.full_shape[a] > 1
-        ]
+        return [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
 
     def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
         """The output element of each finished result: keyed (white axes' values, upcast combination)."""
@@ -799,7 +778,6 @@ class _Renderer:
         instead, one result per value. With several reduce ops, each has its own temp (temp0, temp1, ...)."""
         k, dt = self.k, r.dtype
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
-        group_axes = range(k.first_reduce, last)
         white = self.white_axes
         temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
@@ -824,10 +802,10 @@ class _Renderer:
         whites = list(itertools.product(*[range(k.full_shape[a]) for a in white]))
         # declared before the `if`: the stores after the last reduce read them
         late = {(w, combo): acc for w in whites for combo, acc in self.accumulators(r, list(accs), vec_axis).items()}
-        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
-        green = [a for a in group_axes if a not in white]
+        self.open_group_firsts()
+        green = [a for a in self.group_axes if a not in white]
         for a in green:
-            self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)", f"green, axis {a}: the parts")
+            self.open_loop(f"tidx{a}", k.full_shape[a], f"green, axis {a}: the parts")
         for (w, combo), acc in late.items():
             ws = dict(zip(white, w))
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
@@ -900,11 +878,8 @@ class _Renderer:
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
         name = kernel_name(k)
-        prelude = (
-            "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
-            if self.images
-            else ""
-        )
+        sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
+        prelude = sampler if self.images else ""
         tc = any(o.op is OptOps.TC for o in k.applied_opts)
         note = _TC_NOTE.format(device=k.opts.device) if tc else ""
         body = "\n".join(self.lines)
