@@ -1079,13 +1079,8 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
         if x.op in (BufferOps.LOAD, BufferOps.STORE):
             size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
             old = found.get(x.arg.idx)
-            found[x.arg.idx] = BufferInfo(
-                x.arg.idx,
-                x.arg.dtype,
-                max(size, old.size if old else 0),
-                x.arg.idx in outputs,
-                x.op is BufferOps.LOAD or bool(old and old.read),
-            )
+            size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
+            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
     return [found[i] for i in sorted(found)]
 
 
@@ -1232,13 +1227,10 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
         if not b.read:
             continue
         dt = np_dtype(b.dtype)
-        x = (
-            rng.random(b.size, dtype=np.float32) * 2 - 1
-            if dt.kind == "f"
-            else rng.random(b.size) < 0.5
-            if dt == np.bool_
-            else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
-        )
+        if dt.kind == "f":
+            x = rng.random(b.size, dtype=np.float32) * 2 - 1
+        else:
+            x = rng.random(b.size) < 0.5 if dt == np.bool_ else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
         arrays.append(x.astype(dt).reshape(b.shape))
     return arrays
 
@@ -1291,9 +1283,8 @@ class _Launch:
                 data = data.view(np.uint8)
             if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
                 data = np.zeros(1, data.dtype)
-            flags = (
-                mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
-            ) | mf.COPY_HOST_PTR
+            access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
+            flags = access | mf.COPY_HOST_PTR
             if kind == "image":
                 h, w, _ = b.shape
                 channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
@@ -1666,13 +1657,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver.add_argument("name", nargs="?", choices=list(DEMOS), help="one demo kernel (default: all)")
     ver.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the random inputs (0)")
     for sp in (show, ver):
-        sp.add_argument(
-            "--opt",
-            action="append",
-            type=parse_opt_arg,
-            metavar="OP:AXIS:AMT",
-            help="apply these opts in order instead of the heuristics (repeatable)",
-        )
+        opt_help = "apply these opts in order instead of the heuristics (repeatable)"
+        sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
 
