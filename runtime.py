@@ -338,7 +338,7 @@ def _helpers_used(body: str) -> str:
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
-INT32_MAX = 2**31 - 1  # indices, loop counters and ids are C ints
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
 
 
 def _node_parts(node):
@@ -354,7 +354,7 @@ def _check_int32(node, what: str):
     A part whose bounds are symbolic is checked at the largest value of its variables."""
     for part in _node_parts(node):
         lo, hi = _smallest(part.min), _largest(part.max)
-        if not -INT32_MAX - 1 <= lo <= hi <= INT32_MAX:
+        if not INT32_MIN <= lo <= hi <= INT32_MAX:
             raise ValueError(
                 f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
                 f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
@@ -1121,9 +1121,6 @@ def kernel_vars(k_or_ast) -> list[Variable]:
         for v in root.vars():
             found.setdefault(v.expr, v.unbind()[0] if v._val is not None else v)
     return [found[name] for name in sorted(found)]
-
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
