@@ -1618,10 +1618,8 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
     variables = kernel_vars(k_or_ast)
     if not variables:
         return [{}]
-    return [
-        {v.expr: pick(v) for v in variables}
-        for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
-    ]
+    picks = (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
+    return [{v.expr: pick(v) for v in variables} for pick in picks]
 
 
 def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
