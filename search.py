@@ -517,18 +517,14 @@ def search(
     on_round=None,
     on_progress=None,
 ) -> SearchResult:
-    """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
+    """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
-    Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
-    threads; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
-    stops when a round improves the best time by less than `min_progress` seconds (tinygrad's 0.01 us), or when
-    `timeout` seconds have passed (then the best so far is returned). From a kernel with no opts, the heuristics'
-    kernel starts in the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk
-    cache (cache_dir()). `max_global_size` times each candidate on at most that many work-groups and scales the
-    time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
-    `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
-    k is never changed. A search that timed no kernel (each one dropped, or the timeout before the first) raises
-    SearchError rather than hand k back as if it had been chosen; a kernel without elements comes back as it is."""
+    Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
+    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare
+    k starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
+    `max_global_size`: tinygrad's capped timing (off); `on_round(SearchRound)` and `on_progress(phase, done, total)`
+    report. The answer is verified, k never changed; a search that timed no kernel raises SearchError rather than
+    hand k back as if chosen; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
