@@ -2,7 +2,7 @@
 
 Each colour of a kernel's shape becomes code as kernel.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
 in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 = get_group_id(1);  /* blue, axis 0:
-0..15 */`. The grouped reduce (green) is _Renderer.group_reduce.
+0 <= gidx0 < 16 */`. The grouped reduce (green) is _Renderer.group_reduce.
 
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
@@ -30,42 +30,10 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from kernel import (
-    DEMOS,
-    TARGETS,
-    AndNode,
-    BinaryOps,
-    BufferOps,
-    ConstBuffer,
-    DivNode,
-    Kernel,
-    LazyOp,
-    LtNode,
-    MemBuffer,
-    ModNode,
-    MulNode,
-    Node,
-    NumNode,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    SumNode,
-    TernaryOps,
-    UnaryOps,
-    Variable,
-    dedup,
-    demo_kernel,
-    dtypes,
-    int_at_least,
-    parse_opt_arg,
-    prod,
-    render_lt_as_ge,
-    run_command_line,
-    sym_infer,
-    sym_render,
-    verify_lazyop,
-)
+from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
+from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
+from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
+from kernel import run_command_line, sym_infer, sym_render, verify_lazyop
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -228,39 +196,57 @@ class Program:
     vars: list[Variable] = field(default_factory=list)
 
 
-# OpenCL C for each op; {0}, {1}, {2} are the C expressions of the sources
-_C_OPS = {
-    UnaryOps.EXP2: "exp2({0})",
-    UnaryOps.LOG2: "log2({0})",
-    UnaryOps.SIN: "sin({0})",
-    UnaryOps.SQRT: "sqrt({0})",
-    UnaryOps.NEG: "(-{0})",
-    UnaryOps.RECIP: "(1/{0})",
-    BinaryOps.ADD: "({0}+{1})",
-    BinaryOps.MUL: "({0}*{1})",
-    BinaryOps.IDIV: "({0}/{1})",
-    BinaryOps.MOD: "({0}%{1})",
-    BinaryOps.MAX: "max({0},{1})",
-    BinaryOps.CMPLT: "({0}<{1})",
-    BinaryOps.CMPNE: "({0}!={1})",
-    BinaryOps.XOR: "({0}^{1})",
-    BinaryOps.SHL: "({0}<<{1})",
-    BinaryOps.SHR: "({0}>>{1})",
-    TernaryOps.WHERE: "({0}?{1}:{2})",
-    TernaryOps.MULACC: "(({0}*{1})+{2})",
+def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
+    so the sign of a zero would depend on the order of a reduce."""
+    if np.asarray(a).dtype.kind != "f":
+        return np.maximum(a, b)
+    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
+    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _np_recip(a: np.ndarray) -> np.ndarray:
+    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
+    an integer division by 0 gives too)."""
+    if a.dtype.kind == "f":
+        return np.reciprocal(a)
+    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
+
+
+# each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources) and in numpy (the reference's meaning)
+_OPS = {
+    UnaryOps.EXP2: ("exp2({0})", np.exp2),
+    UnaryOps.LOG2: ("log2({0})", np.log2),
+    UnaryOps.SIN: ("sin({0})", np.sin),
+    UnaryOps.SQRT: ("sqrt({0})", np.sqrt),
+    UnaryOps.NEG: ("(-{0})", np.negative),
+    UnaryOps.RECIP: ("(1/{0})", _np_recip),
+    BinaryOps.ADD: ("({0}+{1})", np.add),
+    BinaryOps.MUL: ("({0}*{1})", np.multiply),
+    BinaryOps.IDIV: ("({0}/{1})", np.true_divide),
+    BinaryOps.MOD: ("({0}%{1})", np.fmod),
+    BinaryOps.MAX: ("max({0},{1})", _np_max),
+    BinaryOps.CMPLT: ("({0}<{1})", np.less),
+    BinaryOps.CMPNE: ("({0}!={1})", np.not_equal),
+    BinaryOps.XOR: ("({0}^{1})", np.bitwise_xor),
+    BinaryOps.SHL: ("({0}<<{1})", np.left_shift),
+    BinaryOps.SHR: ("({0}>>{1})", np.right_shift),
+    TernaryOps.WHERE: ("({0}?{1}:{2})", np.where),
+    TernaryOps.MULACC: ("(({0}*{1})+{2})", lambda a, b, c: a * b + c),
 }
-# ... and where the sources' dtype changes the spelling (C's integer max/NEG would be wrong for bool, % for floats)
-_C_OPS_BOOL = {
-    UnaryOps.NEG: "(!{0})",
-    BinaryOps.ADD: "({0}||{1})",
-    BinaryOps.MUL: "({0}&&{1})",
-    BinaryOps.MAX: "({0}||{1})",
-    # as 0 and 1, with x/0 = 0 (numpy's): 1/true is true, 1/false false; a/b is a and b; a%b is always 0
-    UnaryOps.RECIP: "{0}",
-    BinaryOps.IDIV: "({0}&&{1})",
-    BinaryOps.MOD: "0",
+# ... and on bools, where C's integer meaning would be wrong: as 0 and 1, with x/0 = 0 (numpy's): 1/true is true,
+# 1/false false; a/b is a and b; a%b is always 0
+_OPS_BOOL = {
+    UnaryOps.NEG: ("(!{0})", np.logical_not),
+    BinaryOps.ADD: ("({0}||{1})", np.logical_or),
+    BinaryOps.MUL: ("({0}&&{1})", np.logical_and),
+    BinaryOps.MAX: ("({0}||{1})", np.logical_or),
+    UnaryOps.RECIP: ("{0}", lambda a: a),
+    BinaryOps.IDIV: ("({0}&&{1})", np.logical_and),
+    BinaryOps.MOD: ("0", lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_)),
 }
-_C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}
+_C_OPS_BOOL = {op: c for op, (c, _) in _OPS_BOOL.items()}
+_C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}  # C's % is for ints only
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
 
@@ -278,21 +264,15 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
     if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
-        return f"{_helper(_INT_HELPERS[op], ctype)}({','.join(srcs)})"
+        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
-        return f"(({ctype}){_C_OPS[op].format(*(f'(u{ctype}){s}' for s in srcs))})"
-    return table.get(op, _C_OPS[op]).format(*srcs)
+        return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
+    return table.get(op, _OPS[op][0]).format(*srcs)
 
 
 # C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
 # (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
-_INT_HELPERS = {
-    BinaryOps.IDIV: "idiv",
-    BinaryOps.MOD: "mod",
-    BinaryOps.SHL: "shl",
-    BinaryOps.SHR: "shr",
-    UnaryOps.RECIP: "recip",
-}
+_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
 
 
 def _helper_body(kind: str, ctype: str) -> str:
@@ -358,7 +338,7 @@ def _helpers_used(body: str) -> str:
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
-INT32_MAX = 2**31 - 1  # indices, loop counters and ids are C ints
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
 
 
 def _node_parts(node):
@@ -374,7 +354,7 @@ def _check_int32(node, what: str):
     A part whose bounds are symbolic is checked at the largest value of its variables."""
     for part in _node_parts(node):
         lo, hi = _smallest(part.min), _largest(part.max)
-        if not -INT32_MAX - 1 <= lo <= hi <= INT32_MAX:
+        if not INT32_MIN <= lo <= hi <= INT32_MAX:
             raise ValueError(
                 f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
                 f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
@@ -384,16 +364,12 @@ def _check_int32(node, what: str):
 
 def _largest(x) -> int:
     """The largest value of a size (a symbolic one at the top of its range)."""
-    while isinstance(x, Node):
-        x = x.max
-    return x
+    return _largest(x.max) if isinstance(x, Node) else x
 
 
 def _smallest(x) -> int:
     """The smallest value of a bound (a symbolic one at the bottom of its range)."""
-    while isinstance(x, Node):
-        x = x.min
-    return x
+    return _smallest(x.min) if isinstance(x, Node) else x
 
 
 def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> list[list[tuple[int, int]]]:
@@ -455,6 +431,13 @@ class _Renderer:
     def open(self, header: str, comment: str = "") -> None:
         self.line(header + " {" + (f"  /* {comment} */" if comment else ""))
         self.scopes.append(dict(self.scopes[-1]))  # registers of outer scopes stay usable inside
+
+    def open_loop(self, var: str, size, comment: str = "") -> None:
+        self.open(f"for (int {var} = 0; {var} < {cexpr(size)}; {var}++)", comment)
+
+    def open_group_firsts(self) -> None:
+        """Only the first thread of each group (group ids 0) runs what follows: it holds the finished results."""
+        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
 
     def close(self) -> None:
         self.scopes.pop()
@@ -529,10 +512,11 @@ class _Renderer:
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
+                name = f"{prefix}{axis}"
                 self.line(
-                    f"int {prefix}{axis} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0..{cexpr(size - 1)} */"
+                    f"int {name} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)} */"
                 )
-                idxs[axis] = Variable(f"{prefix}{axis}", 0, size - 1)
+                idxs[axis] = Variable(name, 0, size - 1)
 
     # -- loads --
     def exprs(self, i: int, idxs: list[Any]):
@@ -558,11 +542,8 @@ class _Renderer:
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
         buf, st = self.k.bufs[i], self.k.sts[i]
-        if (
-            isinstance(buf, ConstBuffer)
-            or not self.k.opts.supports_float4
-            or _scalar(buf.dtype).name not in ("float", "half")
-        ):
+        floats = not isinstance(buf, ConstBuffer) and _scalar(buf.dtype).name in ("float", "half")
+        if not floats or not self.k.opts.supports_float4:
             return None
         axes = [a for a in st.unit_stride_axes() if a >= self.up and st.shape[a] > 1]
         amts = (4,) if _is_image(buf.dtype) else (2, 4)
@@ -594,11 +575,8 @@ class _Renderer:
             idx, valid, comp, amt = vec
             if valid.max == 0:
                 return zero
-            load = (
-                f"vload_half{amt}(0, {name}+{self.index(idx)})"
-                if mem == "half"
-                else f"*((__global float{amt}*)({name}+{self.index(idx)}))"
-            )  # aligned: one vector load
+            at = f"{name}+{self.index(idx)}"  # aligned: one vector load
+            load = f"vload_half{amt}(0, {at})" if mem == "half" else f"*((__global float{amt}*)({at}))"
             vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
             return f"{vector}.s{_VEC[comp]}"
         idx, valid = self.exprs(i, idxs)
@@ -694,7 +672,7 @@ class _Renderer:
                 )
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
-            self.open(f"for (int lidx{axis} = 0; lidx{axis} < {cexpr(k.full_shape[axis])}; lidx{axis}++)")
+            self.open_loop(f"lidx{axis}", k.full_shape[axis])
             idxs[axis] = Variable(f"lidx{axis}", 0, k.full_shape[axis] - 1)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
@@ -708,9 +686,7 @@ class _Renderer:
             self.close()
         return self.program(global_size, local_size)
 
-    def accumulators(
-        self, r: LazyOp, combos: list[tuple[int, ...]], vec_axis: int | None
-    ) -> dict[tuple[int, ...], str]:
+    def accumulators(self, r: LazyOp, combos: list[tuple], vec_axis: int | None) -> dict[tuple[int, ...], str]:
         """A register per combination, starting at the reduce's identity. When the results are stored as float4
         (or float2) along vec_axis, the registers are the components of vectors: acc0.s0, acc0.s1, ...; the
         OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
@@ -731,14 +707,10 @@ class _Renderer:
         then the stores, which read every reduce's result."""
         k = self.k
         results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
-        if k.group_for_reduces:  # only the first thread of each group holds the finished results
-            self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
-        self.stores(
-            [
-                (idxs, {r: res[key] for r, res in zip(k.reduceops, results)})
-                for key, idxs in self.result_idxs(late_idxs).items()
-            ]
-        )
+        if k.group_for_reduces:
+            self.open_group_firsts()
+        finished = self.result_idxs(late_idxs).items()
+        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
         if k.group_for_reduces:
             self.close()
 
@@ -752,9 +724,7 @@ class _Renderer:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
-            self.open(
-                f"for (int ridx{axis} = 0; ridx{axis} < {cexpr(k.full_shape[axis])}; ridx{axis}++)", f"red, axis {axis}"
-            )
+            self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
 
         def acc_of(combo: tuple[int, ...]) -> str:
             """The accumulator of this combination of upcast indices: a magenta (reduce) axis is 1 in the output, so
@@ -775,22 +745,18 @@ class _Renderer:
         return self.group_reduce(n, r, accs)
 
     @property
+    def group_axes(self) -> range:
+        return range(self.k.first_reduce, self.k.first_reduce + self.k.group_for_reduces)
+
+    @property
     def white_axes(self) -> list[int]:
         """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
-        k = self.k
-        return [
-            a
-            for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-            if k.output_shape[a] == k.full_shape[a]
-        ]
+        return [a for a in self.group_axes if self.k.output_shape[a] == self.k.full_shape[a]]
 
     @property
     def group_firsts(self) -> list[str]:
         """The condition for the threads that finish a grouped reduce: group ids 0."""
-        k = self.k
-        return [
-            f"lidx{a}==0" for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.full_shape[a] > 1
-        ]
+        return [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
 
     def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
         """The output element of each finished result: keyed (white axes' values, upcast combination)."""
@@ -812,7 +778,6 @@ class _Renderer:
         instead, one result per value. With several reduce ops, each has its own temp (temp0, temp1, ...)."""
         k, dt = self.k, r.dtype
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
-        group_axes = range(k.first_reduce, last)
         white = self.white_axes
         temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
@@ -837,10 +802,10 @@ class _Renderer:
         whites = list(itertools.product(*[range(k.full_shape[a]) for a in white]))
         # declared before the `if`: the stores after the last reduce read them
         late = {(w, combo): acc for w in whites for combo, acc in self.accumulators(r, list(accs), vec_axis).items()}
-        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
-        green = [a for a in group_axes if a not in white]
+        self.open_group_firsts()
+        green = [a for a in self.group_axes if a not in white]
         for a in green:
-            self.open(f"for (int tidx{a} = 0; tidx{a} < {k.full_shape[a]}; tidx{a}++)", f"green, axis {a}: the parts")
+            self.open_loop(f"tidx{a}", k.full_shape[a], f"green, axis {a}: the parts")
         for (w, combo), acc in late.items():
             ws = dict(zip(white, w))
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
@@ -913,11 +878,8 @@ class _Renderer:
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
         name = kernel_name(k)
-        prelude = (
-            "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
-            if self.images
-            else ""
-        )
+        sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
+        prelude = sampler if self.images else ""
         tc = any(o.op is OptOps.TC for o in k.applied_opts)
         note = _TC_NOTE.format(device=k.opts.device) if tc else ""
         body = "\n".join(self.lines)
@@ -1117,13 +1079,8 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
         if x.op in (BufferOps.LOAD, BufferOps.STORE):
             size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
             old = found.get(x.arg.idx)
-            found[x.arg.idx] = BufferInfo(
-                x.arg.idx,
-                x.arg.dtype,
-                max(size, old.size if old else 0),
-                x.arg.idx in outputs,
-                x.op is BufferOps.LOAD or bool(old and old.read),
-            )
+            size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
+            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
     return [found[i] for i in sorted(found)]
 
 
@@ -1164,9 +1121,6 @@ def kernel_vars(k_or_ast) -> list[Variable]:
         for v in root.vars():
             found.setdefault(v.expr, v.unbind()[0] if v._val is not None else v)
     return [found[name] for name in sorted(found)]
-
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
@@ -1270,13 +1224,10 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
         if not b.read:
             continue
         dt = np_dtype(b.dtype)
-        x = (
-            rng.random(b.size, dtype=np.float32) * 2 - 1
-            if dt.kind == "f"
-            else rng.random(b.size) < 0.5
-            if dt == np.bool_
-            else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
-        )
+        if dt.kind == "f":
+            x = rng.random(b.size, dtype=np.float32) * 2 - 1
+        else:
+            x = rng.random(b.size) < 0.5 if dt == np.bool_ else rng.integers(1, 9, b.size) * rng.choice([-1, 1], b.size)
         arrays.append(x.astype(dt).reshape(b.shape))
     return arrays
 
@@ -1329,9 +1280,8 @@ class _Launch:
                 data = data.view(np.uint8)
             if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
                 data = np.zeros(1, data.dtype)
-            flags = (
-                mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
-            ) | mf.COPY_HOST_PTR
+            access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
+            flags = access | mf.COPY_HOST_PTR
             if kind == "image":
                 h, w, _ = b.shape
                 channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
@@ -1397,15 +1347,6 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """numpy's maximum (a NaN wins), with +0.0 above -0.0: np.maximum returns its first operand of two equal ones,
-    so the sign of a zero would depend on the order of a reduce."""
-    if np.asarray(a).dtype.kind != "f":
-        return np.maximum(a, b)
-    zeros = (a == 0) & (b == 0)  # of two zeros, +0.0 if either is: a, unless a is -0.0
-    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
-
-
 def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
     """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
     ret = np.max(src, axis=axes, keepdims=True, initial=initial)
@@ -1413,14 +1354,6 @@ def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarra
         has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
         ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
     return ret
-
-
-def _np_recip(a: np.ndarray) -> np.ndarray:
-    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
-    an integer division by 0 gives too)."""
-    if a.dtype.kind == "f":
-        return np.reciprocal(a)
-    return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
 
 
 def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
@@ -1432,48 +1365,17 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
 
 
-_NP_OPS = {
-    UnaryOps.EXP2: np.exp2,
-    UnaryOps.LOG2: np.log2,
-    UnaryOps.SIN: np.sin,
-    UnaryOps.SQRT: np.sqrt,
-    UnaryOps.RECIP: _np_recip,
-    UnaryOps.NEG: np.negative,
-    BinaryOps.ADD: np.add,
-    BinaryOps.MUL: np.multiply,
-    BinaryOps.MOD: np.fmod,
-    BinaryOps.MAX: _np_max,
-    BinaryOps.CMPLT: np.less,
-    BinaryOps.CMPNE: np.not_equal,
-    BinaryOps.XOR: np.bitwise_xor,
-    BinaryOps.SHL: np.left_shift,
-    BinaryOps.SHR: np.right_shift,
-    BinaryOps.IDIV: np.true_divide,
-    TernaryOps.WHERE: np.where,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
-_NP_OPS_BOOL = {
-    UnaryOps.RECIP: lambda a: a,
-    BinaryOps.IDIV: np.logical_and,
-    BinaryOps.MOD: lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_),
-    UnaryOps.NEG: np.logical_not,
-    BinaryOps.ADD: np.logical_or,
-    BinaryOps.MAX: np.logical_or,
-    BinaryOps.MUL: np.logical_and,
-}
-
-
 def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
     """One op with tinygrad's meaning on numpy arrays; dt is the dtype of the sources, and integers are computed in
     it (wrapping as the device does). MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient
     of ints truncates toward zero."""
-    if np_dtype(dt) == np.bool_ and op in _NP_OPS_BOOL:
-        return _NP_OPS_BOOL[op](*srcs)
+    if np_dtype(dt) == np.bool_ and op in _OPS_BOOL:
+        return _OPS_BOOL[op][1](*srcs)
     if op is BinaryOps.IDIV and not _is_float(dt):
         a, b = srcs
         q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
         return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
-    return _NP_OPS[op](*srcs)
+    return _OPS[op][1](*srcs)
 
 
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
@@ -1716,10 +1618,8 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
     variables = kernel_vars(k_or_ast)
     if not variables:
         return [{}]
-    return [
-        {v.expr: pick(v) for v in variables}
-        for pick in (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
-    ]
+    picks = (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
+    return [{v.expr: pick(v) for v in variables} for pick in picks]
 
 
 def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
@@ -1752,13 +1652,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver.add_argument("name", nargs="?", choices=list(DEMOS), help="one demo kernel (default: all)")
     ver.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the random inputs (0)")
     for sp in (show, ver):
-        sp.add_argument(
-            "--opt",
-            action="append",
-            type=parse_opt_arg,
-            metavar="OP:AXIS:AMT",
-            help="apply these opts in order instead of the heuristics (repeatable)",
-        )
+        opt_help = "apply these opts in order instead of the heuristics (repeatable)"
+        sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
 

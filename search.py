@@ -31,7 +31,7 @@ import pyopencl as cl
 import kernel
 import runtime
 from kernel import DEMOS, TARGETS, Kernel, KernelOptError, KnobError, Opt, OptOps, ansilen, ansistrip, getenv
-from kernel import optimize, parse_opt_arg, prod, run_command_line, use_color
+from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
 from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
@@ -517,18 +517,14 @@ def search(
     on_round=None,
     on_progress=None,
 ) -> SearchResult:
-    """tinygrad 0.9.1's beam search, made faster; returns a SearchResult. beam_search() is its short form.
+    """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
-    Each round applies every action to every kernel of the beam, compiles the new kernels (in `workers`
-    threads; default one per core, 0 compiles here), times them on the device and keeps the `amt` fastest. It
-    stops when a round improves the best time by less than `min_progress` seconds (tinygrad's 0.01 us), or when
-    `timeout` seconds have passed (then the best so far is returned). From a kernel with no opts, the heuristics'
-    kernel starts in the beam beside it (`from_heuristics`). `cache=False` ignores and doesn't write the disk
-    cache (cache_dir()). `max_global_size` times each candidate on at most that many work-groups and scales the
-    time (tinygrad's test size; off by default, see the README). `on_round(SearchRound)` and
-    `on_progress(phase, done, total)` report as it goes. The returned kernel is verified against the reference;
-    k is never changed. A search that timed no kernel (each one dropped, or the timeout before the first) raises
-    SearchError rather than hand k back as if it had been chosen; a kernel without elements comes back as it is."""
+    Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
+    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare
+    k starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
+    `max_global_size`: tinygrad's capped timing (off); `on_round(SearchRound)` and `on_progress(phase, done, total)`
+    report. The answer is verified, k never changed; a search that timed no kernel raises SearchError rather than
+    hand k back as if chosen; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
@@ -568,11 +564,11 @@ def beam_search(
 # -- the command line ---------------------------------------------------------------------------------------------
 class _SearchDisplay:
     """What `python search.py` prints: a line per round, and on a terminal a progress line while a round runs
-    (overwritten in place, so it never reaches a file or a pipe)."""
+    (overwritten in place, so it never reaches a file or a pipe). Lines fit the terminal (100 columns off one)."""
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
-        self.live = self.out.isatty()
+        self.live, self.width = self.out.isatty(), terminal_width(self.out)
         self.round = 0
 
     def progress(self, phase: str, done: int, total: int) -> None:
@@ -584,13 +580,24 @@ class _SearchDisplay:
         if self.live:
             self.out.write("\r\033[K")
         self.round = r.number + 1
-        print(
-            f"  round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates  best {_ms(r.best_s)}  {r.seconds:6.1f} s  "
-            f"{_shape(r.best, self.out)}  {_opts_text(r.best)}",
-            file=self.out,
-            flush=True,
+        counts = (
+            f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
+            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
         )
+        fields = [counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", _shape(r.best, self.out), _opts_text(r.best)]
+        print(_fit_fields(fields, self.width), file=self.out, flush=True)
+
+
+def _fit_fields(fields: list[str], width: int) -> str:
+    """The fields on one line, two spaces apart, where it fits in `width` columns; else a field that doesn't fit
+    starts a new line, indented by 6 (one wider than that line: wrapped at its spaces)."""
+    lines = fit("  " + fields[0], width, hang=6)
+    for field in fields[1:]:
+        if ansilen(lines[-1]) + 2 + ansilen(field) <= width:
+            lines[-1] += "  " + field
+        else:
+            lines += fit(" " * 6 + field.lstrip(), width, hang=6)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _shape(k: Kernel, out) -> str:
@@ -629,19 +636,18 @@ def search_demo(
     var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
     inputs = random_inputs(start, var_vals=var_vals)
     display = _SearchDisplay(out)
-    say(
-        f"{name} [{target or demo.target}]: {demo.what}\nbeam search, {amt} kept per round, on {get_device().name}, "
-        f"from {_opts_text(start)}{' and the heuristics' if not start.applied_opts else ''}"
-    )
+    say(f"{name} [{target or demo.target}]: {demo.what}")
+    heuristics = " and the heuristics" if not start.applied_opts else ""
+    searching = f"beam search, {amt} kept per round, on {get_device().name}, from {_opts_text(start)}{heuristics}"
+    say("\n".join(fit(searching, display.width)))
     options = {"on_round": display.on_round, "on_progress": display.progress}
     result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache, **options)
     if result.cached:
         say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
-        say(
-            f"  runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
-            f"best {_ms(result.time_s).strip()}  {_shape(result.kernel, out)}  {_opts_text(result.kernel)}"
-        )
+        runoff = f"runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
+        fields = [runoff + f"best {_ms(result.time_s).strip()}", _shape(result.kernel, out), _opts_text(result.kernel)]
+        say(_fit_fields(fields, display.width))
     rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
     times = {
         label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
@@ -650,7 +656,8 @@ def search_demo(
     say("")
     for label, k in rows:
         shape = _shape(k, out)
-        say(f"  {label:10s} {_ms(times[label])}  {shape}{' ' * (width - ansilen(shape))}  {_opts_text(k)}")
+        fields = [f"{label:10s} {_ms(times[label])}", shape + " " * (width - ansilen(shape)), _opts_text(k)]
+        say(_fit_fields(fields, display.width))
     say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
         f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified"

@@ -4,6 +4,7 @@ Small kernels and amt=1 keep them fast; most compile in this process (workers=0)
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import bench
+import kernel
 import runtime as R
 import search as S
 from kernel import (
@@ -222,6 +224,31 @@ def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
     assert re.search(r"runoff: +\d+ fastest timed again", out) and re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
     assert "\r" not in out and "\x1b" not in out  # no progress display, no colours into a pipe
+    assert max(len(line) for line in out.splitlines()) <= 100  # off a terminal: 100 columns
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [60, 100, 400])
+def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns):
+    """A round's line (counts, best time, shape, opts) fits the terminal's width: on a narrow one it wraps between
+    its fields, and nothing is lost; where it all fits it stays one line."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("NO_COLOR", "1")
+    k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
+    out = _Terminal()
+    S._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0.002371, k, 4.5))
+    lines = out.getvalue().replace("\r\x1b[K", "").splitlines()
+    assert max(len(line) for line in lines) <= columns, lines
+    assert len(lines) == (1 if columns == 400 else 3 if columns == 100 else len(lines))
+    words = " ".join(lines).split()
+    opts = ", ".join(str(o) for o in k.applied_opts).split()
+    shape = [str(s) for s in k.full_shape]
+    assert words[:12] == "round 1: 40 candidates 40 compiled 40 timed 0 dropped 0 duplicates".split()
+    assert words[12:] == ["best", "2.371", "ms", "4.5", "s", *shape, *opts]
 
 
 @pytest.mark.parametrize(

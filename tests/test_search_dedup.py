@@ -38,7 +38,7 @@ def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.Search
     result = S.search(
         k, *R.random_inputs(k), amt=1, workers=0, cache=False, from_heuristics=False, on_round=display.on_round
     )
-    return result.rounds[1], timed, out.getvalue().splitlines()[1]
+    return result.rounds[1], timed, next(x for x in out.getvalue().splitlines() if x.startswith("  round 1:"))
 
 
 def layout(k: Kernel) -> tuple:
