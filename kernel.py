@@ -1551,6 +1551,7 @@ class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
 
     views: tuple[View, ...]
+    # at_values and indices (numpy), which only runtime.py and the tests call, are in the appendix
 
     @staticmethod
     def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -1681,61 +1682,6 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
-        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
-        to): a plain integer one. ValueError names a variable that has no value."""
-        st, vals = self.unbind()
-        vals.update(var_vals or {})
-        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
-        if missing:
-            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
-
-        def at(x: sint) -> int:
-            return x if isinstance(x, int) else sym_infer(x, vals)
-
-        return ShapeTracker(
-            tuple(
-                View.create(
-                    tuple(at(x) for x in v.shape),
-                    tuple(at(x) for x in v.strides),
-                    at(v.offset),
-                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
-                )
-                for v in st.views
-            )
-        )
-
-    def indices(self, var_vals: dict[Variable, int] | None = None):
-        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
-        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
-        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
-        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
-        at var_vals (see at_values)."""
-        import numpy as np
-
-        if self.vars():
-            return self.at_values(var_vals).indices()
-        # int32 where every index fits: half the memory traffic on big views
-        bound = max(
-            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
-        )
-        dtype = np.int32 if bound < 2**31 else np.int64
-        ndim = len(self.shape)
-        idxs = [
-            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
-            for k, s in enumerate(self.shape)
-        ]
-        idx, valid = _view_indices(self.views[-1], idxs, dtype)
-        for view in reversed(self.views[:-1]):
-            view = view.minify()
-            if valid is not None:
-                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
-            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
-            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
-        if valid is None:
-            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
-        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
-
     # -- the movement ops: all but reshape act on the top view --
 
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
@@ -1762,36 +1708,6 @@ class ShapeTracker:
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
         new_view = getattr(self.views[-1], op)(_op_arg(op, self.shape, arg, pairs))
         return ShapeTracker(self.views[:-1] + (new_view,))
-
-
-def _view_indices(view: View, idxs: list, dtype):
-    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
-    import numpy as np
-
-    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-        if acc is None:
-            return x
-        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-            return op(acc, x, out=acc)
-        return op(acc, x)
-
-    idx = np.asarray(view.offset, dtype=dtype)
-    valid = None
-    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        if st != 0:
-            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-        if m is not None:
-            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
-    return idx, valid
-
-
-def _unravel(idx, shape: tuple[int, ...]) -> list:
-    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
-    parts = []
-    for d in reversed(shape[1:]):
-        parts.append(idx % d)
-        idx = idx // d
-    return [idx] + parts[::-1] if shape else []
 
 
 # ============================================================================================================
@@ -3559,6 +3475,103 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
     except (TypeError, ValueError):
         want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
+
+
+# -- a ShapeTracker evaluated at integer values, with numpy (runtime.py's reference and the tests; not the
+# optimizer): attached to ShapeTracker after it --
+
+
+class _EvaluateMethods:
+    """ShapeTracker methods for runtime.py and the tests, attached to ShapeTracker below."""
+
+    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
+        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
+        to): a plain integer one. ValueError names a variable that has no value."""
+        st, vals = self.unbind()
+        vals.update(var_vals or {})
+        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
+        if missing:
+            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
+
+        def at(x: sint) -> int:
+            return x if isinstance(x, int) else sym_infer(x, vals)
+
+        return ShapeTracker(
+            tuple(
+                View.create(
+                    tuple(at(x) for x in v.shape),
+                    tuple(at(x) for x in v.strides),
+                    at(v.offset),
+                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
+                )
+                for v in st.views
+            )
+        )
+
+    def indices(self, var_vals: dict[Variable, int] | None = None):
+        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
+        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
+        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
+        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
+        at var_vals (see at_values)."""
+        import numpy as np
+
+        if self.vars():
+            return self.at_values(var_vals).indices()
+        # int32 where every index fits: half the memory traffic on big views
+        bound = max(
+            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
+        )
+        dtype = np.int32 if bound < 2**31 else np.int64
+        ndim = len(self.shape)
+        idxs = [
+            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
+            for k, s in enumerate(self.shape)
+        ]
+        idx, valid = _view_indices(self.views[-1], idxs, dtype)
+        for view in reversed(self.views[:-1]):
+            view = view.minify()
+            if valid is not None:
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
+            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
+            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
+        if valid is None:
+            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
+        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
+
+
+for _name in ("at_values", "indices"):
+    setattr(ShapeTracker, _name, getattr(_EvaluateMethods, _name))
+
+
+def _view_indices(view: View, idxs: list, dtype):
+    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
+    import numpy as np
+
+    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+        if acc is None:
+            return x
+        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+            return op(acc, x, out=acc)
+        return op(acc, x)
+
+    idx = np.asarray(view.offset, dtype=dtype)
+    valid = None
+    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
+        if st != 0:
+            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
+        if m is not None:
+            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
+    return idx, valid
+
+
+def _unravel(idx, shape: tuple[int, ...]) -> list:
+    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
+    parts = []
+    for d in reversed(shape[1:]):
+        parts.append(idx % d)
+        idx = idx // d
+    return [idx] + parts[::-1] if shape else []
 
 
 # -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
