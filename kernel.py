@@ -2878,15 +2878,8 @@ class Kernel:
             or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
         ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         if not few_registers:
-            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-            why = (
-                f"{elements} upcast elements >= 64 (registers)"
-                if elements >= 64
-                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-            )
-            self._decided(step, "_unroll_reduce", f"no: {why}")
+            self._note_unroll_reduce(step)  # the --explain record: in the appendix
             return
-        s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
             took = 0
@@ -2912,18 +2905,7 @@ class Kernel:
             )
         else:
             took = None
-        whole = (
-            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-            if isinstance(s, int)
-            else f"whole: size {s} is symbolic"
-        )
-        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
-        candidates = [
-            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
-        ]
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        self._decided(step, "_unroll_reduce", rule, candidates)
+        self._note_unroll_reduce(step, s, axis, took)  # the --explain record: in the appendix
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last output axis by 4 if it divides (4: one float4)."""
@@ -2955,22 +2937,11 @@ class Kernel:
         step = len(self.applied_opts)
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        notes: dict[int, str] = {}
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
-            threads = prod(sz for _, sz in to_local)
             sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
+            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and prod(s for _, s in to_local) * x <= 128]:
                 to_local.append((axis, fits[0]))
-            notes[axis] = self._locals_note(axis, sizes, threads, fits)
-        candidates = [
-            Candidate(
-                (-int(broadcast), -axis),
-                f"LOCAL:{axis}:{sz}" if (sz := dict(to_local).get(axis)) else f"axis {axis}",
-                notes[axis],
-                taken=(axis, sz) in to_local[:3],
-            )
-            for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1]))
-        ]
+        weighed = self._locals_weighed(ranking, to_local)  # the --explain record: in the appendix
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
@@ -2978,8 +2949,7 @@ class Kernel:
             self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
             if whole:
                 deleted += 1
-        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
-        self._decided(step, "_locals", rule, candidates)
+        self._decided(step, "_locals", *weighed)
 
 
 # ============================================================================================================
@@ -3763,9 +3733,49 @@ class _ExplainMethods:
             what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
         return f"{kind}; {what}"
 
+    def _locals_weighed(self, ranking: list[tuple[bool, int]], to_local: list[tuple[int, int]]) -> tuple:
+        """_locals' rule and candidates, before it applies anything: each axis in ranked order with its note."""
+        candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
+        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
+            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            threads = so_far
+            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]
+            sz = chosen.get(axis)
+            so_far *= sz or 1
+            opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
+            note = self._locals_note(axis, sizes, threads, fits)
+            candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
+        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+        return rule, candidates
 
-for _name in ("heuristic_log", "_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
-    setattr(Kernel, _name, getattr(_ExplainMethods, _name))
+    def _note_unroll_reduce(self, step: int, s: sint | None = None, axis: int = 0, took: int | None = None) -> None:
+        """_unroll_reduce's record: why it declined (s is None: too many registers), or its two candidates."""
+        if s is None:
+            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+            why = (
+                f"{elements} upcast elements >= 64 (registers)"
+                if elements >= 64
+                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
+            )
+            self._decided(step, "_unroll_reduce", f"no: {why}")
+            return
+        whole = (
+            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
+            if isinstance(s, int)
+            else f"whole: size {s} is symbolic"
+        )
+        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+        candidates = [
+            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+        ]
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
+        self._decided(step, "_unroll_reduce", rule, candidates)
+
+
+for _name in dir(_ExplainMethods):
+    if not _name.startswith("__"):
+        setattr(Kernel, _name, getattr(_ExplainMethods, _name))
 
 
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
