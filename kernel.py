@@ -1929,7 +1929,6 @@ class Kernel:
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
         self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
-        self._reasons: dict[int, str] = {}  # applied_opts index -> why, until _decided files it in a Decision
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -1957,7 +1956,6 @@ class Kernel:
         "tensor_core_opts",
         "bufs_for_tensor_core",
         "decisions",
-        "_reasons",
     )
 
     def _state(self) -> dict[str, Any]:
@@ -2418,18 +2416,8 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
                 self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
-            picks = [
-                f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}"
-                for j, (n, m, kk) in enumerate(combos)
-            ]
-            weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
-            rule = (
-                "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
-                f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
-                "counting from the last"
-            )
-            chosen, why = [Opt(OptOps.TC, axis, opt_level)], "tensor core: unroll K; upcast and local N, M for the warp"
-            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen, [why])
+            record = self._tc_weighed(weighed, tc, combos, axis, opt_level)  # the --explain record: in the appendix
+            self._decided(len(self.applied_opts), "apply_tensor_cores", *record)
             return True
         return False
 
@@ -2473,13 +2461,8 @@ class Kernel:
                 step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
                 taken = next((upc for upc in (4, 2) if size % upc == 0), None)
                 if taken is not None:
-                    self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], taken), "tensor core: more of N as local threads")
-                candidates = [
-                    Candidate((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}", u == taken)
-                    for u in (4, 2)
-                ]
-                rule = "N as local threads: the first of 4, 2 that divides"
-                self._decided(step, "apply_tensor_cores", rule, candidates)
+                    self.apply_opt(Opt(OptOps.LOCAL, tco.axes[0], taken))
+                self._decided(step, "apply_tensor_cores", *self._tc_local_weighed(tco.axes[0], size, taken))
             return True
         except KernelOptError:
             return False
@@ -2490,68 +2473,22 @@ class Kernel:
         tco = self.tensor_core_opts
         if tco is not None and tco.axes_exist[tc_dim]:
             step, size = len(self.applied_opts), self.full_shape[tco.axes[tc_dim]]
-            amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
+            amt = next(d for d in (5, 4, 3, 2, 1) if size % d == 0)
             if amt != 1:
-                self._log_apply(
-                    Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
-                )
-            candidates = [
-                Candidate((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}", d == amt)
-                for d in (5, 4, 3, 2)
-            ]
-            rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-            self._decided(step, "apply_tensor_cores", rule, candidates)
+                self.apply_opt(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt))
+            self._decided(step, "apply_tensor_cores", *self._tc_upcast_weighed(tc_dim, tco.axes[tc_dim], size, amt))
 
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
     # ========================================================================================================
-    # Each heuristic records what it weighed with _decided (Decision, Candidate); the methods that write the notes
-    # of that record (_buf_name, _names, _matvec_candidates, _broadcast_candidates, _locals_note) are in the appendix.
-
-    def _log_apply(self, opt: Opt, why: str) -> None:
-        """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
-        self.apply_opt(opt)
-        self._reasons[len(self.applied_opts) - 1] = why
-
-    def _decided(
-        self,
-        step: int,
-        heuristic: str,
-        rule: str,
-        candidates: list[Candidate] | None = None,
-        chosen: list[Opt] | None = None,
-        reasons: list[str] | None = None,
-    ) -> None:
-        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`,
-        each with the reason _log_apply was given."""
-        if chosen is None:
-            chosen = self.applied_opts[step:]
-            reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
-        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
+    # Each heuristic applies its opts with apply_opt, as tinygrad's do, and then files what it weighed for
+    # `demo --explain` in one call to _decided (a Decision of Candidates). The text of that record is written by
+    # the appendix's methods (_decided and the *_weighed and _note_* ones), and the image-only steps are there too.
 
     def required_optimizations(self) -> None:
-        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis whose size is a multiple of 4 is taken (4: a pixel)."""
+        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
         if isinstance(self.bufs[0].dtype, ImageDType):
-            step = len(self.applied_opts)
-            axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
-            check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
-            if (
-                all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                self._log_apply(
-                    Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
-                )
-            taken = self.applied_opts[step:]
-            candidates = [
-                Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
-                for a in axes4
-            ]
-            self._decided(
-                step, "required_optimizations", "image output: the first unit-stride axis (key: axis)", candidates
-            )
+            self._image_output_upcast()  # image-only: in the appendix
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
@@ -2575,7 +2512,7 @@ class Kernel:
         if self._matvec():
             return
         self._grouping()
-        self._image_float4()
+        self._image_float4()  # image-only: in the appendix
         if self.group_for_reduces:
             return  # no more opts once a reduce is grouped
         self._upcast_masked_axes()
@@ -2600,79 +2537,54 @@ class Kernel:
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
             getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
         )
-        r = self.reduceop
         step = len(self.applied_opts)
-        if r is None:
+        if self.reduceop is None:
             return False
         if (why_not := self._not_matvec(mv, blocksize, threads, rows)) is not None:
             self._decided(step, "_matvec", f"no: {why_not}")
             return False
-        mulop = r.src[0]
-        i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
-        st0, st1 = self.sts[i0], self.sts[i1]
-        strides0, strides1 = st0.real_strides(), st1.real_strides()
-
-        def has_expanded_axis(shape: tuple[int, ...], strides: tuple[int | None, ...]) -> bool:
-            return any(s > 1 and st == 0 for s, st in zip(shape, strides))
-
-        if self.first_reduce >= self.shape_len:  # every reduced axis had size 1: nothing left to reduce
-            self._decided(step, "_matvec", "no: every reduced axis has size 1")
-            return False
-        if strides0[self.first_reduce] != 1 or (
-            has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)
-        ):
-            why = (
-                f"{self._buf_name(i0)} has stride {strides0[self.first_reduce]} on the reduce axis, not 1"
-                if strides0[self.first_reduce] != 1
-                else f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
-            )
-            self._decided(step, "_matvec", f"no: {why}")
-            return False
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        weighed = self._matvec_candidates(blocksize, threads, rows)
+        weighed = self._matvec_weighed(blocksize, threads, rows)  # the --explain record: in the appendix
         for global_idx in range(self.global_dims):
             if (
                 self.full_shape[self.first_reduce] % threads == 0
                 and self.full_shape[global_idx] % (blocksize * rows) == 0
             ):
                 if threads > 1:
-                    self._log_apply(
-                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each output's reduce (GROUP)"
-                    )
+                    self.apply_opt(Opt(OptOps.GROUP, 0, threads))
                 if blocksize > 1:
-                    self._log_apply(
-                        Opt(OptOps.LOCAL, global_idx, blocksize),
-                        f"matvec: {blocksize} threads per work-group along axis {global_idx}",
-                    )
+                    self.apply_opt(Opt(OptOps.LOCAL, global_idx, blocksize))
                 if rows > 1:
-                    self._log_apply(
-                        Opt(OptOps.UPCAST, global_idx, rows),
-                        f"matvec: each thread computes {rows} outputs along axis {global_idx}",
-                    )
-                self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
+                    self.apply_opt(Opt(OptOps.UPCAST, global_idx, rows))
+                self._note_matvec(step, weighed, global_idx)
                 return True
-        self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
+        self._note_matvec(step, weighed)
         return False
 
     def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
         """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
-        r = self.reduceop
-        mul = r.src[0] if r is not None else None
+        r, fr = self.reduceop, self.first_reduce
+        mul = r.src[0]
         for failed, why in (
             (not self.opts.has_local, "the target has no local threads"),
             (mv == 0, "MV=0 (environment)"),
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
-            (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
+            (r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
             (not self.opts.has_shared, "the target has no local memory"),
-            (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
-            (mul is None or any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
+            (mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+            (any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
+            (fr >= self.shape_len, "every reduced axis has size 1"),
         ):
             if failed:
                 return why
+        i0, i1 = (self.bufs.index(s.arg) for s in mul.src)
+        st0, st1 = self.sts[i0], self.sts[i1]
+        strides0, strides1 = st0.real_strides(), st1.real_strides()
+        if strides0[fr] != 1:
+            return f"{self._buf_name(i0)} has stride {strides0[fr]} on the reduce axis, not 1"
+        expanded0 = any(s > 1 and st == 0 for s, st in zip(st0.shape, strides0))
+        if expanded0 and any(s > 1 and st == 0 for s, st in zip(st1.shape, strides1)):
+            return f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
         return None
 
     def _grouping(self) -> None:
@@ -2685,99 +2597,24 @@ class Kernel:
         outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
         256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
         smarter way")."""
-        step = len(self.applied_opts)
+        step, before, tried = len(self.applied_opts), self.full_shape, {}  # before, tried: for the record
         if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
-            if self.opts.has_local and self.opts.has_shared and self.first_reduce < self.shape_len:
-                self._decided(step, "_grouping", "no: the number of outputs is symbolic")
+            self._decided(step, "_grouping", *self._grouping_weighed(step))  # the --explain record: in the appendix
             return
         outputs = prod(self.sts[0].shape[: self.first_reduce])
-        if (
-            not self.float4_axis(0)
-            and self.first_reduce <= 2
-            and self.first_reduce + 1 <= self.shape_len
-            and outputs <= 2048
-        ):
-            sizes = [256, 16] if outputs <= 32 else [16]
-            tried: dict[int, str] = {}
-            for sz in sizes:
-                if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
-                    try:
-                        why = f"{_count(outputs, 'output')} <= 2048: {sz} threads share each output's reduce"
-                        self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
-                        tried[sz] = "divides the reduce axis, fits local memory"
-                        break
-                    except KernelOptError as e:
-                        tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
-                else:
-                    tried[sz] = f"doesn't divide the reduce axis ({self.full_shape[self.first_reduce]})"
-            rule = (
-                f"{_count(outputs, 'output')} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the "
-                "first size that fits (key: -size)"
-            )
-            taken = self.applied_opts[step:]
-            candidates = [
-                Candidate((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried"), Opt(OptOps.GROUPTOP, 0, sz) in taken)
-                for sz in sizes
-            ]
-            self._decided(step, "_grouping", rule, candidates)
-        elif self.first_reduce + 1 <= self.shape_len:
-            why = (
-                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
-                if outputs > 2048
-                else "more than 2 output axes"
-                if self.first_reduce > 2
-                else "the output is already written 4 at a time"
-            )
-            self._decided(step, "_grouping", f"no: {why}")
-        if (
-            self.bufs[0].dtype.name.startswith("image")
-            and not self.float4_axis(0)
-            and self.group_for_reduces
-            and self.first_reduce <= 2
-            and prod(self.sts[0].shape) > 1
-        ):
-            axes = self.sts[0].unit_stride_axes()
-            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-            if self.sts[0].shape[axes[0]] % 4 == 0:
-                step = len(self.applied_opts)
-                self._log_apply(Opt(OptOps.UPCASTMID, axes[0], 4), "image output: upcast mid-reduce by 4")
-                self._decided(step, "_grouping", "image output: its only unit-stride axis, by 4 (one pixel)")
-
-    def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
-        for i, buf in enumerate(self.bufs):
-            if not isinstance(buf.dtype, ImageDType):
-                continue
-            step = len(self.applied_opts)
-            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
-            candidates = [
-                Candidate(
-                    (a,),
-                    f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4",
-                    "unit stride",
-                )
-                for a in axes4
-            ]
-            if (
-                axes4
-                and all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                if axes4[0] < self.first_reduce:
-                    self._log_apply(
-                        Opt(OptOps.UPCAST, axes4[0], 4), f"image {self._buf_name(i)}: upcast its unit-stride axis by 4"
-                    )
-                else:
-                    self._log_apply(
-                        Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
-                        f"image {self._buf_name(i)}: unroll its unit-stride axis by 4",
-                    )
-                candidates[0] = replace(candidates[0], taken=True)
-            self._decided(
-                step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)", candidates
-            )
+        sizes = []
+        if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len:
+            sizes = [256, 16] if outputs <= 32 else [16] if outputs <= 2048 else []
+        for sz in sizes:
+            if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
+                try:
+                    self.apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
+                    break
+                except KernelOptError as e:
+                    tried[sz] = e  # too much shared memory: try the next size
+        self._decided(step, "_grouping", *self._grouping_weighed(step, outputs, sizes, tried, before))
+        if self.bufs[0].dtype.name.startswith("image"):
+            self._image_upcast_mid()  # image-only: in the appendix
 
     def _upcast_masked_axes(self) -> None:
         """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
@@ -2787,29 +2624,21 @@ class Kernel:
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
         step = len(self.applied_opts)
         to_upcast: list[int] = []
-        candidates: list[Candidate] = []
         for axis in range(self.first_reduce):
             if (
                 isinstance(self.full_shape[axis], int)  # not a symbolic axis
                 and self.full_shape[axis] <= 7
                 and any(st.axis_is_masked(axis) for st in self.sts)
+                and prod(self.full_shape[self.shape_len - self.upcasted :])
+                * prod(self.full_shape[j] for j in to_upcast)
+                * self.full_shape[axis]
+                <= 7 * 7
             ):
-                elements = (
-                    prod(self.full_shape[self.shape_len - self.upcasted :])
-                    * prod(self.full_shape[j] for j in to_upcast)
-                    * self.full_shape[axis]
-                )
-                if elements <= 7 * 7:
-                    to_upcast.append(axis)
-                fits = "<=" if elements <= 7 * 7 else ">"
-                note = f"size {self.full_shape[axis]}, masked: {elements} elements {fits} 49"
-                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+                to_upcast.append(axis)
+        weighed = self._masked_weighed(to_upcast)  # the --explain record: in the appendix
         for axis in to_upcast[::-1]:
-            self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
-        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        self._decided(
-            step, "_upcast_masked_axes", rule if candidates else "no: no masked output axis of size <= 7", candidates
-        )
+            self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+        self._decided(step, "_upcast_masked_axes", *weighed)
 
     def _upcast_broadcast_axes(self) -> None:
         """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
@@ -2823,37 +2652,22 @@ class Kernel:
         each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
         upcasted_axis: set = set()
         while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
-            step = len(self.applied_opts)
-            choices, stride0 = [], {}
+            step, choices = len(self.applied_opts), []
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
                 if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
-                if broadcast := self._broadcast_bufs(axis):
+                if self._broadcast_bufs(axis):
                     strides = [st.views[-1].strides[axis] for st in self.sts]
                     choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
-                    stride0[axis] = broadcast
-            weighed = self._broadcast_candidates(upcasted_axis, sorted(choices))
-            counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
+            weighed = self._broadcast_weighed(threads, upcasted_axis, sorted(choices))  # in the appendix
             if not choices:
-                self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
+                self._decided(step, "_upcast_broadcast_axes", *weighed)
                 return
             _, _, axis, amt = sorted(choices)[0]
-            has = "has" if len(stride0[axis]) == 1 else "have"
-            self._log_apply(
-                Opt(OptOps.UPCAST, axis, amt),
-                f"{self._names(stride0[axis])} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads",
-            )
+            self.apply_opt(Opt(OptOps.UPCAST, axis, amt))
             upcasted_axis.add(axis)
-            rule = (
-                f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
-                "amount), smallest first"
-            )
-            self._decided(step, "_upcast_broadcast_axes", rule, weighed)
-        self._decided(
-            len(self.applied_opts),
-            "_upcast_broadcast_axes",
-            f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
-        )
+            self._decided(step, "_upcast_broadcast_axes", *weighed)
+        self._decided(len(self.applied_opts), "_upcast_broadcast_axes", *self._broadcast_weighed(threads))
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
@@ -2878,47 +2692,29 @@ class Kernel:
             or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
         ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         if not few_registers:
-            self._note_unroll_reduce(step)  # the --explain record: in the appendix
+            self._decided(step, "_unroll_reduce", *self._unroll_weighed())  # the --explain record: in the appendix
             return
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
-            took = 0
-            self._log_apply(
-                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                f"short reduce axis ({s}): unroll it whole",
-            )
+            self.apply_opt(Opt(OptOps.UNROLL, axis, 0))
             if (
                 self.first_reduce < self.shape_len - self.upcasted  # a reduce loop is left to unroll
                 and s <= 3
                 and (s2 := self.full_unupcasted_shape[-1]) <= 3
                 and isinstance(s2, int)
             ):
-                self._log_apply(
-                    Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                    "tiny reduce: unroll the next reduce axis whole too",
-                )
-        elif self.full_unupcasted_shape[-1] % 4 == 0:
-            took = 1
-            self._log_apply(
-                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
-                "long reduce axis: unroll the loop by 4",
-            )
-        else:
-            took = None
-        self._note_unroll_reduce(step, s, axis, took)  # the --explain record: in the appendix
+                self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0))
+        elif s % 4 == 0:
+            self.apply_opt(Opt(OptOps.UNROLL, axis, 4))
+        self._decided(step, "_unroll_reduce", *self._unroll_weighed(s, axis, self.applied_opts[step:]))
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last output axis by 4 if it divides (4: one float4)."""
         step = len(self.applied_opts)
-        if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % 4 == 0:
-            self._log_apply(
-                Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
-                "nothing upcast yet: upcast the last axis by 4",
-            )
-            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4 (a float4 where contiguous)")
-        elif self.upcasted == 0 and self.full_unupcasted_shape:
-            last = self.full_unupcasted_shape[-1]
-            self._decided(step, "_default_upcast", f"no: the last axis ({last}) isn't a multiple of 4")
+        if self.upcasted == 0 and self.full_unupcasted_shape:
+            if self.full_unupcasted_shape[-1] % 4 == 0:
+                self.apply_opt(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4))
+            self._decided(step, "_default_upcast", *self._default_upcast_weighed(step))  # in the appendix
 
     def _locals(self) -> None:
         """Make work-groups of at most 128 threads from up to 3 global axes; or NOLOCALS=1 turns locals off.
@@ -2929,12 +2725,11 @@ class Kernel:
         and the sizes are tuned (they fit every target's work-group limit); 3 is the launch's number of dims."""
         if not self.opts.has_local:
             return
-        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            step = len(self.applied_opts)
-            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups of the kernel's own")
-            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups of the kernel's own")
-            return
         step = len(self.applied_opts)
+        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            self.apply_opt(Opt(OptOps.NOLOCALS))
+            self._decided(step, "_locals", *self._locals_weighed())  # the --explain record: in the appendix
+            return
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
@@ -2946,7 +2741,7 @@ class Kernel:
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
             whole = sz == self.full_shape[axis]
-            self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
+            self.apply_opt(Opt(OptOps.LOCAL, axis, sz))
             if whole:
                 deleted += 1
         self._decided(step, "_locals", *weighed)
@@ -3733,23 +3528,124 @@ class _ExplainMethods:
             what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
         return f"{kind}; {what}"
 
-    def _locals_weighed(self, ranking: list[tuple[bool, int]], to_local: list[tuple[int, int]]) -> tuple:
-        """_locals' rule and candidates, before it applies anything: each axis in ranked order with its note."""
-        candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
-        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            threads = so_far
-            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]
-            sz = chosen.get(axis)
-            so_far *= sz or 1
-            opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
-            note = self._locals_note(axis, sizes, threads, fits)
-            candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
-        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
-        return rule, candidates
+    def _decided(
+        self,
+        step: int,
+        heuristic: str,
+        rule: str | None,
+        candidates: list[Candidate] | None = None,
+        why: Callable[[int, Opt], str] | None = None,
+        chosen: list[Opt] | None = None,
+    ) -> None:
+        """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
+        since `step` unless `chosen` says otherwise, each with the reason why(j, opt) gives (the step table's text)."""
+        if rule is None:
+            return
+        chosen = self.applied_opts[step:] if chosen is None else chosen
+        reasons = [why(j, opt) if why else "" for j, opt in enumerate(chosen)]
+        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
 
-    def _note_unroll_reduce(self, step: int, s: sint | None = None, axis: int = 0, took: int | None = None) -> None:
-        """_unroll_reduce's record: why it declined (s is None: too many registers), or its two candidates."""
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
+        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        return rule, self._matvec_candidates(blocksize, threads, rows)
+
+    def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
+        """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
+        rule, candidates = weighed
+        if taken is None:
+            self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
+            return
+        why = {
+            OptOps.GROUP: "matvec: {amt} threads share each output's reduce (GROUP)",
+            OptOps.LOCAL: "matvec: {amt} threads per work-group along axis {axis}",
+            OptOps.UPCAST: "matvec: each thread computes {amt} outputs along axis {axis}",
+        }
+        candidates = [replace(c, taken=c.key == (taken,)) for c in candidates]
+        self._decided(step, "_matvec", rule, candidates, lambda j, o: why[o.op].format(amt=o.amt, axis=o.axis))
+
+    def _grouping_weighed(
+        self,
+        step: int,
+        outputs: int | None = None,
+        sizes: Sequence[int] = (),
+        tried: dict[int, KernelOptError] | None = None,
+        before: tuple[int, ...] = (),
+    ) -> tuple:
+        """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
+        reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
+        fr = self.first_reduce
+        if outputs is None:  # no local memory, or a symbolic number of outputs
+            symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
+            return ("no: the number of outputs is symbolic" if symbolic else None,)
+        if not sizes:
+            why = (
+                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
+                if outputs > 2048
+                else "more than 2 output axes"
+                if fr > 2
+                else "the output is already written 4 at a time"
+            )
+            return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
+        taken, candidates, done = self.applied_opts[step:], [], False
+        for sz in sizes:
+            if Opt(OptOps.GROUPTOP, 0, sz) in taken:
+                note, done = "divides the reduce axis, fits local memory", True
+            elif done:
+                note = "not tried"
+            elif sz in (tried or {}):
+                note = f"rejected: {(tried or {})[sz]}"
+            else:
+                note = f"doesn't divide the reduce axis ({before[fr]})"
+            candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
+        count = _count(outputs, "output")
+        rule = f"{count} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the first size that fits"
+        return (
+            rule + " (key: -size)",
+            candidates,
+            lambda j, o: f"{count} <= 2048: {o.amt} threads share each output's reduce",
+        )
+
+    def _masked_weighed(self, to_upcast: list[int]) -> tuple:
+        """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
+        candidates = []
+        upcast = prod(self.full_shape[self.shape_len - self.upcasted :])
+        for axis in range(self.first_reduce):
+            size = self.full_shape[axis]
+            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
+                elements = upcast * prod(self.full_shape[j] for j in to_upcast if j < axis) * size
+                note = f"size {size}, masked: {elements} elements {'<=' if elements <= 7 * 7 else '>'} 49"
+                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
+        return (
+            rule if candidates else "no: no masked output axis of size <= 7",
+            candidates,
+            lambda j, o: f"small masked axis {o.axis}: upcast it whole",
+        )
+
+    def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
+        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end)."""
+        counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
+        if upcasted_axis is None:
+            return (f"stop: {counted} < 1024",)
+        weighed = self._broadcast_candidates(upcasted_axis, list(choices))
+        if not choices:
+            return f"stop: {counted}, but no output axis qualifies", weighed
+        _, _, axis, amt = choices[0]
+        zero = self._broadcast_bufs(axis)
+        has = "has" if len(zero) == 1 else "have"
+        why = f"{self._names(zero)} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+        rule = (
+            f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
+            "amount), smallest first"
+        )
+        return rule, weighed, lambda j, o: why
+
+    def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
+        """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
         if s is None:
             elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
             why = (
@@ -3757,8 +3653,8 @@ class _ExplainMethods:
                 if elements >= 64
                 else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
             )
-            self._decided(step, "_unroll_reduce", f"no: {why}")
-            return
+            return (f"no: {why}",)
+        took = {0: 0, 4: 1}.get(chosen[0].amt) if chosen else None
         whole = (
             f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
             if isinstance(s, int)
@@ -3769,8 +3665,128 @@ class _ExplainMethods:
             Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
             Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
         ]
+        reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        self._decided(step, "_unroll_reduce", rule, candidates)
+        return rule, candidates, lambda j, o: "long reduce axis: unroll the loop by 4" if o.amt == 4 else reasons[j]
+
+    def _default_upcast_weighed(self, step: int) -> tuple:
+        """_default_upcast's record: it upcast the last axis by 4, or why not."""
+        if self.applied_opts[step:]:
+            rule = "nothing upcast yet: the last axis by 4 (a float4 where contiguous)"
+            return rule, [], lambda j, o: "nothing upcast yet: upcast the last axis by 4"
+        return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
+
+    def _locals_weighed(
+        self, ranking: list[tuple[bool, int]] | None = None, to_local: list[tuple[int, int]] | None = None
+    ) -> tuple:
+        """_locals' record, before it applies anything: each axis in ranked order with its note (no ranking:
+        NOLOCALS=1 turned locals off)."""
+        if ranking is None or to_local is None:
+            rule = "NOLOCALS=1 (environment): no work-groups of the kernel's own"
+            return rule, [], lambda j, o: "NOLOCALS=1: no work-groups of the kernel's own"
+        candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
+        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
+            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and so_far * x <= 128]
+            note = self._locals_note(axis, sizes, so_far, fits)
+            sz = chosen.get(axis)
+            so_far *= sz or 1
+            opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
+            candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
+        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+        return rule, candidates, lambda j, o: f"work-group: {o.amt} threads along axis {o.axis}"
+
+    def _tc_weighed(self, weighed: list[Candidate], tc: TensorCore, combos: list, axis: int, opt_level: int) -> tuple:
+        """_apply_tc_opt's record once `tc` fits: the tensor cores weighed, this one with its (N, M, K) picks."""
+        picks = [
+            f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for j, (n, m, kk) in enumerate(combos)
+        ]
+        weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
+        rule = (
+            "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
+            f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
+            "counting from the last"
+        )
+        why = "tensor core: unroll K; upcast and local N, M for the warp"
+        return rule, weighed, lambda j, o: why, [Opt(OptOps.TC, axis, opt_level)]
+
+    def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
+        """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
+        candidates = [
+            Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)
+        ]
+        rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
+        return rule, candidates, lambda j, o: f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+
+    def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
+        """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
+        candidates = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
+        rule = "N as local threads: the first of 4, 2 that divides"
+        return rule, candidates, lambda j, o: "tensor core: more of N as local threads"
+
+    # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
+
+    def _image_output_upcast(self) -> None:
+        """An image output is written a pixel at a time: upcast its first unit-stride axis whose size is a multiple
+        of 4 (sort key: the axis number)."""
+        step = len(self.applied_opts)
+        axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
+        check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
+        if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
+            self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
+        taken = self.applied_opts[step:]
+        candidates = [
+            Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
+            for a in axes4
+        ]
+        rule = "image output: the first unit-stride axis (key: axis)"
+        why = "image output: upcast its unit-stride axis by 4 (one pixel)"
+        self._decided(step, "required_optimizations", rule, candidates, lambda j, o: why)
+
+    def _image_upcast_mid(self) -> None:
+        """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
+        mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
+        if (
+            not self.float4_axis(0)
+            and self.group_for_reduces
+            and self.first_reduce <= 2
+            and prod(self.sts[0].shape) > 1
+        ):
+            axes = self.sts[0].unit_stride_axes()
+            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+            if self.sts[0].shape[axes[0]] % 4 == 0:
+                step = len(self.applied_opts)
+                self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
+                rule = "image output: its only unit-stride axis, by 4 (one pixel)"
+                self._decided(step, "_grouping", rule, why=lambda j, o: "image output: upcast mid-reduce by 4")
+
+    def _image_float4(self) -> None:
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
+
+        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
+        for i, buf in enumerate(self.bufs):
+            if not isinstance(buf.dtype, ImageDType):
+                continue
+            step, fr = len(self.applied_opts), self.first_reduce
+            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
+            candidates = [
+                Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
+            ]
+            if (
+                axes4
+                and all(x < self.shape_len - self.upcasted for x in axes4)
+                and axes4[0] not in self.upcast_in_mid_reduce_axes
+            ):
+                if axes4[0] < fr:
+                    self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
+                else:
+                    self.apply_opt(Opt(OptOps.UNROLL, axes4[0] - fr, 4))
+                candidates[0] = replace(candidates[0], taken=True)
+            name = self._buf_name(i)
+            what = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll"}
+            rule = f"image {name}: its first unit-stride axis (key: axis)"
+            why = lambda j, o: f"image {name}: {what[o.op]} its unit-stride axis by 4"  # noqa: E731
+            self._decided(step, "_image_float4", rule, candidates, why)
 
 
 for _name in dir(_ExplainMethods):
