@@ -88,11 +88,6 @@ def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list
     return yes, no
 
 
-def _count(n: Any, noun: str) -> str:
-    """'1 output', '4 outputs'."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def is_int(x: Any) -> bool:
     """Is x an integer as a size, axis or amount takes it: a Python int or a numpy integer, never a bool."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
@@ -300,21 +295,6 @@ class BufferOps(Enum):
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
-# how many sources each op takes
-ARITY: dict[Op, int] = {
-    **dict.fromkeys(UnaryOps, 1),
-    **dict.fromkeys(BinaryOps, 2),
-    **dict.fromkeys(TernaryOps, 3),
-    **dict.fromkeys(ReduceOps, 1),
-    BufferOps.LOAD: 0,
-    BufferOps.CONST: 0,
-    BufferOps.STORE: 1,
-}
-
-# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): padding_changes (in the appendix) also evaluates the SUM's source on zeros.
-UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
-
 
 def _check_field(owner: str, name: str, value: Any, ok: bool, want: str) -> None:
     if not ok:
@@ -330,10 +310,7 @@ class MemBuffer:
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        _check_field("MemBuffer", "idx", self.idx, is_int(self.idx) and self.idx >= 0, "an int >= 0")
-        _check_field("MemBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
-        _check_field("MemBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
-        object.__setattr__(self, "idx", int(self.idx))  # a numpy integer idx is the same buffer
+        check_buffer_fields(self)  # and an int-like idx becomes an int: in the appendix
 
 
 @dataclass(frozen=True)
@@ -345,40 +322,7 @@ class ConstBuffer:
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        _check_field("ConstBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
-        _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
-        if (why := const_out_of_range(self.val, self.dtype)) is not None:
-            raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
-        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is None:
-            return
-        # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
-        # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
-        if not isinstance(self.val, Node):
-            object.__setattr__(self, "val", round_to_float(float(self.val), *fmt))
-        elif max(-self.val.min, self.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
-            raise ValueError(
-                f"CONST {self.val.render()} of {self.dtype.name}: a value in {self.val.min}..{self.val.max} can be "
-                f"beyond the integers {self.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
-            )
-
-
-# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
-SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
-    dtypes.float16: (11, -14, 65504.0),
-    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
-}
-
-
-def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
-    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
-    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
-    rounds past `largest` is an infinity of its sign; nan stays nan."""
-    if not math.isfinite(x) or x == 0:
-        return x
-    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
-    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
-    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
-    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
+        check_buffer_fields(self)  # and a half or bfloat16 value is rounded to its dtype: in the appendix
 
 
 @dataclass(frozen=True)
@@ -1852,8 +1796,9 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    tc: int | None = None  # None: the TC environment variable (default 1), read when used
-    tc_opt: int | None = None  # None: TC_OPT (default 0), read when used
+    # None: read from the environment (TC, default 1; TC_OPT, default 0) each time (_knob_field, in the appendix)
+    tc: int | None = None
+    tc_opt: int | None = None
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
@@ -1866,24 +1811,6 @@ class Target:
         _check_field(
             "Target", "shared_max", self.shared_max, is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"
         )
-
-
-def _knob_field(name: str, env: str, default: int) -> property:
-    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
-    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
-
-    def get(self: Target) -> int:
-        value = self.__dict__[name]
-        return getenv(env, default) if value is None else value
-
-    def put(self: Target, value: int | None) -> None:
-        self.__dict__[name] = value
-
-    return property(get, put)
-
-
-Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
-Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 
 
 class Kernel:
@@ -2819,7 +2746,93 @@ def optimize(k: Kernel) -> Kernel:
 # ============================================================================================================
 
 
+# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ call this) --
+
+
+def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
+    """MemBuffer's and ConstBuffer's __post_init__: a field of the wrong kind fails here, naming it. A MemBuffer's
+    numpy integer idx becomes an int (the same buffer); a ConstBuffer's value must fit its dtype, and a half or
+    bfloat16 one is rounded to it."""
+    owner = type(buf).__name__
+    if isinstance(buf, MemBuffer):
+        _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
+    _check_field(owner, "dtype", buf.dtype, isinstance(buf.dtype, DType), "a DType")
+    _check_field(owner, "st", buf.st, isinstance(buf.st, ShapeTracker), "a ShapeTracker")
+    if isinstance(buf, MemBuffer):
+        object.__setattr__(buf, "idx", int(buf.idx))
+        return
+    if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
+        raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
+    if (fmt := SHORT_FLOATS.get(buf.dtype.scalar())) is None:
+        return
+    # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
+    # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+    if not isinstance(buf.val, Node):
+        object.__setattr__(buf, "val", round_to_float(float(buf.val), *fmt))
+    elif max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+        raise ValueError(
+            f"CONST {buf.val.render()} of {buf.dtype.name}: a value in {buf.val.min}..{buf.val.max} can be "
+            f"beyond the integers {buf.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
+        )
+
+
+# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
+    dtypes.float16: (11, -14, 65504.0),
+    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
+}
+
+
+def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
+    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
+    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
+    rounds past `largest` is an infinity of its sign; nan stays nan."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
+    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
+    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
+    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
+
+
+# -- Target's tc and tc_opt: None reads the environment each time they are used --
+
+
+def _knob_field(name: str, env: str, default: int) -> property:
+    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
+    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
+
+    def get(self: Target) -> int:
+        value = self.__dict__[name]
+        return getenv(env, default) if value is None else value
+
+    def put(self: Target, value: int | None) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
+Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
+Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
+
+
 # -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
+
+
+# how many sources each op takes
+ARITY: dict[Op, int] = {
+    **dict.fromkeys(UnaryOps, 1),
+    **dict.fromkeys(BinaryOps, 2),
+    **dict.fromkeys(TernaryOps, 3),
+    **dict.fromkeys(ReduceOps, 1),
+    BufferOps.LOAD: 0,
+    BufferOps.CONST: 0,
+    BufferOps.STORE: 1,
+}
+
+# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
+# some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
+UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
@@ -3410,6 +3423,11 @@ for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
 
 # -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): the heuristics
 # call _decided with Candidates; these methods write the candidates' notes and are attached to Kernel after it --
+
+
+def _count(n: Any, noun: str) -> str:
+    """'1 output', '4 outputs'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass(frozen=True)
