@@ -5,26 +5,14 @@ Part 1, the reading path, in the order data flows through it:
     helpers -> dtypes -> ops / AST -> symbolic indices -> View -> ShapeTracker
     -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets
 
-Then the Appendix banner line, and what Part 1 relies on but a first read skips: validation (of the AST, the movement
-ops' arguments, PADTO's zeros), the Kernel methods only tinygrad's linearizer uses, the `--explain` record, the
-command line's plumbing, the AST builders and the demo. Part 1 calls into it in one line, marked "in the appendix".
+Then the Appendix banner line, after which comes what Part 1 relies on but a first read skips; Part 1 calls
+into it in one line, marked "in the appendix". README.md's "Reading kernel.py" says what to read first.
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
-in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled". The colours of
-`Kernel.colored_shape()` show which part is which: COLOR_LEGEND, at the top of the Kernel section, is the legend.
-
-An axis is *upcast* (UPCAST, yellow) when one thread computes all of its values itself, in registers, with the loop
-over it unrolled: a loop transformation, not a type widening. UNROLL does the same to a reduce axis (magenta), and
-`Kernel.upcasted` counts both: the last `upcasted` axes of the shape are the yellow and magenta ones.
-
-First read: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`, `real_strides`), the Kernel
-section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method per OptOp, and the heuristics
-(`hand_coded_optimizations` reads as their table of contents; each docstring gives its sort key and thresholds).
-Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`. Skip on a first read: View merging
-(`View.__add__`, `View.reshape`, `_merge_dims`, `_reshape_mask`), the symbolic division, modulo and comparisons
-(`SumNode.__floordiv__`, `__mod__`, `create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`,
-the image branches of `required_optimizations` and `_grouping`) and tensor cores.
+in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled" (the colours of
+`Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes all of its values itself, in
+registers, its loop unrolled: a loop transformation, not a type widening.
 
 Only the standard library is imported at module level.
 """
@@ -1665,15 +1653,9 @@ class ShapeTracker:
 #   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
 #   0             global_dims  first_reduce                               shape_len - upcasted
 #
-# The "upcasted dims" are registers: yellow (UPCAST) output axes and magenta (UNROLL) reduce axes both count.
-#
-# COLOR_LEGEND is the one legend of the project: the colours of colored_shape(), tinygrad's eight chunks of a
-# kernel's shape, with what each becomes in runtime.py's OpenCL C. Left to right they come in this order, except the
-# last two: yellow and magenta axes are both registers (the last `upcasted` axes) and sit in the order their opts
-# were applied. `python kernel.py demo` prints it; runtime.py and the README refer to it. "Local memory" is the
-# memory a work-group's threads share (OpenCL's __local, where runtime.py declares the array `temp`; tinygrad
-# calls it shared memory, as in Target.has_shared). NOLOCALS: runtime.py then launches the threads in groups of the
-# largest divisor <= 32 of launch dim 0 (they share nothing).
+# COLOR_LEGEND is the project's one legend (README.md's colour table is it): the colours of colored_shape(),
+# tinygrad's eight chunks of a kernel's shape, with what each becomes in runtime.py's OpenCL C. Yellow and magenta
+# axes are both registers (the last `upcasted` axes), in the order their opts were applied.
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
