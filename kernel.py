@@ -1152,7 +1152,8 @@ def _sint(x: Any) -> sint:
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
 
-    A View is an immutable value, so its methods (the size and every movement op) cache their results."""
+    A View is an immutable value, so its methods (the size and every movement op) cache their results. Its
+    invert and unbind, which the optimizer doesn't call, are in the appendix."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -1338,33 +1339,6 @@ class View:
         return set().union(*[x.vars() for x in parts if isinstance(x, Node)])
 
     @functools.cache
-    def unbind(self) -> tuple[View, dict[Variable, int]]:
-        """The view over unbound variables, and the value each bound one had."""
-        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
-        unbound = {v: uv for v, (uv, _) in bound}
-
-        def sub(x: sint) -> sint:
-            return x if isinstance(x, int) else x.substitute(unbound)
-
-        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
-        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
-        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
-
-    @functools.cache
-    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
-        """The view that maps this view's output back onto its input, or None when there is none (only flips
-        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
-        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
-        if not all_int(self.strides):
-            return None
-        ret = View.create(self.shape)
-        if self.mask:
-            ret = ret.shrink(self.mask)
-        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
-        return ret if prod(ret.shape) == prod(out_shape) else None
-
-    @functools.cache
     def minify(self) -> View:
         """The same view with as few axes as possible."""
         try:
@@ -1483,7 +1457,8 @@ class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
 
     views: tuple[View, ...]
-    # at_values and indices (numpy), which only runtime.py and the tests call, are in the appendix
+    # invert, consecutive, var_vals, unbind, real_size, at_values and indices (numpy): the optimizer doesn't call
+    # them (runtime.py, search.py, the demo and the tests do), so they are in the appendix
 
     @staticmethod
     def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -1496,46 +1471,12 @@ class ShapeTracker:
             ret = ShapeTracker(ret.views + (v,)).simplify()
         return ret
 
-    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
-        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = []
-        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
-            if (inv := v.invert(s)) is None:
-                return None
-            inverted.append(inv)
-        return ShapeTracker(tuple(inverted)).reshape(out_shape)
-
     @property
     def contiguous(self) -> bool:
         return len(self.views) == 1 and self.views[0].contiguous
 
-    @property
-    def consecutive(self) -> bool:
-        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
-        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
-
     def vars(self) -> set[Variable]:
         return set().union(*[v.vars() for v in self.views])
-
-    @property
-    def var_vals(self) -> dict[Variable, int]:
-        """{unbound variable: value} of every bound variable in the views."""
-        ret: dict[Variable, int] = {}
-        for v in self.vars():
-            var, val = v.unbind()
-            if ret.setdefault(var, val) != val:
-                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
-        return ret
-
-    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
-        """The ShapeTracker over unbound variables, and the value each bound one had."""
-        views, var_vals = zip(*[v.unbind() for v in self.views])
-        merged: dict[Variable, int] = {}
-        for d in var_vals:
-            for var, val in d.items():
-                if merged.setdefault(var, val) != val:
-                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
-        return ShapeTracker(tuple(views)), merged
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -1544,16 +1485,6 @@ class ShapeTracker:
     @property
     def size(self) -> int:
         return self.views[-1].size()
-
-    def real_size(self) -> int:
-        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
-        if 0 in self.shape:
-            return 0
-        idx, valid = self.expr_idxs()
-        if not valid:
-            return 0
-        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
-        return top + 1
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
@@ -3237,12 +3168,91 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-# -- a ShapeTracker evaluated at integer values, with numpy (runtime.py's reference and the tests; not the
-# optimizer): attached to ShapeTracker after it --
+# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do):
+# inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
+
+
+class _ViewMethods:
+    """View methods attached to View below."""
+
+    @functools.cache
+    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
+        """The view that maps this view's output back onto its input, or None when there is none (only flips
+        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
+        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
+        if not all_int(self.strides):
+            return None
+        ret = View.create(self.shape)
+        if self.mask:
+            ret = ret.shrink(self.mask)
+        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
+        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
+        return ret if prod(ret.shape) == prod(out_shape) else None
+
+    @functools.cache
+    def unbind(self) -> tuple[View, dict[Variable, int]]:
+        """The view over unbound variables, and the value each bound one had."""
+        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
+        unbound = {v: uv for v, (uv, _) in bound}
+
+        def sub(x: sint) -> sint:
+            return x if isinstance(x, int) else x.substitute(unbound)
+
+        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
+        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
+        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
+
+
+for _name in ("invert", "unbind"):
+    setattr(View, _name, getattr(_ViewMethods, _name))
 
 
 class _EvaluateMethods:
-    """ShapeTracker methods for runtime.py and the tests, attached to ShapeTracker below."""
+    """ShapeTracker methods attached to ShapeTracker below."""
+
+    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
+        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
+        inverted = []
+        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
+            if (inv := v.invert(s)) is None:
+                return None
+            inverted.append(inv)
+        return ShapeTracker(tuple(inverted)).reshape(out_shape)
+
+    @property
+    def consecutive(self) -> bool:
+        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
+        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
+
+    @property
+    def var_vals(self) -> dict[Variable, int]:
+        """{unbound variable: value} of every bound variable in the views."""
+        ret: dict[Variable, int] = {}
+        for v in self.vars():
+            var, val = v.unbind()
+            if ret.setdefault(var, val) != val:
+                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+        return ret
+
+    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+        """The ShapeTracker over unbound variables, and the value each bound one had."""
+        views, var_vals = zip(*[v.unbind() for v in self.views])
+        merged: dict[Variable, int] = {}
+        for d in var_vals:
+            for var, val in d.items():
+                if merged.setdefault(var, val) != val:
+                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
+        return ShapeTracker(tuple(views)), merged
+
+    def real_size(self) -> int:
+        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
+        if 0 in self.shape:
+            return 0
+        idx, valid = self.expr_idxs()
+        if not valid:
+            return 0
+        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
+        return top + 1
 
     def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
         """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
@@ -3300,7 +3310,7 @@ class _EvaluateMethods:
         return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
 
 
-for _name in ("at_values", "indices"):
+for _name in ("invert", "consecutive", "var_vals", "unbind", "real_size", "at_values", "indices"):
     setattr(ShapeTracker, _name, getattr(_EvaluateMethods, _name))
 
 
