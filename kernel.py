@@ -94,27 +94,6 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     return value
 
 
-ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
-def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
-
-    Plain text unless use_color() says someone will see the colours."""
-    if color is None or not use_color():  # use_color: in the appendix
-        return str(text)
-    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
-    return f"\x1b[{code}m{text}\x1b[0m"
-
-
-def ansistrip(s: str) -> str:
-    return re.sub(r"\x1b\[(K|.*?m)", "", s)
-
-
-def ansilen(s: str) -> int:
-    return len(ansistrip(s))
-
-
 def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
     """Which axes of old_shape multiply into each axis of new_shape, or None if new_shape isn't a merge of old."""
     acc_old = list(itertools.accumulate(old_shape, operator.mul))
@@ -1861,7 +1840,7 @@ class Kernel:
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
-        """full_shape with each axis in its colour (plain text under NO_COLOR)."""
+        """full_shape with each axis in its colour (plain text under NO_COLOR; colored and ansilen: in the appendix)."""
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
         ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
         return ret + " " * (pad - ansilen(ret)) if pad else ret
@@ -2014,14 +1993,9 @@ class Kernel:
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
         NOLOCALS takes neither: (-1, -1)."""
+        check_opt_args(opt)  # an axis and an amount of the right kinds: in the appendix
         if opt.op is OptOps.NOLOCALS:
-            check(
-                opt.axis is None and opt.amt is None,
-                f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}",
-            )
             return -1, -1
-        check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
-        check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
@@ -2262,8 +2236,7 @@ class Kernel:
         return False
 
     def _apply_tc(self, opt: Opt) -> None:
-        check(is_int(opt.axis) and opt.axis >= 0, f"TC needs an int axis >= 0, got {opt.axis!r}")
-        check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
+        check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
         check(len(self.applied_opts) == 0, "tensor core opts must be first")
         use_tensor_cores = self.opts.tc
         check(use_tensor_cores == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
@@ -3022,6 +2995,24 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
     while off := [s for s in x.src if memo[s] != 0]:
         x = off[0]
     return x, memo[x]
+
+
+# -- an Opt's arguments (apply_opt checks them before it reads them) --
+
+
+def check_opt_args(opt: Opt) -> None:
+    """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
+    tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
+    if opt.op is OptOps.NOLOCALS:
+        check(
+            opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}"
+        )
+        return
+    check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
+    if opt.op is OptOps.TC:
+        check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
+    else:
+        check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
@@ -3865,6 +3856,27 @@ def run_command_line(
     except one_line as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
+
+
+ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
+
+
+def colored(text: Any, color: str | None) -> str:
+    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
+
+    Plain text unless use_color() says someone will see the colours."""
+    if color is None or not use_color():
+        return str(text)
+    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def ansistrip(s: str) -> str:
+    return re.sub(r"\x1b\[(K|.*?m)", "", s)
+
+
+def ansilen(s: str) -> int:
+    return len(ansistrip(s))
 
 
 def use_color(out=None) -> bool:
