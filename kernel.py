@@ -60,10 +60,6 @@ def all_same(xs: Sequence[Any]) -> bool:
     return all(x == xs[0] for x in xs)
 
 
-def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
-
-
 def round_up(num: int, amt: int) -> int:
     return (num + amt - 1) // amt * amt
 
@@ -924,11 +920,6 @@ def always_lt(a: sint, b: sint) -> bool:
     return upper_bound(a - b) < 0
 
 
-def _never_negative(x: sint) -> bool:
-    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
-    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
-
-
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
@@ -986,16 +977,6 @@ def all_int(xs: Iterable[Any]) -> bool:
 def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
     """An int or a node as text."""
     return str(a) if isinstance(a, int) else a.render(ops, ctx)
-
-
-def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
-    """The value of a (an int, or a node of the variables in var_vals)."""
-    if isinstance(a, (int, float)):
-        return a
-    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
-    if not isinstance(ret, NumNode):
-        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
-    return ret.b
 
 
 def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
@@ -1763,19 +1744,8 @@ class Kernel:
         return ret
 
     # -- the state an opt changes, so a rejected opt can put it back --
-    OPT_STATE = (
-        "sts",
-        "bufs",
-        "applied_opts",
-        "group_for_reduces",
-        "upcasted",
-        "local_dims",
-        "dont_use_locals",
-        "tensor_core",
-        "tensor_core_opts",
-        "bufs_for_tensor_core",
-        "decisions",
-    )
+    OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
+    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core", "decisions")
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
@@ -3018,6 +2988,11 @@ def check_opt_args(opt: Opt) -> None:
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
 
 
+def _never_negative(x: sint) -> bool:
+    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
+    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
+
+
 def checked_create_args(
     shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
 ) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
@@ -3161,6 +3136,20 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
 
 # -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do):
 # inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
+
+
+def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
+    """The value of a (an int, or a node of the variables in var_vals)."""
+    if isinstance(a, (int, float)):
+        return a
+    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
+    if not isinstance(ret, NumNode):
+        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
+    return ret.b
+
+
+def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
 
 
 class _ViewMethods:
