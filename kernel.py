@@ -2596,9 +2596,11 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips: validation (AST, movement-op arguments, PADTO's zeros),
-# the Kernel methods only tinygrad's linearizer uses, the --explain record, the command line's plumbing, then the
-# AST builders and the demo. Part 1 calls into it by name, in one line marked "in the appendix".
+# Appendix: what Part 1 relies on and a first read skips: validation (buffer fields, AST, Opt and movement-op
+# arguments, PADTO's zeros), Target's TC knobs, the View and ShapeTracker methods the optimizer doesn't call (numpy
+# evaluation among them), the Kernel methods only tinygrad's linearizer uses, the --explain record with the
+# heuristics' image-only steps, colours and the command line's plumbing, then the AST builders and the demo.
+# Part 1 calls into it by name, in one line marked "in the appendix".
 # ============================================================================================================
 
 
@@ -3393,8 +3395,9 @@ for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
     setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
 
 
-# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): the heuristics
-# call _decided with Candidates; these methods write the candidates' notes and are attached to Kernel after it --
+# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): each heuristic files
+# it with one call to _decided; these methods write its rule, Candidates and reasons, and hold the heuristics'
+# image-only steps. They are attached to Kernel after it --
 
 
 def _count(n: Any, noun: str) -> str:
@@ -3433,7 +3436,7 @@ class Decision:
 
 
 class _ExplainMethods:
-    """Kernel methods that write the notes of a Decision, attached to Kernel below."""
+    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
