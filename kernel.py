@@ -3452,8 +3452,8 @@ class _ExplainMethods:
         """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
         return " and ".join(self._buf_name(i) for i in idxs)
 
-    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
-        """What _matvec weighs on each global axis, before it applies anything."""
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
+        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
         reduce_size = self.full_shape[self.first_reduce]
         ret = []
         for g in range(self.global_dims):
@@ -3465,7 +3465,11 @@ class _ExplainMethods:
                 f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
             )
             ret.append(Candidate((g,), " ".join(opts), note))
-        return ret
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        return rule, ret
 
     def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
         """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
@@ -3538,14 +3542,6 @@ class _ExplainMethods:
         reasons = [why(j, opt) if why else "" for j, opt in enumerate(chosen)]
         self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
 
-    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
-        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        return rule, self._matvec_candidates(blocksize, threads, rows)
-
     def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
         """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
         rule, candidates = weighed
@@ -3583,14 +3579,14 @@ class _ExplainMethods:
                 else "the output is already written 4 at a time"
             )
             return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
-        taken, candidates, done = self.applied_opts[step:], [], False
+        taken, candidates, done, tried = self.applied_opts[step:], [], False, tried or {}
         for sz in sizes:
             if Opt(OptOps.GROUPTOP, 0, sz) in taken:
                 note, done = "divides the reduce axis, fits local memory", True
             elif done:
                 note = "not tried"
-            elif sz in (tried or {}):
-                note = f"rejected: {(tried or {})[sz]}"
+            elif sz in tried:
+                note = f"rejected: {tried[sz]}"
             else:
                 note = f"doesn't divide the reduce axis ({before[fr]})"
             candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
