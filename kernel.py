@@ -5,26 +5,14 @@ Part 1, the reading path, in the order data flows through it:
     helpers -> dtypes -> ops / AST -> symbolic indices -> View -> ShapeTracker
     -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets
 
-Then the Appendix banner line, and what Part 1 relies on but a first read skips: validation (of the AST, the movement
-ops' arguments, PADTO's zeros), the Kernel methods only tinygrad's linearizer uses, the `--explain` record, the
-command line's plumbing, the AST builders and the demo. Part 1 calls into it in one line, marked "in the appendix".
+Then the Appendix banner line, after which comes what Part 1 relies on but a first read skips; Part 1 calls
+into it in one line, marked "in the appendix". README.md's "Reading kernel.py" says what to read first.
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
-in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled". The colours of
-`Kernel.colored_shape()` show which part is which: COLOR_LEGEND, at the top of the Kernel section, is the legend.
-
-An axis is *upcast* (UPCAST, yellow) when one thread computes all of its values itself, in registers, with the loop
-over it unrolled: a loop transformation, not a type widening. UNROLL does the same to a reduce axis (magenta), and
-`Kernel.upcasted` counts both: the last `upcasted` axes of the shape are the yellow and magenta ones.
-
-First read: the ops (LazyOp, MemBuffer), ShapeTracker (its movement ops, `expr_idxs`, `real_strides`), the Kernel
-section's banner comment and `first_reduce`/`colors`, `apply_opt` with its one method per OptOp, and the heuristics
-(`hand_coded_optimizations` reads as their table of contents; each docstring gives its sort key and thresholds).
-Then run `python kernel.py demo matmul --explain`, `--loops` and `--map`. Skip on a first read: View merging
-(`View.__add__`, `View.reshape`, `_merge_dims`, `_reshape_mask`), the symbolic division, modulo and comparisons
-(`SumNode.__floordiv__`, `__mod__`, `create_lt_node`), the image-only paths (ImageDType, UPCASTMID, `_image_float4`,
-the image branches of `required_optimizations` and `_grouping`) and tensor cores.
+in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled" (the colours of
+`Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes all of its values itself, in
+registers, its loop unrolled: a loop transformation, not a type widening.
 
 Only the standard library is imported at module level.
 """
@@ -72,10 +60,6 @@ def all_same(xs: Sequence[Any]) -> bool:
     return all(x == xs[0] for x in xs)
 
 
-def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
-
-
 def round_up(num: int, amt: int) -> int:
     return (num + amt - 1) // amt * amt
 
@@ -86,11 +70,6 @@ def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list
     for x in xs:
         (yes if pred(x) else no).append(x)
     return yes, no
-
-
-def _count(n: Any, noun: str) -> str:
-    """'1 output', '4 outputs'."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def is_int(x: Any) -> bool:
@@ -109,27 +88,6 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
         want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
         raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")  # in the appendix
     return value
-
-
-ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
-def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
-
-    Plain text unless use_color() says someone will see the colours."""
-    if color is None or not use_color():  # use_color: in the appendix
-        return str(text)
-    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
-    return f"\x1b[{code}m{text}\x1b[0m"
-
-
-def ansistrip(s: str) -> str:
-    return re.sub(r"\x1b\[(K|.*?m)", "", s)
-
-
-def ansilen(s: str) -> int:
-    return len(ansistrip(s))
 
 
 def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
@@ -300,21 +258,6 @@ class BufferOps(Enum):
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
-# how many sources each op takes
-ARITY: dict[Op, int] = {
-    **dict.fromkeys(UnaryOps, 1),
-    **dict.fromkeys(BinaryOps, 2),
-    **dict.fromkeys(TernaryOps, 3),
-    **dict.fromkeys(ReduceOps, 1),
-    BufferOps.LOAD: 0,
-    BufferOps.CONST: 0,
-    BufferOps.STORE: 1,
-}
-
-# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): padding_changes (in the appendix) also evaluates the SUM's source on zeros.
-UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
-
 
 def _check_field(owner: str, name: str, value: Any, ok: bool, want: str) -> None:
     if not ok:
@@ -330,10 +273,7 @@ class MemBuffer:
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        _check_field("MemBuffer", "idx", self.idx, is_int(self.idx) and self.idx >= 0, "an int >= 0")
-        _check_field("MemBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
-        _check_field("MemBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
-        object.__setattr__(self, "idx", int(self.idx))  # a numpy integer idx is the same buffer
+        check_buffer_fields(self)  # and an int-like idx becomes an int: in the appendix
 
 
 @dataclass(frozen=True)
@@ -345,40 +285,7 @@ class ConstBuffer:
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        _check_field("ConstBuffer", "dtype", self.dtype, isinstance(self.dtype, DType), "a DType")
-        _check_field("ConstBuffer", "st", self.st, isinstance(self.st, ShapeTracker), "a ShapeTracker")
-        if (why := const_out_of_range(self.val, self.dtype)) is not None:
-            raise ValueError(f"CONST value {self.val!r} {why} {self.dtype.name} ({self.dtype!r})")
-        if (fmt := SHORT_FLOATS.get(self.dtype.scalar())) is None:
-            return
-        # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
-        # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
-        if not isinstance(self.val, Node):
-            object.__setattr__(self, "val", round_to_float(float(self.val), *fmt))
-        elif max(-self.val.min, self.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
-            raise ValueError(
-                f"CONST {self.val.render()} of {self.dtype.name}: a value in {self.val.min}..{self.val.max} can be "
-                f"beyond the integers {self.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
-            )
-
-
-# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
-SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
-    dtypes.float16: (11, -14, 65504.0),
-    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
-}
-
-
-def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
-    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
-    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
-    rounds past `largest` is an infinity of its sign; nan stays nan."""
-    if not math.isfinite(x) or x == 0:
-        return x
-    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
-    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
-    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
-    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
+        check_buffer_fields(self)  # and a half or bfloat16 value is rounded to its dtype: in the appendix
 
 
 @dataclass(frozen=True)
@@ -1013,11 +920,6 @@ def always_lt(a: sint, b: sint) -> bool:
     return upper_bound(a - b) < 0
 
 
-def _never_negative(x: sint) -> bool:
-    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
-    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
-
-
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
@@ -1075,16 +977,6 @@ def all_int(xs: Iterable[Any]) -> bool:
 def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
     """An int or a node as text."""
     return str(a) if isinstance(a, int) else a.render(ops, ctx)
-
-
-def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
-    """The value of a (an int, or a node of the variables in var_vals)."""
-    if isinstance(a, (int, float)):
-        return a
-    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
-    if not isinstance(ret, NumNode):
-        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
-    return ret.b
 
 
 def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
@@ -1220,7 +1112,8 @@ def _sint(x: Any) -> sint:
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
 
-    A View is an immutable value, so its methods (the size and every movement op) cache their results."""
+    A View is an immutable value, so its methods (the size and every movement op) cache their results. Its
+    invert and unbind, which the optimizer doesn't call, are in the appendix."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -1406,33 +1299,6 @@ class View:
         return set().union(*[x.vars() for x in parts if isinstance(x, Node)])
 
     @functools.cache
-    def unbind(self) -> tuple[View, dict[Variable, int]]:
-        """The view over unbound variables, and the value each bound one had."""
-        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
-        unbound = {v: uv for v, (uv, _) in bound}
-
-        def sub(x: sint) -> sint:
-            return x if isinstance(x, int) else x.substitute(unbound)
-
-        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
-        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
-        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
-
-    @functools.cache
-    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
-        """The view that maps this view's output back onto its input, or None when there is none (only flips
-        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
-        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
-        if not all_int(self.strides):
-            return None
-        ret = View.create(self.shape)
-        if self.mask:
-            ret = ret.shrink(self.mask)
-        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
-        return ret if prod(ret.shape) == prod(out_shape) else None
-
-    @functools.cache
     def minify(self) -> View:
         """The same view with as few axes as possible."""
         try:
@@ -1551,6 +1417,8 @@ class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
 
     views: tuple[View, ...]
+    # invert, consecutive, var_vals, unbind, real_size, at_values and indices (numpy): the optimizer doesn't call
+    # them (runtime.py, search.py, the demo and the tests do), so they are in the appendix
 
     @staticmethod
     def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -1563,46 +1431,12 @@ class ShapeTracker:
             ret = ShapeTracker(ret.views + (v,)).simplify()
         return ret
 
-    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
-        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = []
-        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
-            if (inv := v.invert(s)) is None:
-                return None
-            inverted.append(inv)
-        return ShapeTracker(tuple(inverted)).reshape(out_shape)
-
     @property
     def contiguous(self) -> bool:
         return len(self.views) == 1 and self.views[0].contiguous
 
-    @property
-    def consecutive(self) -> bool:
-        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
-        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
-
     def vars(self) -> set[Variable]:
         return set().union(*[v.vars() for v in self.views])
-
-    @property
-    def var_vals(self) -> dict[Variable, int]:
-        """{unbound variable: value} of every bound variable in the views."""
-        ret: dict[Variable, int] = {}
-        for v in self.vars():
-            var, val = v.unbind()
-            if ret.setdefault(var, val) != val:
-                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
-        return ret
-
-    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
-        """The ShapeTracker over unbound variables, and the value each bound one had."""
-        views, var_vals = zip(*[v.unbind() for v in self.views])
-        merged: dict[Variable, int] = {}
-        for d in var_vals:
-            for var, val in d.items():
-                if merged.setdefault(var, val) != val:
-                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
-        return ShapeTracker(tuple(views)), merged
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -1611,16 +1445,6 @@ class ShapeTracker:
     @property
     def size(self) -> int:
         return self.views[-1].size()
-
-    def real_size(self) -> int:
-        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
-        if 0 in self.shape:
-            return 0
-        idx, valid = self.expr_idxs()
-        if not valid:
-            return 0
-        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
-        return top + 1
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
@@ -1681,61 +1505,6 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
-        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
-        to): a plain integer one. ValueError names a variable that has no value."""
-        st, vals = self.unbind()
-        vals.update(var_vals or {})
-        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
-        if missing:
-            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
-
-        def at(x: sint) -> int:
-            return x if isinstance(x, int) else sym_infer(x, vals)
-
-        return ShapeTracker(
-            tuple(
-                View.create(
-                    tuple(at(x) for x in v.shape),
-                    tuple(at(x) for x in v.strides),
-                    at(v.offset),
-                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
-                )
-                for v in st.views
-            )
-        )
-
-    def indices(self, var_vals: dict[Variable, int] | None = None):
-        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
-        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
-        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
-        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
-        at var_vals (see at_values)."""
-        import numpy as np
-
-        if self.vars():
-            return self.at_values(var_vals).indices()
-        # int32 where every index fits: half the memory traffic on big views
-        bound = max(
-            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
-        )
-        dtype = np.int32 if bound < 2**31 else np.int64
-        ndim = len(self.shape)
-        idxs = [
-            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
-            for k, s in enumerate(self.shape)
-        ]
-        idx, valid = _view_indices(self.views[-1], idxs, dtype)
-        for view in reversed(self.views[:-1]):
-            view = view.minify()
-            if valid is not None:
-                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
-            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
-            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
-        if valid is None:
-            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
-        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
-
     # -- the movement ops: all but reshape act on the top view --
 
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
@@ -1764,36 +1533,6 @@ class ShapeTracker:
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-def _view_indices(view: View, idxs: list, dtype):
-    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
-    import numpy as np
-
-    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-        if acc is None:
-            return x
-        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-            return op(acc, x, out=acc)
-        return op(acc, x)
-
-    idx = np.asarray(view.offset, dtype=dtype)
-    valid = None
-    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        if st != 0:
-            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-        if m is not None:
-            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
-    return idx, valid
-
-
-def _unravel(idx, shape: tuple[int, ...]) -> list:
-    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
-    parts = []
-    for d in reversed(shape[1:]):
-        parts.append(idx % d)
-        idx = idx // d
-    return [idx] + parts[::-1] if shape else []
-
-
 # ============================================================================================================
 # Kernel: every buffer's ShapeTracker on one common shape
 # ============================================================================================================
@@ -1805,15 +1544,9 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 #   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
 #   0             global_dims  first_reduce                               shape_len - upcasted
 #
-# The "upcasted dims" are registers: yellow (UPCAST) output axes and magenta (UNROLL) reduce axes both count.
-#
-# COLOR_LEGEND is the one legend of the project: the colours of colored_shape(), tinygrad's eight chunks of a
-# kernel's shape, with what each becomes in runtime.py's OpenCL C. Left to right they come in this order, except the
-# last two: yellow and magenta axes are both registers (the last `upcasted` axes) and sit in the order their opts
-# were applied. `python kernel.py demo` prints it; runtime.py and the README refer to it. "Local memory" is the
-# memory a work-group's threads share (OpenCL's __local, where runtime.py declares the array `temp`; tinygrad
-# calls it shared memory, as in Target.has_shared). NOLOCALS: runtime.py then launches the threads in groups of the
-# largest divisor <= 32 of launch dim 0 (they share nothing).
+# COLOR_LEGEND is the project's one legend (README.md's colour table is it): the colours of colored_shape(),
+# tinygrad's eight chunks of a kernel's shape, with what each becomes in runtime.py's OpenCL C. Yellow and magenta
+# axes are both registers (the last `upcasted` axes), in the order their opts were applied.
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
@@ -1936,8 +1669,9 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    tc: int | None = None  # None: the TC environment variable (default 1), read when used
-    tc_opt: int | None = None  # None: TC_OPT (default 0), read when used
+    # None: read from the environment (TC, default 1; TC_OPT, default 0) each time (_knob_field, in the appendix)
+    tc: int | None = None
+    tc_opt: int | None = None
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
@@ -1950,24 +1684,6 @@ class Target:
         _check_field(
             "Target", "shared_max", self.shared_max, is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"
         )
-
-
-def _knob_field(name: str, env: str, default: int) -> property:
-    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
-    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
-
-    def get(self: Target) -> int:
-        value = self.__dict__[name]
-        return getenv(env, default) if value is None else value
-
-    def put(self: Target, value: int | None) -> None:
-        self.__dict__[name] = value
-
-    return property(get, put)
-
-
-Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
-Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 
 
 class Kernel:
@@ -2013,7 +1729,6 @@ class Kernel:
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
         self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
-        self._reasons: dict[int, str] = {}  # applied_opts index -> why, until _decided files it in a Decision
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -2029,20 +1744,8 @@ class Kernel:
         return ret
 
     # -- the state an opt changes, so a rejected opt can put it back --
-    OPT_STATE = (
-        "sts",
-        "bufs",
-        "applied_opts",
-        "group_for_reduces",
-        "upcasted",
-        "local_dims",
-        "dont_use_locals",
-        "tensor_core",
-        "tensor_core_opts",
-        "bufs_for_tensor_core",
-        "decisions",
-        "_reasons",
-    )
+    OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
+    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core", "decisions")
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
@@ -2107,7 +1810,7 @@ class Kernel:
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
-        """full_shape with each axis in its colour (plain text under NO_COLOR)."""
+        """full_shape with each axis in its colour (plain text under NO_COLOR; colored and ansilen: in the appendix)."""
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
         ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
         return ret + " " * (pad - ansilen(ret)) if pad else ret
@@ -2260,14 +1963,9 @@ class Kernel:
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
         NOLOCALS takes neither: (-1, -1)."""
+        check_opt_args(opt)  # an axis and an amount of the right kinds: in the appendix
         if opt.op is OptOps.NOLOCALS:
-            check(
-                opt.axis is None and opt.amt is None,
-                f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}",
-            )
             return -1, -1
-        check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
-        check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
         axis = opt.real_axis(self)
         check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
@@ -2502,24 +2200,13 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
                 self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
-            picks = [
-                f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}"
-                for j, (n, m, kk) in enumerate(combos)
-            ]
-            weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
-            rule = (
-                "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
-                f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
-                "counting from the last"
-            )
-            chosen, why = [Opt(OptOps.TC, axis, opt_level)], "tensor core: unroll K; upcast and local N, M for the warp"
-            self._decided(len(self.applied_opts), "apply_tensor_cores", rule, weighed, chosen, [why])
+            record = self._tc_weighed(weighed, tc, combos, axis, opt_level)  # the --explain record: in the appendix
+            self._decided(len(self.applied_opts), "apply_tensor_cores", *record)
             return True
         return False
 
     def _apply_tc(self, opt: Opt) -> None:
-        check(is_int(opt.axis) and opt.axis >= 0, f"TC needs an int axis >= 0, got {opt.axis!r}")
-        check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
+        check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
         check(len(self.applied_opts) == 0, "tensor core opts must be first")
         use_tensor_cores = self.opts.tc
         check(use_tensor_cores == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
@@ -2557,13 +2244,8 @@ class Kernel:
                 step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
                 taken = next((upc for upc in (4, 2) if size % upc == 0), None)
                 if taken is not None:
-                    self._log_apply(Opt(OptOps.LOCAL, tco.axes[0], taken), "tensor core: more of N as local threads")
-                candidates = [
-                    Candidate((-u,), f"LOCAL:{tco.axes[0]}:{u}", f"{size} % {u} = {size % u}", u == taken)
-                    for u in (4, 2)
-                ]
-                rule = "N as local threads: the first of 4, 2 that divides"
-                self._decided(step, "apply_tensor_cores", rule, candidates)
+                    self.apply_opt(Opt(OptOps.LOCAL, tco.axes[0], taken))
+                self._decided(step, "apply_tensor_cores", *self._tc_local_weighed(tco.axes[0], size, taken))
             return True
         except KernelOptError:
             return False
@@ -2574,68 +2256,22 @@ class Kernel:
         tco = self.tensor_core_opts
         if tco is not None and tco.axes_exist[tc_dim]:
             step, size = len(self.applied_opts), self.full_shape[tco.axes[tc_dim]]
-            amt = next(d for d in (5, 4, 3, 2, 1) if self.full_shape[tco.axes[tc_dim]] % d == 0)
+            amt = next(d for d in (5, 4, 3, 2, 1) if size % d == 0)
             if amt != 1:
-                self._log_apply(
-                    Opt(OptOps.UPCAST, tco.axes[tc_dim], amt), f"tensor core: upcast {'NM'[tc_dim]} for reuse"
-                )
-            candidates = [
-                Candidate((-d,), f"UPCAST:{tco.axes[tc_dim]}:{d}", f"{size} % {d} = {size % d}", d == amt)
-                for d in (5, 4, 3, 2)
-            ]
-            rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-            self._decided(step, "apply_tensor_cores", rule, candidates)
+                self.apply_opt(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt))
+            self._decided(step, "apply_tensor_cores", *self._tc_upcast_weighed(tc_dim, tco.axes[tc_dim], size, amt))
 
     # ========================================================================================================
     # heuristics: tinygrad 0.9.1's hand-coded optimizations
     # ========================================================================================================
-    # Each heuristic records what it weighed with _decided (Decision, Candidate); the methods that write the notes
-    # of that record (_buf_name, _names, _matvec_candidates, _broadcast_candidates, _locals_note) are in the appendix.
-
-    def _log_apply(self, opt: Opt, why: str) -> None:
-        """Apply an opt the heuristics chose, remembering why until _decided files it (the step table prints it)."""
-        self.apply_opt(opt)
-        self._reasons[len(self.applied_opts) - 1] = why
-
-    def _decided(
-        self,
-        step: int,
-        heuristic: str,
-        rule: str,
-        candidates: list[Candidate] | None = None,
-        chosen: list[Opt] | None = None,
-        reasons: list[str] | None = None,
-    ) -> None:
-        """Record what a heuristic weighed (see Decision); by default its choice is every opt applied since `step`,
-        each with the reason _log_apply was given."""
-        if chosen is None:
-            chosen = self.applied_opts[step:]
-            reasons = [self._reasons.pop(step + j, "") for j in range(len(chosen))]
-        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, list(reasons or [])))
+    # Each heuristic applies its opts with apply_opt, as tinygrad's do, and then files what it weighed for
+    # `demo --explain` in one call to _decided (a Decision of Candidates). The text of that record is written by
+    # the appendix's methods (_decided and the *_weighed and _note_* ones), and the image-only steps are there too.
 
     def required_optimizations(self) -> None:
-        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis whose size is a multiple of 4 is taken (4: a pixel)."""
+        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
         if isinstance(self.bufs[0].dtype, ImageDType):
-            step = len(self.applied_opts)
-            axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
-            check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
-            if (
-                all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                self._log_apply(
-                    Opt(OptOps.UPCAST, axes4[0], 4), "image output: upcast its unit-stride axis by 4 (one pixel)"
-                )
-            taken = self.applied_opts[step:]
-            candidates = [
-                Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
-                for a in axes4
-            ]
-            self._decided(
-                step, "required_optimizations", "image output: the first unit-stride axis (key: axis)", candidates
-            )
+            self._image_output_upcast()  # image-only: in the appendix
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
@@ -2659,7 +2295,7 @@ class Kernel:
         if self._matvec():
             return
         self._grouping()
-        self._image_float4()
+        self._image_float4()  # image-only: in the appendix
         if self.group_for_reduces:
             return  # no more opts once a reduce is grouped
         self._upcast_masked_axes()
@@ -2684,79 +2320,54 @@ class Kernel:
             getenv("MV_THREADS_PER_ROW", 8, minimum=1),
             getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
         )
-        r = self.reduceop
         step = len(self.applied_opts)
-        if r is None:
+        if self.reduceop is None:
             return False
         if (why_not := self._not_matvec(mv, blocksize, threads, rows)) is not None:
             self._decided(step, "_matvec", f"no: {why_not}")
             return False
-        mulop = r.src[0]
-        i0, i1 = self.bufs.index(mulop.src[0].arg), self.bufs.index(mulop.src[1].arg)
-        st0, st1 = self.sts[i0], self.sts[i1]
-        strides0, strides1 = st0.real_strides(), st1.real_strides()
-
-        def has_expanded_axis(shape: tuple[int, ...], strides: tuple[int | None, ...]) -> bool:
-            return any(s > 1 and st == 0 for s, st in zip(shape, strides))
-
-        if self.first_reduce >= self.shape_len:  # every reduced axis had size 1: nothing left to reduce
-            self._decided(step, "_matvec", "no: every reduced axis has size 1")
-            return False
-        if strides0[self.first_reduce] != 1 or (
-            has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)
-        ):
-            why = (
-                f"{self._buf_name(i0)} has stride {strides0[self.first_reduce]} on the reduce axis, not 1"
-                if strides0[self.first_reduce] != 1
-                else f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
-            )
-            self._decided(step, "_matvec", f"no: {why}")
-            return False
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        weighed = self._matvec_candidates(blocksize, threads, rows)
+        weighed = self._matvec_weighed(blocksize, threads, rows)  # the --explain record: in the appendix
         for global_idx in range(self.global_dims):
             if (
                 self.full_shape[self.first_reduce] % threads == 0
                 and self.full_shape[global_idx] % (blocksize * rows) == 0
             ):
                 if threads > 1:
-                    self._log_apply(
-                        Opt(OptOps.GROUP, 0, threads), f"matvec: {threads} threads share each output's reduce (GROUP)"
-                    )
+                    self.apply_opt(Opt(OptOps.GROUP, 0, threads))
                 if blocksize > 1:
-                    self._log_apply(
-                        Opt(OptOps.LOCAL, global_idx, blocksize),
-                        f"matvec: {blocksize} threads per work-group along axis {global_idx}",
-                    )
+                    self.apply_opt(Opt(OptOps.LOCAL, global_idx, blocksize))
                 if rows > 1:
-                    self._log_apply(
-                        Opt(OptOps.UPCAST, global_idx, rows),
-                        f"matvec: each thread computes {rows} outputs along axis {global_idx}",
-                    )
-                self._decided(step, "_matvec", rule, [replace(c, taken=c.key == (global_idx,)) for c in weighed])
+                    self.apply_opt(Opt(OptOps.UPCAST, global_idx, rows))
+                self._note_matvec(step, weighed, global_idx)
                 return True
-        self._decided(step, "_matvec", "no: " + rule + ": none does", weighed)
+        self._note_matvec(step, weighed)
         return False
 
     def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
         """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
-        r = self.reduceop
-        mul = r.src[0] if r is not None else None
+        r, fr = self.reduceop, self.first_reduce
+        mul = r.src[0]
         for failed, why in (
             (not self.opts.has_local, "the target has no local threads"),
             (mv == 0, "MV=0 (environment)"),
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
-            (r is None or r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
+            (r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
             (not self.opts.has_shared, "the target has no local memory"),
-            (mul is None or mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
-            (mul is None or any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
+            (mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+            (any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
+            (fr >= self.shape_len, "every reduced axis has size 1"),
         ):
             if failed:
                 return why
+        i0, i1 = (self.bufs.index(s.arg) for s in mul.src)
+        st0, st1 = self.sts[i0], self.sts[i1]
+        strides0, strides1 = st0.real_strides(), st1.real_strides()
+        if strides0[fr] != 1:
+            return f"{self._buf_name(i0)} has stride {strides0[fr]} on the reduce axis, not 1"
+        expanded0 = any(s > 1 and st == 0 for s, st in zip(st0.shape, strides0))
+        if expanded0 and any(s > 1 and st == 0 for s, st in zip(st1.shape, strides1)):
+            return f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
         return None
 
     def _grouping(self) -> None:
@@ -2769,99 +2380,24 @@ class Kernel:
         outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
         256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
         smarter way")."""
-        step = len(self.applied_opts)
+        step, before, tried = len(self.applied_opts), self.full_shape, {}  # before, tried: for the record
         if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
-            if self.opts.has_local and self.opts.has_shared and self.first_reduce < self.shape_len:
-                self._decided(step, "_grouping", "no: the number of outputs is symbolic")
+            self._decided(step, "_grouping", *self._grouping_weighed(step))  # the --explain record: in the appendix
             return
         outputs = prod(self.sts[0].shape[: self.first_reduce])
-        if (
-            not self.float4_axis(0)
-            and self.first_reduce <= 2
-            and self.first_reduce + 1 <= self.shape_len
-            and outputs <= 2048
-        ):
-            sizes = [256, 16] if outputs <= 32 else [16]
-            tried: dict[int, str] = {}
-            for sz in sizes:
-                if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
-                    try:
-                        why = f"{_count(outputs, 'output')} <= 2048: {sz} threads share each output's reduce"
-                        self._log_apply(Opt(OptOps.GROUPTOP, 0, sz), why)
-                        tried[sz] = "divides the reduce axis, fits local memory"
-                        break
-                    except KernelOptError as e:
-                        tried[sz] = f"rejected: {e}"  # too much shared memory: try the next size
-                else:
-                    tried[sz] = f"doesn't divide the reduce axis ({self.full_shape[self.first_reduce]})"
-            rule = (
-                f"{_count(outputs, 'output')} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the "
-                "first size that fits (key: -size)"
-            )
-            taken = self.applied_opts[step:]
-            candidates = [
-                Candidate((-sz,), f"GROUPTOP:0:{sz}", tried.get(sz, "not tried"), Opt(OptOps.GROUPTOP, 0, sz) in taken)
-                for sz in sizes
-            ]
-            self._decided(step, "_grouping", rule, candidates)
-        elif self.first_reduce + 1 <= self.shape_len:
-            why = (
-                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
-                if outputs > 2048
-                else "more than 2 output axes"
-                if self.first_reduce > 2
-                else "the output is already written 4 at a time"
-            )
-            self._decided(step, "_grouping", f"no: {why}")
-        if (
-            self.bufs[0].dtype.name.startswith("image")
-            and not self.float4_axis(0)
-            and self.group_for_reduces
-            and self.first_reduce <= 2
-            and prod(self.sts[0].shape) > 1
-        ):
-            axes = self.sts[0].unit_stride_axes()
-            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-            if self.sts[0].shape[axes[0]] % 4 == 0:
-                step = len(self.applied_opts)
-                self._log_apply(Opt(OptOps.UPCASTMID, axes[0], 4), "image output: upcast mid-reduce by 4")
-                self._decided(step, "_grouping", "image output: its only unit-stride axis, by 4 (one pixel)")
-
-    def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
-        for i, buf in enumerate(self.bufs):
-            if not isinstance(buf.dtype, ImageDType):
-                continue
-            step = len(self.applied_opts)
-            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
-            candidates = [
-                Candidate(
-                    (a,),
-                    f"UPCAST:{a}:4" if a < self.first_reduce else f"UNROLL:{a - self.first_reduce}:4",
-                    "unit stride",
-                )
-                for a in axes4
-            ]
-            if (
-                axes4
-                and all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                if axes4[0] < self.first_reduce:
-                    self._log_apply(
-                        Opt(OptOps.UPCAST, axes4[0], 4), f"image {self._buf_name(i)}: upcast its unit-stride axis by 4"
-                    )
-                else:
-                    self._log_apply(
-                        Opt(OptOps.UNROLL, axes4[0] - self.first_reduce, 4),
-                        f"image {self._buf_name(i)}: unroll its unit-stride axis by 4",
-                    )
-                candidates[0] = replace(candidates[0], taken=True)
-            self._decided(
-                step, "_image_float4", f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)", candidates
-            )
+        sizes = []
+        if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len:
+            sizes = [256, 16] if outputs <= 32 else [16] if outputs <= 2048 else []
+        for sz in sizes:
+            if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
+                try:
+                    self.apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
+                    break
+                except KernelOptError as e:
+                    tried[sz] = e  # too much shared memory: try the next size
+        self._decided(step, "_grouping", *self._grouping_weighed(step, outputs, sizes, tried, before))
+        if self.bufs[0].dtype.name.startswith("image"):
+            self._image_upcast_mid()  # image-only: in the appendix
 
     def _upcast_masked_axes(self) -> None:
         """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
@@ -2871,29 +2407,21 @@ class Kernel:
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
         step = len(self.applied_opts)
         to_upcast: list[int] = []
-        candidates: list[Candidate] = []
         for axis in range(self.first_reduce):
             if (
                 isinstance(self.full_shape[axis], int)  # not a symbolic axis
                 and self.full_shape[axis] <= 7
                 and any(st.axis_is_masked(axis) for st in self.sts)
+                and prod(self.full_shape[self.shape_len - self.upcasted :])
+                * prod(self.full_shape[j] for j in to_upcast)
+                * self.full_shape[axis]
+                <= 7 * 7
             ):
-                elements = (
-                    prod(self.full_shape[self.shape_len - self.upcasted :])
-                    * prod(self.full_shape[j] for j in to_upcast)
-                    * self.full_shape[axis]
-                )
-                if elements <= 7 * 7:
-                    to_upcast.append(axis)
-                fits = "<=" if elements <= 7 * 7 else ">"
-                note = f"size {self.full_shape[axis]}, masked: {elements} elements {fits} 49"
-                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+                to_upcast.append(axis)
+        weighed = self._masked_weighed(to_upcast)  # the --explain record: in the appendix
         for axis in to_upcast[::-1]:
-            self._log_apply(Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole")
-        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        self._decided(
-            step, "_upcast_masked_axes", rule if candidates else "no: no masked output axis of size <= 7", candidates
-        )
+            self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+        self._decided(step, "_upcast_masked_axes", *weighed)
 
     def _upcast_broadcast_axes(self) -> None:
         """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
@@ -2907,37 +2435,22 @@ class Kernel:
         each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
         upcasted_axis: set = set()
         while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
-            step = len(self.applied_opts)
-            choices, stride0 = [], {}
+            step, choices = len(self.applied_opts), []
             for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
                 if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
                     continue
-                if broadcast := self._broadcast_bufs(axis):
+                if self._broadcast_bufs(axis):
                     strides = [st.views[-1].strides[axis] for st in self.sts]
                     choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
-                    stride0[axis] = broadcast
-            weighed = self._broadcast_candidates(upcasted_axis, sorted(choices))
-            counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
+            weighed = self._broadcast_weighed(threads, upcasted_axis, sorted(choices))  # in the appendix
             if not choices:
-                self._decided(step, "_upcast_broadcast_axes", f"stop: {counted}, but no output axis qualifies", weighed)
+                self._decided(step, "_upcast_broadcast_axes", *weighed)
                 return
             _, _, axis, amt = sorted(choices)[0]
-            has = "has" if len(stride0[axis]) == 1 else "have"
-            self._log_apply(
-                Opt(OptOps.UPCAST, axis, amt),
-                f"{self._names(stride0[axis])} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads",
-            )
+            self.apply_opt(Opt(OptOps.UPCAST, axis, amt))
             upcasted_axis.add(axis)
-            rule = (
-                f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
-                "amount), smallest first"
-            )
-            self._decided(step, "_upcast_broadcast_axes", rule, weighed)
-        self._decided(
-            len(self.applied_opts),
-            "_upcast_broadcast_axes",
-            f"stop: {sym_render(threads)} threads (outputs outside the upcast axes) < 1024",
-        )
+            self._decided(step, "_upcast_broadcast_axes", *weighed)
+        self._decided(len(self.applied_opts), "_upcast_broadcast_axes", *self._broadcast_weighed(threads))
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
@@ -2962,65 +2475,29 @@ class Kernel:
             or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
         ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
         if not few_registers:
-            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-            why = (
-                f"{elements} upcast elements >= 64 (registers)"
-                if elements >= 64
-                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-            )
-            self._decided(step, "_unroll_reduce", f"no: {why}")
+            self._decided(step, "_unroll_reduce", *self._unroll_weighed())  # the --explain record: in the appendix
             return
-        s = self.full_unupcasted_shape[-1]
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
-            took = 0
-            self._log_apply(
-                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                f"short reduce axis ({s}): unroll it whole",
-            )
+            self.apply_opt(Opt(OptOps.UNROLL, axis, 0))
             if (
                 self.first_reduce < self.shape_len - self.upcasted  # a reduce loop is left to unroll
                 and s <= 3
                 and (s2 := self.full_unupcasted_shape[-1]) <= 3
                 and isinstance(s2, int)
             ):
-                self._log_apply(
-                    Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0),
-                    "tiny reduce: unroll the next reduce axis whole too",
-                )
-        elif self.full_unupcasted_shape[-1] % 4 == 0:
-            took = 1
-            self._log_apply(
-                Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 4),
-                "long reduce axis: unroll the loop by 4",
-            )
-        else:
-            took = None
-        whole = (
-            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-            if isinstance(s, int)
-            else f"whole: size {s} is symbolic"
-        )
-        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
-        candidates = [
-            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
-        ]
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        self._decided(step, "_unroll_reduce", rule, candidates)
+                self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0))
+        elif s % 4 == 0:
+            self.apply_opt(Opt(OptOps.UNROLL, axis, 4))
+        self._decided(step, "_unroll_reduce", *self._unroll_weighed(s, axis, self.applied_opts[step:]))
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last output axis by 4 if it divides (4: one float4)."""
         step = len(self.applied_opts)
-        if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % 4 == 0:
-            self._log_apply(
-                Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4),
-                "nothing upcast yet: upcast the last axis by 4",
-            )
-            self._decided(step, "_default_upcast", "nothing upcast yet: the last axis by 4 (a float4 where contiguous)")
-        elif self.upcasted == 0 and self.full_unupcasted_shape:
-            last = self.full_unupcasted_shape[-1]
-            self._decided(step, "_default_upcast", f"no: the last axis ({last}) isn't a multiple of 4")
+        if self.upcasted == 0 and self.full_unupcasted_shape:
+            if self.full_unupcasted_shape[-1] % 4 == 0:
+                self.apply_opt(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4))
+            self._decided(step, "_default_upcast", *self._default_upcast_weighed(step))  # in the appendix
 
     def _locals(self) -> None:
         """Make work-groups of at most 128 threads from up to 3 global axes; or NOLOCALS=1 turns locals off.
@@ -3031,39 +2508,26 @@ class Kernel:
         and the sizes are tuned (they fit every target's work-group limit); 3 is the launch's number of dims."""
         if not self.opts.has_local:
             return
-        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            step = len(self.applied_opts)
-            self._log_apply(Opt(OptOps.NOLOCALS), "NOLOCALS=1: no work-groups of the kernel's own")
-            self._decided(step, "_locals", "NOLOCALS=1 (environment): no work-groups of the kernel's own")
-            return
         step = len(self.applied_opts)
+        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            self.apply_opt(Opt(OptOps.NOLOCALS))
+            self._decided(step, "_locals", *self._locals_weighed())  # the --explain record: in the appendix
+            return
         ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
         to_local: list[tuple[int, int]] = []
-        notes: dict[int, str] = {}
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
-            threads = prod(sz for _, sz in to_local)
             sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and threads * x <= 128]:
+            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and prod(s for _, s in to_local) * x <= 128]:
                 to_local.append((axis, fits[0]))
-            notes[axis] = self._locals_note(axis, sizes, threads, fits)
-        candidates = [
-            Candidate(
-                (-int(broadcast), -axis),
-                f"LOCAL:{axis}:{sz}" if (sz := dict(to_local).get(axis)) else f"axis {axis}",
-                notes[axis],
-                taken=(axis, sz) in to_local[:3],
-            )
-            for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1]))
-        ]
+        weighed = self._locals_weighed(ranking, to_local)  # the --explain record: in the appendix
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
             axis -= deleted
             whole = sz == self.full_shape[axis]
-            self._log_apply(Opt(OptOps.LOCAL, axis, sz), f"work-group: {sz} threads along axis {axis}")
+            self.apply_opt(Opt(OptOps.LOCAL, axis, sz))
             if whole:
                 deleted += 1
-        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
-        self._decided(step, "_locals", rule, candidates)
+        self._decided(step, "_locals", *weighed)
 
 
 # ============================================================================================================
@@ -3132,13 +2596,101 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips: validation (AST, movement-op arguments, PADTO's zeros),
-# the Kernel methods only tinygrad's linearizer uses, the --explain record, the command line's plumbing, then the
-# AST builders and the demo. Part 1 calls into it by name, in one line marked "in the appendix".
+# Appendix: what Part 1 relies on and a first read skips: validation (buffer fields, AST, Opt and movement-op
+# arguments, PADTO's zeros), Target's TC knobs, the View and ShapeTracker methods the optimizer doesn't call (numpy
+# evaluation among them), the Kernel methods only tinygrad's linearizer uses, the --explain record with the
+# heuristics' image-only steps, colours and the command line's plumbing, then the AST builders and the demo.
+# Part 1 calls into it by name, in one line marked "in the appendix".
 # ============================================================================================================
 
 
+# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ call this) --
+
+
+def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
+    """MemBuffer's and ConstBuffer's __post_init__: a field of the wrong kind fails here, naming it. A MemBuffer's
+    numpy integer idx becomes an int (the same buffer); a ConstBuffer's value must fit its dtype, and a half or
+    bfloat16 one is rounded to it."""
+    owner = type(buf).__name__
+    if isinstance(buf, MemBuffer):
+        _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
+    _check_field(owner, "dtype", buf.dtype, isinstance(buf.dtype, DType), "a DType")
+    _check_field(owner, "st", buf.st, isinstance(buf.st, ShapeTracker), "a ShapeTracker")
+    if isinstance(buf, MemBuffer):
+        object.__setattr__(buf, "idx", int(buf.idx))
+        return
+    if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
+        raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
+    if (fmt := SHORT_FLOATS.get(buf.dtype.scalar())) is None:
+        return
+    # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
+    # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
+    if not isinstance(buf.val, Node):
+        object.__setattr__(buf, "val", round_to_float(float(buf.val), *fmt))
+    elif max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+        raise ValueError(
+            f"CONST {buf.val.render()} of {buf.dtype.name}: a value in {buf.val.min}..{buf.val.max} can be "
+            f"beyond the integers {buf.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
+        )
+
+
+# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
+    dtypes.float16: (11, -14, 65504.0),
+    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
+}
+
+
+def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
+    """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
+    normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
+    rounds past `largest` is an infinity of its sign; nan stays nan."""
+    if not math.isfinite(x) or x == 0:
+        return x
+    exp = max(math.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp
+    spacing = math.ldexp(1.0, exp - bits + 1)  # the distance between neighbouring floats around x
+    rounded = round(x / spacing) * spacing  # exact: x / spacing only shifts the exponent; round() ties to even
+    return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
+
+
+# -- Target's tc and tc_opt: None reads the environment each time they are used --
+
+
+def _knob_field(name: str, env: str, default: int) -> property:
+    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
+    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
+
+    def get(self: Target) -> int:
+        value = self.__dict__[name]
+        return getenv(env, default) if value is None else value
+
+    def put(self: Target, value: int | None) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put)
+
+
+Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
+Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
+
+
 # -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
+
+
+# how many sources each op takes
+ARITY: dict[Op, int] = {
+    **dict.fromkeys(UnaryOps, 1),
+    **dict.fromkeys(BinaryOps, 2),
+    **dict.fromkeys(TernaryOps, 3),
+    **dict.fromkeys(ReduceOps, 1),
+    BufferOps.LOAD: 0,
+    BufferOps.CONST: 0,
+    BufferOps.STORE: 1,
+}
+
+# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
+# some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
+UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
@@ -3417,7 +2969,30 @@ def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
     return x, memo[x]
 
 
+# -- an Opt's arguments (apply_opt checks them before it reads them) --
+
+
+def check_opt_args(opt: Opt) -> None:
+    """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
+    tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
+    if opt.op is OptOps.NOLOCALS:
+        check(
+            opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}"
+        )
+        return
+    check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
+    if opt.op is OptOps.TC:
+        check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
+    else:
+        check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
+
+
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
+
+
+def _never_negative(x: sint) -> bool:
+    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
+    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
 
 
 def checked_create_args(
@@ -3561,6 +3136,196 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
+# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do):
+# inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
+
+
+def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
+    """The value of a (an int, or a node of the variables in var_vals)."""
+    if isinstance(a, (int, float)):
+        return a
+    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
+    if not isinstance(ret, NumNode):
+        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
+    return ret.b
+
+
+def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
+
+
+class _ViewMethods:
+    """View methods attached to View below."""
+
+    @functools.cache
+    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
+        """The view that maps this view's output back onto its input, or None when there is none (only flips
+        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
+        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
+        if not all_int(self.strides):
+            return None
+        ret = View.create(self.shape)
+        if self.mask:
+            ret = ret.shrink(self.mask)
+        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
+        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
+        return ret if prod(ret.shape) == prod(out_shape) else None
+
+    @functools.cache
+    def unbind(self) -> tuple[View, dict[Variable, int]]:
+        """The view over unbound variables, and the value each bound one had."""
+        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
+        unbound = {v: uv for v, (uv, _) in bound}
+
+        def sub(x: sint) -> sint:
+            return x if isinstance(x, int) else x.substitute(unbound)
+
+        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
+        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
+        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
+
+
+for _name in ("invert", "unbind"):
+    setattr(View, _name, getattr(_ViewMethods, _name))
+
+
+class _EvaluateMethods:
+    """ShapeTracker methods attached to ShapeTracker below."""
+
+    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
+        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
+        inverted = []
+        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
+            if (inv := v.invert(s)) is None:
+                return None
+            inverted.append(inv)
+        return ShapeTracker(tuple(inverted)).reshape(out_shape)
+
+    @property
+    def consecutive(self) -> bool:
+        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
+        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
+
+    @property
+    def var_vals(self) -> dict[Variable, int]:
+        """{unbound variable: value} of every bound variable in the views."""
+        ret: dict[Variable, int] = {}
+        for v in self.vars():
+            var, val = v.unbind()
+            if ret.setdefault(var, val) != val:
+                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+        return ret
+
+    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+        """The ShapeTracker over unbound variables, and the value each bound one had."""
+        views, var_vals = zip(*[v.unbind() for v in self.views])
+        merged: dict[Variable, int] = {}
+        for d in var_vals:
+            for var, val in d.items():
+                if merged.setdefault(var, val) != val:
+                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
+        return ShapeTracker(tuple(views)), merged
+
+    def real_size(self) -> int:
+        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
+        if 0 in self.shape:
+            return 0
+        idx, valid = self.expr_idxs()
+        if not valid:
+            return 0
+        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
+        return top + 1
+
+    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
+        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
+        to): a plain integer one. ValueError names a variable that has no value."""
+        st, vals = self.unbind()
+        vals.update(var_vals or {})
+        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
+        if missing:
+            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
+
+        def at(x: sint) -> int:
+            return x if isinstance(x, int) else sym_infer(x, vals)
+
+        return ShapeTracker(
+            tuple(
+                View.create(
+                    tuple(at(x) for x in v.shape),
+                    tuple(at(x) for x in v.strides),
+                    at(v.offset),
+                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
+                )
+                for v in st.views
+            )
+        )
+
+    def indices(self, var_vals: dict[Variable, int] | None = None):
+        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
+        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
+        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
+        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
+        at var_vals (see at_values)."""
+        import numpy as np
+
+        if self.vars():
+            return self.at_values(var_vals).indices()
+        # int32 where every index fits: half the memory traffic on big views
+        bound = max(
+            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
+        )
+        dtype = np.int32 if bound < 2**31 else np.int64
+        ndim = len(self.shape)
+        idxs = [
+            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
+            for k, s in enumerate(self.shape)
+        ]
+        idx, valid = _view_indices(self.views[-1], idxs, dtype)
+        for view in reversed(self.views[:-1]):
+            view = view.minify()
+            if valid is not None:
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
+            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
+            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
+        if valid is None:
+            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
+        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
+
+
+for _name in ("invert", "consecutive", "var_vals", "unbind", "real_size", "at_values", "indices"):
+    setattr(ShapeTracker, _name, getattr(_EvaluateMethods, _name))
+
+
+def _view_indices(view: View, idxs: list, dtype):
+    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
+    import numpy as np
+
+    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+        if acc is None:
+            return x
+        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+            return op(acc, x, out=acc)
+        return op(acc, x)
+
+    idx = np.asarray(view.offset, dtype=dtype)
+    valid = None
+    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
+        if st != 0:
+            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
+        if m is not None:
+            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
+    return idx, valid
+
+
+def _unravel(idx, shape: tuple[int, ...]) -> list:
+    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
+    parts = []
+    for d in reversed(shape[1:]):
+        parts.append(idx % d)
+        idx = idx // d
+    return [idx] + parts[::-1] if shape else []
+
+
 # -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
 # them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
 # after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
@@ -3630,8 +3395,14 @@ for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
     setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
 
 
-# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): the heuristics
-# call _decided with Candidates; these methods write the candidates' notes and are attached to Kernel after it --
+# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): each heuristic files
+# it with one call to _decided; these methods write its rule, Candidates and reasons, and hold the heuristics'
+# image-only steps. They are attached to Kernel after it --
+
+
+def _count(n: Any, noun: str) -> str:
+    """'1 output', '4 outputs'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass(frozen=True)
@@ -3665,7 +3436,7 @@ class Decision:
 
 
 class _ExplainMethods:
-    """Kernel methods that write the notes of a Decision, attached to Kernel below."""
+    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
@@ -3681,8 +3452,8 @@ class _ExplainMethods:
         """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
         return " and ".join(self._buf_name(i) for i in idxs)
 
-    def _matvec_candidates(self, blocksize: int, threads: int, rows: int) -> list[Candidate]:
-        """What _matvec weighs on each global axis, before it applies anything."""
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
+        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
         reduce_size = self.full_shape[self.first_reduce]
         ret = []
         for g in range(self.global_dims):
@@ -3694,7 +3465,11 @@ class _ExplainMethods:
                 f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
             )
             ret.append(Candidate((g,), " ".join(opts), note))
-        return ret
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        return rule, ret
 
     def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
         """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
@@ -3750,9 +3525,262 @@ class _ExplainMethods:
             what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
         return f"{kind}; {what}"
 
+    def _decided(
+        self,
+        step: int,
+        heuristic: str,
+        rule: str | None,
+        candidates: list[Candidate] | None = None,
+        why: Callable[[int, Opt], str] | None = None,
+        chosen: list[Opt] | None = None,
+    ) -> None:
+        """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
+        since `step` unless `chosen` says otherwise, each with the reason why(j, opt) gives (the step table's text)."""
+        if rule is None:
+            return
+        chosen = self.applied_opts[step:] if chosen is None else chosen
+        reasons = [why(j, opt) if why else "" for j, opt in enumerate(chosen)]
+        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
 
-for _name in ("heuristic_log", "_buf_name", "_names", "_matvec_candidates", "_broadcast_candidates", "_locals_note"):
-    setattr(Kernel, _name, getattr(_ExplainMethods, _name))
+    def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
+        """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
+        rule, candidates = weighed
+        if taken is None:
+            self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
+            return
+        why = {
+            OptOps.GROUP: "matvec: {amt} threads share each output's reduce (GROUP)",
+            OptOps.LOCAL: "matvec: {amt} threads per work-group along axis {axis}",
+            OptOps.UPCAST: "matvec: each thread computes {amt} outputs along axis {axis}",
+        }
+        candidates = [replace(c, taken=c.key == (taken,)) for c in candidates]
+        self._decided(step, "_matvec", rule, candidates, lambda j, o: why[o.op].format(amt=o.amt, axis=o.axis))
+
+    def _grouping_weighed(
+        self,
+        step: int,
+        outputs: int | None = None,
+        sizes: Sequence[int] = (),
+        tried: dict[int, KernelOptError] | None = None,
+        before: tuple[int, ...] = (),
+    ) -> tuple:
+        """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
+        reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
+        fr = self.first_reduce
+        if outputs is None:  # no local memory, or a symbolic number of outputs
+            symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
+            return ("no: the number of outputs is symbolic" if symbolic else None,)
+        if not sizes:
+            why = (
+                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
+                if outputs > 2048
+                else "more than 2 output axes"
+                if fr > 2
+                else "the output is already written 4 at a time"
+            )
+            return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
+        taken, candidates, done, tried = self.applied_opts[step:], [], False, tried or {}
+        for sz in sizes:
+            if Opt(OptOps.GROUPTOP, 0, sz) in taken:
+                note, done = "divides the reduce axis, fits local memory", True
+            elif done:
+                note = "not tried"
+            elif sz in tried:
+                note = f"rejected: {tried[sz]}"
+            else:
+                note = f"doesn't divide the reduce axis ({before[fr]})"
+            candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
+        count = _count(outputs, "output")
+        rule = f"{count} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the first size that fits"
+        return (
+            rule + " (key: -size)",
+            candidates,
+            lambda j, o: f"{count} <= 2048: {o.amt} threads share each output's reduce",
+        )
+
+    def _masked_weighed(self, to_upcast: list[int]) -> tuple:
+        """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
+        candidates = []
+        upcast = prod(self.full_shape[self.shape_len - self.upcasted :])
+        for axis in range(self.first_reduce):
+            size = self.full_shape[axis]
+            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
+                elements = upcast * prod(self.full_shape[j] for j in to_upcast if j < axis) * size
+                note = f"size {size}, masked: {elements} elements {'<=' if elements <= 7 * 7 else '>'} 49"
+                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
+        return (
+            rule if candidates else "no: no masked output axis of size <= 7",
+            candidates,
+            lambda j, o: f"small masked axis {o.axis}: upcast it whole",
+        )
+
+    def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
+        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end)."""
+        counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
+        if upcasted_axis is None:
+            return (f"stop: {counted} < 1024",)
+        weighed = self._broadcast_candidates(upcasted_axis, list(choices))
+        if not choices:
+            return f"stop: {counted}, but no output axis qualifies", weighed
+        _, _, axis, amt = choices[0]
+        zero = self._broadcast_bufs(axis)
+        has = "has" if len(zero) == 1 else "have"
+        why = f"{self._names(zero)} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+        rule = (
+            f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
+            "amount), smallest first"
+        )
+        return rule, weighed, lambda j, o: why
+
+    def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
+        """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
+        if s is None:
+            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
+            why = (
+                f"{elements} upcast elements >= 64 (registers)"
+                if elements >= 64
+                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
+            )
+            return (f"no: {why}",)
+        took = {0: 0, 4: 1}.get(chosen[0].amt) if chosen else None
+        whole = (
+            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
+            if isinstance(s, int)
+            else f"whole: size {s} is symbolic"
+        )
+        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+        candidates = [
+            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+        ]
+        reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
+        return rule, candidates, lambda j, o: "long reduce axis: unroll the loop by 4" if o.amt == 4 else reasons[j]
+
+    def _default_upcast_weighed(self, step: int) -> tuple:
+        """_default_upcast's record: it upcast the last axis by 4, or why not."""
+        if self.applied_opts[step:]:
+            rule = "nothing upcast yet: the last axis by 4 (a float4 where contiguous)"
+            return rule, [], lambda j, o: "nothing upcast yet: upcast the last axis by 4"
+        return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
+
+    def _locals_weighed(
+        self, ranking: list[tuple[bool, int]] | None = None, to_local: list[tuple[int, int]] | None = None
+    ) -> tuple:
+        """_locals' record, before it applies anything: each axis in ranked order with its note (no ranking:
+        NOLOCALS=1 turned locals off)."""
+        if ranking is None or to_local is None:
+            rule = "NOLOCALS=1 (environment): no work-groups of the kernel's own"
+            return rule, [], lambda j, o: "NOLOCALS=1: no work-groups of the kernel's own"
+        candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
+        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
+            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and so_far * x <= 128]
+            note = self._locals_note(axis, sizes, so_far, fits)
+            sz = chosen.get(axis)
+            so_far *= sz or 1
+            opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
+            candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
+        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+        return rule, candidates, lambda j, o: f"work-group: {o.amt} threads along axis {o.axis}"
+
+    def _tc_weighed(self, weighed: list[Candidate], tc: TensorCore, combos: list, axis: int, opt_level: int) -> tuple:
+        """_apply_tc_opt's record once `tc` fits: the tensor cores weighed, this one with its (N, M, K) picks."""
+        picks = [
+            f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for j, (n, m, kk) in enumerate(combos)
+        ]
+        weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
+        rule = (
+            "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
+            f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
+            "counting from the last"
+        )
+        why = "tensor core: unroll K; upcast and local N, M for the warp"
+        return rule, weighed, lambda j, o: why, [Opt(OptOps.TC, axis, opt_level)]
+
+    def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
+        """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
+        candidates = [
+            Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)
+        ]
+        rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
+        return rule, candidates, lambda j, o: f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+
+    def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
+        """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
+        candidates = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
+        rule = "N as local threads: the first of 4, 2 that divides"
+        return rule, candidates, lambda j, o: "tensor core: more of N as local threads"
+
+    # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
+
+    def _image_output_upcast(self) -> None:
+        """An image output is written a pixel at a time: upcast its first unit-stride axis whose size is a multiple
+        of 4 (sort key: the axis number)."""
+        step = len(self.applied_opts)
+        axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
+        check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
+        if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
+            self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
+        taken = self.applied_opts[step:]
+        candidates = [
+            Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
+            for a in axes4
+        ]
+        rule = "image output: the first unit-stride axis (key: axis)"
+        why = "image output: upcast its unit-stride axis by 4 (one pixel)"
+        self._decided(step, "required_optimizations", rule, candidates, lambda j, o: why)
+
+    def _image_upcast_mid(self) -> None:
+        """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
+        mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
+        if (
+            not self.float4_axis(0)
+            and self.group_for_reduces
+            and self.first_reduce <= 2
+            and prod(self.sts[0].shape) > 1
+        ):
+            axes = self.sts[0].unit_stride_axes()
+            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+            if self.sts[0].shape[axes[0]] % 4 == 0:
+                step = len(self.applied_opts)
+                self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
+                rule = "image output: its only unit-stride axis, by 4 (one pixel)"
+                self._decided(step, "_grouping", rule, why=lambda j, o: "image output: upcast mid-reduce by 4")
+
+    def _image_float4(self) -> None:
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
+
+        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
+        for i, buf in enumerate(self.bufs):
+            if not isinstance(buf.dtype, ImageDType):
+                continue
+            step, fr = len(self.applied_opts), self.first_reduce
+            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
+            candidates = [
+                Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
+            ]
+            if (
+                axes4
+                and all(x < self.shape_len - self.upcasted for x in axes4)
+                and axes4[0] not in self.upcast_in_mid_reduce_axes
+            ):
+                if axes4[0] < fr:
+                    self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
+                else:
+                    self.apply_opt(Opt(OptOps.UNROLL, axes4[0] - fr, 4))
+                candidates[0] = replace(candidates[0], taken=True)
+            name = self._buf_name(i)
+            what = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll"}
+            rule = f"image {name}: its first unit-stride axis (key: axis)"
+            why = lambda j, o: f"image {name}: {what[o.op]} its unit-stride axis by 4"  # noqa: E731
+            self._decided(step, "_image_float4", rule, candidates, why)
+
+
+for _name in dir(_ExplainMethods):
+    if not _name.startswith("__"):
+        setattr(Kernel, _name, getattr(_ExplainMethods, _name))
 
 
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
@@ -3816,6 +3844,27 @@ def run_command_line(
     except one_line as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
+
+
+ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
+
+
+def colored(text: Any, color: str | None) -> str:
+    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
+
+    Plain text unless use_color() says someone will see the colours."""
+    if color is None or not use_color():
+        return str(text)
+    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def ansistrip(s: str) -> str:
+    return re.sub(r"\x1b\[(K|.*?m)", "", s)
+
+
+def ansilen(s: str) -> int:
+    return len(ansistrip(s))
 
 
 def use_color(out=None) -> bool:
