@@ -277,8 +277,11 @@ _INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, Una
 
 def _helper_body(kind: str, ctype: str) -> str:
     """The body of helper `kind` for operands of ctype (a, b; a register ctype of kernel.py's dtypes)."""
-    if kind == "max":  # numpy's maximum, NaN included; +0.0 beats -0.0, so that no order of a reduce matters
-        return "return isnan(a) ? a : isnan(b) ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;"
+    if kind == "max":  # numpy's maximum: a NaN wins (x != x only for NaN); of two equal values, the AND of their bits
+        # is either, except that +0.0 (no bits set) beats -0.0, so that no order of a reduce changes the sign of a 0.
+        # (Spelled with isnan() or as a chain of five selects, Intel's CPU compiler hangs on 16 nested calls.)
+        bits = "uint" if ctype == "float" else "ulong"
+        return f"return a > b || a != a ? a : b > a || b != b ? b : as_{ctype}(as_{bits}(a) & as_{bits}(b));"
     signed, bits = not ctype.startswith("u"), 8 * np.dtype(_C_NUMPY[ctype]).itemsize
     unsigned = ctype if not signed else "u" + ctype
     if kind == "idiv":  # x/0 is 0 (numpy's value); INT_MIN/-1 wraps to INT_MIN (numpy's), and x/-1 is -x for all x
