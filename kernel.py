@@ -923,23 +923,23 @@ def always_lt(a: sint, b: sint) -> bool:
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
-    if always_lt(a, b + 1):
-        return a
-    if always_lt(b, a + 1):
-        return b
-    raise ValueError(
-        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the smaller at every value of the variables"
-    )
+    return _decided_extreme(a, b, what, smaller=True)
 
 
 def sym_max(a: sint, b: sint, what: str = "max") -> sint:
     """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
-    if always_lt(b, a + 1):
+    return _decided_extreme(a, b, what, smaller=False)
+
+
+def _decided_extreme(a: sint, b: sint, what: str, smaller: bool) -> sint:
+    lo, hi = (a, b) if smaller else (b, a)  # a wins where lo <= hi at every value, b where hi <= lo
+    if always_lt(lo, hi + 1):
         return a
-    if always_lt(a, b + 1):
+    if always_lt(hi, lo + 1):
         return b
+    which = "smaller" if smaller else "larger"
     raise ValueError(
-        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the larger at every value of the variables"
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the {which} at every value of the variables"
     )
 
 

@@ -26,29 +26,8 @@ import numpy as np
 import pytest
 
 import runtime as R
-from kernel import (
-    TARGETS,
-    BinaryOps,
-    BufferOps,
-    DType,
-    Kernel,
-    KernelOptError,
-    LazyOp,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    TernaryOps,
-    UnaryOps,
-    alu,
-    const,
-    dtypes,
-    load,
-    optimize,
-    prod,
-    reduce,
-    store,
-)
+from kernel import TARGETS, BinaryOps, BufferOps, DType, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps
+from kernel import ShapeTracker, TernaryOps, UnaryOps, alu, const, dtypes, load, optimize, prod, reduce, store
 from tests.common import DTYPES
 
 SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)

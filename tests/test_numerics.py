@@ -15,25 +15,8 @@ import numpy as np
 import pytest
 
 import runtime as R
-from kernel import (
-    BinaryOps,
-    Kernel,
-    KernelOptError,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    TernaryOps,
-    UnaryOps,
-    Variable,
-    alu,
-    const,
-    dtypes,
-    load,
-    reduce,
-    round_to_float,
-    store,
-)
+from kernel import BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps, UnaryOps
+from kernel import Variable, alu, const, dtypes, load, reduce, round_to_float, store
 from tests.common import INTS
 from tests.corpus import lazyop_from_json
 
