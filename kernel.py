@@ -1634,9 +1634,6 @@ class TensorCore:
     def __str__(self) -> str:
         return "_".join(["WMMA"] + [str(d) for d in self.dims] + [self.dtype_in.name, self.dtype_out.name])
 
-    def num_upcasts(self) -> int:
-        return len(self.thread_local_aliases[0]) - len(self.threads)
-
 
 @dataclass
 class TensorCoreOptions:
@@ -1755,10 +1752,6 @@ class Kernel:
 
     # -- shape bookkeeping --
     @property
-    def membufs(self) -> list[MemBuffer]:
-        return [x for x in self.bufs if isinstance(x, MemBuffer)]
-
-    @property
     def reduceop(self) -> LazyOp | None:
         return self.reduceops[0] if self.reduceops else None
 
@@ -1790,23 +1783,17 @@ class Kernel:
 
     @property
     def upcast_in_mid_reduce_axes(self) -> list[int]:
-        return [
-            j
-            for j in range(self.first_reduce, self.first_reduce + self.group_for_reduces)
-            if self.full_shape[j] == self.sts[0].shape[j]
-        ]
+        fr = self.first_reduce
+        return [j for j in range(fr, fr + self.group_for_reduces) if self.full_shape[j] == self.sts[0].shape[j]]
 
     def colors(self) -> list[str]:
         """The colour of each axis of full_shape (the legend is COLOR_LEGEND above)."""
-        fr, up = self.first_reduce, self.shape_len - self.upcasted
+        fr, up, mid = self.first_reduce, self.shape_len - self.upcasted, self.upcast_in_mid_reduce_axes
         colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
-        colors += [
-            "white" if i in self.upcast_in_mid_reduce_axes else "green" for i in range(fr, fr + self.group_for_reduces)
-        ]
+        colors += ["white" if i in mid else "green" for i in range(fr, fr + self.group_for_reduces)]
         colors += ["red"] * (up - (fr + self.group_for_reduces))
-        colors += [
-            "magenta" if self.full_shape[i] != self.sts[0].shape[i] else "yellow" for i in range(up, self.shape_len)
-        ]
+        reduced = [s != o for s, o in zip(self.full_shape, self.sts[0].shape)]
+        colors += ["magenta" if reduced[i] else "yellow" for i in range(up, self.shape_len)]
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
@@ -1814,12 +1801,6 @@ class Kernel:
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
         ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
         return ret + " " * (pad - ansilen(ret)) if pad else ret
-
-    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
-        """Every combination of upcasted indices (last upcasted axis fastest... reversed, as tinygrad)."""
-        if self.upcasted == 0:
-            return [()]
-        return itertools.product(*[range(s) for s in self.sts[i].shape[self.shape_len - self.upcasted :][::-1]])
 
     def float4_axis(self, i: int) -> list[int]:
         """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""
@@ -1830,13 +1811,8 @@ class Kernel:
         """(size, stride in buffer i, is it a reduce axis) of each upcasted axis."""
         up = self.shape_len - self.upcasted
         check(all_int(self.sts[i].shape[up:]), f"cannot upcast a symbolic amount {self.sts[i].shape[up:]}")
-        return list(
-            zip(
-                self.sts[i].shape[up:],
-                self.sts[i].real_strides()[up:],
-                [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])],
-            )
-        )
+        reduced = [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]
+        return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:], reduced))
 
     # -- the moves every optimization is made of --
     def reshape_and_permute(
@@ -1870,11 +1846,8 @@ class Kernel:
             parts = ([amount, x[axis] // amount] if top else [x[axis] // amount, amount]) if x[axis] > 1 else [1, 1]
             return list(x[:axis]) + parts + list(x[axis + 1 :])
 
-        order = (
-            [i for i in range(insert_before) if i != move_axis]
-            + [move_axis]
-            + [i for i in range(insert_before, self.shape_len + 1) if i != move_axis]
-        )
+        order = [i for i in range(insert_before) if i != move_axis] + [move_axis]
+        order += [i for i in range(insert_before, self.shape_len + 1) if i != move_axis]
         self.reshape_and_permute(split, order)
 
     def simplify_ones(self) -> bool:
@@ -1904,18 +1877,15 @@ class Kernel:
                 strides.append(fake)
         merged = [[(s[0], st[0])] for s, st in zip(shapes, strides)]
         for i in range(1, len(shapes[0])):
-            can_merge = []
-            for s, st, ret in zip(shapes, strides, merged):
-                si, sti, last_st = s[i], st[i], ret[-1][1]
-                can_merge.append(
-                    sti is not None and ((sti != 0 and last_st == si * sti) or (sti == 0 and last_st == 0))
-                )
-            mergeable = all(can_merge) and i != self.first_reduce
-            for j, (s, st) in enumerate(zip(shapes, strides)):
+            mergeable = i != self.first_reduce and all(
+                st[i] is not None and ((st[i] != 0 and ret[-1][1] == s[i] * st[i]) or (st[i] == 0 and ret[-1][1] == 0))
+                for s, st, ret in zip(shapes, strides, merged)
+            )
+            for ret, s, st in zip(merged, shapes, strides):
                 if mergeable:
-                    merged[j][-1] = (merged[j][-1][0] * s[i], st[i])
+                    ret[-1] = (ret[-1][0] * s[i], st[i])
                 else:
-                    merged[j].append((s[i], st[i]))
+                    ret.append((s[i], st[i]))
         for i, x in enumerate(merged[: len(self.sts)]):
             self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
 
@@ -1935,19 +1905,15 @@ class Kernel:
     def _apply_opt(self, opt: Opt, append_opt: bool) -> None:
         check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
         check(0 not in self.full_shape, f"the kernel has no elements (shape {self.full_shape}): no opt applies")
-        check(
-            not self.dont_use_locals or opt.op not in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID),
-            "not using locals",
-        )
+        uses_locals = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID)
+        check(not (self.dont_use_locals and uses_locals), "not using locals")
         if opt.op is OptOps.TC:
             return self._apply_tc(opt)
         axis, amt = self._opt_axis_amount(opt)
-        if self.reduceop and (
-            opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
-            or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))
-        ):
+        grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
+        if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
             self._check_shared_memory(amt)
-        self.OPT_METHODS[opt.op](self, axis, amt)
+        getattr(self, f"_opt_{opt.op.name.lower()}")(axis, amt)  # LOCAL: _opt_local, and so on below
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
@@ -1971,10 +1937,8 @@ class Kernel:
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
         check(isinstance(amt, int) and amt != 1, "shift/padto of amt 1 or Node is meaningless")  # a whole symbolic axis
         if opt.op is not OptOps.PADTO:  # PADTO makes the axis a multiple of amt; every other op splits it by amt
-            check(
-                self.full_shape[axis] % amt == 0,
-                f"no longer valid shift: {amt} does not divide axis {axis} ({self.full_shape[axis]})",
-            )
+            size = self.full_shape[axis]
+            check(size % amt == 0, f"no longer valid shift: {amt} does not divide axis {axis} ({size})")
         return axis, amt
 
     # -- one method per OptOp. Each gets the real axis and the checked amount; the examples start from a 64x64x64
@@ -2023,14 +1987,9 @@ class Kernel:
     def _opt_upcast(self, axis: int, amt: int) -> None:
         """UPCAST (yellow): split an output axis; each thread computes the new piece's outputs in registers.
         UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red yellow: each thread owns 4 outputs along axis 1."""
-        check(
-            axis < self.first_reduce,
-            f"upcast is for non-reduce: axis {axis} is not before the first reduce axis {self.first_reduce}",
-        )
-        check(
-            not (self.tensor_core and self.global_dims <= axis < self.global_dims + len(self.tensor_core.threads)),
-            "can't upcast TC locals",
-        )
+        fr, tc = self.first_reduce, self.tensor_core
+        check(axis < fr, f"upcast is for non-reduce: axis {axis} is not before the first reduce axis {fr}")
+        check(not (tc and self.global_dims <= axis < self.global_dims + len(tc.threads)), "can't upcast TC locals")
         check(amt <= 8, f"don't upcast more than 8 (asked {amt})")
         self.shift_to(axis, amt, insert_before=None)
         self.upcast()
@@ -2038,14 +1997,9 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        check(
-            self.bufs[0].dtype.name.startswith("image")
-            and not self.float4_axis(0)
-            and self.group_for_reduces != 0
-            and self.first_reduce <= 2
-            and prod(self.sts[0].shape) > 1,
-            "invalid upcast mid reduce",
-        )
+        image_output = self.bufs[0].dtype.name.startswith("image")
+        ok = image_output and not self.float4_axis(0) and self.group_for_reduces != 0 and self.first_reduce <= 2
+        check(ok and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
         check(axes[0] == axis, "wrong axis")
@@ -2058,10 +2012,8 @@ class Kernel:
         every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
         size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
         (64 64), BLUE red."""
-        check(
-            self.opts.has_local and not self.dont_use_locals,
-            "NOLOCALS is meaningless if target does not support local or already not using locals",
-        )
+        why = "NOLOCALS is meaningless if target does not support local or already not using locals"
+        check(self.opts.has_local and not self.dont_use_locals, why)
         check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
         self.dont_use_locals = True
 
@@ -2082,33 +2034,16 @@ class Kernel:
                 padded = True
         check(padded, "nothing was padded")
 
-    # the table apply_opt dispatches through (TC goes to apply_tensor_cores' machinery instead)
-    OPT_METHODS: dict[OptOps, Callable[[Kernel, int, int], None]] = {
-        OptOps.LOCAL: _opt_local,
-        OptOps.GROUP: _opt_group,
-        OptOps.GROUPTOP: _opt_grouptop,
-        OptOps.UNROLL: _opt_unroll,
-        OptOps.UPCAST: _opt_upcast,
-        OptOps.UPCASTMID: _opt_upcastmid,
-        OptOps.NOLOCALS: _opt_nolocals,
-        OptOps.PADTO: _opt_padto,
-    }
-
     def _check_shared_memory(self, amt: int) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
         reduce op of the kernel (each has its own __local buffer, of its own dtype)."""
         dts = [r.dtype for r in self.reduceops]
         acc_sz = sum(dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize for dt in dts)
-        up = self.shape_len - self.upcasted
+        fr, up = self.first_reduce, self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
-        local_sz = prod(
-            self.full_shape[self.first_reduce - self.local_dims : self.first_reduce + self.group_for_reduces]
-        )
-        smem_sz = amt * acc_sz * upcast_sz * local_sz
-        check(
-            smem_sz <= self.opts.shared_max,
-            f"exceeds maximum shared memory size: needs {smem_sz}, max {self.opts.shared_max}",
-        )
+        local_sz = prod(self.full_shape[fr - self.local_dims : fr + self.group_for_reduces])
+        smem_sz, max_sz = amt * acc_sz * upcast_sz * local_sz, self.opts.shared_max
+        check(smem_sz <= max_sz, f"exceeds maximum shared memory size: needs {smem_sz}, max {max_sz}")
 
     # ========================================================================================================
     # tensor cores
@@ -2139,13 +2074,9 @@ class Kernel:
             return None
 
         # N is an axis that A broadcasts along (stride 0), M one that B broadcasts along, K a reduce axis
-        strides0, strides1 = self.sts[buf0].real_strides(), self.sts[buf1].real_strides()
-        axis_buf0 = [
-            (i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[: self.first_reduce]) if s == 0
-        ]
-        axis_buf1 = [
-            (i, self.full_shape[i], strides0[i]) for i, s in enumerate(strides1[: self.first_reduce]) if s == 0
-        ]
+        strides0, strides1, fr = self.sts[buf0].real_strides(), self.sts[buf1].real_strides(), self.first_reduce
+        axis_buf0 = [(i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[:fr]) if s == 0]
+        axis_buf1 = [(i, self.full_shape[i], strides0[i]) for i, s in enumerate(strides1[:fr]) if s == 0]
         if not (axis_buf0 and axis_buf1 and ((self.shape_len - self.first_reduce) == 1 or opt_level >= 1)):
             return None
         choices = list(itertools.product(axis_buf0, axis_buf1, range(self.first_reduce, self.shape_len)))
@@ -2162,9 +2093,7 @@ class Kernel:
 
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> bool:
         """Shape the kernel for the first tensor core that fits: unroll K, upcast N and M, make the warp's locals."""
-        if not (
-            use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM
-        ):
+        if not (use_tensor_cores and self.opts.has_local and self.reduceop and self.reduceop.op is ReduceOps.SUM):
             return False
         weighed: list[Candidate] = []
         for tc in self.opts.tensor_cores:
@@ -2180,24 +2109,20 @@ class Kernel:
             if tc_opts is None:
                 weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
                 continue
-            self.tensor_core_opts = tc_opts
+            tco = self.tensor_core_opts = tc_opts  # the opts below shift its axes as they remove size-1 axes
             try:
-                for pad_axis, dim in tc_opts.axis_pads:
+                for pad_axis, dim in tco.axis_pads:
                     self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
             except KernelOptError:
                 self._restore(state)
                 continue
-            self.apply_opt(
-                Opt(OptOps.UNROLL, self.tensor_core_opts.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False
-            )
+            self.apply_opt(Opt(OptOps.UNROLL, tco.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False)
             for i in range(2):  # upcast what the warp's threads don't cover of N and M
                 threads = prod(amt for d, amt in tc.threads if d == i)
                 if tc.dims[i] > threads:
-                    self.apply_opt(
-                        Opt(OptOps.UPCAST, self.tensor_core_opts.axes[i], tc.dims[i] // threads), append_opt=False
-                    )
+                    self.apply_opt(Opt(OptOps.UPCAST, tco.axes[i], tc.dims[i] // threads), append_opt=False)
             for tc_dim, tc_amt in tc.threads:
-                self.apply_opt(Opt(OptOps.LOCAL, self.tensor_core_opts.axes[tc_dim], tc_amt), append_opt=False)
+                self.apply_opt(Opt(OptOps.LOCAL, tco.axes[tc_dim], tc_amt), append_opt=False)
             if use_tensor_cores == 1:
                 self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
             record = self._tc_weighed(weighed, tc, combos, axis, opt_level)  # the --explain record: in the appendix
@@ -2208,9 +2133,8 @@ class Kernel:
     def _apply_tc(self, opt: Opt) -> None:
         check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
         check(len(self.applied_opts) == 0, "tensor core opts must be first")
-        use_tensor_cores = self.opts.tc
-        check(use_tensor_cores == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
-        check(self._apply_tc_opt(use_tensor_cores, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
+        check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
+        check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
         self.applied_opts.append(opt)
 
     def apply_tensor_cores(
@@ -2314,12 +2238,8 @@ class Kernel:
         hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
         elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
         with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
-        mv, blocksize, threads, rows = (
-            getenv("MV", 1),
-            getenv("MV_BLOCKSIZE", 4, minimum=1),
-            getenv("MV_THREADS_PER_ROW", 8, minimum=1),
-            getenv("MV_ROWS_PER_THREAD", 4, minimum=1),
-        )
+        mv, blocksize = getenv("MV", 1), getenv("MV_BLOCKSIZE", 4, minimum=1)
+        threads, rows = getenv("MV_THREADS_PER_ROW", 8, minimum=1), getenv("MV_ROWS_PER_THREAD", 4, minimum=1)
         step = len(self.applied_opts)
         if self.reduceop is None:
             return False
@@ -2327,11 +2247,9 @@ class Kernel:
             self._decided(step, "_matvec", f"no: {why_not}")
             return False
         weighed = self._matvec_weighed(blocksize, threads, rows)  # the --explain record: in the appendix
+        reduce_divides = self.full_shape[self.first_reduce] % threads == 0
         for global_idx in range(self.global_dims):
-            if (
-                self.full_shape[self.first_reduce] % threads == 0
-                and self.full_shape[global_idx] % (blocksize * rows) == 0
-            ):
+            if reduce_divides and self.full_shape[global_idx] % (blocksize * rows) == 0:
                 if threads > 1:
                     self.apply_opt(Opt(OptOps.GROUP, 0, threads))
                 if blocksize > 1:
@@ -2405,19 +2323,13 @@ class Kernel:
         Every output axis of size <= 7 that some buffer masks is taken, from the left, while the upcast elements
         (those already upcast times these) stay <= 7 * 7; then they are applied right to left. 7 and 7 * 7 are
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
-        step = len(self.applied_opts)
+        step, upcast_elements = len(self.applied_opts), prod(self.full_shape[self.shape_len - self.upcasted :])
         to_upcast: list[int] = []
         for axis in range(self.first_reduce):
-            if (
-                isinstance(self.full_shape[axis], int)  # not a symbolic axis
-                and self.full_shape[axis] <= 7
-                and any(st.axis_is_masked(axis) for st in self.sts)
-                and prod(self.full_shape[self.shape_len - self.upcasted :])
-                * prod(self.full_shape[j] for j in to_upcast)
-                * self.full_shape[axis]
-                <= 7 * 7
-            ):
-                to_upcast.append(axis)
+            size = self.full_shape[axis]
+            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):  # not symbolic
+                if upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size <= 7 * 7:
+                    to_upcast.append(axis)
         weighed = self._masked_weighed(to_upcast)  # the --explain record: in the appendix
         for axis in to_upcast[::-1]:
             self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
@@ -2466,27 +2378,20 @@ class Kernel:
         Only while few registers are in use: the full buffer has <= 4 upcast elements or none of its upcast axes is
         a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
         64 are tuned bounds on code size and registers."""
-        step = len(self.applied_opts)
-        has_reduce_loop = self.first_reduce < self.shape_len - self.upcasted  # not all of it unrolled yet
-        if not has_reduce_loop:
-            return
-        few_registers = (
-            len(list(self.shape_offsets(self.full_buf_index))) <= 4
-            or not any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
-        ) and (self.upcasted == 0 or prod(self.full_shape[-self.upcasted :]) < 64)
+        step, upcast_elements = len(self.applied_opts), prod(self.full_shape[self.shape_len - self.upcasted :])
+        if self.first_reduce >= self.shape_len - self.upcasted:
+            return  # no reduce loop left: all of it is unrolled already
+        upcasts_a_reduce = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        few_registers = (upcast_elements <= 4 or not upcasts_a_reduce) and upcast_elements < 64
         if not few_registers:
             self._decided(step, "_unroll_reduce", *self._unroll_weighed())  # the --explain record: in the appendix
             return
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
         if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
             self.apply_opt(Opt(OptOps.UNROLL, axis, 0))
-            if (
-                self.first_reduce < self.shape_len - self.upcasted  # a reduce loop is left to unroll
-                and s <= 3
-                and (s2 := self.full_unupcasted_shape[-1]) <= 3
-                and isinstance(s2, int)
-            ):
-                self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0))
+            if self.first_reduce < self.shape_len - self.upcasted and s <= 3:  # a reduce loop is left to unroll
+                if isinstance(s2 := self.full_unupcasted_shape[-1], int) and s2 <= 3:
+                    self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0))
         elif s % 4 == 0:
             self.apply_opt(Opt(OptOps.UNROLL, axis, 4))
         self._decided(step, "_unroll_reduce", *self._unroll_weighed(s, axis, self.applied_opts[step:]))
@@ -2522,11 +2427,9 @@ class Kernel:
         weighed = self._locals_weighed(ranking, to_local)  # the --explain record: in the appendix
         deleted = 0
         for axis, sz in sorted(to_local[:3]):
-            axis -= deleted
-            whole = sz == self.full_shape[axis]
-            self.apply_opt(Opt(OptOps.LOCAL, axis, sz))
-            if whole:
-                deleted += 1
+            whole = sz == self.full_shape[axis - deleted]  # a whole axis is gone after the opt
+            self.apply_opt(Opt(OptOps.LOCAL, axis - deleted, sz))
+            deleted += whole
         self._decided(step, "_locals", *weighed)
 
 
@@ -2541,17 +2444,9 @@ def _metal_tensor_cores() -> list[TensorCore]:
         [[1], [0], [3], [0], [2, 4], [-1]],
         [[1], [2], [3], [4], [0], [-1]],
     ]
-    return [
-        TensorCore(
-            dims=(8, 8, 8),
-            dtype_in=di,
-            dtype_out=do,
-            threads=[(0, 2), (1, 4), (0, 2), (1, 2)],
-            thread_local_aliases=aliases,
-            thread_local_sizes=[[2], [2], [2]],
-        )
-        for di, do in [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]
-    ]
+    threads, sizes = [(0, 2), (1, 4), (0, 2), (1, 2)], [[2], [2], [2]]
+    dtype_pairs = [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]
+    return [TensorCore((8, 8, 8), di, do, threads, aliases, sizes) for di, do in dtype_pairs]
 
 
 def _cuda_tensor_cores() -> list[TensorCore]:
@@ -2560,17 +2455,9 @@ def _cuda_tensor_cores() -> list[TensorCore]:
         [[3], [4], [0], [0], [5], [-1, 1, 2, -2], [0]],
         [[-1], [1], [5], [-2], [2], [0], [3, 4]],
     ]
-    return [
-        TensorCore(
-            dims=(8, 16, 16),
-            dtype_in=di,
-            dtype_out=do,
-            threads=[(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)],
-            thread_local_aliases=aliases,
-            thread_local_sizes=[[2, 2, 2], [2, 2], [2, 2]],
-        )
-        for di, do in [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]
-    ]
+    threads, sizes = [(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)], [[2, 2, 2], [2, 2], [2, 2]]
+    dtype_pairs = [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]
+    return [TensorCore((8, 16, 16), di, do, threads, aliases, sizes) for di, do in dtype_pairs]
 
 
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
