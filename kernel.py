@@ -1678,9 +1678,8 @@ class Target:
             sizes = getattr(self, name)
             ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
             _check_field("Target", name, sizes, ok, "None (no limit) or a tuple of ints >= 1")
-        _check_field(
-            "Target", "shared_max", self.shared_max, is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"
-        )
+        shared_max = self.shared_max
+        _check_field("Target", "shared_max", shared_max, is_int(shared_max) and shared_max >= 0, "an int >= 0")
 
 
 class Kernel:
@@ -1819,14 +1818,10 @@ class Kernel:
         self, new_shape_fxn: Callable[[tuple[int, ...]], Sequence[int]] | None, axis: Sequence[int] | None
     ) -> None:
         """Reshape (by a function of each buffer's shape) and then permute every buffer's ShapeTracker."""
-        new_sts = []
-        for st in self.sts:
-            if new_shape_fxn is not None:
-                st = st.reshape(tuple(new_shape_fxn(st.shape)))
-            if axis is not None:
-                st = st.permute(tuple(axis))
-            new_sts.append(st)
-        self.sts = new_sts
+        if new_shape_fxn is not None:
+            self.sts = [st.reshape(tuple(new_shape_fxn(st.shape))) for st in self.sts]
+        if axis is not None:
+            self.sts = [st.permute(tuple(axis)) for st in self.sts]
 
     def upcast(self) -> None:
         """Mark the last axis as upcasted."""
@@ -1868,13 +1863,10 @@ class Kernel:
         shapes, strides = [x.shape for x in self.sts], [x.real_strides() for x in self.sts]
         if isinstance(self.bufs[0].dtype, ImageDType):
             # a fake buffer whose strides only merge within each image axis (height, width, 4)
-            base_shape = self.bufs[0].dtype.shape
-            if groups := get_contraction(self.output_shape, base_shape):
-                fake: tuple[int, ...] = ()
-                for g in groups:
-                    fake += strides_for_shape(tuple(self.output_shape[x] for x in g))
+            if groups := get_contraction(self.output_shape, self.bufs[0].dtype.shape):
+                fake = [strides_for_shape(tuple(self.output_shape[x] for x in g)) for g in groups]
                 shapes.append(self.output_shape)
-                strides.append(fake)
+                strides.append(tuple(flatten(fake)))
         merged = [[(s[0], st[0])] for s, st in zip(shapes, strides)]
         for i in range(1, len(shapes[0])):
             mergeable = i != self.first_reduce and all(
@@ -1886,8 +1878,7 @@ class Kernel:
                     ret[-1] = (ret[-1][0] * s[i], st[i])
                 else:
                     ret.append((s[i], st[i]))
-        for i, x in enumerate(merged[: len(self.sts)]):
-            self.sts[i] = self.sts[i].reshape(tuple(y[0] for y in x))
+        self.sts = [st.reshape(tuple(size for size, _ in m)) for st, m in zip(self.sts, merged)]  # not the fake one
 
     # ========================================================================================================
     # OptOps: apply_opt
@@ -1920,11 +1911,9 @@ class Kernel:
             self.tensor_core_opts.fix_axes(axis)
         # tinygrad 0.9.1 accepts a few sequences (a second UPCASTMID after a whole-axis GROUP) whose counters then
         # overrun the shape, and breaks later in colors(); refuse them here instead
-        check(
-            0 <= self.local_dims <= self.first_reduce
-            and self.first_reduce + self.group_for_reduces <= self.shape_len - self.upcasted,
-            "the opt would leave more local, grouped and upcasted axes than the shape has",
-        )
+        fr = self.first_reduce
+        fits = 0 <= self.local_dims <= fr and fr + self.group_for_reduces <= self.shape_len - self.upcasted
+        check(fits, "the opt would leave more local, grouped and upcasted axes than the shape has")
 
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
@@ -1958,10 +1947,8 @@ class Kernel:
         the 16 threads are the fast part of the split, so thread t reduces elements t, t+16, t+32, t+48
         (interleaved: neighbouring threads read neighbouring elements)."""
         check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
-        check(
-            self.first_reduce + self.group_for_reduces <= axis < self.shape_len - self.upcasted,
-            f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis",
-        )
+        ungrouped = range(self.first_reduce + self.group_for_reduces, self.shape_len - self.upcasted)
+        check(axis in ungrouped, f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis")
         check(not self.tensor_core, "can't group with tensor cores")
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
@@ -2149,8 +2136,7 @@ class Kernel:
         The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
         only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
-        if tc_opt is None:
-            tc_opt = self.opts.tc_opt
+        tc_opt = self.opts.tc_opt if tc_opt is None else tc_opt
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
         try:
