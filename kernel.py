@@ -1702,9 +1702,8 @@ class Kernel:
 
         # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
         self.outbufs = [x.arg for x in ast]
-        self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + dedup(
-            x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST)
-        )
+        loads = dedup(x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST))
+        self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + loads
         # the full shape comes from a buffer read before a reduce (it has the reduce axes at full size): the first
         # buffer of the first reduce op
         self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
@@ -1716,9 +1715,7 @@ class Kernel:
         self.reshape_and_permute(None, [i for i, (s, n) in axes if s == n] + [i for i, (s, n) in axes if s != n])
 
         self.applied_opts: list[Opt] = []
-        self.group_for_reduces = 0
-        self.upcasted = 0
-        self.local_dims = 0
+        self.group_for_reduces = self.upcasted = self.local_dims = 0  # the counters of the diagram above
         self.dont_use_locals = False
         self.tensor_core: TensorCore | None = None
         self.tensor_core_opts: TensorCoreOptions | None = None
@@ -1824,15 +1821,13 @@ class Kernel:
             self.sts = [st.permute(tuple(axis)) for st in self.sts]
 
     def upcast(self) -> None:
-        """Mark the last axis as upcasted."""
         check(self.full_shape[-1] != 1, "can't upcast a dimension with size 1")
         self.upcasted += 1
 
     def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: int | None = None) -> None:
         """Split `axis` into (size/amount, amount) -- or (amount, size/amount) with top -- and move the `amount`
         part so it sits just before axis `insert_before` (default: at the end)."""
-        if insert_before is None:
-            insert_before = self.shape_len
+        insert_before = self.shape_len if insert_before is None else insert_before
         move_axis = axis if top else axis + 1
         if move_axis < insert_before:
             insert_before += 1
@@ -1899,7 +1894,12 @@ class Kernel:
         uses_locals = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID)
         check(not (self.dont_use_locals and uses_locals), "not using locals")
         if opt.op is OptOps.TC:
-            return self._apply_tc(opt)
+            check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
+            check(len(self.applied_opts) == 0, "tensor core opts must be first")
+            check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
+            check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
+            self.applied_opts.append(opt)
+            return
         axis, amt = self._opt_axis_amount(opt)
         grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
         if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
@@ -2024,8 +2024,7 @@ class Kernel:
     def _check_shared_memory(self, amt: int) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
         reduce op of the kernel (each has its own __local buffer, of its own dtype)."""
-        dts = [r.dtype for r in self.reduceops]
-        acc_sz = sum(dt.base.itemsize if isinstance(dt, ImageDType) else dt.itemsize for dt in dts)
+        acc_sz = sum((r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype).itemsize for r in self.reduceops)
         fr, up = self.first_reduce, self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
         local_sz = prod(self.full_shape[fr - self.local_dims : fr + self.group_for_reduces])
@@ -2116,13 +2115,6 @@ class Kernel:
             self._decided(len(self.applied_opts), "apply_tensor_cores", *record)
             return True
         return False
-
-    def _apply_tc(self, opt: Opt) -> None:
-        check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
-        check(len(self.applied_opts) == 0, "tensor core opts must be first")
-        check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
-        check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
-        self.applied_opts.append(opt)
 
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
@@ -2234,15 +2226,13 @@ class Kernel:
             return False
         weighed = self._matvec_weighed(blocksize, threads, rows)  # the --explain record: in the appendix
         reduce_divides = self.full_shape[self.first_reduce] % threads == 0
-        for global_idx in range(self.global_dims):
-            if reduce_divides and self.full_shape[global_idx] % (blocksize * rows) == 0:
-                if threads > 1:
-                    self.apply_opt(Opt(OptOps.GROUP, 0, threads))
-                if blocksize > 1:
-                    self.apply_opt(Opt(OptOps.LOCAL, global_idx, blocksize))
-                if rows > 1:
-                    self.apply_opt(Opt(OptOps.UPCAST, global_idx, rows))
-                self._note_matvec(step, weighed, global_idx)
+        for g in range(self.global_dims):
+            if reduce_divides and self.full_shape[g] % (blocksize * rows) == 0:
+                mv_opts = [Opt(OptOps.GROUP, 0, threads), Opt(OptOps.LOCAL, g, blocksize), Opt(OptOps.UPCAST, g, rows)]
+                for opt in mv_opts:
+                    if opt.amt > 1:  # a knob set to 1 turns its opt off
+                        self.apply_opt(opt)
+                self._note_matvec(step, weighed, g)
                 return True
         self._note_matvec(step, weighed)
         return False
@@ -2352,11 +2342,8 @@ class Kernel:
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
-        return [
-            i
-            for i, st in enumerate(self.sts)
-            if st.views[-1].strides[axis] == 0 and all(x[1] != 0 for x in self.upcasted_axis(i))
-        ]
+        broadcast = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+        return [i for i in broadcast if all(stride != 0 for _, stride, _ in self.upcasted_axis(i))]
 
     def _unroll_reduce(self) -> None:
         """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
