@@ -1562,15 +1562,7 @@ COLOR_LEGEND = {
 class OptOps(Enum):
     """The optimizations; each one splits an axis and moves a piece of it somewhere (see apply_opt)."""
 
-    TC = auto()
-    UPCAST = auto()
-    UPCASTMID = auto()
-    UNROLL = auto()
-    LOCAL = auto()
-    GROUP = auto()
-    GROUPTOP = auto()
-    NOLOCALS = auto()
-    PADTO = auto()
+    TC, UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO = range(1, 10)  # auto()'s values
 
     def __lt__(self, x: OptOps) -> bool:
         return self.value < x.value
@@ -1728,8 +1720,7 @@ class Kernel:
 
     def copy(self) -> Kernel:
         """An independent copy: optimizing it doesn't touch this kernel."""
-        ret = type(self).__new__(type(self))
-        ret.__dict__.update(self.__dict__)
+        ret = copy.copy(self)
         ret._restore(self._state())  # its own copies of everything an opt changes
         ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]  # local buffers belong to a rendering
         ret.sts = self.sts[: len(ret.bufs)]
@@ -2086,12 +2077,9 @@ class Kernel:
             state = self._state()
             # every reduce op runs on the same tensor core, so each must fit it the same way
             combos: list = []  # the first reduce's (N, M, K) candidates, for the Decision
-            all_tc_opts = [
-                self._create_tc_opts(r, tc, axis, opt_level, combos if n == 0 else None)
-                for n, r in enumerate(self.reduceops)
-            ]
-            check(all_same(all_tc_opts), "can only fuse reduces with the same tensor core options")
-            tc_opts = all_tc_opts[0]
+            tc_opts = self._create_tc_opts(self.reduceop, tc, axis, opt_level, combos)
+            others = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops[1:]]
+            check(all_same([tc_opts] + others), "can only fuse reduces with the same tensor core options")
             if tc_opts is None:
                 weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
                 continue
@@ -2239,8 +2227,7 @@ class Kernel:
 
     def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
         """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
-        r, fr = self.reduceop, self.first_reduce
-        mul = r.src[0]
+        r, fr, mul = self.reduceop, self.first_reduce, self.reduceop.src[0]
         for failed, why in (
             (not self.opts.has_local, "the target has no local threads"),
             (mv == 0, "MV=0 (environment)"),
@@ -2355,8 +2342,7 @@ class Kernel:
         if self.first_reduce >= self.shape_len - self.upcasted:
             return  # no reduce loop left: all of it is unrolled already
         upcasts_a_reduce = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
-        few_registers = (upcast_elements <= 4 or not upcasts_a_reduce) and upcast_elements < 64
-        if not few_registers:
+        if upcast_elements >= 64 or (upcast_elements > 4 and upcasts_a_reduce):  # too many registers in use already
             self._decided(step, "_unroll_reduce", *self._unroll_weighed())  # the --explain record: in the appendix
             return
         axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
