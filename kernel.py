@@ -2677,16 +2677,12 @@ Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 # -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
 
 
-# how many sources each op takes
-ARITY: dict[Op, int] = {
-    **dict.fromkeys(UnaryOps, 1),
-    **dict.fromkeys(BinaryOps, 2),
-    **dict.fromkeys(TernaryOps, 3),
-    **dict.fromkeys(ReduceOps, 1),
-    BufferOps.LOAD: 0,
-    BufferOps.CONST: 0,
-    BufferOps.STORE: 1,
-}
+# how many sources each op takes (a STORE's one source is the value it stores), and the kind of arg an op takes
+# where that is one object (a reduce op's is a tuple of axes)
+ARITY: dict[Op, int] = {**dict.fromkeys([*UnaryOps, *ReduceOps, BufferOps.STORE], 1), **dict.fromkeys(BinaryOps, 2)}
+ARITY |= {**dict.fromkeys(TernaryOps, 3), BufferOps.LOAD: 0, BufferOps.CONST: 0}
+ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer}
+ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
 # some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
@@ -2707,34 +2703,20 @@ def check_lazyop_fields(self: LazyOp) -> None:
             raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
     if len(self.src) != (n := ARITY[self.op]):
         raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
-    want = {
-        BufferOps.LOAD: MemBuffer,
-        BufferOps.STORE: MemBuffer,
-        BufferOps.CONST: ConstBuffer,
-        UnaryOps.CAST: DType,
-        UnaryOps.BITCAST: DType,
-    }.get(self.op)
-    if want is not None and not isinstance(self.arg, want):
+    if (want := ARG_KIND.get(self.op)) is not None and not isinstance(self.arg, want):
         raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
     if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
         raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
-    if (mixed := alu_dtype_mix(self)) is not None:
-        raise ValueError(mixed)
-
-
-def alu_dtype_mix(x: LazyOp) -> str | None:
-    """Why the sources of ALU op x don't share one dtype, or None if they do. tinygrad computes every ALU op in
-    one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's bool condition and the bool
-    result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()), so it mixes with that."""
-    if x.op not in BinaryOps and x.op not in TernaryOps:
-        return None  # a unary op has one source; CAST and BITCAST change the dtype on purpose
-    srcs = x.src[1:] if x.op is TernaryOps.WHERE else x.src
-    if x.op is TernaryOps.WHERE and x.src[0].dtype != dtypes.bool:
-        return f"WHERE needs a bool condition, got {x.src[0].dtype.name} (compare it with CMPNE first)"
+    if self.op not in BinaryOps and self.op not in TernaryOps:
+        return  # a unary op has one source; CAST and BITCAST change the dtype on purpose
+    # tinygrad computes every ALU op in one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's
+    # bool condition and the bool result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()).
+    if self.op is TernaryOps.WHERE and self.src[0].dtype != dtypes.bool:
+        raise ValueError(f"WHERE needs a bool condition, got {self.src[0].dtype.name} (compare it with CMPNE first)")
+    srcs = self.src[1:] if self.op is TernaryOps.WHERE else self.src
     if len({s.dtype.scalar() for s in srcs}) > 1:
         names = ", ".join(s.dtype.name for s in srcs)
-        return f"{x.op.name} of different dtypes ({names}): CAST its sources to one dtype first"
-    return None
+        raise ValueError(f"{name} of different dtypes ({names}): CAST its sources to one dtype first")
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
@@ -2763,42 +2745,31 @@ def verify_lazyop(*ast: LazyOp) -> None:
         raise ValueError("a kernel needs at least one STORE")
     shapes: dict[LazyOp, tuple[int, ...]] = {}
 
+    # each node has passed check_lazyop_fields: as many LazyOp sources as its op takes, an arg of the right kind
     def shape_of(op: LazyOp) -> tuple[int, ...]:
         if op in shapes:
             return shapes[op]
-        if not isinstance(op, LazyOp):
-            raise ValueError(f"AST node {op!r} is not a LazyOp")
         if op.op is BufferOps.STORE:
             raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
         srcs = [shape_of(s) for s in op.src]
-        if op.op in BufferOps:
-            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
-                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
-            shape = op.arg.st.shape
-        elif not srcs:
-            raise ValueError(f"{op.op} has no sources")
-        else:
-            shape = srcs[0]
+        shape = op.arg.st.shape if op.op in BufferOps else srcs[0]
         if op.op in ReduceOps:
-            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
+            if any(not 0 <= a < len(shape) for a in op.arg):
                 raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
             shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
-        for s in srcs:
-            if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(
-                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
-                    + _reduce_used_elsewhere(op.src, shape, shapes)
-                )
+        if any(s != srcs[0] for s in srcs):
+            raise ValueError(
+                f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                + _reduce_used_elsewhere(op.src, shape, shapes)
+            )
         shapes[op] = shape
         return shape
 
     for i, out in enumerate(ast):
         if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
             raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
-        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
+        if out.arg.idx != i:
             raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
-        if len(out.src) != 1:
-            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
         if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
             outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
             raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
@@ -2995,17 +2966,21 @@ def _never_negative(x: sint) -> bool:
     return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
 
 
+def _sizes_ok(shape: tuple[Any, ...]) -> bool:
+    """Is every size an int >= 0, or a symbolic size >= 0 at every value of the variables?"""
+    if all(type(s) is int for s in shape):  # the common case first
+        return all(s >= 0 for s in shape)
+    return all(is_sint(s) and _never_negative(s) for s in shape)
+
+
 def checked_create_args(
     shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
 ) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
     shape = tuple(shape)
-    if all(type(s) is int for s in shape):
-        ok = all(s >= 0 for s in shape)
-    else:
+    if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
-        ok = all(is_sint(s) and _never_negative(s) for s in shape)
-    if not ok:
+    if not _sizes_ok(shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
         raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
@@ -3015,14 +2990,10 @@ def checked_create_args(
         mask = tuple(tuple(m) for m in mask)
         if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
             raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
-        outside = [
-            (m, s)
-            for m, s in zip(mask, shape)
-            if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
-        ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
-        if outside:
-            (b, e), s = outside[0]
-            raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+        # an empty range (begin >= end) masks the whole view off, whatever its numbers
+        for (b, e), s in zip(mask, shape):
+            if not any(isinstance(x, Node) for x in (b, e, s)) and b < e and not (0 <= b and e <= s):
+                raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
     return shape, mask
 
 
@@ -3075,14 +3046,7 @@ MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
         (lambda v, a: all(isinstance(m, int) and m != 0 for m in a), "steps must be non-zero ints"),
     ],
     "reshape": [
-        (
-            lambda v, a: (
-                all(x >= 0 for x in a)
-                if all(type(x) is int for x in a)
-                else all(is_sint(x) and _never_negative(x) for x in a)
-            ),
-            "sizes must be non-negative ints or symbolic",
-        ),
+        (lambda v, a: _sizes_ok(a), "sizes must be non-negative ints or symbolic"),
         (lambda v, a: 0 not in v.shape or 0 in a, "can't reshape an empty view to a non-empty one"),
         (
             lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
@@ -3090,11 +3054,7 @@ MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
         ),
         (lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)), "sizes differ"),
         (
-            lambda v, a: (
-                not _to_symbolic(v, a)
-                or v.contiguous
-                or (len(v.shape) == len(a) and all(x == y for x, y in zip(v.shape, _bound_sizes(v, a))))
-            ),
+            lambda v, a: not _to_symbolic(v, a) or v.contiguous or v.shape == _bound_sizes(v, a),
             "a non-contiguous view can only be given a symbolic shape of the same sizes",
         ),
     ],
@@ -3108,21 +3068,19 @@ def check_movement_arg(op: str, v: View, arg: Any) -> None:
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
 
+def _in_shape(x: Any) -> bool:
+    """Is x a size as a shape holds it: an int, or a Node that isn't a constant (a NumNode becomes its int)?"""
+    return type(x) is int or (isinstance(x, Node) and type(x) is not NumNode)
+
+
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
     Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and (
-        all(
-            type(x) is tuple
-            and len(x) == 2
-            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
-            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
-            for x in arg
-        )
-        if pairs
-        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
+    if type(arg) is tuple and all(
+        (type(x) is tuple and len(x) == 2 and _in_shape(x[0]) and _in_shape(x[1])) if pairs else _in_shape(x)
+        for x in arg
     ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values
 
     def size(x: Any) -> sint:
         if not is_sint(x):
