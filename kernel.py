@@ -2661,13 +2661,9 @@ def _knob_field(name: str, env: str, default: int) -> property:
     TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
 
     def get(self: Target) -> int:
-        value = self.__dict__[name]
-        return getenv(env, default) if value is None else value
+        return getenv(env, default) if self.__dict__[name] is None else self.__dict__[name]
 
-    def put(self: Target, value: int | None) -> None:
-        self.__dict__[name] = value
-
-    return property(get, put)
+    return property(get, lambda self, value: self.__dict__.__setitem__(name, value))
 
 
 Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
@@ -2904,40 +2900,30 @@ def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
     return ret
 
 
-def padding_changes(r: LazyOp | None) -> str | None:
+def padding_changes(r: LazyOp) -> str | None:
     """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r is None or r.op is not ReduceOps.SUM:
-        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
+    if r.op is not ReduceOps.SUM:
+        return f"a {r.op.name} reduce (only a SUM ignores added zeros)"
     if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
         return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    if (off := first_op_off_zero(r.src[0])) is not None:
-        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
-    return None
+    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too. If it isn't,
+    # the op that first makes something else of zeros is named
+    memo: dict[LazyOp, Any] = {}
+    if value_on_zeros(x := r.src[0], memo) == 0:
+        return None
+    while off := [s for s in x.src if memo[s] != 0]:
+        x = off[0]
+    return f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
 
 
 def reduce_padding_changes(k: Kernel) -> str | None:
     """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
     0.9.1 checks only the first reduce op; every one of them sums the padding here."""
-    for r in k.reduceops or [None]:
+    for i, r in enumerate(k.reduceops):
         if (why := padding_changes(r)) is not None:
-            if r is not k.reduceop:
-                why = (
-                    f"the padding would change {r.op} (reduce op {k.reduceops.index(r)}), which "
-                    f"tinygrad 0.9.1 doesn't check: {why}"
-                )
-            return why
+            unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
+            return why if i == 0 else unchecked + why
     return None
-
-
-def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
-    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x, memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:
-        x = off[0]
-    return x, memo[x]
 
 
 # -- an Opt's arguments (apply_opt checks them before it reads them) --
@@ -2997,11 +2983,6 @@ def checked_create_args(
     return shape, mask
 
 
-# Each movement op's rules on its argument, in the order they are checked: (holds(view, arg), what it needs). A View's
-# movement op calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
-_MovementRule = tuple[Callable[["View", Any], bool], str]
-
-
 def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...]:
     """The sizes a reshape compares: from an int shape to a symbolic one, each Variable at the value it is bound to."""
     if all_int(v.shape) and not all(type(x) is int for x in new_shape):
@@ -3013,57 +2994,49 @@ def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
     return 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape)
 
 
-MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
-    "pad": [
-        (lambda v, a: len(a) == len(v.shape), "needs one (before, after) pair per axis"),
-        (lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a), "padding must be >= 0"),
-    ],
-    "shrink": [
-        (lambda v, a: len(a) == len(v.shape), "needs one (begin, end) pair per axis"),
-        (
-            lambda v, a: all(
-                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
-                for s, (b, e) in zip(v.shape, a)
-            ),
-            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
+# Each movement op's rules on its argument, checked in order (what it needs: holds(view, arg)). A View's movement op
+# calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
+MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
+    "pad": {
+        "needs one (before, after) pair per axis": lambda v, a: len(a) == len(v.shape),
+        "padding must be >= 0": lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a),
+    },
+    "shrink": {
+        "needs one (begin, end) pair per axis": lambda v, a: len(a) == len(v.shape),
+        "each range must satisfy 0 <= begin <= end <= size at every value of the variables": lambda v, a: all(
+            _never_negative(b) and _never_negative(e - b) and _never_negative(s - e) for s, (b, e) in zip(v.shape, a)
         ),
-    ],
-    "expand": [
-        (lambda v, a: len(a) == len(v.shape), "must keep the number of axes"),
-        (lambda v, a: all(map(_never_negative, a)), "sizes must be >= 0"),
-        (
-            lambda v, a: 0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a)),
-            "can't expand",
+    },
+    "expand": {
+        "must keep the number of axes": lambda v, a: len(a) == len(v.shape),
+        "sizes must be >= 0": lambda v, a: all(map(_never_negative, a)),
+        "can't expand": lambda v, a: (
+            0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a))
         ),
-        (
-            lambda v, a: 0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides)),
-            "only axes of size 1 can be expanded",
+        "only axes of size 1 can be expanded": lambda v, a: (
+            0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides))
         ),
-    ],
-    "permute": [(lambda v, a: sorted(a) == list(range(len(v.shape))), "must be a permutation of the axes")],
-    "stride": [
-        (lambda v, a: len(a) == len(v.shape), "needs one step per axis"),
-        (lambda v, a: all(isinstance(m, int) and m != 0 for m in a), "steps must be non-zero ints"),
-    ],
-    "reshape": [
-        (lambda v, a: _sizes_ok(a), "sizes must be non-negative ints or symbolic"),
-        (lambda v, a: 0 not in v.shape or 0 in a, "can't reshape an empty view to a non-empty one"),
-        (
-            lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
-            "a symbolic size must be a bound Variable",
+    },
+    "permute": {"must be a permutation of the axes": lambda v, a: sorted(a) == list(range(len(v.shape)))},
+    "stride": {
+        "needs one step per axis": lambda v, a: len(a) == len(v.shape),
+        "steps must be non-zero ints": lambda v, a: all(isinstance(m, int) and m != 0 for m in a),
+    },
+    "reshape": {
+        "sizes must be non-negative ints or symbolic": lambda v, a: _sizes_ok(a),
+        "can't reshape an empty view to a non-empty one": lambda v, a: 0 not in v.shape or 0 in a,
+        "a symbolic size must be a bound Variable": lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
+        "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)),
+        "a non-contiguous view can only be given a symbolic shape of the same sizes": lambda v, a: (
+            not _to_symbolic(v, a) or v.contiguous or v.shape == _bound_sizes(v, a)
         ),
-        (lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)), "sizes differ"),
-        (
-            lambda v, a: not _to_symbolic(v, a) or v.contiguous or v.shape == _bound_sizes(v, a),
-            "a non-contiguous view can only be given a symbolic shape of the same sizes",
-        ),
-    ],
+    },
 }
 
 
 def check_movement_arg(op: str, v: View, arg: Any) -> None:
     """Raise ValueError naming the first of MOVEMENT_RULES[op] that arg breaks on the view v."""
-    for holds, why in MOVEMENT_RULES[op]:
+    for why, holds in MOVEMENT_RULES[op].items():
         if not holds(v, arg):
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
