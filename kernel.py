@@ -2608,9 +2608,8 @@ def optimize(k: Kernel) -> Kernel:
 
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
-    """MemBuffer's and ConstBuffer's __post_init__: a field of the wrong kind fails here, naming it. A MemBuffer's
-    numpy integer idx becomes an int (the same buffer); a ConstBuffer's value must fit its dtype, and a half or
-    bfloat16 one is rounded to it."""
+    """A field of the wrong kind fails here, naming it. A MemBuffer's numpy integer idx becomes an int (the same
+    buffer); a ConstBuffer's value must fit its dtype, and a half or bfloat16 one is rounded to it."""
     owner = type(buf).__name__
     if isinstance(buf, MemBuffer):
         _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
@@ -2673,8 +2672,7 @@ Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 # -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
 
 
-# how many sources each op takes (a STORE's one source is the value it stores), and the kind of arg an op takes
-# where that is one object (a reduce op's is a tuple of axes)
+# how many sources each op takes, and the kind of arg an op takes where that is one object (a reduce op's is axes)
 ARITY: dict[Op, int] = {**dict.fromkeys([*UnaryOps, *ReduceOps, BufferOps.STORE], 1), **dict.fromkeys(BinaryOps, 2)}
 ARITY |= {**dict.fromkeys(TernaryOps, 3), BufferOps.LOAD: 0, BufferOps.CONST: 0}
 ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer}
@@ -2733,10 +2731,9 @@ def const_out_of_range(val: Any, dtype: DType) -> str | None:
 
 
 def verify_lazyop(*ast: LazyOp) -> None:
-    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
-
-    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
-    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
+    """Check the rules of a kernel AST and raise ValueError naming the first one broken. The roots are STOREs into
+    buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes become 1), and every other
+    op's sources already have its shape (movement ops live in the ShapeTrackers)."""
     if not ast:
         raise ValueError("a kernel needs at least one STORE")
     shapes: dict[LazyOp, tuple[int, ...]] = {}
@@ -2779,13 +2776,41 @@ def verify_lazyop(*ast: LazyOp) -> None:
         how = "loaded" if x.op is BufferOps.LOAD else "stored"
         seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
         if seen != x.arg.dtype:
+            also = "" if how == seen_how else how + " "
+            raise ValueError(f"buffer {x.arg.idx} is {seen_how} as {seen.name} and {also}as {x.arg.dtype.name}")
+
+    # Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and reduces
+    # it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a reduce of
+    # other axes (or of another reduce's result) would be computed wrong there; it is refused here.
+    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
+    for r in reduceops[1:]:
+        first = reduceops[0]
+        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
+            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
             raise ValueError(
-                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
-                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
+                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
+                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
+                + (" (one reduces the result of the other)" if nested else "")
+                + ": they would share one set of reduce loops (split them into separate kernels)"
             )
-    _verify_reduceops(ast, shapes)
-    _verify_bindings(ast)
-    _verify_outputs_read_in_place(ast)
+
+    # A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
+    # two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them.
+    bound: dict[str, int] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
+        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
+            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
+
+    # An output may also be an input only when each thread reads the very element it writes (the same ShapeTracker):
+    # through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no
+    # defined order, and the result would depend on the timing.
+    stores = {out.arg.idx: out.arg.st for out in ast}
+    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.st != stores[x.arg.idx]:
+            raise ValueError(
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
+                "may read its output only where it writes it (threads would race on the other elements)"
+            )
 
 
 def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
@@ -2800,45 +2825,6 @@ def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes
                     "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
                 )
     return ""
-
-
-def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
-    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
-    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
-    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
-    reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
-    for r in reduceops[1:]:
-        first = reduceops[0]
-        if (shapes[r.src[0]], shapes[r]) != (shapes[first.src[0]], shapes[first]):
-            nested = first in r.src[0].lazyops or r in first.src[0].lazyops
-            raise ValueError(
-                f"the reduce ops of one kernel must reduce the same shape to the same shape, but {first.op} reduces "
-                f"{shapes[first.src[0]]} to {shapes[first]} and {r.op} reduces {shapes[r.src[0]]} to {shapes[r]}"
-                + (" (one reduces the result of the other)" if nested else "")
-                + ": they would share one set of reduce loops (split them into separate kernels)"
-            )
-
-
-def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
-    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
-    bound: dict[str, int] = {}
-    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
-        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
-            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-
-
-def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
-    """An output may also be an input only when each thread reads the very element it writes (the same
-    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
-    writes, in no defined order, and the result would depend on the timing."""
-    stores = {out.arg.idx: out.arg.st for out in ast}
-    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
-        if x.arg.st != stores[x.arg.idx]:
-            raise ValueError(
-                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it (threads would race on the other elements)"
-            )
 
 
 # Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
@@ -2933,9 +2919,8 @@ def check_opt_args(opt: Opt) -> None:
     """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
     tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
     if opt.op is OptOps.NOLOCALS:
-        check(
-            opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}"
-        )
+        got = f"got {opt.axis} and {opt.amt}"
+        check(opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, {got}")
         return
     check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
     if opt.op is OptOps.TC:
@@ -2947,8 +2932,7 @@ def check_opt_args(opt: Opt) -> None:
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
 
 
-def _never_negative(x: sint) -> bool:
-    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
+def _never_negative(x: sint) -> bool:  # at every value of the variables
     return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
 
 
@@ -2959,9 +2943,7 @@ def _sizes_ok(shape: tuple[Any, ...]) -> bool:
     return all(is_sint(s) and _never_negative(s) for s in shape)
 
 
-def checked_create_args(
-    shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
-) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
+def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
     shape = tuple(shape)
     if not all(type(s) is int for s in shape):
@@ -3035,7 +3017,6 @@ MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
 
 
 def check_movement_arg(op: str, v: View, arg: Any) -> None:
-    """Raise ValueError naming the first of MOVEMENT_RULES[op] that arg breaks on the view v."""
     for why, holds in MOVEMENT_RULES[op].items():
         if not holds(v, arg):
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
