@@ -2620,13 +2620,12 @@ def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
         return
     if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
         raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
-    if (fmt := SHORT_FLOATS.get(buf.dtype.scalar())) is None:
-        return
     # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
     # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
-    if not isinstance(buf.val, Node):
+    fmt = SHORT_FLOATS.get(buf.dtype.scalar())
+    if fmt and not isinstance(buf.val, Node):
         object.__setattr__(buf, "val", round_to_float(float(buf.val), *fmt))
-    elif max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+    elif fmt and max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
         raise ValueError(
             f"CONST {buf.val.render()} of {buf.dtype.name}: a value in {buf.val.min}..{buf.val.max} can be "
             f"beyond the integers {buf.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
@@ -2815,9 +2814,7 @@ def verify_lazyop(*ast: LazyOp) -> None:
 
 def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
     """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
-    for src in srcs:
-        if shapes[src] == want:
-            continue
+    for src in (src for src in srcs if shapes[src] != want):
         for r in src.lazyops:
             if r.op in ReduceOps and shapes.get(r) == shapes[src]:
                 return (
@@ -2857,30 +2854,25 @@ _ON_BOOLS: dict[Op, Callable[..., Any]] = {
 }
 
 
-def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
-    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
-    memo = {} if memo is None else memo
+def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
+    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined);
+    memo holds the value of each op computed so far."""
     if x in memo:
         return memo[x]
     srcs = [value_on_zeros(s, memo) for s in x.src]
     if x.op in BufferOps:
         ret: Any = False if x.dtype == dtypes.bool else 0
-    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
-        a = srcs[0]
-        if x.op is UnaryOps.BITCAST and a != 0:
-            ret = math.nan  # the bits of anything but 0 mean something else in the new type
-        elif x.arg == dtypes.bool:
-            ret = bool(a)
-        elif dtypes.is_int(x.arg):
-            ret = int(a) if math.isfinite(a) else math.nan
-        else:
-            ret = float(a)
+    elif x.op is UnaryOps.BITCAST and srcs[0] != 0:
+        ret = math.nan  # the bits of anything but 0 mean something else in the new type
     else:
-        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
+        if x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+            fn: Callable[..., Any] = bool if x.arg == dtypes.bool else int if dtypes.is_int(x.arg) else float
+        else:
+            src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+            fn = (_ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None) or _ON_NUMBERS[x.op]
         try:
-            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
-        except (ArithmeticError, ValueError, TypeError):
+            ret = fn(*srcs)
+        except (ArithmeticError, ValueError, TypeError):  # int(inf), 1 // 0, log2(-1), ...
             ret = math.nan
     memo[x] = ret
     return ret
@@ -2892,12 +2884,11 @@ def padding_changes(r: LazyOp) -> str | None:
         return f"a {r.op.name} reduce (only a SUM ignores added zeros)"
     if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
         return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too. If it isn't,
-    # the op that first makes something else of zeros is named
+    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
     memo: dict[LazyOp, Any] = {}
     if value_on_zeros(x := r.src[0], memo) == 0:
         return None
-    while off := [s for s in x.src if memo[s] != 0]:
+    while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
         x = off[0]
     return f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
 
@@ -2932,7 +2923,7 @@ def check_opt_args(opt: Opt) -> None:
 # -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
 
 
-def _never_negative(x: sint) -> bool:  # at every value of the variables
+def _never_negative(x: sint) -> bool:
     return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
 
 
@@ -2945,7 +2936,6 @@ def _sizes_ok(shape: tuple[Any, ...]) -> bool:
 
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
-    shape = tuple(shape)
     if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
     if not _sizes_ok(shape):
