@@ -2596,15 +2596,14 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips: validation (buffer fields, AST, Opt and movement-op
-# arguments, PADTO's zeros), Target's TC knobs, the View and ShapeTracker methods the optimizer doesn't call (numpy
-# evaluation among them), the Kernel methods only tinygrad's linearizer uses, the --explain record with the
-# heuristics' image-only steps, colours and the command line's plumbing, then the AST builders and the demo.
-# Part 1 calls into it by name, in one line marked "in the appendix".
+# Appendix: what Part 1 relies on and a first read skips, each piece called by name from one line of Part 1 marked
+# "in the appendix": validation (buffer fields, AST, Opt and movement-op arguments, PADTO's zeros), Target's TC
+# knobs, the View and ShapeTracker methods the optimizer doesn't call, the Kernel methods only tinygrad's linearizer
+# uses, the --explain record, colours and the command line's plumbing, then the AST builders and the demo.
 # ============================================================================================================
 
 
-# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ call this) --
+# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ check them) and Target's tc and tc_opt --
 
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
@@ -2651,17 +2650,13 @@ def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
     return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
 
 
-# -- Target's tc and tc_opt: None reads the environment each time they are used --
-
-
 def _knob_field(name: str, env: str, default: int) -> property:
     """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
     TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
-
-    def get(self: Target) -> int:
-        return getenv(env, default) if self.__dict__[name] is None else self.__dict__[name]
-
-    return property(get, lambda self, value: self.__dict__.__setitem__(name, value))
+    return property(
+        lambda self: getenv(env, default) if self.__dict__[name] is None else self.__dict__[name],
+        lambda self, value: self.__dict__.__setitem__(name, value),
+    )
 
 
 Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
@@ -2691,9 +2686,8 @@ def check_lazyop_fields(self: LazyOp) -> None:
     name = self.op.name
     if not isinstance(self.src, tuple):
         raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
-    for i, s in enumerate(self.src):
-        if not isinstance(s, LazyOp):
-            raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
+    if bad := [i for i, s in enumerate(self.src) if not isinstance(s, LazyOp)]:
+        raise ValueError(f"{name}: source {bad[0]} is not a LazyOp: {self.src[bad[0]]!r}")
     if len(self.src) != (n := ARITY[self.op]):
         raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
     if (want := ARG_KIND.get(self.op)) is not None and not isinstance(self.arg, want):
@@ -2777,7 +2771,6 @@ def verify_lazyop(*ast: LazyOp) -> None:
         if seen != x.arg.dtype:
             also = "" if how == seen_how else how + " "
             raise ValueError(f"buffer {x.arg.idx} is {seen_how} as {seen.name} and {also}as {x.arg.dtype.name}")
-
     # Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and reduces
     # it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a reduce of
     # other axes (or of another reduce's result) would be computed wrong there; it is refused here.
@@ -2792,14 +2785,12 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
             )
-
     # A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
     # two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them.
     bound: dict[str, int] = {}
     for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
         if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
             raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-
     # An output may also be an input only when each thread reads the very element it writes (the same ShapeTracker):
     # through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no
     # defined order, and the result would depend on the timing.
@@ -2903,7 +2894,7 @@ def reduce_padding_changes(k: Kernel) -> str | None:
     return None
 
 
-# -- an Opt's arguments (apply_opt checks them before it reads them) --
+# -- the arguments of an Opt (apply_opt checks them first) and of a movement op (made tuples of sizes here) --
 
 
 def check_opt_args(opt: Opt) -> None:
@@ -2918,9 +2909,6 @@ def check_opt_args(opt: Opt) -> None:
         check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
     else:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
-
-
-# -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
 
 
 def _never_negative(x: sint) -> bool:
