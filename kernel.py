@@ -2846,8 +2846,7 @@ _ON_BOOLS: dict[Op, Callable[..., Any]] = {
 
 
 def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
-    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined);
-    memo holds the value of each op computed so far."""
+    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
     if x in memo:
         return memo[x]
     srcs = [value_on_zeros(s, memo) for s in x.src]
