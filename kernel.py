@@ -2442,21 +2442,19 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips: validation (buffer fields, AST, Opt and movement-op
-# arguments, PADTO's zeros), Target's TC knobs, the View and ShapeTracker methods the optimizer doesn't call (numpy
-# evaluation among them), the Kernel methods only tinygrad's linearizer uses, the --explain record with the
-# heuristics' image-only steps, colours and the command line's plumbing, then the AST builders and the demo.
-# Part 1 calls into it by name, in one line marked "in the appendix".
+# Appendix: what Part 1 relies on and a first read skips, each piece called by name from one line of Part 1 marked
+# "in the appendix": validation (buffer fields, AST, Opt and movement-op arguments, PADTO's zeros), Target's TC
+# knobs, the View and ShapeTracker methods the optimizer doesn't call, the Kernel methods only tinygrad's linearizer
+# uses, the --explain record, colours and the command line's plumbing, then the AST builders and the demo.
 # ============================================================================================================
 
 
-# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ call this) --
+# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ check them) and Target's tc and tc_opt --
 
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
-    """MemBuffer's and ConstBuffer's __post_init__: a field of the wrong kind fails here, naming it. A MemBuffer's
-    numpy integer idx becomes an int (the same buffer); a ConstBuffer's value must fit its dtype, and a half or
-    bfloat16 one is rounded to it."""
+    """A field of the wrong kind fails here, naming it. A MemBuffer's numpy integer idx becomes an int (the same
+    buffer); a ConstBuffer's value must fit its dtype, and a half or bfloat16 one is rounded to it."""
     owner = type(buf).__name__
     if isinstance(buf, MemBuffer):
         _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
@@ -2467,13 +2465,12 @@ def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
         return
     if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
         raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
-    if (fmt := SHORT_FLOATS.get(buf.dtype.scalar())) is None:
-        return
     # half and bfloat16 are computed in float registers, which would keep the extra digits: the constant is
     # rounded to its dtype here, once, as numpy does (np.float16(2049.0) is 2048.0, np.float16(1e5) is inf)
-    if not isinstance(buf.val, Node):
+    fmt = SHORT_FLOATS.get(buf.dtype.scalar())
+    if fmt and not isinstance(buf.val, Node):
         object.__setattr__(buf, "val", round_to_float(float(buf.val), *fmt))
-    elif max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
+    elif fmt and max(-buf.val.min, buf.val.max) > 2 ** fmt[0]:  # a variable's value is only known at run time
         raise ValueError(
             f"CONST {buf.val.render()} of {buf.dtype.name}: a value in {buf.val.min}..{buf.val.max} can be "
             f"beyond the integers {buf.dtype.name} holds exactly (up to {2 ** fmt[0]}); CAST it from an int"
@@ -2499,21 +2496,13 @@ def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
     return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
 
 
-# -- Target's tc and tc_opt: None reads the environment each time they are used --
-
-
 def _knob_field(name: str, env: str, default: int) -> property:
     """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
     TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
-
-    def get(self: Target) -> int:
-        value = self.__dict__[name]
-        return getenv(env, default) if value is None else value
-
-    def put(self: Target, value: int | None) -> None:
-        self.__dict__[name] = value
-
-    return property(get, put)
+    return property(
+        lambda self: getenv(env, default) if self.__dict__[name] is None else self.__dict__[name],
+        lambda self, value: self.__dict__.__setitem__(name, value),
+    )
 
 
 Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
@@ -2523,16 +2512,11 @@ Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
 # -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
 
 
-# how many sources each op takes
-ARITY: dict[Op, int] = {
-    **dict.fromkeys(UnaryOps, 1),
-    **dict.fromkeys(BinaryOps, 2),
-    **dict.fromkeys(TernaryOps, 3),
-    **dict.fromkeys(ReduceOps, 1),
-    BufferOps.LOAD: 0,
-    BufferOps.CONST: 0,
-    BufferOps.STORE: 1,
-}
+# how many sources each op takes, and the kind of arg an op takes where that is one object (a reduce op's is axes)
+ARITY: dict[Op, int] = {**dict.fromkeys([*UnaryOps, *ReduceOps, BufferOps.STORE], 1), **dict.fromkeys(BinaryOps, 2)}
+ARITY |= {**dict.fromkeys(TernaryOps, 3), BufferOps.LOAD: 0, BufferOps.CONST: 0}
+ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer}
+ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
 # some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
@@ -2548,39 +2532,24 @@ def check_lazyop_fields(self: LazyOp) -> None:
     name = self.op.name
     if not isinstance(self.src, tuple):
         raise ValueError(f"{name}: src must be a tuple of LazyOps, got {self.src!r}")
-    for i, s in enumerate(self.src):
-        if not isinstance(s, LazyOp):
-            raise ValueError(f"{name}: source {i} is not a LazyOp: {s!r}")
+    if bad := [i for i, s in enumerate(self.src) if not isinstance(s, LazyOp)]:
+        raise ValueError(f"{name}: source {bad[0]} is not a LazyOp: {self.src[bad[0]]!r}")
     if len(self.src) != (n := ARITY[self.op]):
         raise ValueError(f"{name} takes {n} source{'s' if n != 1 else ''}, got {len(self.src)}")
-    want = {
-        BufferOps.LOAD: MemBuffer,
-        BufferOps.STORE: MemBuffer,
-        BufferOps.CONST: ConstBuffer,
-        UnaryOps.CAST: DType,
-        UnaryOps.BITCAST: DType,
-    }.get(self.op)
-    if want is not None and not isinstance(self.arg, want):
+    if (want := ARG_KIND.get(self.op)) is not None and not isinstance(self.arg, want):
         raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
     if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
         raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
-    if (mixed := alu_dtype_mix(self)) is not None:
-        raise ValueError(mixed)
-
-
-def alu_dtype_mix(x: LazyOp) -> str | None:
-    """Why the sources of ALU op x don't share one dtype, or None if they do. tinygrad computes every ALU op in
-    one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's bool condition and the bool
-    result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()), so it mixes with that."""
-    if x.op not in BinaryOps and x.op not in TernaryOps:
-        return None  # a unary op has one source; CAST and BITCAST change the dtype on purpose
-    srcs = x.src[1:] if x.op is TernaryOps.WHERE else x.src
-    if x.op is TernaryOps.WHERE and x.src[0].dtype != dtypes.bool:
-        return f"WHERE needs a bool condition, got {x.src[0].dtype.name} (compare it with CMPNE first)"
+    if self.op not in BinaryOps and self.op not in TernaryOps:
+        return  # a unary op has one source; CAST and BITCAST change the dtype on purpose
+    # tinygrad computes every ALU op in one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's
+    # bool condition and the bool result of CMPLT and CMPNE. An image is computed as its base dtype (dtype.scalar()).
+    if self.op is TernaryOps.WHERE and self.src[0].dtype != dtypes.bool:
+        raise ValueError(f"WHERE needs a bool condition, got {self.src[0].dtype.name} (compare it with CMPNE first)")
+    srcs = self.src[1:] if self.op is TernaryOps.WHERE else self.src
     if len({s.dtype.scalar() for s in srcs}) > 1:
         names = ", ".join(s.dtype.name for s in srcs)
-        return f"{x.op.name} of different dtypes ({names}): CAST its sources to one dtype first"
-    return None
+        raise ValueError(f"{name} of different dtypes ({names}): CAST its sources to one dtype first")
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
@@ -2601,50 +2570,38 @@ def const_out_of_range(val: Any, dtype: DType) -> str | None:
 
 
 def verify_lazyop(*ast: LazyOp) -> None:
-    """Check the rules of a kernel AST and raise ValueError naming the first one broken.
-
-    The roots are STOREs into buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes
-    become 1), and every other op's sources already have its shape (movement ops live in the ShapeTrackers)."""
+    """Check the rules of a kernel AST and raise ValueError naming the first one broken. The roots are STOREs into
+    buffers 0, 1, ... of one size; inside, only a reduce op changes the shape (its axes become 1), and every other
+    op's sources already have its shape (movement ops live in the ShapeTrackers)."""
     if not ast:
         raise ValueError("a kernel needs at least one STORE")
     shapes: dict[LazyOp, tuple[int, ...]] = {}
 
+    # each node has passed check_lazyop_fields: as many LazyOp sources as its op takes, an arg of the right kind
     def shape_of(op: LazyOp) -> tuple[int, ...]:
         if op in shapes:
             return shapes[op]
-        if not isinstance(op, LazyOp):
-            raise ValueError(f"AST node {op!r} is not a LazyOp")
         if op.op is BufferOps.STORE:
             raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
         srcs = [shape_of(s) for s in op.src]
-        if op.op in BufferOps:
-            if not isinstance(op.arg, (MemBuffer, ConstBuffer)):
-                raise ValueError(f"{op.op} needs a MemBuffer or ConstBuffer arg, got {op.arg!r}")
-            shape = op.arg.st.shape
-        elif not srcs:
-            raise ValueError(f"{op.op} has no sources")
-        else:
-            shape = srcs[0]
+        shape = op.arg.st.shape if op.op in BufferOps else srcs[0]
         if op.op in ReduceOps:
-            if not isinstance(op.arg, tuple) or any(not 0 <= a < len(shape) for a in op.arg):
+            if any(not 0 <= a < len(shape) for a in op.arg):
                 raise ValueError(f"{op.op} arg must be a tuple of axes of {shape}, got {op.arg!r}")
             shape = tuple(1 if i in op.arg else s for i, s in enumerate(shape))
-        for s in srcs:
-            if s != srcs[0] or (op.op in BufferOps and s != shape):
-                raise ValueError(
-                    f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
-                    + _reduce_used_elsewhere(op.src, shape, shapes)
-                )
+        if any(s != srcs[0] for s in srcs):
+            raise ValueError(
+                f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
+                + _reduce_used_elsewhere(op.src, shape, shapes)
+            )
         shapes[op] = shape
         return shape
 
     for i, out in enumerate(ast):
         if not isinstance(out, LazyOp) or out.op is not BufferOps.STORE:
             raise ValueError(f"kernel outputs must be STOREs, got {getattr(out, 'op', out)!r}")
-        if not isinstance(out.arg, MemBuffer) or out.arg.idx != i:
+        if out.arg.idx != i:
             raise ValueError(f"output {i} must store into MemBuffer idx {i}, got {out.arg!r}")
-        if len(out.src) != 1:
-            raise ValueError(f"STORE into buffer {i} needs exactly one source, got {len(out.src)}")
         if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
             outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
             raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
@@ -2658,33 +2615,11 @@ def verify_lazyop(*ast: LazyOp) -> None:
         how = "loaded" if x.op is BufferOps.LOAD else "stored"
         seen_how, seen = dtype_of.setdefault(x.arg.idx, (how, x.arg.dtype))
         if seen != x.arg.dtype:
-            raise ValueError(
-                f"buffer {x.arg.idx} is {seen_how} as {seen.name} and "
-                f"{'' if how == seen_how else how + ' '}as {x.arg.dtype.name}"
-            )
-    _verify_reduceops(ast, shapes)
-    _verify_bindings(ast)
-    _verify_outputs_read_in_place(ast)
-
-
-def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
-    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
-    for src in srcs:
-        if shapes[src] == want:
-            continue
-        for r in src.lazyops:
-            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
-                return (
-                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
-                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
-                )
-    return ""
-
-
-def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> None:
-    """Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and
-    reduces it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a
-    reduce of other axes (or of another reduce's result) would be computed wrong there; it is refused here."""
+            also = "" if how == seen_how else how + " "
+            raise ValueError(f"buffer {x.arg.idx} is {seen_how} as {seen.name} and {also}as {x.arg.dtype.name}")
+    # Several reduce ops share one kernel only as siblings over one loop nest: each reads the same shape and reduces
+    # it to the same shape. tinygrad 0.9.1 loops every reduce over all of the kernel's reduce axes, so a reduce of
+    # other axes (or of another reduce's result) would be computed wrong there; it is refused here.
     reduceops = dedup(x for out in ast for x in out.lazyops if x.op in ReduceOps)
     for r in reduceops[1:]:
         first = reduceops[0]
@@ -2696,21 +2631,15 @@ def _verify_reduceops(ast: tuple[LazyOp, ...], shapes: dict[LazyOp, tuple[int, .
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
             )
-
-
-def _verify_bindings(ast: tuple[LazyOp, ...]) -> None:
-    """A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them."""
+    # A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
+    # two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them.
     bound: dict[str, int] = {}
     for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
         if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
             raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-
-
-def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
-    """An output may also be an input only when each thread reads the very element it writes (the same
-    ShapeTracker): through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread
-    writes, in no defined order, and the result would depend on the timing."""
+    # An output may also be an input only when each thread reads the very element it writes (the same ShapeTracker):
+    # through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no
+    # defined order, and the result would depend on the timing.
     stores = {out.arg.idx: out.arg.st for out in ast}
     for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
         if x.arg.st != stores[x.arg.idx]:
@@ -2718,6 +2647,18 @@ def _verify_outputs_read_in_place(ast: tuple[LazyOp, ...]) -> None:
                 f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
                 "may read its output only where it writes it (threads would race on the other elements)"
             )
+
+
+def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
+    """The reason to add when a source of the wrong shape computes on a reduce's result (of that shape)."""
+    for src in (src for src in srcs if shapes[src] != want):
+        for r in src.lazyops:
+            if r.op in ReduceOps and shapes.get(r) == shapes[src]:
+                return (
+                    f": the result of {r.op} (shape {shapes[r]}) is used at shape {want}, which needs a movement "
+                    "op after the reduce; tinygrad 0.9.1's Kernel has none (split it into two kernels)"
+                )
+    return ""
 
 
 # Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
@@ -2750,81 +2691,63 @@ _ON_BOOLS: dict[Op, Callable[..., Any]] = {
 }
 
 
-def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any] | None = None) -> Any:
+def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
     """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
-    memo = {} if memo is None else memo
     if x in memo:
         return memo[x]
     srcs = [value_on_zeros(s, memo) for s in x.src]
     if x.op in BufferOps:
         ret: Any = False if x.dtype == dtypes.bool else 0
-    elif x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
-        a = srcs[0]
-        if x.op is UnaryOps.BITCAST and a != 0:
-            ret = math.nan  # the bits of anything but 0 mean something else in the new type
-        elif x.arg == dtypes.bool:
-            ret = bool(a)
-        elif dtypes.is_int(x.arg):
-            ret = int(a) if math.isfinite(a) else math.nan
-        else:
-            ret = float(a)
+    elif x.op is UnaryOps.BITCAST and srcs[0] != 0:
+        ret = math.nan  # the bits of anything but 0 mean something else in the new type
     else:
-        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-        fn = _ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None
+        if x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+            fn: Callable[..., Any] = bool if x.arg == dtypes.bool else int if dtypes.is_int(x.arg) else float
+        else:
+            src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+            fn = (_ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None) or _ON_NUMBERS[x.op]
         try:
-            ret = (fn or _ON_NUMBERS[x.op])(*srcs)
-        except (ArithmeticError, ValueError, TypeError):
+            ret = fn(*srcs)
+        except (ArithmeticError, ValueError, TypeError):  # int(inf), 1 // 0, log2(-1), ...
             ret = math.nan
     memo[x] = ret
     return ret
 
 
-def padding_changes(r: LazyOp | None) -> str | None:
+def padding_changes(r: LazyOp) -> str | None:
     """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r is None or r.op is not ReduceOps.SUM:
-        return f"a {r.op.name if r else 'missing'} reduce (only a SUM ignores added zeros)"
+    if r.op is not ReduceOps.SUM:
+        return f"a {r.op.name} reduce (only a SUM ignores added zeros)"
     if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
         return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
     # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    if (off := first_op_off_zero(r.src[0])) is not None:
-        return f"{off[0].op.name} maps the padding's 0 to {off[1]!r}, which the SUM would add"
-    return None
+    memo: dict[LazyOp, Any] = {}
+    if value_on_zeros(x := r.src[0], memo) == 0:
+        return None
+    while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
+        x = off[0]
+    return f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
 
 
 def reduce_padding_changes(k: Kernel) -> str | None:
     """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
     0.9.1 checks only the first reduce op; every one of them sums the padding here."""
-    for r in k.reduceops or [None]:
+    for i, r in enumerate(k.reduceops):
         if (why := padding_changes(r)) is not None:
-            if r is not k.reduceop:
-                why = (
-                    f"the padding would change {r.op} (reduce op {k.reduceops.index(r)}), which "
-                    f"tinygrad 0.9.1 doesn't check: {why}"
-                )
-            return why
+            unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
+            return why if i == 0 else unchecked + why
     return None
 
 
-def first_op_off_zero(x: LazyOp) -> tuple[LazyOp, Any] | None:
-    """Where every buffer reads 0, is x 0? If not, the op that first makes something else of zeros, and its value."""
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x, memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:
-        x = off[0]
-    return x, memo[x]
-
-
-# -- an Opt's arguments (apply_opt checks them before it reads them) --
+# -- the arguments of an Opt (apply_opt checks them first) and of a movement op (made tuples of sizes here) --
 
 
 def check_opt_args(opt: Opt) -> None:
     """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
     tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
     if opt.op is OptOps.NOLOCALS:
-        check(
-            opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, got {opt.axis} and {opt.amt}"
-        )
+        got = f"got {opt.axis} and {opt.amt}"
+        check(opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, {got}")
         return
     check(is_int(opt.axis) and opt.axis >= 0, f"{opt.op.name} needs an int axis >= 0, got {opt.axis!r}")
     if opt.op is OptOps.TC:
@@ -2833,25 +2756,22 @@ def check_opt_args(opt: Opt) -> None:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
-# -- movement-op arguments (ShapeTracker's ops turn their argument into a tuple of sizes here) --
-
-
 def _never_negative(x: sint) -> bool:
-    """x >= 0 at every value of the variables (a size, a padding, a mask bound)."""
     return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
 
 
-def checked_create_args(
-    shape: tuple[Any, ...], strides: Sequence[Any] | None, offset: Any, mask: Sequence[Sequence[Any]] | None
-) -> tuple[tuple[sint, ...], tuple[tuple[Any, ...], ...] | None]:
+def _sizes_ok(shape: tuple[Any, ...]) -> bool:
+    """Is every size an int >= 0, or a symbolic size >= 0 at every value of the variables?"""
+    if all(type(s) is int for s in shape):  # the common case first
+        return all(s >= 0 for s in shape)
+    return all(is_sint(s) and _never_negative(s) for s in shape)
+
+
+def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
-    shape = tuple(shape)
-    if all(type(s) is int for s in shape):
-        ok = all(s >= 0 for s in shape)
-    else:
+    if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
-        ok = all(is_sint(s) and _never_negative(s) for s in shape)
-    if not ok:
+    if not _sizes_ok(shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
         raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
@@ -2861,20 +2781,11 @@ def checked_create_args(
         mask = tuple(tuple(m) for m in mask)
         if len(mask) != len(shape) or any(len(m) != 2 or not all(map(is_sint, m)) for m in mask):
             raise ValueError(f"View.create: mask {mask} must be one (begin, end) pair of ints per axis of {shape}")
-        outside = [
-            (m, s)
-            for m, s in zip(mask, shape)
-            if not any(isinstance(x, Node) for x in (*m, s)) and m[0] < m[1] and not (0 <= m[0] and m[1] <= s)
-        ]  # an empty range (begin >= end) masks the whole view off, whatever its numbers
-        if outside:
-            (b, e), s = outside[0]
-            raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
+        # an empty range (begin >= end) masks the whole view off, whatever its numbers
+        for (b, e), s in zip(mask, shape):
+            if not any(isinstance(x, Node) for x in (b, e, s)) and b < e and not (0 <= b and e <= s):
+                raise ValueError(f"View.create: mask {mask} has {(b, e)} outside an axis of size {s}")
     return shape, mask
-
-
-# Each movement op's rules on its argument, in the order they are checked: (holds(view, arg), what it needs). A View's
-# movement op calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
-_MovementRule = tuple[Callable[["View", Any], bool], str]
 
 
 def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...]:
@@ -2888,87 +2799,65 @@ def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
     return 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape)
 
 
-MOVEMENT_RULES: dict[str, list[_MovementRule]] = {
-    "pad": [
-        (lambda v, a: len(a) == len(v.shape), "needs one (before, after) pair per axis"),
-        (lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a), "padding must be >= 0"),
-    ],
-    "shrink": [
-        (lambda v, a: len(a) == len(v.shape), "needs one (begin, end) pair per axis"),
-        (
-            lambda v, a: all(
-                _never_negative(b) and _never_negative(e - b) and _never_negative(s - e)
-                for s, (b, e) in zip(v.shape, a)
-            ),
-            "each range must satisfy 0 <= begin <= end <= size at every value of the variables",
+# Each movement op's rules on its argument, checked in order (what it needs: holds(view, arg)). A View's movement op
+# calls check_movement_arg first, so that a bad argument fails naming its rule before anything is built.
+MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
+    "pad": {
+        "needs one (before, after) pair per axis": lambda v, a: len(a) == len(v.shape),
+        "padding must be >= 0": lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a),
+    },
+    "shrink": {
+        "needs one (begin, end) pair per axis": lambda v, a: len(a) == len(v.shape),
+        "each range must satisfy 0 <= begin <= end <= size at every value of the variables": lambda v, a: all(
+            _never_negative(b) and _never_negative(e - b) and _never_negative(s - e) for s, (b, e) in zip(v.shape, a)
         ),
-    ],
-    "expand": [
-        (lambda v, a: len(a) == len(v.shape), "must keep the number of axes"),
-        (lambda v, a: all(map(_never_negative, a)), "sizes must be >= 0"),
-        (
-            lambda v, a: 0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a)),
-            "can't expand",
+    },
+    "expand": {
+        "must keep the number of axes": lambda v, a: len(a) == len(v.shape),
+        "sizes must be >= 0": lambda v, a: all(map(_never_negative, a)),
+        "can't expand": lambda v, a: (
+            0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a))
         ),
-        (
-            lambda v, a: 0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides)),
-            "only axes of size 1 can be expanded",
+        "only axes of size 1 can be expanded": lambda v, a: (
+            0 in v.shape or all(s == x or (s == 1 and st == 0) for s, x, st in zip(v.shape, a, v.strides))
         ),
-    ],
-    "permute": [(lambda v, a: sorted(a) == list(range(len(v.shape))), "must be a permutation of the axes")],
-    "stride": [
-        (lambda v, a: len(a) == len(v.shape), "needs one step per axis"),
-        (lambda v, a: all(isinstance(m, int) and m != 0 for m in a), "steps must be non-zero ints"),
-    ],
-    "reshape": [
-        (
-            lambda v, a: (
-                all(x >= 0 for x in a)
-                if all(type(x) is int for x in a)
-                else all(is_sint(x) and _never_negative(x) for x in a)
-            ),
-            "sizes must be non-negative ints or symbolic",
+    },
+    "permute": {"must be a permutation of the axes": lambda v, a: sorted(a) == list(range(len(v.shape)))},
+    "stride": {
+        "needs one step per axis": lambda v, a: len(a) == len(v.shape),
+        "steps must be non-zero ints": lambda v, a: all(isinstance(m, int) and m != 0 for m in a),
+    },
+    "reshape": {
+        "sizes must be non-negative ints or symbolic": lambda v, a: _sizes_ok(a),
+        "can't reshape an empty view to a non-empty one": lambda v, a: 0 not in v.shape or 0 in a,
+        "a symbolic size must be a bound Variable": lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
+        "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)),
+        "a non-contiguous view can only be given a symbolic shape of the same sizes": lambda v, a: (
+            not _to_symbolic(v, a) or v.contiguous or v.shape == _bound_sizes(v, a)
         ),
-        (lambda v, a: 0 not in v.shape or 0 in a, "can't reshape an empty view to a non-empty one"),
-        (
-            lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
-            "a symbolic size must be a bound Variable",
-        ),
-        (lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)), "sizes differ"),
-        (
-            lambda v, a: (
-                not _to_symbolic(v, a)
-                or v.contiguous
-                or (len(v.shape) == len(a) and all(x == y for x, y in zip(v.shape, _bound_sizes(v, a))))
-            ),
-            "a non-contiguous view can only be given a symbolic shape of the same sizes",
-        ),
-    ],
+    },
 }
 
 
 def check_movement_arg(op: str, v: View, arg: Any) -> None:
-    """Raise ValueError naming the first of MOVEMENT_RULES[op] that arg breaks on the view v."""
-    for holds, why in MOVEMENT_RULES[op]:
+    for why, holds in MOVEMENT_RULES[op].items():
         if not holds(v, arg):
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
+
+
+def _in_shape(x: Any) -> bool:
+    """Is x a size as a shape holds it: an int, or a Node that isn't a constant (a NumNode becomes its int)?"""
+    return type(x) is int or (isinstance(x, Node) and type(x) is not NumNode)
 
 
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
     Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and (
-        all(
-            type(x) is tuple
-            and len(x) == 2
-            and (type(x[0]) is int or (isinstance(x[0], Node) and type(x[0]) is not NumNode))
-            and (type(x[1]) is int or (isinstance(x[1], Node) and type(x[1]) is not NumNode))
-            for x in arg
-        )
-        if pairs
-        else all(type(x) is int or (isinstance(x, Node) and type(x) is not NumNode) for x in arg)
+    if type(arg) is tuple and all(
+        (type(x) is tuple and len(x) == 2 and _in_shape(x[0]) and _in_shape(x[1])) if pairs else _in_shape(x)
+        for x in arg
     ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values (a NumNode is its int)
+        return arg  # already in shape (the Kernel's own calls): the view op checks the values
 
     def size(x: Any) -> sint:
         if not is_sint(x):
