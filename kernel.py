@@ -3150,8 +3150,10 @@ def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | fl
     return ret.b
 
 
-def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
+def _map_view(v: View, f: Callable[[sint], sint]) -> View:
+    """v with f applied to every number of its shape, strides, offset and mask."""
+    mask = tuple((f(b), f(e)) for b, e in v.mask) if v.mask is not None else None
+    return View.create(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset), mask)
 
 
 class _ViewMethods:
@@ -3168,7 +3170,8 @@ class _ViewMethods:
         if self.mask:
             ret = ret.shrink(self.mask)
         ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
+        order = tuple(-x if x > 0 else x for x in self.strides)
+        ret = ret.permute(tuple(sorted(range(len(order)), key=order.__getitem__)))  # argsort
         return ret if prod(ret.shape) == prod(out_shape) else None
 
     @functools.cache
@@ -3176,17 +3179,21 @@ class _ViewMethods:
         """The view over unbound variables, and the value each bound one had."""
         bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
         unbound = {v: uv for v, (uv, _) in bound}
-
-        def sub(x: sint) -> sint:
-            return x if isinstance(x, int) else x.substitute(unbound)
-
-        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
-        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
-        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
+        view = _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound))
+        return view, dict(x[1] for x in bound)
 
 
 for _name in ("invert", "unbind"):
     setattr(View, _name, getattr(_ViewMethods, _name))
+
+
+def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
+    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values."""
+    ret: dict[Variable, int] = {}
+    for var, val in pairs:
+        if ret.setdefault(var, val) != val:
+            raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+    return ret
 
 
 class _EvaluateMethods:
@@ -3209,22 +3216,12 @@ class _EvaluateMethods:
     @property
     def var_vals(self) -> dict[Variable, int]:
         """{unbound variable: value} of every bound variable in the views."""
-        ret: dict[Variable, int] = {}
-        for v in self.vars():
-            var, val = v.unbind()
-            if ret.setdefault(var, val) != val:
-                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
-        return ret
+        return _bindings(v.unbind() for v in self.vars())
 
     def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
         """The ShapeTracker over unbound variables, and the value each bound one had."""
         views, var_vals = zip(*[v.unbind() for v in self.views])
-        merged: dict[Variable, int] = {}
-        for d in var_vals:
-            for var, val in d.items():
-                if merged.setdefault(var, val) != val:
-                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
-        return ShapeTracker(tuple(views)), merged
+        return ShapeTracker(tuple(views)), _bindings(pair for d in var_vals for pair in d.items())
 
     def real_size(self) -> int:
         """How many elements of the underlying buffer must exist: one past the largest index ever read."""
@@ -3244,21 +3241,7 @@ class _EvaluateMethods:
         missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
         if missing:
             raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
-
-        def at(x: sint) -> int:
-            return x if isinstance(x, int) else sym_infer(x, vals)
-
-        return ShapeTracker(
-            tuple(
-                View.create(
-                    tuple(at(x) for x in v.shape),
-                    tuple(at(x) for x in v.strides),
-                    at(v.offset),
-                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
-                )
-                for v in st.views
-            )
-        )
+        return ShapeTracker(tuple(_map_view(v, lambda x: sym_infer(x, vals)) for v in st.views))
 
     def indices(self, var_vals: dict[Variable, int] | None = None):
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
@@ -3275,11 +3258,7 @@ class _EvaluateMethods:
             abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
         )
         dtype = np.int32 if bound < 2**31 else np.int64
-        ndim = len(self.shape)
-        idxs = [
-            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
-            for k, s in enumerate(self.shape)
-        ]
+        idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
         idx, valid = _view_indices(self.views[-1], idxs, dtype)
         for view in reversed(self.views[:-1]):
             view = view.minify()
@@ -3341,7 +3320,6 @@ class LocalBuffer:
     name: str
     size: int
     dtype: DType = dtypes.float32
-    realized: None = None
 
     def __str__(self) -> str:
         return f"localbuffer<{self.name}[{self.size}]>"
@@ -3354,15 +3332,11 @@ class _LinearizerMethods:
         """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
 
         Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
-        if self.upcasted == 0:
-            return [0]
         ax = self.upcasted_axis(i)[::-1]
-        acc_strides = [
-            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
-        ]
-        return [
-            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
-        ]
+        # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
+        acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
+        offsets = [[y * st for y in range(s)] for (s, _, _), st in zip(ax, acc_strides)]
+        return [sum(t) for t in itertools.product(*offsets)]
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
         """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
@@ -4014,52 +3988,45 @@ def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tu
 
 @dataclass(frozen=True)
 class Demo:
-    """A classic kernel for the demo: what it computes, how to build it, the target to show it on, and the names
-    `what` gives buffers 0, 1, ... (the others are called data<idx>, as in the OpenCL C)."""
+    """A classic kernel for the demo: what it computes, how to build it, the names `what` gives buffers 0, 1, ...
+    (the others are called data<idx>, as in the OpenCL C), and the target to show it on."""
 
     what: str
     build: Callable[[], tuple[LazyOp, ...]]
+    buffers: tuple[str, ...]
     target: str = "opencl"
-    buffers: tuple[str, ...] = ()
 
 
+# (conv2d and image are built at their builder's default sizes)
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo(
-        "out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), buffers=("out", "a", "b")
-    ),
-    "broadcast": Demo(
-        "out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), buffers=("out", "a", "b")
-    ),
-    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), buffers=("out", "a")),
-    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), buffers=("out", "a")),
-    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), buffers=("out", "a")),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), buffers=("out", "a", "x")),
-    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), buffers=("out", "a", "b")),
+    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), ("out", "a", "b")),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), ("out", "a", "b")),
+    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), ("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), ("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), ("out", "a")),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), ("out", "a", "x")),
+    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), ("out", "a", "b")),
     "conv2d": Demo(
-        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)",
-        lambda: conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1),
-        buffers=("out", "img", "wt"),
+        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)", conv2d_ast, ("out", "img", "wt")
     ),
     "tc_matmul": Demo(
         "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
         lambda: matmul_ast(256, 256, 256),
-        target="metal",
-        buffers=("out", "a", "b"),
+        ("out", "a", "b"),
+        "metal",
     ),
     "image": Demo(
-        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels",
-        lambda: image_matvec_ast(256, 64),
-        buffers=("out", "a", "x"),
+        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels", image_matvec_ast, ("out", "a", "x")
     ),
     "attention": Demo(
         "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
         lambda: attention_ast(64, 1024),
-        buffers=("scores", "q", "keys"),
+        ("scores", "q", "keys"),
     ),
     "variance": Demo(
         "mean and variance of each row of 64x1024: two reduces in one kernel",
         lambda: mean_var_ast(64, 1024),
-        buffers=("mean", "var", "x"),
+        ("mean", "var", "x"),
     ),
 }
 
