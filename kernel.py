@@ -3374,11 +3374,6 @@ for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
 # image-only steps. They are attached to Kernel after it --
 
 
-def _count(n: Any, noun: str) -> str:
-    """'1 output', '4 outputs'."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 @dataclass(frozen=True)
 class Candidate:
     """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
@@ -3410,94 +3405,13 @@ class Decision:
 
 
 class _ExplainMethods:
-    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below."""
+    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below.
+    Each *_weighed method returns the arguments after `heuristic` of the heuristic's _decided call."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
         """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
         return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
-
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _names(self, idxs: Iterable[int]) -> str:
-        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
-        return " and ".join(self._buf_name(i) for i in idxs)
-
-    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
-        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
-        reduce_size = self.full_shape[self.first_reduce]
-        ret = []
-        for g in range(self.global_dims):
-            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
-            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            note = (
-                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
-            )
-            ret.append(Candidate((g,), " ".join(opts), note))
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        return rule, ret
-
-    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
-        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
-        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
-        ret = []
-        for key in choices:
-            axis = key[2]
-            zero = self._broadcast_bufs(axis)
-            strides = ", ".join(
-                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
-            )
-            has = "has" if len(zero) == 1 else "have"
-            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
-            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
-        for axis in range(self.first_reduce):
-            if any(key[2] == axis for key in choices):
-                continue
-            size, why = self.full_shape[axis], ""
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {_txt(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                up = self.shape_len - self.upcasted
-                where = [
-                    f"{self._buf_name(i)} on axis {up + j}"
-                    for i in zero
-                    for j, x in enumerate(self.upcasted_axis(i))
-                    if x[1] == 0
-                ]
-                has = "has" if len(zero) == 1 else "have"
-                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
-            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
-        return ret
-
-    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
-        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
-        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
-        size = self.full_shape[axis]
-        if fits:
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
-        elif not isinstance(size, int):
-            what = f"symbolic size {_txt(size)}: no size divides it"
-        elif not any(size % x == 0 for x in sizes):
-            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-        else:
-            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
-        return f"{kind}; {what}"
 
     def _decided(
         self,
@@ -3505,16 +3419,42 @@ class _ExplainMethods:
         heuristic: str,
         rule: str | None,
         candidates: list[Candidate] | None = None,
-        why: Callable[[int, Opt], str] | None = None,
+        why: str | Callable[[int, Opt], str] = "",
         chosen: list[Opt] | None = None,
     ) -> None:
         """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
-        since `step` unless `chosen` says otherwise, each with the reason why(j, opt) gives (the step table's text)."""
+        since `step` unless `chosen` says otherwise, each with the reason `why` gives (the step table's text): the
+        same for every opt, or why(j, opt) for the j-th."""
         if rule is None:
             return
         chosen = self.applied_opts[step:] if chosen is None else chosen
-        reasons = [why(j, opt) if why else "" for j, opt in enumerate(chosen)]
+        reasons = [why if isinstance(why, str) else why(j, opt) for j, opt in enumerate(chosen)]
         self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _stride0(self, idxs: list[int]) -> str:
+        """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
+        return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
+
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
+        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
+        reduce_size, ret = self.full_shape[self.first_reduce], []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            size, block = self.full_shape[g], blocksize * rows
+            note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+            note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
+            ret.append(Candidate((g,), " ".join(opts), note))
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        return rule, ret
 
     def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
         """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
@@ -3538,20 +3478,18 @@ class _ExplainMethods:
         tried: dict[int, KernelOptError] | None = None,
         before: tuple[int, ...] = (),
     ) -> tuple:
-        """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
-        reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
+        """_grouping's record: the sizes it tried (rejected by apply_opt with the KernelOptError in `tried`, taken,
+        not tried, or not dividing the reduce axis of the shape `before` it), or why it did not group (rule None:
+        nothing to record)."""
         fr = self.first_reduce
         if outputs is None:  # no local memory, or a symbolic number of outputs
             symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
             return ("no: the number of outputs is symbolic" if symbolic else None,)
         if not sizes:
-            why = (
-                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
-                if outputs > 2048
-                else "more than 2 output axes"
-                if fr > 2
-                else "the output is already written 4 at a time"
-            )
+            if outputs > 2048:
+                why = f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
+            else:
+                why = "more than 2 output axes" if fr > 2 else "the output is already written 4 at a time"
             return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
         taken, candidates, done, tried = self.applied_opts[step:], [], False, tried or {}
         for sz in sizes:
@@ -3564,69 +3502,88 @@ class _ExplainMethods:
             else:
                 note = f"doesn't divide the reduce axis ({before[fr]})"
             candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
-        count = _count(outputs, "output")
+        count = f"{outputs} output" if outputs == 1 else f"{outputs} outputs"
         rule = f"{count} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the first size that fits"
-        return (
-            rule + " (key: -size)",
-            candidates,
-            lambda j, o: f"{count} <= 2048: {o.amt} threads share each output's reduce",
-        )
+        why = f"{count} <= 2048: {taken[0].amt} threads share each output's reduce" if taken else ""
+        return rule + " (key: -size)", candidates, why
 
     def _masked_weighed(self, to_upcast: list[int]) -> tuple:
         """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
-        candidates = []
-        upcast = prod(self.full_shape[self.shape_len - self.upcasted :])
+        candidates, upcast = [], prod(self.full_shape[self.shape_len - self.upcasted :])
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
             if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
                 elements = upcast * prod(self.full_shape[j] for j in to_upcast if j < axis) * size
                 note = f"size {size}, masked: {elements} elements {'<=' if elements <= 7 * 7 else '>'} 49"
                 candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+        if not candidates:
+            return ("no: no masked output axis of size <= 7",)
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        return (
-            rule if candidates else "no: no masked output axis of size <= 7",
-            candidates,
-            lambda j, o: f"small masked axis {o.axis}: upcast it whole",
-        )
+        return rule, candidates, lambda j, o: f"small masked axis {o.axis}: upcast it whole"
 
     def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
-        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end)."""
+        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end): each
+        sort key with the strides it was computed from (the first taken), then every output axis that was ruled
+        out, with the condition that ruled it out."""
         counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
         if upcasted_axis is None:
             return (f"stop: {counted} < 1024",)
-        weighed = self._broadcast_candidates(upcasted_axis, list(choices))
+        weighed = []
+        for key in choices:
+            axis = key[2]
+            strides = ", ".join(
+                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
+            )
+            note = f"{self._stride0(self._broadcast_bufs(axis))}; last views' strides: {strides}"
+            weighed.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not weighed))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size = self.full_shape[axis]
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                up = self.shape_len - self.upcasted
+                where = [
+                    f"{self._buf_name(i)} on axis {up + j}"
+                    for i in zero
+                    for j, x in enumerate(self.upcasted_axis(i))
+                    if x[1] == 0
+                ]
+                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({', '.join(where)})"
+            weighed.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
         if not choices:
             return f"stop: {counted}, but no output axis qualifies", weighed
         _, _, axis, amt = choices[0]
-        zero = self._broadcast_bufs(axis)
-        has = "has" if len(zero) == 1 else "have"
-        why = f"{self._names(zero)} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+        why = f"{self._stride0(self._broadcast_bufs(axis))} on axis {axis}: upcast {amt} to reuse its loads"
         rule = (
             f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
             "amount), smallest first"
         )
-        return rule, weighed, lambda j, o: why
+        return rule, weighed, why
 
     def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
         """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
         if s is None:
             elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-            why = (
-                f"{elements} upcast elements >= 64 (registers)"
-                if elements >= 64
-                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-            )
-            return (f"no: {why}",)
-        took = {0: 0, 4: 1}.get(chosen[0].amt) if chosen else None
-        whole = (
-            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-            if isinstance(s, int)
-            else f"whole: size {s} is symbolic"
-        )
-        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+            if elements >= 64:
+                return (f"no: {elements} upcast elements >= 64 (registers)",)
+            return (f"no: {elements} upcast elements > 4, and a reduce axis is upcast already (registers)",)
+        if isinstance(s, int):
+            whole, by4 = f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", f"by 4: {s} % 4 = {s % 4}"
+        else:
+            whole, by4 = f"whole: size {s} is symbolic", f"by 4: size {s} is symbolic"
+        took = chosen[0].amt if chosen else None  # 0: whole, 4: by 4
         candidates = [
             Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 4),
         ]
         reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
@@ -3636,22 +3593,33 @@ class _ExplainMethods:
         """_default_upcast's record: it upcast the last axis by 4, or why not."""
         if self.applied_opts[step:]:
             rule = "nothing upcast yet: the last axis by 4 (a float4 where contiguous)"
-            return rule, [], lambda j, o: "nothing upcast yet: upcast the last axis by 4"
+            return rule, [], "nothing upcast yet: upcast the last axis by 4"
         return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
 
     def _locals_weighed(
         self, ranking: list[tuple[bool, int]] | None = None, to_local: list[tuple[int, int]] | None = None
     ) -> tuple:
-        """_locals' record, before it applies anything: each axis in ranked order with its note (no ranking:
-        NOLOCALS=1 turned locals off)."""
+        """_locals' record, before it applies anything: each axis in ranked order, with which buffers have stride 0
+        on it and which size fits or why none does (no ranking: NOLOCALS=1 turned locals off)."""
         if ranking is None or to_local is None:
-            rule = "NOLOCALS=1 (environment): no work-groups of the kernel's own"
-            return rule, [], lambda j, o: "NOLOCALS=1: no work-groups of the kernel's own"
+            why = "NOLOCALS=1: no work-groups of the kernel's own"
+            return "NOLOCALS=1 (environment): no work-groups of the kernel's own", [], why
         candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and so_far * x <= 128]
-            note = self._locals_note(axis, sizes, so_far, fits)
+            size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            fits = [x for x in sizes if size % x == 0 and so_far * x <= 128]
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if fits:
+                what = f"{fits[0]} fits ({so_far}*{fits[0]} <= 128 threads)"
+            elif not isinstance(size, int):
+                what = f"symbolic size {_txt(size)}: no size divides it"
+            elif not any(size % x == 0 for x in sizes):
+                what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+            else:
+                what = (
+                    f"no size fits: {so_far} threads already, {so_far}*{min(x for x in sizes if size % x == 0)} > 128"
+                )
+            note = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}"
             sz = chosen.get(axis)
             so_far *= sz or 1
             opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
@@ -3671,7 +3639,7 @@ class _ExplainMethods:
             "counting from the last"
         )
         why = "tensor core: unroll K; upcast and local N, M for the warp"
-        return rule, weighed, lambda j, o: why, [Opt(OptOps.TC, axis, opt_level)]
+        return rule, weighed, why, [Opt(OptOps.TC, axis, opt_level)]
 
     def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
         """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
@@ -3679,13 +3647,13 @@ class _ExplainMethods:
             Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)
         ]
         rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-        return rule, candidates, lambda j, o: f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+        return rule, candidates, f"tensor core: upcast {'NM'[tc_dim]} for reuse"
 
     def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
         """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
         candidates = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
         rule = "N as local threads: the first of 4, 2 that divides"
-        return rule, candidates, lambda j, o: "tensor core: more of N as local threads"
+        return rule, candidates, "tensor core: more of N as local threads"
 
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
@@ -3697,31 +3665,25 @@ class _ExplainMethods:
         check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
         if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
             self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
-        taken = self.applied_opts[step:]
-        candidates = [
-            Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
-            for a in axes4
-        ]
+        note, taken = "unit stride, a multiple of 4", self.applied_opts[step:]
+        candidates = [Candidate((a,), f"UPCAST:{a}:4", note, Opt(OptOps.UPCAST, a, 4) in taken) for a in axes4]
         rule = "image output: the first unit-stride axis (key: axis)"
         why = "image output: upcast its unit-stride axis by 4 (one pixel)"
-        self._decided(step, "required_optimizations", rule, candidates, lambda j, o: why)
+        self._decided(step, "required_optimizations", rule, candidates, why)
 
     def _image_upcast_mid(self) -> None:
         """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
         mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
-        if (
-            not self.float4_axis(0)
-            and self.group_for_reduces
-            and self.first_reduce <= 2
-            and prod(self.sts[0].shape) > 1
-        ):
-            axes = self.sts[0].unit_stride_axes()
-            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-            if self.sts[0].shape[axes[0]] % 4 == 0:
-                step = len(self.applied_opts)
-                self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
-                rule = "image output: its only unit-stride axis, by 4 (one pixel)"
-                self._decided(step, "_grouping", rule, why=lambda j, o: "image output: upcast mid-reduce by 4")
+        grouped = self.group_for_reduces and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1
+        if self.float4_axis(0) or not grouped:
+            return
+        axes = self.sts[0].unit_stride_axes()
+        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+        if self.sts[0].shape[axes[0]] % 4 == 0:
+            step = len(self.applied_opts)
+            self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
+            rule = "image output: its only unit-stride axis, by 4 (one pixel)"
+            self._decided(step, "_grouping", rule, why="image output: upcast mid-reduce by 4")
 
     def _image_float4(self) -> None:
         """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
@@ -3730,25 +3692,17 @@ class _ExplainMethods:
         for i, buf in enumerate(self.bufs):
             if not isinstance(buf.dtype, ImageDType):
                 continue
-            step, fr = len(self.applied_opts), self.first_reduce
+            step, fr, name, why = len(self.applied_opts), self.first_reduce, self._buf_name(i), ""
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
             candidates = [
                 Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
             ]
-            if (
-                axes4
-                and all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                if axes4[0] < fr:
-                    self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
-                else:
-                    self.apply_opt(Opt(OptOps.UNROLL, axes4[0] - fr, 4))
+            if axes4 and max(axes4) < self.shape_len - self.upcasted and axes4[0] not in self.upcast_in_mid_reduce_axes:
+                a = axes4[0]
+                self.apply_opt(Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4))
                 candidates[0] = replace(candidates[0], taken=True)
-            name = self._buf_name(i)
-            what = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll"}
+                why = f"image {name}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
             rule = f"image {name}: its first unit-stride axis (key: axis)"
-            why = lambda j, o: f"image {name}: {what[o.op]} its unit-stride axis by 4"  # noqa: E731
             self._decided(step, "_image_float4", rule, candidates, why)
 
 
