@@ -3254,9 +3254,7 @@ class _EvaluateMethods:
         if self.vars():
             return self.at_values(var_vals).indices()
         # int32 where every index fits: half the memory traffic on big views
-        bound = max(
-            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
-        )
+        bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
         dtype = np.int32 if bound < 2**31 else np.int64
         idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
         idx, valid = _view_indices(self.views[-1], idxs, dtype)
@@ -3745,10 +3743,7 @@ class KnobError(ValueError):
 
 
 def run_command_line(
-    main: Callable[[Sequence[str] | None], int],
-    prog: str,
-    argv: Sequence[str] | None = None,
-    one_line: tuple[type[BaseException], ...] = (),
+    main: Callable[..., int], prog: str, argv: Sequence[str] | None = None, one_line: tuple[type[Exception], ...] = ()
 ) -> int:
     """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
     does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
@@ -3760,18 +3755,15 @@ def run_command_line(
         status = main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
         return status
-    except KnobError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except one_line as e:
+    except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, KnobError) else 1
 
 
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
@@ -3926,8 +3918,7 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
     (out,) = matvec_ast(n, k)
-    image = dtypes.imagef((4, n // 16, 4))
-    return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, image, out.arg.st)),)
+    return (store(out.src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
 def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tuple[LazyOp, ...]:
