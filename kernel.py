@@ -3140,6 +3140,19 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
 # inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
 
 
+def _methods_of(cls: type) -> Callable[[type], type]:
+    """Class decorator: the decorated class's methods and properties become cls's (how the appendix adds methods to a
+    class defined on the reading path)."""
+
+    def attach(methods: type) -> type:
+        for name, value in vars(methods).items():
+            if not name.startswith("__"):
+                setattr(cls, name, value)
+        return methods
+
+    return attach
+
+
 def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
     """The value of a (an int, or a node of the variables in var_vals)."""
     if isinstance(a, (int, float)):
@@ -3156,9 +3169,8 @@ def _map_view(v: View, f: Callable[[sint], sint]) -> View:
     return View.create(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset), mask)
 
 
+@_methods_of(View)
 class _ViewMethods:
-    """View methods attached to View below."""
-
     @functools.cache
     def invert(self, out_shape: tuple[sint, ...]) -> View | None:
         """The view that maps this view's output back onto its input, or None when there is none (only flips
@@ -3183,10 +3195,6 @@ class _ViewMethods:
         return view, dict(x[1] for x in bound)
 
 
-for _name in ("invert", "unbind"):
-    setattr(View, _name, getattr(_ViewMethods, _name))
-
-
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
     """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values."""
     ret: dict[Variable, int] = {}
@@ -3196,9 +3204,8 @@ def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
     return ret
 
 
+@_methods_of(ShapeTracker)
 class _EvaluateMethods:
-    """ShapeTracker methods attached to ShapeTracker below."""
-
     def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
         """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
         inverted = []
@@ -3269,10 +3276,6 @@ class _EvaluateMethods:
         return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
 
 
-for _name in ("invert", "consecutive", "var_vals", "unbind", "real_size", "at_values", "indices"):
-    setattr(ShapeTracker, _name, getattr(_EvaluateMethods, _name))
-
-
 def _view_indices(view: View, idxs: list, dtype):
     """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
     import numpy as np
@@ -3323,9 +3326,8 @@ class LocalBuffer:
         return f"localbuffer<{self.name}[{self.size}]>"
 
 
+@_methods_of(Kernel)
 class _LinearizerMethods:
-    """Kernel methods, attached to Kernel below."""
-
     def acc_offsets(self, i: int) -> list[int]:
         """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
 
@@ -3363,10 +3365,6 @@ class _LinearizerMethods:
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
 
-for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
-    setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
-
-
 # -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): each heuristic files
 # it with one call to _decided; these methods write its rule, Candidates and reasons, and hold the heuristics'
 # image-only steps. They are attached to Kernel after it --
@@ -3402,9 +3400,10 @@ class Decision:
     reasons: list[str] = field(default_factory=list)
 
 
+@_methods_of(Kernel)
 class _ExplainMethods:
-    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below.
-    Each *_weighed method returns the arguments after `heuristic` of the heuristic's _decided call."""
+    """Kernel methods that file and write a Decision (and the image-only heuristic steps). Each *_weighed method
+    returns the arguments after `heuristic` of the heuristic's _decided call."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
@@ -3702,11 +3701,6 @@ class _ExplainMethods:
                 why = f"image {name}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
             rule = f"image {name}: its first unit-stride axis (key: axis)"
             self._decided(step, "_image_float4", rule, candidates, why)
-
-
-for _name in dir(_ExplainMethods):
-    if not _name.startswith("__"):
-        setattr(Kernel, _name, getattr(_ExplainMethods, _name))
 
 
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
