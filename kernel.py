@@ -3310,7 +3310,7 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 # them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
 # after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
 # tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
-# register, get_float4_upcast_dim the vector loads and stores.
+# register (in render_reduceop), get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
 
 
 @dataclass(frozen=True)
@@ -3329,9 +3329,7 @@ class LocalBuffer:
 @_methods_of(Kernel)
 class _LinearizerMethods:
     def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
-
-        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
         ax = self.upcasted_axis(i)[::-1]
         # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
         acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
@@ -3339,9 +3337,7 @@ class _LinearizerMethods:
         return [sum(t) for t in itertools.product(*offsets)]
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
-        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
-
-        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
         should = self.opts.supports_float4 and (
             self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
         )
@@ -3640,17 +3636,15 @@ class _ExplainMethods:
 
     def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
         """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
-        candidates = [
-            Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)
-        ]
+        weighed = [Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)]
         rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-        return rule, candidates, f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+        return rule, weighed, f"tensor core: upcast {'NM'[tc_dim]} for reuse"
 
     def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
         """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
-        candidates = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
+        weighed = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
         rule = "N as local threads: the first of 4, 2 that divides"
-        return rule, candidates, "tensor core: more of N as local threads"
+        return rule, weighed, "tensor core: more of N as local threads"
 
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
@@ -3683,9 +3677,8 @@ class _ExplainMethods:
             self._decided(step, "_grouping", rule, why="image output: upcast mid-reduce by 4")
 
     def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll by 4 its first unit-stride axis
+        whose size is a multiple of 4 (sort key: the axis number)."""
         for i, buf in enumerate(self.bufs):
             if not isinstance(buf.dtype, ImageDType):
                 continue
@@ -3764,9 +3757,8 @@ ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "wh
 
 
 def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
-
-    Plain text unless use_color() says someone will see the colours."""
+    """Wrap text in tinygrad's ANSI colour code, an UPPERCASE colour name the bright variant; plain text unless
+    use_color() says someone will see the colours."""
     if color is None or not use_color():
         return str(text)
     code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
@@ -3873,14 +3865,7 @@ def matvec_ast(n: int = 4096, k: int = 4096) -> tuple[LazyOp, ...]:
 
 
 def conv2d_ast(
-    batch: int = 1,
-    cin: int = 16,
-    h: int = 32,
-    w: int = 32,
-    cout: int = 32,
-    ksize: int = 3,
-    pad: int = 1,
-    stride: int = 1,
+    bs: int = 1, cin: int = 16, h: int = 32, w: int = 32, cout: int = 32, ksize: int = 3, pad: int = 1, stride: int = 1
 ) -> tuple[LazyOp, ...]:
     """out[b, co, y, x] = sum_{ci, ky, kx} img[b, ci, y*stride + ky - pad, x*stride + kx - pad] * wt[co, ci, ky, kx]
 
@@ -3888,8 +3873,8 @@ def conv2d_ast(
     (b, co, y, x) and filter tap (ci, ky, kx) picks one element of the padded image."""
     hp, wp = h + 2 * pad, w + 2 * pad
     oh, ow = (hp - ksize) // stride + 1, (wp - ksize) // stride + 1
-    full = (batch, cout, oh, ow, cin, ksize, ksize)
-    padded = ShapeTracker.from_shape((batch, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    full = (bs, cout, oh, ow, cin, ksize, ksize)
+    padded = ShapeTracker.from_shape((bs, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
     window = View.create(full, (cin * hp * wp, 0, stride * wp, stride, hp * wp, wp, 1))
     img = ShapeTracker(padded.views + (window,)).simplify()
     wt = ShapeTracker.from_shape((cout, cin, ksize, ksize)).reshape((1, cout, 1, 1, cin, ksize, ksize)).expand(full)
