@@ -3521,19 +3521,16 @@ class _ExplainMethods:
         counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
         if upcasted_axis is None:
             return (f"stop: {counted} < 1024",)
-        weighed = []
+        weighed, up, last_strides = [], self.shape_len - self.upcasted, [st.views[-1].strides for st in self.sts]
         for key in choices:
-            axis = key[2]
-            strides = ", ".join(
-                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
-            )
+            _, _, axis, amt = key
+            strides = ", ".join(f"{self._buf_name(i)} {_txt(s[axis])}" for i, s in enumerate(last_strides))
             note = f"{self._stride0(self._broadcast_bufs(axis))}; last views' strides: {strides}"
-            weighed.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not weighed))
+            weighed.append(Candidate(key, f"UPCAST:{axis}:{amt}", note, taken=not weighed))
         for axis in range(self.first_reduce):
             if any(key[2] == axis for key in choices):
                 continue
-            size = self.full_shape[axis]
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            size, zero = self.full_shape[axis], [i for i, s in enumerate(last_strides) if s[axis] == 0]
             if axis in upcasted_axis:
                 why = "upcast already by this heuristic"
             elif not isinstance(size, int):
@@ -3543,7 +3540,6 @@ class _ExplainMethods:
             elif not zero:
                 why = "no buffer has stride 0 on it"
             else:
-                up = self.shape_len - self.upcasted
                 where = [
                     f"{self._buf_name(i)} on axis {up + j}"
                     for i in zero
@@ -3600,18 +3596,17 @@ class _ExplainMethods:
         candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
             size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            fits = [x for x in sizes if size % x == 0 and so_far * x <= 128]
+            divisors = [x for x in sizes if size % x == 0]
+            fits = [x for x in divisors if so_far * x <= 128]
             zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
             if fits:
                 what = f"{fits[0]} fits ({so_far}*{fits[0]} <= 128 threads)"
             elif not isinstance(size, int):
                 what = f"symbolic size {_txt(size)}: no size divides it"
-            elif not any(size % x == 0 for x in sizes):
+            elif not divisors:
                 what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
             else:
-                what = (
-                    f"no size fits: {so_far} threads already, {so_far}*{min(x for x in sizes if size % x == 0)} > 128"
-                )
+                what = f"no size fits: {so_far} threads already, {so_far}*{divisors[-1]} > 128"  # the smallest
             note = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}"
             sz = chosen.get(axis)
             so_far *= sz or 1
