@@ -3287,8 +3287,7 @@ def _view_indices(view: View, idxs: list, dtype):
             return op(acc, x, out=acc)
         return op(acc, x)
 
-    idx = np.asarray(view.offset, dtype=dtype)
-    valid = None
+    idx, valid = np.asarray(view.offset, dtype=dtype), None
     for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
         if st != 0:
             idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
