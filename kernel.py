@@ -3470,9 +3470,8 @@ class _ExplainMethods:
         tried: dict[int, KernelOptError] | None = None,
         before: tuple[int, ...] = (),
     ) -> tuple:
-        """_grouping's record: the sizes it tried (rejected by apply_opt with the KernelOptError in `tried`, taken,
-        not tried, or not dividing the reduce axis of the shape `before` it), or why it did not group (rule None:
-        nothing to record)."""
+        """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
+        reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
         fr = self.first_reduce
         if outputs is None:  # no local memory, or a symbolic number of outputs
             symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
@@ -3539,13 +3538,9 @@ class _ExplainMethods:
             elif not zero:
                 why = "no buffer has stride 0 on it"
             else:
-                where = [
-                    f"{self._buf_name(i)} on axis {up + j}"
-                    for i in zero
-                    for j, x in enumerate(self.upcasted_axis(i))
-                    if x[1] == 0
-                ]
-                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({', '.join(where)})"
+                pairs = [(i, up + j) for i in zero for j, x in enumerate(self.upcasted_axis(i)) if x[1] == 0]
+                where = ", ".join(f"{self._buf_name(i)} on axis {a}" for i, a in pairs)
+                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({where})"
             weighed.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
         if not choices:
             return f"stop: {counted}, but no output axis qualifies", weighed
@@ -3676,7 +3671,7 @@ class _ExplainMethods:
         for i, buf in enumerate(self.bufs):
             if not isinstance(buf.dtype, ImageDType):
                 continue
-            step, fr, name, why = len(self.applied_opts), self.first_reduce, self._buf_name(i), ""
+            step, fr, why = len(self.applied_opts), self.first_reduce, ""
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
             candidates = [
                 Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
@@ -3685,8 +3680,8 @@ class _ExplainMethods:
                 a = axes4[0]
                 self.apply_opt(Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4))
                 candidates[0] = replace(candidates[0], taken=True)
-                why = f"image {name}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
-            rule = f"image {name}: its first unit-stride axis (key: axis)"
+                why = f"image {self._buf_name(i)}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
+            rule = f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)"
             self._decided(step, "_image_float4", rule, candidates, why)
 
 
