@@ -2875,6 +2875,19 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
 # inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
 
 
+def _methods_of(cls: type) -> Callable[[type], type]:
+    """Class decorator: the decorated class's methods and properties become cls's (how the appendix adds methods to a
+    class defined on the reading path)."""
+
+    def attach(methods: type) -> type:
+        for name, value in vars(methods).items():
+            if not name.startswith("__"):
+                setattr(cls, name, value)
+        return methods
+
+    return attach
+
+
 def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
     """The value of a (an int, or a node of the variables in var_vals)."""
     if isinstance(a, (int, float)):
@@ -2885,13 +2898,14 @@ def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | fl
     return ret.b
 
 
-def argsort(xs: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(sorted(range(len(xs)), key=xs.__getitem__))
+def _map_view(v: View, f: Callable[[sint], sint]) -> View:
+    """v with f applied to every number of its shape, strides, offset and mask."""
+    mask = tuple((f(b), f(e)) for b, e in v.mask) if v.mask is not None else None
+    return View.create(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset), mask)
 
 
+@_methods_of(View)
 class _ViewMethods:
-    """View methods attached to View below."""
-
     @functools.cache
     def invert(self, out_shape: tuple[sint, ...]) -> View | None:
         """The view that maps this view's output back onto its input, or None when there is none (only flips
@@ -2903,7 +2917,8 @@ class _ViewMethods:
         if self.mask:
             ret = ret.shrink(self.mask)
         ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(argsort(tuple(-x if x > 0 else x for x in self.strides)))
+        order = tuple(-x if x > 0 else x for x in self.strides)
+        ret = ret.permute(tuple(sorted(range(len(order)), key=order.__getitem__)))  # argsort
         return ret if prod(ret.shape) == prod(out_shape) else None
 
     @functools.cache
@@ -2911,22 +2926,21 @@ class _ViewMethods:
         """The view over unbound variables, and the value each bound one had."""
         bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
         unbound = {v: uv for v, (uv, _) in bound}
-
-        def sub(x: sint) -> sint:
-            return x if isinstance(x, int) else x.substitute(unbound)
-
-        mask = tuple((sub(b), sub(e)) for b, e in self.mask) if self.mask is not None else None
-        shape, strides = tuple(sub(x) for x in self.shape), tuple(sub(x) for x in self.strides)
-        return View.create(shape, strides, sub(self.offset), mask), dict(x[1] for x in bound)
+        view = _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound))
+        return view, dict(x[1] for x in bound)
 
 
-for _name in ("invert", "unbind"):
-    setattr(View, _name, getattr(_ViewMethods, _name))
+def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
+    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values."""
+    ret: dict[Variable, int] = {}
+    for var, val in pairs:
+        if ret.setdefault(var, val) != val:
+            raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+    return ret
 
 
+@_methods_of(ShapeTracker)
 class _EvaluateMethods:
-    """ShapeTracker methods attached to ShapeTracker below."""
-
     def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
         """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
         inverted = []
@@ -2944,22 +2958,12 @@ class _EvaluateMethods:
     @property
     def var_vals(self) -> dict[Variable, int]:
         """{unbound variable: value} of every bound variable in the views."""
-        ret: dict[Variable, int] = {}
-        for v in self.vars():
-            var, val = v.unbind()
-            if ret.setdefault(var, val) != val:
-                raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
-        return ret
+        return _bindings(v.unbind() for v in self.vars())
 
     def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
         """The ShapeTracker over unbound variables, and the value each bound one had."""
         views, var_vals = zip(*[v.unbind() for v in self.views])
-        merged: dict[Variable, int] = {}
-        for d in var_vals:
-            for var, val in d.items():
-                if merged.setdefault(var, val) != val:
-                    raise ValueError(f"{var.expr} is bound to both {merged[var]} and {val}")
-        return ShapeTracker(tuple(views)), merged
+        return ShapeTracker(tuple(views)), _bindings(pair for d in var_vals for pair in d.items())
 
     def real_size(self) -> int:
         """How many elements of the underlying buffer must exist: one past the largest index ever read."""
@@ -2979,21 +2983,7 @@ class _EvaluateMethods:
         missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
         if missing:
             raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
-
-        def at(x: sint) -> int:
-            return x if isinstance(x, int) else sym_infer(x, vals)
-
-        return ShapeTracker(
-            tuple(
-                View.create(
-                    tuple(at(x) for x in v.shape),
-                    tuple(at(x) for x in v.strides),
-                    at(v.offset),
-                    tuple((at(b), at(e)) for b, e in v.mask) if v.mask is not None else None,
-                )
-                for v in st.views
-            )
-        )
+        return ShapeTracker(tuple(_map_view(v, lambda x: sym_infer(x, vals)) for v in st.views))
 
     def indices(self, var_vals: dict[Variable, int] | None = None):
         """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
@@ -3006,15 +2996,9 @@ class _EvaluateMethods:
         if self.vars():
             return self.at_values(var_vals).indices()
         # int32 where every index fits: half the memory traffic on big views
-        bound = max(
-            abs(v.offset) + sum(abs(st) * s for st, s in zip(v.strides, v.shape)) + v.size() for v in self.views
-        )
+        bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
         dtype = np.int32 if bound < 2**31 else np.int64
-        ndim = len(self.shape)
-        idxs = [
-            np.arange(s, dtype=dtype).reshape([-1 if i == k else 1 for i in range(ndim)])
-            for k, s in enumerate(self.shape)
-        ]
+        idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
         idx, valid = _view_indices(self.views[-1], idxs, dtype)
         for view in reversed(self.views[:-1]):
             view = view.minify()
@@ -3025,10 +3009,6 @@ class _EvaluateMethods:
         if valid is None:
             return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
         return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
-
-
-for _name in ("invert", "consecutive", "var_vals", "unbind", "real_size", "at_values", "indices"):
-    setattr(ShapeTracker, _name, getattr(_EvaluateMethods, _name))
 
 
 def _view_indices(view: View, idxs: list, dtype):
@@ -3042,8 +3022,7 @@ def _view_indices(view: View, idxs: list, dtype):
             return op(acc, x, out=acc)
         return op(acc, x)
 
-    idx = np.asarray(view.offset, dtype=dtype)
-    valid = None
+    idx, valid = np.asarray(view.offset, dtype=dtype), None
     for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
         if st != 0:
             idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
@@ -3065,7 +3044,7 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 # them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
 # after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
 # tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
-# register, get_float4_upcast_dim the vector loads and stores.
+# register (in render_reduceop), get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
 
 
 @dataclass(frozen=True)
@@ -3076,33 +3055,23 @@ class LocalBuffer:
     name: str
     size: int
     dtype: DType = dtypes.float32
-    realized: None = None
 
     def __str__(self) -> str:
         return f"localbuffer<{self.name}[{self.size}]>"
 
 
+@_methods_of(Kernel)
 class _LinearizerMethods:
-    """Kernel methods, attached to Kernel below."""
-
     def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one).
-
-        Used by tinygrad's linearizer (Linearizer.render_reduceop) to pick each element's accumulator."""
-        if self.upcasted == 0:
-            return [0]
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
         ax = self.upcasted_axis(i)[::-1]
-        acc_strides = [
-            x * (1 - ax[j][2]) for j, x in enumerate(strides_for_shape(tuple(1 if r else s for s, _, r in ax)))
-        ]
-        return [
-            sum(t) for t in itertools.product(*[[y * acc_strides[j] for y in range(x[0])] for j, x in enumerate(ax)])
-        ]
+        # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
+        acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
+        offsets = [[y * st for y in range(s)] for (s, _, _), st in zip(ax, acc_strides)]
+        return [sum(t) for t in itertools.product(*offsets)]
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
-        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images).
-
-        Used by tinygrad's linearizer (global_load, global_store) to emit vector loads and stores."""
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
         should = self.opts.supports_float4 and (
             self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
         )
@@ -3126,18 +3095,9 @@ class _LinearizerMethods:
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
 
-for _name in ("acc_offsets", "get_float4_upcast_dim", "alias_buffer"):
-    setattr(Kernel, _name, getattr(_LinearizerMethods, _name))
-
-
 # -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): each heuristic files
 # it with one call to _decided; these methods write its rule, Candidates and reasons, and hold the heuristics'
 # image-only steps. They are attached to Kernel after it --
-
-
-def _count(n: Any, noun: str) -> str:
-    """'1 output', '4 outputs'."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass(frozen=True)
@@ -3170,95 +3130,15 @@ class Decision:
     reasons: list[str] = field(default_factory=list)
 
 
+@_methods_of(Kernel)
 class _ExplainMethods:
-    """Kernel methods that file and write a Decision (and the image-only heuristic steps), attached to Kernel below."""
+    """Kernel methods that file and write a Decision (and the image-only heuristic steps). Each *_weighed method
+    returns the arguments after `heuristic` of the heuristic's _decided call."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
         """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
         return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
-
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _names(self, idxs: Iterable[int]) -> str:
-        """'data1', 'data1 and data2': the buffers at these indices of self.bufs."""
-        return " and ".join(self._buf_name(i) for i in idxs)
-
-    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
-        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
-        reduce_size = self.full_shape[self.first_reduce]
-        ret = []
-        for g in range(self.global_dims):
-            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
-            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            note = (
-                f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-                f"axis {g} ({sym_render(self.full_shape[g])}) % {blocksize * rows} = "
-                f"{sym_render(self.full_shape[g] % (blocksize * rows))}"
-            )
-            ret.append(Candidate((g,), " ".join(opts), note))
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        return rule, ret
-
-    def _broadcast_candidates(self, upcasted_axis: set, choices: list[tuple]) -> list[Candidate]:
-        """For the Decision of _upcast_broadcast_axes: each sort key with the strides it was computed from (the
-        first taken), then every output axis that was ruled out, with the condition that ruled it out."""
-        ret = []
-        for key in choices:
-            axis = key[2]
-            zero = self._broadcast_bufs(axis)
-            strides = ", ".join(
-                f"{self._buf_name(i)} {_txt(st.views[-1].strides[axis])}" for i, st in enumerate(self.sts)
-            )
-            has = "has" if len(zero) == 1 else "have"
-            note = f"{self._names(zero)} {has} stride 0; last views' strides: {strides}"
-            ret.append(Candidate(key, f"UPCAST:{axis}:{key[3]}", note, taken=not ret))
-        for axis in range(self.first_reduce):
-            if any(key[2] == axis for key in choices):
-                continue
-            size, why = self.full_shape[axis], ""
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {_txt(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                up = self.shape_len - self.upcasted
-                where = [
-                    f"{self._buf_name(i)} on axis {up + j}"
-                    for i in zero
-                    for j, x in enumerate(self.upcasted_axis(i))
-                    if x[1] == 0
-                ]
-                has = "has" if len(zero) == 1 else "have"
-                why = f"{self._names(zero)} {has} stride 0 here, but already on an upcast axis too ({', '.join(where)})"
-            ret.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
-        return ret
-
-    def _locals_note(self, axis: int, sizes: list[int], threads: int, fits: list[int]) -> str:
-        """What _locals saw on an axis: which buffers have stride 0 on it, and which size fits or why none does."""
-        zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-        kind = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0" if zero else "no stride 0"
-        size = self.full_shape[axis]
-        if fits:
-            what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
-        elif not isinstance(size, int):
-            what = f"symbolic size {_txt(size)}: no size divides it"
-        elif not any(size % x == 0 for x in sizes):
-            what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-        else:
-            what = f"no size fits: {threads} threads already, {threads}*{min(x for x in sizes if size % x == 0)} > 128"
-        return f"{kind}; {what}"
 
     def _decided(
         self,
@@ -3266,16 +3146,42 @@ class _ExplainMethods:
         heuristic: str,
         rule: str | None,
         candidates: list[Candidate] | None = None,
-        why: Callable[[int, Opt], str] | None = None,
+        why: str | Callable[[int, Opt], str] = "",
         chosen: list[Opt] | None = None,
     ) -> None:
         """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
-        since `step` unless `chosen` says otherwise, each with the reason why(j, opt) gives (the step table's text)."""
+        since `step` unless `chosen` says otherwise, each with the reason `why` gives (the step table's text): the
+        same for every opt, or why(j, opt) for the j-th."""
         if rule is None:
             return
         chosen = self.applied_opts[step:] if chosen is None else chosen
-        reasons = [why(j, opt) if why else "" for j, opt in enumerate(chosen)]
+        reasons = [why if isinstance(why, str) else why(j, opt) for j, opt in enumerate(chosen)]
         self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _stride0(self, idxs: list[int]) -> str:
+        """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
+        return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
+
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
+        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
+        reduce_size, ret = self.full_shape[self.first_reduce], []
+        for g in range(self.global_dims):
+            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
+            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
+            size, block = self.full_shape[g], blocksize * rows
+            note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+            note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
+            ret.append(Candidate((g,), " ".join(opts), note))
+        rule = (
+            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
+            f"{threads} threads"
+        )
+        return rule, ret
 
     def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
         """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
@@ -3306,13 +3212,10 @@ class _ExplainMethods:
             symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
             return ("no: the number of outputs is symbolic" if symbolic else None,)
         if not sizes:
-            why = (
-                f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
-                if outputs > 2048
-                else "more than 2 output axes"
-                if fr > 2
-                else "the output is already written 4 at a time"
-            )
+            if outputs > 2048:
+                why = f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
+            else:
+                why = "more than 2 output axes" if fr > 2 else "the output is already written 4 at a time"
             return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
         taken, candidates, done, tried = self.applied_opts[step:], [], False, tried or {}
         for sz in sizes:
@@ -3325,69 +3228,80 @@ class _ExplainMethods:
             else:
                 note = f"doesn't divide the reduce axis ({before[fr]})"
             candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
-        count = _count(outputs, "output")
+        count = f"{outputs} output" if outputs == 1 else f"{outputs} outputs"
         rule = f"{count} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the first size that fits"
-        return (
-            rule + " (key: -size)",
-            candidates,
-            lambda j, o: f"{count} <= 2048: {o.amt} threads share each output's reduce",
-        )
+        why = f"{count} <= 2048: {taken[0].amt} threads share each output's reduce" if taken else ""
+        return rule + " (key: -size)", candidates, why
 
     def _masked_weighed(self, to_upcast: list[int]) -> tuple:
         """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
-        candidates = []
-        upcast = prod(self.full_shape[self.shape_len - self.upcasted :])
+        candidates, upcast = [], prod(self.full_shape[self.shape_len - self.upcasted :])
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
             if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
                 elements = upcast * prod(self.full_shape[j] for j in to_upcast if j < axis) * size
                 note = f"size {size}, masked: {elements} elements {'<=' if elements <= 7 * 7 else '>'} 49"
                 candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+        if not candidates:
+            return ("no: no masked output axis of size <= 7",)
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        return (
-            rule if candidates else "no: no masked output axis of size <= 7",
-            candidates,
-            lambda j, o: f"small masked axis {o.axis}: upcast it whole",
-        )
+        return rule, candidates, lambda j, o: f"small masked axis {o.axis}: upcast it whole"
 
     def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
-        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end)."""
+        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end): each
+        sort key with the strides it was computed from (the first taken), then every output axis that was ruled
+        out, with the condition that ruled it out."""
         counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
         if upcasted_axis is None:
             return (f"stop: {counted} < 1024",)
-        weighed = self._broadcast_candidates(upcasted_axis, list(choices))
+        weighed, up, last_strides = [], self.shape_len - self.upcasted, [st.views[-1].strides for st in self.sts]
+        for key in choices:
+            _, _, axis, amt = key
+            strides = ", ".join(f"{self._buf_name(i)} {_txt(s[axis])}" for i, s in enumerate(last_strides))
+            note = f"{self._stride0(self._broadcast_bufs(axis))}; last views' strides: {strides}"
+            weighed.append(Candidate(key, f"UPCAST:{axis}:{amt}", note, taken=not weighed))
+        for axis in range(self.first_reduce):
+            if any(key[2] == axis for key in choices):
+                continue
+            size, zero = self.full_shape[axis], [i for i, s in enumerate(last_strides) if s[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {_txt(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                pairs = [(i, up + j) for i in zero for j, x in enumerate(self.upcasted_axis(i)) if x[1] == 0]
+                where = ", ".join(f"{self._buf_name(i)} on axis {a}" for i, a in pairs)
+                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({where})"
+            weighed.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
         if not choices:
             return f"stop: {counted}, but no output axis qualifies", weighed
         _, _, axis, amt = choices[0]
-        zero = self._broadcast_bufs(axis)
-        has = "has" if len(zero) == 1 else "have"
-        why = f"{self._names(zero)} {has} stride 0 on axis {axis}: upcast {amt} to reuse its loads"
+        why = f"{self._stride0(self._broadcast_bufs(axis))} on axis {axis}: upcast {amt} to reuse its loads"
         rule = (
             f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
             "amount), smallest first"
         )
-        return rule, weighed, lambda j, o: why
+        return rule, weighed, why
 
     def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
         """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
         if s is None:
             elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-            why = (
-                f"{elements} upcast elements >= 64 (registers)"
-                if elements >= 64
-                else f"{elements} upcast elements > 4, and a reduce axis is upcast already (registers)"
-            )
-            return (f"no: {why}",)
-        took = {0: 0, 4: 1}.get(chosen[0].amt) if chosen else None
-        whole = (
-            f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}"
-            if isinstance(s, int)
-            else f"whole: size {s} is symbolic"
-        )
-        by4 = f"by 4: {s} % 4 = {s % 4}" if isinstance(s, int) else f"by 4: size {s} is symbolic"
+            if elements >= 64:
+                return (f"no: {elements} upcast elements >= 64 (registers)",)
+            return (f"no: {elements} upcast elements > 4, and a reduce axis is upcast already (registers)",)
+        if isinstance(s, int):
+            whole, by4 = f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", f"by 4: {s} % 4 = {s % 4}"
+        else:
+            whole, by4 = f"whole: size {s} is symbolic", f"by 4: size {s} is symbolic"
+        took = chosen[0].amt if chosen else None  # 0: whole, 4: by 4
         candidates = [
             Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 1),
+            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 4),
         ]
         reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
@@ -3397,22 +3311,32 @@ class _ExplainMethods:
         """_default_upcast's record: it upcast the last axis by 4, or why not."""
         if self.applied_opts[step:]:
             rule = "nothing upcast yet: the last axis by 4 (a float4 where contiguous)"
-            return rule, [], lambda j, o: "nothing upcast yet: upcast the last axis by 4"
+            return rule, [], "nothing upcast yet: upcast the last axis by 4"
         return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
 
     def _locals_weighed(
         self, ranking: list[tuple[bool, int]] | None = None, to_local: list[tuple[int, int]] | None = None
     ) -> tuple:
-        """_locals' record, before it applies anything: each axis in ranked order with its note (no ranking:
-        NOLOCALS=1 turned locals off)."""
+        """_locals' record, before it applies anything: each axis in ranked order, with which buffers have stride 0
+        on it and which size fits or why none does (no ranking: NOLOCALS=1 turned locals off)."""
         if ranking is None or to_local is None:
-            rule = "NOLOCALS=1 (environment): no work-groups of the kernel's own"
-            return rule, [], lambda j, o: "NOLOCALS=1: no work-groups of the kernel's own"
+            why = "NOLOCALS=1: no work-groups of the kernel's own"
+            return "NOLOCALS=1 (environment): no work-groups of the kernel's own", [], why
         candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            fits = [x for x in sizes if self.full_shape[axis] % x == 0 and so_far * x <= 128]
-            note = self._locals_note(axis, sizes, so_far, fits)
+            size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            divisors = [x for x in sizes if size % x == 0]
+            fits = [x for x in divisors if so_far * x <= 128]
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if fits:
+                what = f"{fits[0]} fits ({so_far}*{fits[0]} <= 128 threads)"
+            elif not isinstance(size, int):
+                what = f"symbolic size {_txt(size)}: no size divides it"
+            elif not divisors:
+                what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+            else:
+                what = f"no size fits: {so_far} threads already, {so_far}*{divisors[-1]} > 128"  # the smallest
+            note = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}"
             sz = chosen.get(axis)
             so_far *= sz or 1
             opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
@@ -3432,21 +3356,19 @@ class _ExplainMethods:
             "counting from the last"
         )
         why = "tensor core: unroll K; upcast and local N, M for the warp"
-        return rule, weighed, lambda j, o: why, [Opt(OptOps.TC, axis, opt_level)]
+        return rule, weighed, why, [Opt(OptOps.TC, axis, opt_level)]
 
     def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
         """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
-        candidates = [
-            Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)
-        ]
+        weighed = [Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)]
         rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-        return rule, candidates, lambda j, o: f"tensor core: upcast {'NM'[tc_dim]} for reuse"
+        return rule, weighed, f"tensor core: upcast {'NM'[tc_dim]} for reuse"
 
     def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
         """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
-        candidates = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
+        weighed = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
         rule = "N as local threads: the first of 4, 2 that divides"
-        return rule, candidates, lambda j, o: "tensor core: more of N as local threads"
+        return rule, weighed, "tensor core: more of N as local threads"
 
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
@@ -3458,64 +3380,44 @@ class _ExplainMethods:
         check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
         if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
             self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
-        taken = self.applied_opts[step:]
-        candidates = [
-            Candidate((a,), f"UPCAST:{a}:4", "unit stride, a multiple of 4", Opt(OptOps.UPCAST, a, 4) in taken)
-            for a in axes4
-        ]
+        note, taken = "unit stride, a multiple of 4", self.applied_opts[step:]
+        candidates = [Candidate((a,), f"UPCAST:{a}:4", note, Opt(OptOps.UPCAST, a, 4) in taken) for a in axes4]
         rule = "image output: the first unit-stride axis (key: axis)"
         why = "image output: upcast its unit-stride axis by 4 (one pixel)"
-        self._decided(step, "required_optimizations", rule, candidates, lambda j, o: why)
+        self._decided(step, "required_optimizations", rule, candidates, why)
 
     def _image_upcast_mid(self) -> None:
         """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
         mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
-        if (
-            not self.float4_axis(0)
-            and self.group_for_reduces
-            and self.first_reduce <= 2
-            and prod(self.sts[0].shape) > 1
-        ):
-            axes = self.sts[0].unit_stride_axes()
-            check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-            if self.sts[0].shape[axes[0]] % 4 == 0:
-                step = len(self.applied_opts)
-                self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
-                rule = "image output: its only unit-stride axis, by 4 (one pixel)"
-                self._decided(step, "_grouping", rule, why=lambda j, o: "image output: upcast mid-reduce by 4")
+        grouped = self.group_for_reduces and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1
+        if self.float4_axis(0) or not grouped:
+            return
+        axes = self.sts[0].unit_stride_axes()
+        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+        if self.sts[0].shape[axes[0]] % 4 == 0:
+            step = len(self.applied_opts)
+            self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
+            rule = "image output: its only unit-stride axis, by 4 (one pixel)"
+            self._decided(step, "_grouping", rule, why="image output: upcast mid-reduce by 4")
 
     def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll its unit-stride axis by 4.
-
-        Sort key: the axis number; the first unit-stride axis of a multiple of 4 is taken."""
+        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll by 4 its first unit-stride axis
+        whose size is a multiple of 4 (sort key: the axis number)."""
         for i, buf in enumerate(self.bufs):
             if not isinstance(buf.dtype, ImageDType):
                 continue
-            step, fr = len(self.applied_opts), self.first_reduce
+            step, fr, why = len(self.applied_opts), self.first_reduce, ""
             axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
             candidates = [
                 Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
             ]
-            if (
-                axes4
-                and all(x < self.shape_len - self.upcasted for x in axes4)
-                and axes4[0] not in self.upcast_in_mid_reduce_axes
-            ):
-                if axes4[0] < fr:
-                    self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
-                else:
-                    self.apply_opt(Opt(OptOps.UNROLL, axes4[0] - fr, 4))
+            if axes4 and max(axes4) < self.shape_len - self.upcasted and axes4[0] not in self.upcast_in_mid_reduce_axes:
+                a = axes4[0]
+                self.apply_opt(Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4))
                 candidates[0] = replace(candidates[0], taken=True)
-            name = self._buf_name(i)
-            what = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll"}
-            rule = f"image {name}: its first unit-stride axis (key: axis)"
-            why = lambda j, o: f"image {name}: {what[o.op]} its unit-stride axis by 4"  # noqa: E731
+                why = f"image {self._buf_name(i)}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
+            rule = f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)"
             self._decided(step, "_image_float4", rule, candidates, why)
-
-
-for _name in dir(_ExplainMethods):
-    if not _name.startswith("__"):
-        setattr(Kernel, _name, getattr(_ExplainMethods, _name))
 
 
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
@@ -3552,10 +3454,7 @@ class KnobError(ValueError):
 
 
 def run_command_line(
-    main: Callable[[Sequence[str] | None], int],
-    prog: str,
-    argv: Sequence[str] | None = None,
-    one_line: tuple[type[BaseException], ...] = (),
+    main: Callable[..., int], prog: str, argv: Sequence[str] | None = None, one_line: tuple[type[Exception], ...] = ()
 ) -> int:
     """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
     does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
@@ -3567,27 +3466,23 @@ def run_command_line(
         status = main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
         return status
-    except KnobError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except one_line as e:
+    except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, KnobError) else 1
 
 
 ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
 
 
 def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code; an UPPERCASE colour name is the bright variant.
-
-    Plain text unless use_color() says someone will see the colours."""
+    """Wrap text in tinygrad's ANSI colour code, an UPPERCASE colour name the bright variant; plain text unless
+    use_color() says someone will see the colours."""
     if color is None or not use_color():
         return str(text)
     code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
@@ -3694,14 +3589,7 @@ def matvec_ast(n: int = 4096, k: int = 4096) -> tuple[LazyOp, ...]:
 
 
 def conv2d_ast(
-    batch: int = 1,
-    cin: int = 16,
-    h: int = 32,
-    w: int = 32,
-    cout: int = 32,
-    ksize: int = 3,
-    pad: int = 1,
-    stride: int = 1,
+    bs: int = 1, cin: int = 16, h: int = 32, w: int = 32, cout: int = 32, ksize: int = 3, pad: int = 1, stride: int = 1
 ) -> tuple[LazyOp, ...]:
     """out[b, co, y, x] = sum_{ci, ky, kx} img[b, ci, y*stride + ky - pad, x*stride + kx - pad] * wt[co, ci, ky, kx]
 
@@ -3709,8 +3597,8 @@ def conv2d_ast(
     (b, co, y, x) and filter tap (ci, ky, kx) picks one element of the padded image."""
     hp, wp = h + 2 * pad, w + 2 * pad
     oh, ow = (hp - ksize) // stride + 1, (wp - ksize) // stride + 1
-    full = (batch, cout, oh, ow, cin, ksize, ksize)
-    padded = ShapeTracker.from_shape((batch, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    full = (bs, cout, oh, ow, cin, ksize, ksize)
+    padded = ShapeTracker.from_shape((bs, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
     window = View.create(full, (cin * hp * wp, 0, stride * wp, stride, hp * wp, wp, 1))
     img = ShapeTracker(padded.views + (window,)).simplify()
     wt = ShapeTracker.from_shape((cout, cin, ksize, ksize)).reshape((1, cout, 1, 1, cin, ksize, ksize)).expand(full)
@@ -3733,8 +3621,7 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
     (out,) = matvec_ast(n, k)
-    image = dtypes.imagef((4, n // 16, 4))
-    return (LazyOp(BufferOps.STORE, out.src, MemBuffer(0, image, out.arg.st)),)
+    return (store(out.src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
 def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tuple[LazyOp, ...]:
@@ -3749,52 +3636,45 @@ def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tu
 
 @dataclass(frozen=True)
 class Demo:
-    """A classic kernel for the demo: what it computes, how to build it, the target to show it on, and the names
-    `what` gives buffers 0, 1, ... (the others are called data<idx>, as in the OpenCL C)."""
+    """A classic kernel for the demo: what it computes, how to build it, the names `what` gives buffers 0, 1, ...
+    (the others are called data<idx>, as in the OpenCL C), and the target to show it on."""
 
     what: str
     build: Callable[[], tuple[LazyOp, ...]]
+    buffers: tuple[str, ...]
     target: str = "opencl"
-    buffers: tuple[str, ...] = ()
 
 
+# (conv2d and image are built at their builder's default sizes)
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo(
-        "out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), buffers=("out", "a", "b")
-    ),
-    "broadcast": Demo(
-        "out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), buffers=("out", "a", "b")
-    ),
-    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), buffers=("out", "a")),
-    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), buffers=("out", "a")),
-    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), buffers=("out", "a")),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), buffers=("out", "a", "x")),
-    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), buffers=("out", "a", "b")),
+    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), ("out", "a", "b")),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), ("out", "a", "b")),
+    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), ("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), ("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), ("out", "a")),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), ("out", "a", "x")),
+    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), ("out", "a", "b")),
     "conv2d": Demo(
-        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)",
-        lambda: conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1),
-        buffers=("out", "img", "wt"),
+        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)", conv2d_ast, ("out", "img", "wt")
     ),
     "tc_matmul": Demo(
         "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
         lambda: matmul_ast(256, 256, 256),
-        target="metal",
-        buffers=("out", "a", "b"),
+        ("out", "a", "b"),
+        "metal",
     ),
     "image": Demo(
-        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels",
-        lambda: image_matvec_ast(256, 64),
-        buffers=("out", "a", "x"),
+        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels", image_matvec_ast, ("out", "a", "x")
     ),
     "attention": Demo(
         "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
         lambda: attention_ast(64, 1024),
-        buffers=("scores", "q", "keys"),
+        ("scores", "q", "keys"),
     ),
     "variance": Demo(
         "mean and variance of each row of 64x1024: two reduces in one kernel",
         lambda: mean_var_ast(64, 1024),
-        buffers=("mean", "var", "x"),
+        ("mean", "var", "x"),
     ),
 }
 
