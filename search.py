@@ -30,14 +30,14 @@ import pyopencl as cl
 
 import kernel
 import runtime
-from kernel import DEMOS, TARGETS, Kernel, KernelOptError, KnobError, Opt, OptOps, ansilen, ansistrip, getenv
+from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
 from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
-# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis)
+# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
 ACTIONS = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7) for axis in range(6)]
 ACTIONS += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
 ACTIONS += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 3, 4, 8, 13, 16, 29) for axis in range(5)]
@@ -45,13 +45,9 @@ ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 
 ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-try:  # TC_OPT is read here, at import, as tinygrad's search.py does
-    ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
-except KnobError as e:  # a bad TC_OPT: on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python search.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
+# ... and ours beyond it (README, "Beam search"): 8 outputs a thread along any axis (two float4s of a contiguous one),
+# and work-groups 32 wide along any axis, which tinygrad's list reaches in one step only on axis 0
+ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
 # the knobs below are read when a search starts (None: from the environment), so that a bad value is an error of
 # the search that names it, not of every import of this file (`python search.py --help` included)
 BEAM_UPCAST_MAX: int | None = None  # elements in registers (default 256)
@@ -59,8 +55,10 @@ BEAM_LOCAL_MAX: int | None = None  # threads in a work-group (default 1024)
 
 
 def search_actions() -> list[Opt]:
-    """ACTIONS, and NOLOCALS where the NOLOCALS knob is set (as tinygrad adds it)."""
-    return ACTIONS + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
+    """ACTIONS, the tensor-core actions at TC_OPT (default 2) and NOLOCALS where that knob is set, as tinygrad adds
+    them (read here, when a search starts, for the reason above)."""
+    tc = [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
+    return ACTIONS + tc + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
 
 
 def search_limits() -> tuple[int, int]:
@@ -344,7 +342,7 @@ def _is_number(x: Any) -> bool:
 
 def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
-    search_limits()  # a bad BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError naming it
+    search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
         raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
     if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
@@ -369,7 +367,7 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
 
 
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
-FINALISTS, FINAL_PASSES = 6, 5
+FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
 
 
 class _Search:
@@ -473,17 +471,20 @@ class _Search:
             candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest kernels again (and the heuristics' kernel, `also`), once per pass for
-        FINAL_PASSES passes, and rank them by their best launch: each was timed in its own round, and a busy moment
-        of the machine there can have made it look slower than it is (other work only ever adds time, so the best
-        launch is the truest). The rest keep their order behind them. Returns the ranking and the finalists."""
+        """Time the FINALISTS fastest kernels again (and the heuristics' kernel, `also`) in FINAL_PASSES passes, each
+        a median of FINAL_RUNS launches, and rank them by their best median: each was timed in its own round, where a
+        busy moment can have made it look slower than it is. On a shared CPU a kernel's times are bimodal (another
+        job takes a core, and the launch takes about twice as long): a median sits in one mode, and other work only
+        ever adds time, so the lowest median of passes spread in turn over the runoff is the kernel's own. The rest
+        keep their order behind them. Returns the ranking and the finalists."""
         finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
-        best = {x[1]: x[0] for x in finalists}
+        medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:
-                best[n] = min(best[n], self.time(kern, prg, test_size=False))
-        again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
-        return again + [x for x in ranked if x[1] not in best], len(finalists)
+                runs = [self.time(kern, prg, test_size=False) for _ in range(FINAL_RUNS)]
+                medians[n].append(statistics.median(runs))
+        again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
+        return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel, int]:
         """The fastest kernel that computes what the reference does: its time, the kernel, and how many faster ones
@@ -645,7 +646,7 @@ def search_demo(
     if result.cached:
         say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
-        runoff = f"runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
+        runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
         fields = [runoff + f"best {_ms(result.time_s).strip()}", _shape(result.kernel, out), _opts_text(result.kernel)]
         say(_fit_fields(fields, display.width))
     rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
