@@ -444,3 +444,13 @@ def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
     assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 2.0}
     assert order == ["a", "b"] * 3
+
+
+def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
+    """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both."""
+    row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
+    results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
+    bench._summary(results, None)
+    out = capsys.readouterr().out
+    assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
+    assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
