@@ -134,13 +134,6 @@ def _warm_up(k: Kernel, prg: Program, kern) -> None:
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
     """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
     results: list = []
-    if workers == 0:
-        for job in jobs:
-            if time.perf_counter() > deadline:
-                return results, True
-            results.append(_compile_candidate(*job))
-            progress("compiling", len(results), len(jobs))
-        return results, False
     todo, done, stop = deque(jobs), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
@@ -159,6 +152,8 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
         while len(results) < len(jobs):
             wait = min(COMPILE_TIMEOUT, deadline - time.perf_counter())  # the compiler's time, or the search's left
             try:
+                if not threads and wait >= 0:  # workers=0: compile here, the next job
+                    done.put(_compile_candidate(*todo.popleft()))
                 results.append(done.get(timeout=max(0.0, wait)))
             except queue.Empty:
                 if wait < COMPILE_TIMEOUT:
@@ -252,30 +247,26 @@ class SearchResult:
     finalists: int = 0  # kernels timed again in the runoff before one was chosen
 
 
-def _cache_path(k: Kernel, amt: int, settings: tuple) -> str:
-    """The file of one search (in cache_dir()): a hash of everything its answer depends on, the text of kernel.py,
-    runtime.py and search.py included (a result found by other code, another renderer, is not reused)."""
+def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
+    """The file of this search in cache_dir(), named by a hash of everything its answer depends on (the text of
+    kernel.py, runtime.py and search.py too: a result found by other code is not reused), and the kernel and time
+    it remembers, or None: no entry, or one this code can't replay (then the search runs again and writes it anew)."""
     code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
     actions, device = [str(a) for a in search_actions()], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
-    return os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
-
-
-def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
-    """The kernel and time a search remembered in `path`, or None: no entry, or one this code can't replay (then
-    the search runs again and writes it anew)."""
+    path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
         with open(path) as f:
             entry = json.load(f)
         t = entry["time_s"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
-            return None  # not a time: written by something else, or damaged
+            return path, None  # not a time: written by something else, or damaged
         found = k.copy()
         for op, axis, amount in entry["opts"]:
             found.apply_opt(Opt(OptOps[op], axis, amount))
-        return found, float(t)
+        return path, (found, float(t))
     except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError):  # deeply nested JSON: the last
-        return None
+        return path, None
 
 
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
@@ -475,8 +466,8 @@ def search(
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
     settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
-    path = _cache_path(k, amt, settings) if cache else None
-    if path and (hit := _cache_get(path, k)) is not None:
+    path, hit = _cache_get(k, amt, settings) if cache else (None, None)
+    if hit is not None:
         # written only after verification, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # one compile thread per core this process may run on
@@ -523,10 +514,8 @@ class _SearchDisplay:
         if self.live:
             self.out.write("\r\033[K")
         self.round = r.number + 1
-        counts = (
-            f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        )
+        counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
+        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
         self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", *self.kernel(r.best))
 
     def kernel(self, k: Kernel, width: int = 0) -> list[str]:
