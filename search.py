@@ -2,9 +2,8 @@
 
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
 times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
-and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form.
-
-Usage: python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]   (--help)
+and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
+`python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]` shows one search.
 """
 
 from __future__ import annotations
@@ -148,19 +147,22 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
     for t in threads:
         t.start()
+    last_answer = time.perf_counter()
     try:
         while len(results) < len(jobs):
-            wait = min(COMPILE_TIMEOUT, deadline - time.perf_counter())  # the compiler's time, or the search's left
+            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next job here
+                done.put(_compile_candidate(*todo.popleft()))
             try:
-                if not threads and wait >= 0:  # workers=0: compile here, the next job
-                    done.put(_compile_candidate(*todo.popleft()))
-                results.append(done.get(timeout=max(0.0, wait)))
+                results.append(done.get(timeout=0.05))
             except queue.Empty:
-                if wait < COMPILE_TIMEOUT:
+                if time.perf_counter() > deadline:
                     return results, True
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
+                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                    return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
+                continue
             progress("compiling", len(results), len(jobs))
+            last_answer = time.perf_counter()
         return results, False
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
         stop.set()  # the threads take no new job
@@ -391,9 +393,8 @@ class _Search:
         while True:
             best_s = beam[0][0] if beam else math.inf
             programs, counts, out_of_time = self.compile(candidates)
-            new = self.time_all(programs, best_s, counts)
+            ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
             out_of_time = out_of_time or time.perf_counter() > self.deadline
-            ranked = sorted(new, key=lambda x: x[:2])
             improved = bool(ranked) and (not beam or ranked[0][0] < best_s - min_progress)
             if improved:
                 beam = ranked[:amt]
@@ -422,7 +423,7 @@ class _Search:
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel, int]:
-        """The fastest kernel that computes what the reference does: (its time, it, how many faster ones did not).
+        """The fastest kernel that computes what the reference does, as (time, kernel, how many faster ones did not).
         None does: an error, as the given kernel back would look like the search's choice, and it is not one."""
         expected = reference(self.k, *self.inputs, var_vals=self.var_vals)
         for failed, (t, _, kern, _) in enumerate(ranked):
@@ -568,14 +569,13 @@ def search_demo(
     elif result.finalists:
         runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
         display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
-    rows = {"hand-coded": optimize(Kernel(*start.ast, opts=start.opts)), "searched": result.kernel}
+    rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
     times = {
-        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-        for label, k in rows.items()
+        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
     }
-    width = max(ansilen(k.colored_shape()) for k in rows.values())
+    width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
-    for label, k in rows.items():
+    for label, k in rows:
         display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
     display.say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
@@ -585,15 +585,15 @@ def search_demo(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ops = ", ".join(o.name for o in OptOps)
     p = argparse.ArgumentParser(
         prog="python search.py",
         usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\n"
-        f"An opt is OP:AXIS:AMT, OP one of {ops}. PYOPENCL_CTX chooses the OpenCL device.",
+        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, OP one of "
+        + ", ".join(o.name for o in OptOps)
+        + ". PYOPENCL_CTX chooses the OpenCL device.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
