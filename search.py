@@ -132,8 +132,7 @@ def _warm_up(k: Kernel, prg: Program, kern) -> None:
 
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
     """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
-    results: list = []
-    todo, done, stop = deque(jobs), queue.SimpleQueue(), threading.Event()
+    results, todo, done, stop = [], deque(jobs), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
         while not stop.is_set():
@@ -154,15 +153,14 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
                 done.put(_compile_candidate(*todo.popleft()))
             try:
                 results.append(done.get(timeout=0.05))
+                progress("compiling", len(results), len(jobs))
+                last_answer = time.perf_counter()
             except queue.Empty:
                 if time.perf_counter() > deadline:
                     return results, True
                 if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
                     return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
-                continue
-            progress("compiling", len(results), len(jobs))
-            last_answer = time.perf_counter()
         return results, False
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
         stop.set()  # the threads take no new job
@@ -388,7 +386,7 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next round the kernels one action from the beam (the `amt`
-        fastest), until a round gains less than min_progress or the time is up; returns the rounds, and that."""
+        fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
         beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
             best_s = beam[0][0] if beam else math.inf
