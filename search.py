@@ -1,10 +1,9 @@
 """search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py).
 
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
-times them on the device with runtime.py and keeps the `amt` fastest; the answer is verified against runtime.py's
-numpy reference and remembered in a disk cache. `beam_search(k, *inputs, amt=2)` is the short form.
-
-Usage: python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]   (--help)
+times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
+and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
+`python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]` shows one search.
 """
 
 from __future__ import annotations
@@ -21,23 +20,24 @@ import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
 import kernel
 import runtime
-from kernel import DEMOS, TARGETS, Kernel, KernelOptError, KnobError, Opt, OptOps, ansilen, ansistrip, getenv
+from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
 from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
-# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis)
+# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
 ACTIONS = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7) for axis in range(6)]
 ACTIONS += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
 ACTIONS += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 3, 4, 8, 13, 16, 29) for axis in range(5)]
@@ -45,35 +45,32 @@ ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 
 ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-try:  # TC_OPT is read here, at import, as tinygrad's search.py does
-    ACTIONS += [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
-except KnobError as e:  # a bad TC_OPT: on the command line, one line instead of a traceback
-    if __name__ != "__main__":
-        raise
-    print(f"python search.py: error: {e}", file=sys.stderr)
-    sys.exit(2)
-# the knobs below are read when a search starts (None: from the environment), so that a bad value is an error of
-# the search that names it, not of every import of this file (`python search.py --help` included)
-BEAM_UPCAST_MAX: int | None = None  # elements in registers (default 256)
-BEAM_LOCAL_MAX: int | None = None  # threads in a work-group (default 1024)
+# ... and ours beyond it (README, "Beam search"): 8 outputs a thread along any axis (two float4s of a contiguous one),
+# and work-groups 32 wide along any axis, which tinygrad's list reaches in one step only on axis 0
+ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
+
+COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
+PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
+TIMING_PASSES = 3  # launches of a contender in its round, one per pass
+FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
 
 
+# The knobs (TC_OPT, NOLOCALS, BEAM_UPCAST_MAX, BEAM_LOCAL_MAX) are read when a search starts, so that a bad value is
+# an error of the search that names it, not of every import of this file (`python search.py --help` included).
 def search_actions() -> list[Opt]:
-    """ACTIONS, and NOLOCALS where the NOLOCALS knob is set (as tinygrad adds it)."""
-    return ACTIONS + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
+    """ACTIONS, with the tensor-core actions at TC_OPT (default 2) and NOLOCALS where set, as tinygrad adds them."""
+    tc = [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
+    return ACTIONS + tc + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
 
 
 def search_limits() -> tuple[int, int]:
-    """(BEAM_UPCAST_MAX, BEAM_LOCAL_MAX): the module's values, else the environment's, else tinygrad's defaults."""
-    upcast = BEAM_UPCAST_MAX if BEAM_UPCAST_MAX is not None else getenv("BEAM_UPCAST_MAX", 256, minimum=1)
-    local = BEAM_LOCAL_MAX if BEAM_LOCAL_MAX is not None else getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
-    return upcast, local
+    """(BEAM_UPCAST_MAX, BEAM_LOCAL_MAX): elements in registers, threads in a work-group (default 256 and 1024)."""
+    return getenv("BEAM_UPCAST_MAX", 256, minimum=1), getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
 
 
 def kernel_actions(k: Kernel) -> list[Kernel]:
     """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
-    amount equal to the whole axis when amount 0 says the same, and kernels with more than BEAM_UPCAST_MAX
-    elements in registers or BEAM_LOCAL_MAX threads in a work-group."""
+    amount equal to the whole axis when amount 0 says the same, and kernels over the search_limits()."""
     out, actions, (upcast_max, local_max) = [], search_actions(), search_limits()
     for opt in actions:
         if opt.axis is not None and opt.op is not OptOps.TC:
@@ -102,12 +99,10 @@ def _state_key(k: Kernel) -> tuple:
 
 
 # -- compiling candidates: in threads ------------------------------------------------------------------------------
-# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel. (Worker processes
-# would have to import the user's script again to start: one without `if __name__ == "__main__":` would run again in
-# each of them.)
-def _compile_candidate(job: tuple[int, Kernel, tuple[int, list[int]]]) -> tuple[int, Program | None, str]:
-    """Render and build one candidate; returns (its number, the program or None, why it failed)."""
-    i, k, limits = job
+# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel (a worker process
+# would import the user's script again: one without `if __name__ == "__main__":` would run again in each).
+def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tuple[int, Program | None, str]:
+    """Render and build candidate number i; returns (i, the program or None, why it failed)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name)
@@ -135,87 +130,53 @@ def _warm_up(k: Kernel, prg: Program, kern) -> None:
     event.wait()
 
 
-def search_workers() -> int:
-    """Compile threads: one per core this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
-
-
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
     """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
-    results: list = []
-    if workers == 0:
-        for job in jobs:
-            if time.perf_counter() > deadline:
-                return results, True
-            results.append(_compile_candidate(job))
-            progress("compiling", len(results), len(jobs))
-        return results, False
-    todo, done, stop = queue.SimpleQueue(), queue.SimpleQueue(), threading.Event()
-    for job in jobs:
-        todo.put(job)
+    results, todo, done, stop = [], deque(jobs), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
         while not stop.is_set():
             try:
-                job = todo.get_nowait()
-            except queue.Empty:
+                job = todo.popleft()  # thread-safe
+            except IndexError:  # no job left
                 return
-            done.put(_compile_candidate(job))
+            done.put(_compile_candidate(*job))
 
     # daemon threads: one stuck in a compiler never keeps the program from ending
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
     for t in threads:
         t.start()
-    try:  # wait for the answers
-        last_answer = time.perf_counter()
+    last_answer = time.perf_counter()
+    try:
         while len(results) < len(jobs):
+            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next job here
+                done.put(_compile_candidate(*todo.popleft()))
             try:
                 results.append(done.get(timeout=0.05))
                 progress("compiling", len(results), len(jobs))
                 last_answer = time.perf_counter()
-                continue
             except queue.Empty:
-                pass
-            out_of_time = time.perf_counter() > deadline
-            if out_of_time or time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-                stop.set()  # the threads take no new job
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                results += [(job[0], None, why) for job in jobs if job[0] not in answered and not out_of_time]
-                return results, out_of_time
+                if time.perf_counter() > deadline:
+                    return results, True
+                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                    return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
         return results, False
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        stop.set()
+        stop.set()  # the threads take no new job
         for t in threads:
             t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
 def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[list[int], int]:
-    """tinygrad's _get_test_global_size: halve the last dim above 16 until at most max_global_size work-groups
-    run; returns the smaller size and the factor the time is scaled by."""
+    """tinygrad's _get_test_global_size: halve the last dim above 16 until at most max_global_size work-groups run;
+    returns the smaller size and the factor a time is scaled by."""
     size, factor = list(global_size), 1
     while prod(size) > max_global_size and (halvable := [d for d in range(len(size)) if size[d] > 16]):
         size[halvable[-1]] //= 2
         factor *= 2
     return size, factor
-
-
-def _set_global_size(launch: _Launch, prg: Program, full: list[int], max_global_size: int | None) -> int:
-    """Launch at most max_global_size work-groups of the `full` launch (work-items; None: all of them); returns the
-    factor a time is scaled by."""
-    local = prg.local_size if prg.local_size is not None else [1] * len(full)  # no local size: one item per group
-    groups = [g // n for g, n in zip(full, local)]
-    groups, factor = _test_global_size(groups, max_global_size) if max_global_size else (groups, 1)
-    launch.global_size = [g * n for g, n in zip(groups, local)]
-    if prg.local_size is None:  # the runtime groups the items, as _Launch does
-        launch.local_size = runtime_local_size(launch.global_size)
-    return factor
-
-
-PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
 
 
 def _time_candidate(
@@ -225,22 +186,26 @@ def _time_candidate(
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     full = list(launch.global_size)  # work-items, at these variable values
+    local = prg.local_size if prg.local_size is not None else [1] * len(full)  # no local size: one item per group
 
-    def once(factor: int) -> float:
+    def once(max_groups: int | None) -> float:  # a launch of at most max_groups work-groups, its time scaled up
+        groups = [g // n for g, n in zip(full, local)]
+        groups, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
+        launch.global_size = [g * n for g, n in zip(groups, local)]
+        if prg.local_size is None:  # the runtime groups the items, as _Launch does
+            launch.local_size = runtime_local_size(launch.global_size)
         event = launch.launch()
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    groups = prod(full) // prod(prg.local_size or [1])
-    if max_global_size is None and groups > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    if max_global_size is None and prod(full) // prod(local) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(_set_global_size(launch, prg, full, PROBE_GLOBAL_SIZE))) > stop_above:
+        if (probe := once(PROBE_GLOBAL_SIZE)) > stop_above:
             return probe
-    factor = _set_global_size(launch, prg, full, max_global_size)
     best = math.inf
     for _ in range(runs):
-        best = min(best, once(factor))
+        best = min(best, once(max_global_size))
         if best > stop_above:
             break
     return best
@@ -278,43 +243,30 @@ class SearchResult:
     dropped: int
     cached: bool
     seconds: float
-    start_s: dict[str, float]  # the times of the starting kernels: "given" and (from a bare kernel) "hand-coded"
     why_dropped: list[str]
     finalists: int = 0  # kernels timed again in the runoff before one was chosen
 
 
-def _code_version() -> str:
-    """A hash of kernel.py, runtime.py and search.py: a result found by other code (another renderer) is not
-    reused."""
-    h = hashlib.sha256()
-    for path in (kernel.__file__, runtime.__file__, __file__):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-def _cache_path(k: Kernel, amt: int, directory: str, settings: tuple) -> str:
-    """The file of one search (in cache_dir()): a hash of everything its answer depends on."""
+def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
+    """The file of this search in cache_dir(), named by a hash of everything its answer depends on (the text of
+    kernel.py, runtime.py and search.py too: a result found by other code is not reused), and the kernel and time
+    it remembers, or None: no entry, or one this code can't replay (then the search runs again and writes it anew)."""
+    code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
     actions, device = [str(a) for a in search_actions()], get_device().name
-    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), _code_version()))
-    return os.path.join(directory, "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
-
-
-def _cache_get(path: str, k: Kernel) -> tuple[Kernel, float] | None:
-    """The kernel and time a search remembered in `path`, or None: no entry, or one this code can't replay (then
-    the search runs again and writes it anew)."""
+    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
+    path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
         with open(path) as f:
             entry = json.load(f)
         t = entry["time_s"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
-            return None  # not a time: written by something else, or damaged
+            return path, None  # not a time: written by something else, or damaged
         found = k.copy()
         for op, axis, amount in entry["opts"]:
             found.apply_opt(Opt(OptOps[op], axis, amount))
-        return found, float(t)
+        return path, (found, float(t))
     except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError):  # deeply nested JSON: the last
-        return None
+        return path, None
 
 
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
@@ -338,13 +290,13 @@ def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _is_number(x: Any) -> bool:
+def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
-    search_limits()  # a bad BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError naming it
+    search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
         raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
     if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
@@ -368,10 +320,6 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
     return values
 
 
-TIMING_PASSES = 3  # launches of a contender in its round, one per pass
-FINALISTS, FINAL_PASSES = 6, 5
-
-
 class _Search:
     """One search's state (what was compiled and timed so far) and its steps: compile a round's kernels, time them,
     run the rounds, the runoff, and verify the fastest."""
@@ -391,8 +339,7 @@ class _Search:
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, size, self.var_vals)
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict, bool]:
-        """Compile the kernels not seen before; returns the programs not seen before, the counts, and whether the
-        time ran out."""
+        """Compile the kernels not seen before; returns the new programs, the counts, and whether the time ran out."""
         fresh = []
         for kern in kernels:
             if (key := _state_key(kern)) not in self.seen_states:
@@ -415,49 +362,37 @@ class _Search:
             programs.append((fresh[i], prg))
         return programs, counts, out_of_time
 
-    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> dict[int, float]:
-        """Each program's best launch ({its number: seconds}): one launch each, then more for the contenders."""
+    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> list[tuple]:
+        """Time the programs, in passes (README, "Beam search"); returns them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
             if time.perf_counter() > self.deadline:
                 break
-            # a first launch twice as slow as the best so far says enough: such a kernel keeps that one time, which
-            # can't make it the best (tinygrad stops at 3x); a large one may not even need the whole launch
-            try:
+            try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
             except (cl.Error, RuntimeError, ValueError) as e:
                 counts["dropped"] += 1
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
-        # more launches for the contenders, one pass over them at a time: on a busy machine launches close together
-        # share the same busy moment, launches spread over the round don't, and the best of them is the kernel's
-        for _ in range(TIMING_PASSES - 1):
+        for _ in range(TIMING_PASSES - 1):  # one pass at a time: launches spread over the round
             for n in [n for n, t in best.items() if t <= 2 * min(best.values())]:
                 if time.perf_counter() > self.deadline:
                     break
                 best[n] = min(best[n], self.time(*programs[n]))
-        return best
-
-    def compile_and_time(self, kernels: list[Kernel], cutoff: float) -> tuple[list[tuple], dict]:
-        """One round's work: returns the kernels timed, as (time, number, kernel, program), and the counts."""
-        programs, counts, out_of_time = self.compile(kernels)
-        best = self.time_all(programs, cutoff, counts)
-        out = [(t, len(self.timed) + i, programs[n][0], programs[n][1]) for i, (n, t) in enumerate(best.items())]
-        self.timed.extend(out)
-        return out, {**counts, "timed": len(out), "out_of_time": out_of_time or time.perf_counter() > self.deadline}
+        timed = [(t, len(self.timed) + i, *programs[n]) for i, (n, t) in enumerate(best.items())]
+        self.timed += timed
+        counts["timed"] = len(timed)
+        return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
-        """Round 0 times the starting kernels; each next round the kernels one action from the beam. The `amt`
-        fastest make the beam, until a round improves the best time by less than min_progress or the time is up.
-        Returns the rounds and whether the time ran out."""
-        beam: list[tuple] = []
-        rounds: list[SearchRound] = []
-        candidates = starts
+        """Round 0 times the starting kernels, each next round the kernels one action from the beam (the `amt`
+        fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
+        beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
             best_s = beam[0][0] if beam else math.inf
-            new, counts = self.compile_and_time(candidates, best_s)
-            out_of_time = counts.pop("out_of_time")
-            ranked = sorted(new, key=lambda x: x[:2])
+            programs, counts, out_of_time = self.compile(candidates)
+            ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
+            out_of_time = out_of_time or time.perf_counter() > self.deadline
             improved = bool(ranked) and (not beam or ranked[0][0] < best_s - min_progress)
             if improved:
                 beam = ranked[:amt]
@@ -473,22 +408,21 @@ class _Search:
             candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest kernels again (and the heuristics' kernel, `also`), once per pass for
-        FINAL_PASSES passes, and rank them by their best launch: each was timed in its own round, and a busy moment
-        of the machine there can have made it look slower than it is (other work only ever adds time, so the best
-        launch is the truest). The rest keep their order behind them. Returns the ranking and the finalists."""
+        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) again in FINAL_PASSES passes, each a median
+        of FINAL_RUNS launches, and rank them by their best median (README, "Beam search": a CPU's times are bimodal,
+        and other work only adds time), the rest behind them; returns the ranking and the number of finalists."""
         finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
-        best = {x[1]: x[0] for x in finalists}
+        medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:
-                best[n] = min(best[n], self.time(kern, prg, test_size=False))
-        again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
-        return again + [x for x in ranked if x[1] not in best], len(finalists)
+                runs = [self.time(kern, prg, test_size=False) for _ in range(FINAL_RUNS)]
+                medians[n].append(statistics.median(runs))
+        again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
+        return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel, int]:
-        """The fastest kernel that computes what the reference does: its time, the kernel, and how many faster ones
-        did not (each dropped). A search with no such kernel raises: the given kernel back would look like the
-        search's choice, and it is not one."""
+        """The fastest kernel that computes what the reference does, as (time, kernel, how many faster ones did not).
+        None does: an error, as the given kernel back would look like the search's choice, and it is not one."""
         expected = reference(self.k, *self.inputs, var_vals=self.var_vals)
         for failed, (t, _, kern, _) in enumerate(ranked):
             try:
@@ -529,28 +463,26 @@ def search(
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
-        return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, {}, [])
+        return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
     settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
-    path = _cache_path(k, amt, cache_dir(), settings) if cache else None
-    if path and (hit := _cache_get(path, k)) is not None:
+    path, hit = _cache_get(k, amt, settings) if cache else (None, None)
+    if hit is not None:
         # written only after verification, by this same code (the key holds its hash) on this AST and device
-        return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, {}, [])
-    progress = on_progress or (lambda phase, done, total: None)
-    workers = search_workers() if workers is None else workers
-    s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, progress)
-    starts = [("given", k.copy())]
-    if from_heuristics and not k.applied_opts:  # first: a bare kernel is often slow, and stops early behind it
-        starts.insert(0, ("hand-coded", optimize(k.copy())))
-    rounds, out_of_time = s.rounds([kern for _, kern in starts], amt, min_progress, on_round)
-    start_s = {name: t for name, kern in starts for t, _, timed, _ in s.timed if timed is kern}
+        return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
+    if workers is None:  # one compile thread per core this process may run on
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, on_progress or (lambda *_: None))
+    # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
+    heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
+    rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round)
     ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
     if not out_of_time:
-        ranked, finalists = s.runoff(ranked, [kern for name, kern in starts if name == "hand-coded"])
+        ranked, finalists = s.runoff(ranked, heuristics)
     t, kern, failed = s.fastest_verified(ranked, out_of_time)
     if path and math.isfinite(t) and not out_of_time:
         _cache_put(path, kern, k, t)
     dropped = sum(r.dropped for r in rounds) + failed
-    return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, start_s, s.why_dropped, finalists)
+    return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, s.why_dropped, finalists)
 
 
 def beam_search(
@@ -569,6 +501,7 @@ class _SearchDisplay:
     def __init__(self, out=None):
         self.out = out or sys.stdout
         self.live, self.width = self.out.isatty(), terminal_width(self.out)
+        self.say = functools.partial(print, file=self.out, flush=True)
         self.round = 0
 
     def progress(self, phase: str, done: int, total: int) -> None:
@@ -580,29 +513,25 @@ class _SearchDisplay:
         if self.live:
             self.out.write("\r\033[K")
         self.round = r.number + 1
-        counts = (
-            f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-            f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        )
-        fields = [counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", _shape(r.best, self.out), _opts_text(r.best)]
-        print(_fit_fields(fields, self.width), file=self.out, flush=True)
+        counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
+        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
+        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", *self.kernel(r.best))
 
+    def kernel(self, k: Kernel, width: int = 0) -> list[str]:
+        """k's shape (coloured where `out` takes colour: kernel.use_color), padded to `width` columns, and its opts."""
+        shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
+        return [shape + " " * (width - ansilen(shape)), _opts_text(k)]
 
-def _fit_fields(fields: list[str], width: int) -> str:
-    """The fields on one line, two spaces apart, where it fits in `width` columns; else a field that doesn't fit
-    starts a new line, indented by 6 (one wider than that line: wrapped at its spaces)."""
-    lines = fit("  " + fields[0], width, hang=6)
-    for field in fields[1:]:
-        if ansilen(lines[-1]) + 2 + ansilen(field) <= width:
-            lines[-1] += "  " + field
-        else:
-            lines += fit(" " * 6 + field.lstrip(), width, hang=6)
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _shape(k: Kernel, out) -> str:
-    """k's coloured shape, plain where `out` gets no colour (kernel.use_color)."""
-    return k.colored_shape() if use_color(out) else ansistrip(k.colored_shape())
+    def line(self, *fields: str) -> None:
+        """Say the fields on one line, two spaces apart, where it fits the terminal; else a field that doesn't fit
+        starts a new line, indented by 6 (one wider than that line: wrapped at its spaces)."""
+        lines = fit("  " + fields[0], self.width, hang=6)
+        for field in fields[1:]:
+            if ansilen(lines[-1]) + 2 + ansilen(field) <= self.width:
+                lines[-1] += "  " + field
+            else:
+                lines += fit(" " * 6 + field.lstrip(), self.width, hang=6)
+        self.say("\n".join(line.rstrip() for line in lines))
 
 
 def _ms(t: float) -> str:
@@ -614,51 +543,39 @@ def _opts_text(k: Kernel) -> str:
 
 
 def search_demo(
-    name: str,
-    amt: int = 2,
-    opts: Sequence[Opt] | None = None,
-    target: str | None = None,
-    timeout: float | None = None,
-    cache: bool = True,
-    out=None,
+    name: str, amt: int = 2, opts: Sequence[Opt] | None = None, target: str | None = None, out=None, **options
 ) -> SearchResult:
     """`python search.py`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then time the
-    hand-coded and the searched kernel side by side."""
-    out = out or sys.stdout
-    say = functools.partial(print, file=out, flush=True)
+    hand-coded and the searched kernel side by side. The options are search()'s (timeout, cache, ...)."""
     if name not in DEMOS:
         raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    demo = DEMOS[name]
+    demo, display = DEMOS[name], _SearchDisplay(out)
     start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
     for opt in opts or ():
         start.apply_opt(opt)
     samples = sample_var_vals(start)
     var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
     inputs = random_inputs(start, var_vals=var_vals)
-    display = _SearchDisplay(out)
-    say(f"{name} [{target or demo.target}]: {demo.what}")
+    display.say(f"{name} [{target or demo.target}]: {demo.what}")
     heuristics = " and the heuristics" if not start.applied_opts else ""
     searching = f"beam search, {amt} kept per round, on {get_device().name}, from {_opts_text(start)}{heuristics}"
-    say("\n".join(fit(searching, display.width)))
-    options = {"on_round": display.on_round, "on_progress": display.progress}
-    result = search(start, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, cache=cache, **options)
+    display.say("\n".join(fit(searching, display.width)))
+    options |= {"on_round": display.on_round, "on_progress": display.progress}
+    result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
     if result.cached:
-        say(f"  from the cache ({cache_dir()}): searched before, verified then")
+        display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
-        runoff = f"runoff:  {result.finalists} fastest timed again, {FINAL_PASSES} launches each in turn: "
-        fields = [runoff + f"best {_ms(result.time_s).strip()}", _shape(result.kernel, out), _opts_text(result.kernel)]
-        say(_fit_fields(fields, display.width))
+        runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
+        display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
     rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
     times = {
         label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
     }
     width = max(ansilen(k.colored_shape()) for _, k in rows)
-    say("")
+    display.say("")
     for label, k in rows:
-        shape = _shape(k, out)
-        fields = [f"{label:10s} {_ms(times[label])}", shape + " " * (width - ansilen(shape)), _opts_text(k)]
-        say(_fit_fields(fields, display.width))
-    say(
+        display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
+    display.say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
         f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified"
     )
@@ -687,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
     try:
-        search_demo(args.name, args.beam, args.opt, args.target, args.timeout, not args.no_cache)
+        search_demo(args.name, args.beam, args.opt, args.target, timeout=args.timeout, cache=not args.no_cache)
     except (SearchError, KernelOptError) as e:
         p.error(str(e))
     return 0

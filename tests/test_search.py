@@ -412,3 +412,45 @@ def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kerne
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
         S.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
+
+
+def test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify():
+    """Ours beyond tinygrad's list: UPCAST by 8 on any axis and LOCAL by 32 on axes past 0 are candidates, and the
+    kernels they make compute what numpy does (removing either rule from ACTIONS fails this)."""
+    k = Kernel(*matmul_ast(64, 64, 64))
+    new = {Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.LOCAL, 1, 32)}
+    made = {x.applied_opts[0]: x for x in S.kernel_actions(k) if x.applied_opts[0] in new}
+    assert set(made) == new
+    inputs = R.random_inputs(k)
+    for x in made.values():
+        R.verify(x, *inputs)
+
+
+def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
+    """A kernel with one lucky launch among slow ones (a bimodal device) loses the runoff to one that is steadily
+    faster: each pass is a median, and the lowest median wins (ranking by the best launch would pick the lucky one)."""
+    k = Kernel(*elementwise_ast(64))
+    lucky, steady = k.copy(), k.copy()
+    launches = {id(lucky): iter([0.5, 2.0, 2.0] + [2.0] * 30), id(steady): iter([1.0] * 40)}
+    monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
+    s = S._Search(k, (), {}, time.perf_counter(), None, 0, None, lambda *a: None)
+    ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None)], [])
+    assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
+
+
+def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
+    """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
+    order, medians = [], {"a": iter([3.0, 1.0, 2.0]), "b": iter([2.0, 2.5, 4.0])}
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
+    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 2.0}
+    assert order == ["a", "b"] * 3
+
+
+def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
+    """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both."""
+    row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
+    results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
+    bench._summary(results, None)
+    out = capsys.readouterr().out
+    assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
+    assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
