@@ -410,8 +410,10 @@ class _Search:
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
         """Time the FINALISTS fastest (and the heuristics' kernel, `also`) again in FINAL_PASSES passes, each a median
         of FINAL_RUNS launches, and rank them by their best median (README, "Beam search": a CPU's times are bimodal,
-        and other work only adds time), the rest behind them; returns the ranking and the number of finalists."""
-        finalists = ranked[:FINALISTS] + [x for x in ranked[FINALISTS:] if any(x[2] is a for a in also)]
+        and other work only adds time), the rest behind them; returns the ranking and the number of finalists. A
+        kernel whose best launch was over twice the fastest's is no finalist: it can't win (as a round's early stop)."""
+        near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
+        finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:

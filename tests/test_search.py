@@ -434,8 +434,10 @@ def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     launches = {id(lucky): iter([0.5, 2.0, 2.0] + [2.0] * 30), id(steady): iter([1.0] * 40)}
     monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
     s = S._Search(k, (), {}, time.perf_counter(), None, 0, None, lambda *a: None)
-    ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None)], [])
+    slow = k.copy()  # over twice the fastest launch in its round: it can't win, and is not timed again
+    ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
     assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
+    assert ranked[2] == (1.1, 2, slow, None)
 
 
 def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
