@@ -4270,29 +4270,8 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
 
 # -- --loops: the kernel as a loop nest --
 
-_OP_SYMBOLS = {
-    "ADD": "+",
-    "MUL": "*",
-    "IDIV": "//",
-    "MOD": "%",
-    "CMPLT": "<",
-    "CMPNE": "!=",
-    "XOR": "^",
-    "SHL": "<<",
-    "SHR": ">>",
-}
-# each colour's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
-# registers are up (upcast) and un (unrolled)
-_LOOP_VARS = {
-    "blue": "gidx",
-    "BLUE": "gidx",
-    "cyan": "lidx",
-    "green": "lidx",
-    "white": "lidx",
-    "red": "ridx",
-    "yellow": "up",
-    "magenta": "un",
-}
+# BinaryOps by name
+_OP_SYMBOLS = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
 _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
     "blue": "one work-group each",
     "BLUE": "one thread each, no work-groups",
@@ -4302,18 +4281,13 @@ _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of ea
 }
 
 
-def _access(k: Kernel, i: int, idxs: Sequence[Node], names: Sequence[str]) -> str:
-    idx, valid = k.sts[i].expr_idxs(idxs)
-    text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
-    if valid.min == 1:
-        return text
-    return "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
-
-
 def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
     """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register."""
-    if x.op in (BufferOps.LOAD, BufferOps.CONST):
-        return _access(k, k.bufs.index(x.arg), idxs, names)
+    if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
+        i = k.bufs.index(x.arg)
+        idx, valid = k.sts[i].expr_idxs(idxs)
+        text = str(x.arg.val) if isinstance(x.arg, ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+        return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
     if x.op in ReduceOps:
         return accs.get(x, "acc")
     srcs = [_expression(k, s, idxs, names, accs) for s in x.src]
@@ -4361,8 +4335,13 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
     `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
     colors, shape, bnames, nest = k.colors(), k.full_shape, buffer_names(k, names), _Nest()
+    # each axis's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+    # registers are up (upcast) and un (unrolled)
+    prefix = dict(
+        blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un"
+    )
     idxs = [
-        Variable(f"{_LOOP_VARS[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        Variable(f"{prefix[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
     regs = range(k.shape_len - k.upcasted, k.shape_len)
@@ -4454,12 +4433,9 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         return ["  (the map needs an output written through one plain view)"]
     logical = [s for s in k.ast[0].arg.st.shape if s != 1] if k.ast[0].arg.st.contiguous else [st.real_size()]
     logical = logical or [1]
+    group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
-        (
-            "g",
-            ("blue", "BLUE"),
-            "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)",
-        ),
+        ("g", ("blue", "BLUE"), group),
         ("t", ("cyan", "white"), "thread in it (cyan axes)"),
         ("r", ("yellow",), "register (yellow axes)"),
     ]
@@ -4579,14 +4555,14 @@ def _parse_opt(text: str) -> Opt:
     """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
     op, *rest = text.split(":")
     try:
-        if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
-            raise ValueError
-        return Opt(OptOps[op.upper()], *(int(x) for x in rest))
+        if len(rest) == (0 if op.upper() == "NOLOCALS" else 2):
+            return Opt(OptOps[op.upper()], *(int(x) for x in rest))
     except (KeyError, ValueError, TypeError):
-        raise ValueError(
-            f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
-            "and AXIS, AMT integers (NOLOCALS alone)"
-        ) from None
+        pass
+    raise ValueError(
+        f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
+        "and AXIS, AMT integers (NOLOCALS alone)"
+    )
 
 
 Opt.parse = staticmethod(_parse_opt)  # type: ignore[attr-defined]
@@ -4648,20 +4624,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
     views = d.add_mutually_exclusive_group()
-    views.add_argument(
-        "--explain",
-        action="store_true",
-        help="under each opt, every buffer's strides, and each heuristic's candidates and sort keys",
-    )
-    views.add_argument("--loops", action="store_true", help="the optimized kernel as a coloured loop nest")
-    views.add_argument(
-        "--map", action="store_true", help="the output as a grid: the work-group, thread and register of each element"
-    )
+    for view, what in [
+        ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
+        ("loops", "the optimized kernel as a coloured loop nest"),
+        ("map", "the output as a grid: the work-group, thread and register of each element"),
+    ]:
+        views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
     d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
     args = p.parse_args(argv)
-    if args.steps and not args.loops:
+    if args.steps and args.view != "loops":
         p.error("--steps goes with --loops")
-    view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
@@ -4669,7 +4641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n, name in enumerate([args.name] if args.name else list(DEMOS)):
         if n or not args.name:
             print()
-        demo_kernel(name, args.target, args.opt, view=view, every_step=args.steps)
+        demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps)
     return 0
 
 
