@@ -4094,25 +4094,20 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
     a `+`."""
     plain = ansistrip(line)
-    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang)
+    indent = len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang
     out = []
     while ansilen(line) > width:
-        cut, plus, seen, i = None, None, 0, 0
-        while i < len(line) and seen <= width:
-            if m := _ANSI.match(line, i):
-                i = m.end()
-                continue
-            if seen > len(prefix) and line[:i].strip():
-                if line[i] == " ":
-                    cut = i
-                elif line[i] == "+" and seen < width:
-                    plus = i + 1
-            seen, i = seen + 1, i + 1
-        cut = cut if cut is not None else plus
-        if cut is None:
+        codes = {i for m in _ANSI.finditer(line) for i in range(*m.span())}
+        # (column, index) of each visible character that may end the line: past the hang, in the width
+        seen = list(enumerate(i for i in range(len(line)) if i not in codes))[indent + 1 : width + 1]
+        lead = len(line) - len(line.lstrip())  # never cut in the indentation
+        spaces = [i for _, i in seen if i > lead and line[i] == " "]
+        pluses = [i + 1 for column, i in seen if column < width and i > lead and line[i] == "+"]
+        if not spaces + pluses:
             break
+        cut = (spaces or pluses)[-1]
         out.append(line[:cut].rstrip())
-        line = prefix + line[cut:].lstrip(" ")
+        line = " " * indent + line[cut:].lstrip(" ")
     return out + [line]
 
 
@@ -4149,13 +4144,10 @@ def _new_axis(k: Kernel, opt: Opt) -> int | None:
     return None
 
 
-VECTOR_WIDTHS = (2, 4)  # runtime.py reads and writes float2 and float4 vectors (an image: float4, one pixel)
-
-
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
     it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
-    with float4, exactly one upcast axis of stride 1, of a size in VECTOR_WIDTHS (4 for an image), and an index
+    with float4, exactly one upcast axis of stride 1, of size 2 or 4 (4 for an image: one pixel), and an index
     that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
     buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
     if isinstance(buf, ConstBuffer):
@@ -4168,7 +4160,7 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     if len(axes) != 1:
         return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
     axis, amt = axes[0], st.shape[axes[0]]
-    widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+    widths = (4,) if isinstance(buf.dtype, ImageDType) else (2, 4)  # runtime.py's float2 and float4
     if amt not in widths:
         return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
     loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
@@ -4224,48 +4216,39 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
     return notes
 
 
-def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> list[str]:
-    """The shape line and, under it, every buffer's strides, in columns coloured by axis (a constant is no memory:
-    it has no row)."""
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence[Decision]) -> list[str]:
+    """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
+    coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
+    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
+    rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
     kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
-    names, strides = [names[i] for i in kept], [k.sts[i].real_strides() for i in kept]
+    strides = [k.sts[i].real_strides() for i in kept]
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
-    colors = k.colors()
 
     def row(values: Sequence[Any]) -> str:
         return " ".join(colored(f"{_txt(v):>{w}}", c) for v, w, c in zip(values, widths, colors))
 
-    width = max([16] + [len(name) + 11 for name in names])  # the label column: "  strides NAME "
-    lines = [f"  {label:<{width}}{row(k.full_shape)}   {why}".rstrip()]
-    lines += [f"    {'strides ' + name:<{width - 2}}{row(x)}" for name, x in zip(names, strides)]
-    return lines
-
-
-def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
-    lines = [f"    {d.heuristic}: {rename(d.rule)}"]
-    keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-    kw = max((len(x) for x in keys), default=0)
-    ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
-    for key, c in zip(keys, d.candidates):
-        mark = "->" if c.taken else "  "
-        lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
-    return lines
-
-
-def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence[Decision]) -> list[str]:
-    """--explain after `opt` (None: at the start): the shape, every buffer's strides, what the new axis means for
-    each buffer, and the decisions the heuristics took looking at that state (each candidate with its sort key; ->
-    marks the taken)."""
-    rename, bnames = _renamer(k, names), buffer_names(k, names)
-    lines = _strides_block(k, bnames, "start" if opt is None else str(opt), rename(why))
+    width = max([16] + [len(bnames[i]) + 11 for i in kept])  # the label column: "  strides NAME "
+    label = "start" if opt is None else str(opt)
+    lines = [f"  {label:<{width}}{row(k.full_shape)}   {rename(why)}".rstrip()]
+    lines += [f"    {'strides ' + bnames[i]:<{width - 2}}{row(x)}" for i, x in zip(kept, strides)]
     if opt is None and any(s is None for st in k.sts for s in st.real_strides()):
         lines.append(
             "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
             "notes give the last views' strides they read"
         )
     if opt is not None and (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
-        lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
-    return lines + [x for d in decisions if d.step == len(k.applied_opts) for x in _decision_lines(d, rename)]
+        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
+    for d in decisions:
+        if d.step == len(k.applied_opts):
+            keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
+            kw = max((len(x) for x in keys), default=0)
+            ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+            lines.append(f"    {d.heuristic}: {rename(d.rule)}")
+            for key, c in zip(keys, d.candidates):
+                mark = "->" if c.taken else "  "
+                lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
+    return lines
 
 
 # -- --loops: the kernel as a loop nest --
@@ -4638,8 +4621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
-    for n, name in enumerate([args.name] if args.name else list(DEMOS)):
-        if n or not args.name:
+    for name in [args.name] if args.name else list(DEMOS):
+        if not args.name:
             print()
         demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps)
     return 0
