@@ -4285,39 +4285,30 @@ def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str]
     return f"{x.op.name.lower()}({', '.join(srcs)})"
 
 
-class _Nest:
-    """Lines of an indented loop nest, each with an optional comment in a column of its own."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, str, str]] = []
-        self.depth = 0
-
-    def add(self, code: str, comment: str = "", open_block: bool = False) -> None:
-        self.rows.append((self.depth, code, comment))
-        self.depth += open_block
-
-    def lines(self, width: int = 100, max_column: int = 72) -> list[str]:
-        """The nest, comments in one column; a comment that would run past `width` goes on a line of its own above
-        its code."""
-        fits = [4 + 2 * d + ansilen(c) for d, c, note in self.rows if note and 6 + 2 * d + ansilen(c + note) <= width]
-        column = min(max(fits, default=0), max_column)
-        out = []
-        for d, code, comment in self.rows:
-            text = "  " + "  " * d + code
-            line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-            if not comment:
-                out.append(text)
-            elif ansilen(line) <= width:
-                out.append(line)
-            else:
-                out += ["  " + "  " * d + "# " + comment, text]
-        return out
+def _nest_lines(rows: Sequence[tuple[int, str, str]], width: int) -> list[str]:
+    """A loop nest's (depth, code, comment) rows as lines, the comments in one column; a comment that would run past
+    `width` goes on a line of its own above its code."""
+    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+    column = min(max(fits, default=0), 72)
+    out = []
+    for d, code, comment in rows:
+        text = "  " + "  " * d + code
+        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+        if not comment:
+            out.append(text)
+        elif ansilen(line) <= width:
+            out.append(line)
+        else:
+            out += ["  " + "  " * d + "# " + comment, text]
+    return out
 
 
 def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
     `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
-    colors, shape, bnames, nest = k.colors(), k.full_shape, buffer_names(k, names), _Nest()
+    colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
+    rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
+    depth = 0
     # each axis's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
     # registers are up (upcast) and un (unrolled)
     prefix = dict(
@@ -4331,16 +4322,21 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     yellow = [a for a in regs if colors[a] == "yellow"]
     group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
 
+    def add(code: str, comment: str = "", open_block: bool = False) -> None:
+        nonlocal depth
+        rows.append((depth, code, comment))
+        depth += open_block
+
     def var(a: int) -> str:
         return colored(idxs[a].render(), colors[a])
 
     def loop(a: int, keyword: str, what: str) -> None:
         code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
-        nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
+        add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
     def unrolled(axes: Sequence[int], comment: str) -> None:
         loops = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in axes)
-        nest.add(f"for {loops} (unrolled):", comment, open_block=True)
+        add(f"for {loops} (unrolled):", comment, open_block=True)
 
     for a in range(k.first_reduce + k.group_for_reduces):
         loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]])
@@ -4350,31 +4346,31 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     # a reduce that reads another one comes after it
     for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
         acc, local_array = ("acc", "temp") if len(k.reduceops) == 1 else (f"acc{n}", f"temp{n}")  # temp: __local
-        total, depth = r.op is ReduceOps.SUM, nest.depth
+        total, top = r.op is ReduceOps.SUM, depth
         init = f"registers: {outs} accumulator(s) per thread" if yellow else ""
-        nest.add(f"{acc}{size} = {'0' if total else '-inf'}", init)
+        add(f"{acc}{size} = {'0' if total else '-inf'}", init)
         for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
             loop(a, "for", "a loop")
         if regs:
             unrolled(regs, "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs))
-        nest.add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs)}")
-        nest.depth = depth
+        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs)}")
+        depth = top
         accs[r] = f"{acc}{sub}"
         if group_axes:
             green = [a for a in group_axes if colors[a] == "green"]
             local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
             every, temp = "[:]" * len(yellow), "".join(f"[{var(a)}]" for a in local)
-            nest.add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
-            nest.add("barrier", "wait for every thread of the work-group")
+            add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
+            add("barrier", "wait for every thread of the work-group")
             first, threads = " and ".join(f"{var(a)} == 0" for a in green), prod(shape[a] for a in green)
-            nest.add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
+            add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
             if yellow:
                 unrolled(yellow, "registers: each thread's outputs")
             parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
             reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
-            nest.add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
+            add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
             if n < len(k.reduceops) - 1:
-                nest.depth = depth
+                depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
     late = [
@@ -4384,8 +4380,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
         store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
-        nest.add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    return nest.lines(width)
+        add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
+    return _nest_lines(rows, width)
 
 
 # -- --map: who computes each output element --
