@@ -4491,40 +4491,33 @@ def demo_kernel(
         steps, decisions = tuned.heuristic_log, tuned.decisions
     else:
         steps, decisions = [(o, "") for o in opts], []
-    rename, rows, after, rejected = _renamer(k, d.buffers), [], [], []
-    # the step table's rows, and the view's lines after each step (--explain; --loops --steps), from the start on
+    rename, rows, rejected = _renamer(k, d.buffers), [], []
+    # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
         try:
             if opt is not None:
                 k.apply_opt(opt)
         except KernelOptError as e:  # the kernel stays as it was
             rejected.append((opt, str(e)))
-            rows.append((str(opt), f"rejected: {e}", ""))
-            after.append([f"  {str(opt):<16}rejected: {e}"] if view == "explain" else [])
+            under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
+            rows.append((str(opt), f"rejected: {e}", "", under))
             continue
-        rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why)))
-        if view == "explain":
-            after.append(_explain(k, opt, why, d.buffers, decisions))
-        else:
-            after.append(loop_nest(k, d.buffers, width) if every_step else [])
-    label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
-    shape_width = max(ansilen(shape) for _, shape, _ in rows) + 3
-    table = []
-    for label, shape, why in rows:  # the reason after the shape, wrapped under its own column where there's room
+        under = _explain(k, opt, why, d.buffers, decisions) if view == "explain" else []
+        if every_step and view == "loops":
+            under = loop_nest(k, d.buffers, width) + [""]
+        rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why), under))
+    label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
+    shape_width = max(ansilen(row[1]) for row in rows) + 3
+    lines = [f"{name} [{target}]: {d.what}"]
+    for label, shape, why, under in rows:  # the reason after the shape, wrapped under its own column if there's room
         head = f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}"
         hang = ansilen(head) if why and ansilen(head) + 20 <= width else None
-        table.append(fit((head + why).rstrip(), width, hang))
-    lines = [f"{name} [{target}]: {d.what}"]
-    if view == "explain":
-        lines += [x for state in after for x in state]
-    elif view == "steps":
-        lines += [x for row in table for x in row]
-    elif view == "loops" and every_step:
-        lines += [x for row, nest in zip(table, after) for x in row + nest + ([""] if nest else [])]
-    elif view in ("loops", "map"):
-        tail = loop_nest(k, d.buffers, width) if view == "loops" else output_map(k, d.buffers, width=width)
-        lines += [x for row in table for x in row] + [""] + tail
-    else:
+        lines += under if view == "explain" else fit((head + why).rstrip(), width, hang) + under
+    if view == "loops" and not every_step:
+        lines += [""] + loop_nest(k, d.buffers, width)
+    elif view == "map":
+        lines += [""] + output_map(k, d.buffers, width=width)
+    elif view not in ("steps", "explain", "loops"):
         raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k, rejected
@@ -4594,13 +4587,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="show how kernels are optimized")
     d.add_argument("name", nargs="?", choices=list(DEMOS), help="one kernel (default: all)")
-    d.add_argument(
-        "--opt",
-        action="append",
-        type=parse_opt_arg,
-        metavar="OP:AXIS:AMT",
-        help="apply these opts in order instead of the heuristics (repeatable)",
-    )
+    opt_help = "apply these opts in order instead of the heuristics (repeatable)"
+    d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
     views = d.add_mutually_exclusive_group()
     for view, what in [
