@@ -4086,9 +4086,6 @@ def terminal_width(out: Any = None) -> int:
     return shutil.get_terminal_size((100, 24)).columns if tty else 100
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
 def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
     columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
@@ -4097,7 +4094,7 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     indent = len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang
     out = []
     while ansilen(line) > width:
-        codes = {i for m in _ANSI.finditer(line) for i in range(*m.span())}
+        codes = {i for m in re.finditer(r"\x1b\[[0-9;]*m", line) for i in range(*m.span())}  # colour codes
         # (column, index) of each visible character that may end the line: past the hang, in the width
         seen = list(enumerate(i for i in range(len(line)) if i not in codes))[indent + 1 : width + 1]
         lead = len(line) - len(line.lstrip())  # never cut in the indentation
@@ -4253,8 +4250,7 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
 
 # -- --loops: the kernel as a loop nest --
 
-# BinaryOps by name
-_OP_SYMBOLS = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
+_INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
 _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
     "blue": "one work-group each",
     "BLUE": "one thread each, no work-groups",
@@ -4274,8 +4270,8 @@ def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str]
     if x.op in ReduceOps:
         return accs.get(x, "acc")
     srcs = [_expression(k, s, idxs, names, accs) for s in x.src]
-    if x.op in BinaryOps and x.op.name in _OP_SYMBOLS:
-        return f"({srcs[0]} {_OP_SYMBOLS[x.op.name]} {srcs[1]})"
+    if x.op in BinaryOps and x.op.name in _INFIX:
+        return f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
     if x.op is UnaryOps.CAST:
         return f"({x.arg.name})({srcs[0]})"
     if x.op is UnaryOps.NEG:
