@@ -4265,7 +4265,7 @@ def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str]
     if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
         i = k.bufs.index(x.arg)
         idx, valid = k.sts[i].expr_idxs(idxs)
-        text = str(x.arg.val) if isinstance(x.arg, ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+        text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
         return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
     if x.op in ReduceOps:
         return accs.get(x, "acc")
