@@ -4314,6 +4314,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         Variable(f"{prefix[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
+    var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
     regs = range(k.shape_len - k.upcasted, k.shape_len)
     yellow = [a for a in regs if colors[a] == "yellow"]
     group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
@@ -4323,21 +4324,18 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         rows.append((depth, code, comment))
         depth += open_block
 
-    def var(a: int) -> str:
-        return colored(idxs[a].render(), colors[a])
-
     def loop(a: int, keyword: str, what: str) -> None:
         code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
         add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
     def unrolled(axes: Sequence[int], comment: str) -> None:
-        loops = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in axes)
+        loops = ", ".join(f"{var[a]} in range({_txt(shape[a])})" for a in axes)
         add(f"for {loops} (unrolled):", comment, open_block=True)
 
     for a in range(k.first_reduce + k.group_for_reduces):
         loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]])
     accs: dict[LazyOp, str] = {}
-    sub, size = "".join(f"[{var(a)}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
+    sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
     outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
     # a reduce that reads another one comes after it
     for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
@@ -4355,14 +4353,14 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         if group_axes:
             green = [a for a in group_axes if colors[a] == "green"]
             local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
-            every, temp = "[:]" * len(yellow), "".join(f"[{var(a)}]" for a in local)
+            every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
             add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
             add("barrier", "wait for every thread of the work-group")
-            first, threads = " and ".join(f"{var(a)} == 0" for a in green), prod(shape[a] for a in green)
+            first, threads = " and ".join(f"{var[a]} == 0" for a in green), prod(shape[a] for a in green)
             add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
             if yellow:
                 unrolled(yellow, "registers: each thread's outputs")
-            parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
+            parts = "".join("[:]" if a in green else f"[{var[a]}]" for a in local)
             reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
             add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
             if n < len(k.reduceops) - 1:
