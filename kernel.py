@@ -3701,52 +3701,39 @@ def terminal_width(out: Any = None) -> int:
     return shutil.get_terminal_size((100, 24)).columns if tty else 100
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
 def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
     columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
     a `+`."""
     plain = ansistrip(line)
-    prefix = " " * (len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang)
+    indent = len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang
     out = []
     while ansilen(line) > width:
-        cut, plus, seen, i = None, None, 0, 0
-        while i < len(line) and seen <= width:
-            if m := _ANSI.match(line, i):
-                i = m.end()
-                continue
-            if seen > len(prefix) and line[:i].strip():
-                if line[i] == " ":
-                    cut = i
-                elif line[i] == "+" and seen < width:
-                    plus = i + 1
-            seen, i = seen + 1, i + 1
-        cut = cut if cut is not None else plus
-        if cut is None:
+        codes = {i for m in re.finditer(r"\x1b\[[0-9;]*m", line) for i in range(*m.span())}  # colour codes
+        # (column, index) of each visible character that may end the line: past the hang, in the width
+        seen = list(enumerate(i for i in range(len(line)) if i not in codes))[indent + 1 : width + 1]
+        lead = len(line) - len(line.lstrip())  # never cut in the indentation
+        spaces = [i for _, i in seen if i > lead and line[i] == " "]
+        pluses = [i + 1 for column, i in seen if column < width and i > lead and line[i] == "+"]
+        if not spaces + pluses:
             break
+        cut = (spaces or pluses)[-1]
         out.append(line[:cut].rstrip())
-        line = prefix + line[cut:].lstrip(" ")
+        line = " " * indent + line[cut:].lstrip(" ")
     return out + [line]
 
 
 def _txt(x: Any) -> str:
     """A size, stride or index as text (a symbolic one renders itself; None, a stride with no single value, is ?)."""
-    if x is None:
-        return "?"
-    return x.render() if isinstance(x, Node) else str(x)
+    return "?" if x is None else x.render() if isinstance(x, Node) else str(x)
 
 
 def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
     """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
-    ret = []
-    for buf in k.bufs:
-        if isinstance(buf, ConstBuffer):
-            ret.append(f"const {buf.val}")
-        else:
-            ret.append(names[buf.idx] if buf.idx < len(names) else f"data{buf.idx}")
-    return ret
+    return [
+        f"const {b.val}" if isinstance(b, ConstBuffer) else names[b.idx] if b.idx < len(names) else f"data{b.idx}"
+        for b in k.bufs
+    ]
 
 
 def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
@@ -3769,13 +3756,10 @@ def _new_axis(k: Kernel, opt: Opt) -> int | None:
     return None
 
 
-VECTOR_WIDTHS = (2, 4)  # runtime.py reads and writes float2 and float4 vectors (an image: float4, one pixel)
-
-
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
     it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
-    with float4, exactly one upcast axis of stride 1, of a size in VECTOR_WIDTHS (4 for an image), and an index
+    with float4, exactly one upcast axis of stride 1, of size 2 or 4 (4 for an image: one pixel), and an index
     that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
     buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
     if isinstance(buf, ConstBuffer):
@@ -3788,16 +3772,13 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     if len(axes) != 1:
         return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
     axis, amt = axes[0], st.shape[axes[0]]
-    widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+    widths = (4,) if isinstance(buf.dtype, ImageDType) else (2, 4)  # runtime.py's float2 and float4
     if amt not in widths:
         return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
     loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
-    others = [a for a in range(up, k.shape_len) if a != axis]
-    for values in itertools.product(*(range(st.shape[a]) for a in others)):
-        idxs = loops + [NumNode(0)] * (k.shape_len - up)
-        for a, v in zip(others, values):
-            idxs[a] = NumNode(v)
-        idx, _ = st.expr_idxs(idxs)
+    # every register but the vector's own axis, which is 0 where a vector starts
+    for values in itertools.product(*(range(st.shape[a] if a != axis else 1) for a in range(up, k.shape_len))):
+        idx, _ = st.expr_idxs(loops + [NumNode(v) for v in values])
         if idx.min < 0 or idx // amt * amt != idx:
             return None, f"a vector's first index is not always a multiple of {amt}"
     return axis, ""
@@ -3807,164 +3788,105 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
     """What each buffer's stride on `axis` means for the colour the axis has (one sentence per buffer; constants
     are no memory and get none). `opt` is the opt that made the axis: GROUP and GROUPTOP split the reduce
     differently."""
-    colors, size, notes = k.colors(), k.full_shape[axis], []
-    color, outputs = colors[axis], len(k.ast)
+    colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
+    color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
     loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
     for i, st in enumerate(k.sts):
-        stride = st.real_strides()[axis]
-        if (
-            isinstance(k.bufs[i], ConstBuffer)
-            or stride is None
-            or (i < outputs and color in ("green", "red", "magenta"))
-        ):
+        stride, name, read = st.real_strides()[axis], names[i], i >= outputs
+        if isinstance(k.bufs[i], ConstBuffer) or stride is None or (not read and color in ("green", "red", "magenta")):
             continue  # a constant; no single stride; or an output on a reduce axis (stride 0: it is reduced)
-        verb = "write" if i < outputs else "read"
-        if color in ("yellow", "magenta"):
+        verb, load = ("read", "load") if read else ("write", "store")
+        if registers and stride == 0:
+            notes.append(f"{name} has stride 0 here: one {load} serves all {size} (registers)")
+        elif registers and stride == 1:
+            vec, why = vector_access(k, i)
+            if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
+                pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
+                access = f"{pixel} ({verb}_imagef)"
+            elif vec == axis:
+                access = f"one float{size} {load}"
+            else:
+                access = f"{size} scalar {load}s ({why})"
+            notes.append(f"{name} has stride 1 here: {size} neighbouring elements, {access}")
+        elif registers:
             what = "register" if color == "yellow" else "unrolled step of the reduce"
-            if stride == 0:
-                access = "load" if verb == "read" else "store"
-                notes.append(f"{names[i]} has stride 0 here: one {access} serves all {_txt(size)} (registers)")
-            elif stride == 1:
-                vec, why = vector_access(k, i)
-                if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
-                    pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
-                    access = f"{pixel} ({'read_imagef' if verb == 'read' else 'write_imagef'})"
-                elif vec == axis:
-                    access = f"one float{_txt(size)} {'load' if verb == 'read' else 'store'}"
-                else:
-                    access = f"{_txt(size)} scalar {'loads' if verb == 'read' else 'stores'} ({why})"
-                notes.append(f"{names[i]} has stride 1 here: {_txt(size)} neighbouring elements, {access}")
-            else:
-                notes.append(f"{names[i]}: {_txt(size)} accesses {stride} apart, one per {what}")
+            notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
+        elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
+            notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
         elif color == "green":
-            if stride == 0:
-                notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads read the same element")
-                continue
-            top = opt is not None and opt.op is OptOps.GROUPTOP
-            split = (
-                "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
-                if top
-                else f"thread t takes reduce steps t, t+{_txt(size)}, ... (GROUP)"
-            )
-            steps = st.real_strides()[loop[-1]] if loop else None
-            step = f"; a thread's loop steps are {_txt(steps)} apart" if loop and steps is not None else ""
-            notes.append(f"{names[i]}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
-        elif color in ("cyan", "white"):
-            if stride == 0:
-                notes.append(f"{names[i]} has stride 0 here: all {_txt(size)} threads {verb} the same element")
-            elif stride == 1:
-                notes.append(f"{names[i]} has stride 1 here: neighbouring threads {verb} neighbouring elements")
+            if opt is not None and opt.op is OptOps.GROUPTOP:
+                split = "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
             else:
-                notes.append(f"{names[i]} has stride {stride} here: neighbouring threads {verb} {stride} apart")
+                split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
+            steps = st.real_strides()[loop[-1]] if loop else None
+            step = f"; a thread's loop steps are {_txt(steps)} apart" if steps is not None else ""
+            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
+        elif color in ("cyan", "white") and stride == 1:
+            notes.append(f"{name} has stride 1 here: neighbouring threads {verb} neighbouring elements")
+        elif color in ("cyan", "white"):
+            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {stride} apart")
     return notes
 
 
-def _strides_block(k: Kernel, names: Sequence[str], label: str, why: str) -> list[str]:
-    """The shape line and, under it, every buffer's strides, in columns coloured by axis (a constant is no memory:
-    it has no row)."""
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence[Decision]) -> list[str]:
+    """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
+    coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
+    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
+    rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
     kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
-    names, strides = [names[i] for i in kept], [k.sts[i].real_strides() for i in kept]
+    strides = [k.sts[i].real_strides() for i in kept]
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
-    colors = k.colors()
 
     def row(values: Sequence[Any]) -> str:
         return " ".join(colored(f"{_txt(v):>{w}}", c) for v, w, c in zip(values, widths, colors))
 
-    width = max([16] + [len(name) + 11 for name in names])  # the label column: "  strides NAME "
-    lines = [f"  {label:<{width}}{row(k.full_shape)}   {why}".rstrip()]
-    lines += [f"    {'strides ' + name:<{width - 2}}{row(x)}" for name, x in zip(names, strides)]
-    return lines
-
-
-def _decision_lines(d: Decision, rename: Callable[[str], str]) -> list[str]:
-    lines = [f"    {d.heuristic}: {rename(d.rule)}"]
-    keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-    kw = max((len(x) for x in keys), default=0)
-    ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
-    for key, c in zip(keys, d.candidates):
-        mark = "->" if c.taken else "  "
-        lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
-    return lines
-
-
-def explain_lines(
-    k: Kernel, steps: Sequence[tuple[Opt, str]], decisions: Sequence[Decision], names: Sequence[str]
-) -> list[str]:
-    """--explain: after each opt the shape, every buffer's strides, what the new axis means for each buffer, and the
-    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
-    bnames, rename = buffer_names(k, names), _renamer(k, names)
-    lines = _strides_block(k, bnames, "start", "")
-    unknown = (
-        "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
-        "notes give the last views' strides they read"
-    )
-    if any(s is None for st in k.sts for s in st.real_strides()):
-        lines.append(unknown)
-    lines += [x for d in decisions if d.step == 0 for x in _decision_lines(d, rename)]
-    for opt, why in steps:
-        try:
-            k.apply_opt(opt)
-        except KernelOptError as e:
-            lines.append(f"  {str(opt):<16}rejected: {e}")
-            continue
-        lines += _strides_block(k, bnames, str(opt), rename(why))
-        if (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
-            lines += [f"      {k.colors()[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
-        applied = len(k.applied_opts)
-        lines += [x for d in decisions if d.step == applied for x in _decision_lines(d, rename)]
+    width = max([16] + [len(bnames[i]) + 11 for i in kept])  # the label column: "  strides NAME "
+    label = "start" if opt is None else str(opt)
+    lines = [f"  {label:<{width}}{row(k.full_shape)}   {rename(why)}".rstrip()]
+    lines += [f"    {'strides ' + bnames[i]:<{width - 2}}{row(x)}" for i, x in zip(kept, strides)]
+    if opt is None and any(s is None for st in k.sts for s in st.real_strides()):
+        lines.append(
+            "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
+            "notes give the last views' strides they read"
+        )
+    if opt is not None and (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
+        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
+    for d in decisions:
+        if d.step == len(k.applied_opts):
+            keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
+            kw = max((len(x) for x in keys), default=0)
+            ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+            lines.append(f"    {d.heuristic}: {rename(d.rule)}")
+            for key, c in zip(keys, d.candidates):
+                mark = "->" if c.taken else "  "
+                lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 
 # -- --loops: the kernel as a loop nest --
 
-_OP_SYMBOLS = {
-    BinaryOps.ADD: "+",
-    BinaryOps.MUL: "*",
-    BinaryOps.IDIV: "//",
-    BinaryOps.MOD: "%",
-    BinaryOps.CMPLT: "<",
-    BinaryOps.CMPNE: "!=",
-    BinaryOps.XOR: "^",
-    BinaryOps.SHL: "<<",
-    BinaryOps.SHR: ">>",
+_INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
+_PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
+    "blue": "one work-group each",
+    "BLUE": "one thread each, no work-groups",
+    "cyan": "threads of a work-group",
+    "green": "threads that share one reduce",
+    "white": "threads; the finishing thread unrolls it",
 }
-
-
-def _axis_var(k: Kernel, axis: int) -> Node:
-    """The loop variable of an axis, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
-    registers are up (upcast) and un (unrolled)."""
-    prefix = {
-        "blue": "gidx",
-        "BLUE": "gidx",
-        "cyan": "lidx",
-        "green": "lidx",
-        "white": "lidx",
-        "red": "ridx",
-        "yellow": "up",
-        "magenta": "un",
-    }[k.colors()[axis]]
-    size = k.full_shape[axis]
-    hi = size - 1 if isinstance(size, int) else max(size.max - 1, 1)
-    return Variable(f"{prefix}{axis}", 0, hi)
-
-
-def _access(k: Kernel, i: int, idxs: Sequence[Node], names: Sequence[str]) -> str:
-    idx, valid = k.sts[i].expr_idxs(idxs)
-    text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
-    if valid.min == 1:
-        return text
-    return "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
 
 
 def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
     """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register."""
-    if x.op in (BufferOps.LOAD, BufferOps.CONST):
-        return _access(k, k.bufs.index(x.arg), idxs, names)
+    if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
+        i = k.bufs.index(x.arg)
+        idx, valid = k.sts[i].expr_idxs(idxs)
+        text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+        return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
     if x.op in ReduceOps:
         return accs.get(x, "acc")
     srcs = [_expression(k, s, idxs, names, accs) for s in x.src]
-    if x.op in _OP_SYMBOLS:
-        return f"({srcs[0]} {_OP_SYMBOLS[x.op]} {srcs[1]})"
+    if x.op in BinaryOps and x.op.name in _INFIX:
+        return f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
     if x.op is UnaryOps.CAST:
         return f"({x.arg.name})({srcs[0]})"
     if x.op is UnaryOps.NEG:
@@ -3974,122 +3896,101 @@ def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str]
     return f"{x.op.name.lower()}({', '.join(srcs)})"
 
 
-class _Nest:
-    """Lines of an indented loop nest, each with an optional comment in a column of its own."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, str, str]] = []
-        self.depth = 0
-
-    def add(self, code: str, comment: str = "", open_block: bool = False) -> None:
-        self.rows.append((self.depth, code, comment))
-        self.depth += open_block
-
-    def lines(self, width: int = 100, max_column: int = 72) -> list[str]:
-        """The nest, comments in one column; a comment that would run past `width` goes on a line of its own above
-        its code."""
-        fits = [4 + 2 * d + ansilen(c) for d, c, note in self.rows if note and 6 + 2 * d + ansilen(c + note) <= width]
-        column = min(max(fits, default=0), max_column)
-        out = []
-        for d, code, comment in self.rows:
-            text = "  " + "  " * d + code
-            line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-            if not comment:
-                out.append(text)
-            elif ansilen(line) <= width:
-                out.append(line)
-            else:
-                out += ["  " + "  " * d + "# " + comment, text]
-        return out
+def _nest_lines(rows: Sequence[tuple[int, str, str]], width: int) -> list[str]:
+    """A loop nest's (depth, code, comment) rows as lines, the comments in one column; a comment that would run past
+    `width` goes on a line of its own above its code."""
+    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+    column = min(max(fits, default=0), 72)
+    out = []
+    for d, code, comment in rows:
+        text = "  " + "  " * d + code
+        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+        if not comment:
+            out.append(text)
+        elif ansilen(line) <= width:
+            out.append(line)
+        else:
+            out += ["  " + "  " * d + "# " + comment, text]
+    return out
 
 
 def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
     `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
     colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
-    idxs = [_axis_var(k, a) for a in range(k.shape_len)]
+    rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
+    depth = 0
+    # each axis's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+    # registers are up (upcast) and un (unrolled)
+    prefix = dict(
+        blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un"
+    )
+    idxs = [
+        Variable(f"{prefix[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        for a, (s, c) in enumerate(zip(shape, colors))
+    ]
+    var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
     regs = range(k.shape_len - k.upcasted, k.shape_len)
     yellow = [a for a in regs if colors[a] == "yellow"]
     group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-    nest = _Nest()
 
-    def var(a: int) -> str:
-        return colored(idxs[a].render(), colors[a])
+    def add(code: str, comment: str = "", open_block: bool = False) -> None:
+        nonlocal depth
+        rows.append((depth, code, comment))
+        depth += open_block
 
     def loop(a: int, keyword: str, what: str) -> None:
         code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
-        nest.add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
+        add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
-    kinds = {
-        "blue": "one work-group each",
-        "BLUE": "one thread each, no work-groups",
-        "cyan": "threads of a work-group",
-        "green": "threads that share one reduce",
-        "white": "threads; the finishing thread unrolls it",
-    }
+    def unrolled(axes: Sequence[int], comment: str) -> None:
+        loops = ", ".join(f"{var[a]} in range({_txt(shape[a])})" for a in axes)
+        add(f"for {loops} (unrolled):", comment, open_block=True)
+
     for a in range(k.first_reduce + k.group_for_reduces):
-        loop(a, "parallel for", kinds[colors[a]])
+        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]])
     accs: dict[LazyOp, str] = {}
-    sub = "".join(f"[{var(a)}]" for a in yellow)
+    sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
+    outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
     # a reduce that reads another one comes after it
     for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
-        acc = "acc" if len(k.reduceops) == 1 else f"acc{n}"
-        depth = nest.depth
-        size = "".join(f"[{_txt(shape[a])}]" for a in yellow)
-        identity = "0" if r.op is ReduceOps.SUM else "-inf"
-        outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
-        nest.add(f"{acc}{size} = {identity}", f"registers: {outs} accumulator(s) per thread" if yellow else "")
+        acc, local_array = ("acc", "temp") if len(k.reduceops) == 1 else (f"acc{n}", f"temp{n}")  # temp: __local
+        total, top = r.op is ReduceOps.SUM, depth
+        init = f"registers: {outs} accumulator(s) per thread" if yellow else ""
+        add(f"{acc}{size} = {'0' if total else '-inf'}", init)
         for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
             loop(a, "for", "a loop")
         if regs:
-            unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in regs)
-            nest.add(
-                f"for {unrolled} (unrolled):",
-                "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs),
-                open_block=True,
-            )
-        op = "+=" if r.op is ReduceOps.SUM else "= max(..)"
-        nest.add(f"{acc}{sub} {op} {_expression(k, r.src[0], idxs, bnames, accs)}")
-        nest.depth = depth
+            unrolled(regs, "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs))
+        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs)}")
+        depth = top
         accs[r] = f"{acc}{sub}"
         if group_axes:
             green = [a for a in group_axes if colors[a] == "green"]
             local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
-            every = "[:]" * len(yellow)
-            temp = "".join(f"[{var(a)}]" for a in local)
-            local_array = "temp" if len(k.reduceops) == 1 else f"temp{n}"  # one __local array per reduce
-            nest.add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
-            nest.add("barrier", "wait for every thread of the work-group")
-            first = " and ".join(f"{var(a)} == 0" for a in green)
-            nest.add(
-                f"if {first}:",
-                f"the first of the {prod(shape[a] for a in green)} green threads finishes",
-                open_block=True,
-            )
-            parts = "".join("[:]" if a in green else f"[{var(a)}]" for a in local)
+            every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
+            add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
+            add("barrier", "wait for every thread of the work-group")
+            first, threads = " and ".join(f"{var[a]} == 0" for a in green), prod(shape[a] for a in green)
+            add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
             if yellow:
-                unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in yellow)
-                nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
-            nest.add(
-                f"{acc}{sub} = {'sum' if r.op is ReduceOps.SUM else 'max'}({local_array}{parts}{sub})",
-                "over the green threads' partial results",
-            )
+                unrolled(yellow, "registers: each thread's outputs")
+            parts = "".join("[:]" if a in green else f"[{var[a]}]" for a in local)
+            reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
+            add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
             if n < len(k.reduceops) - 1:
-                nest.depth = depth
+                depth = top
+    if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
+        unrolled(yellow, "registers: each thread's outputs")
     late = [
-        idxs[a] if a < k.first_reduce or colors[a] == "white" or a >= k.shape_len - k.upcasted else NumNode(0)
-        for a in range(k.shape_len)
+        idxs[a] if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a in range(k.shape_len)
     ]
-    store_regs = [a for a in regs if colors[a] == "yellow"]
-    if store_regs and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
-        unrolled = ", ".join(f"{var(a)} in range({_txt(shape[a])})" for a in store_regs)
-        nest.add(f"for {unrolled} (unrolled):", "registers: each thread's outputs", open_block=True)
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
         store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
-        nest.add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    return nest.lines(width)
+        add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
+    return _nest_lines(rows, width)
 
 
 # -- --map: who computes each output element --
@@ -4113,57 +4014,55 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
 def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 100) -> list[str]:
     """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
     (t, cyan) and register (r, yellow) that computes it."""
-    st = k.sts[0]
+    st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
     if not all(isinstance(s, int) for s in k.full_shape):
         return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
     if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
         return ["  (the map needs an output written through one plain view)"]
     logical = [s for s in k.ast[0].arg.st.shape if s != 1] if k.ast[0].arg.st.contiguous else [st.real_size()]
     logical = logical or [1]
-    parts = [("g", ("blue", "BLUE")), ("t", ("cyan", "white")), ("r", ("yellow",))]
-    parts = [(letter, cs) for letter, cs in parts if any(c in cs for c in k.colors()) or letter == "g"]
+    group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
+    parts = [  # the letters of a cell's label: the colours of their axes, and what they number
+        ("g", ("blue", "BLUE"), group),
+        ("t", ("cyan", "white"), "thread in it (cyan axes)"),
+        ("r", ("yellow",), "register (yellow axes)"),
+    ]
+    parts = [(g, cs, what) for g, cs, what in parts if g == "g" or any(c in colors for c in cs)]
 
     def label(cell: dict[str, list[int]]) -> str:
         return " ".join(
-            colored(letter + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0])
-            for letter, cs in parts
+            colored(g + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0]) for g, cs, _ in parts
         )
 
     rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
+    # every index at its largest: the widest label
     widest = {
-        c: [k.full_shape[a] - 1 for a in range(k.shape_len) if k.colors()[a] == c and st.shape[a] != 1]
-        for c in set(k.colors())
-    }  # every index at its largest: the widest label
+        c: [k.full_shape[a] - 1 for a in range(k.shape_len) if colors[a] == c and st.shape[a] != 1] for c in colors
+    }
     cell_width = max(8, ansilen(label(widest)) + 1)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
         cols = 1 << (cols.bit_length() - 1)
         rows = min(4, -(-cols_total // cols))
         flat = [[r * cols + c for c in range(cols) if r * cols + c < cols_total] for r in range(rows)]
-        shown = min(rows * cols, cols_total)
-        title = f"out[row + column] for the first {shown} of {cols_total} elements"
+        title = f"{out}[row + column] for the first {min(rows * cols, cols_total)} of {cols_total} elements"
     else:
         rows = min(rows_total, max_rows)
         flat = [[r * cols_total + c for c in range(cols)] for r in range(rows)]
-        lead = "".join("0, " for _ in logical[:-2])
-        title = f"out[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
+        lead = "0, " * (len(logical) - 2)
+        title = f"{out}[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
     cells = _output_cells(k, {f for row in flat for f in row})
-    lines = [f"  {title.replace('out', names[0] if names else 'out', 1)}"]
-    lines.append(("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip())
+    lines = [f"  {title}", ("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip()]
     for r, row in enumerate(flat):
-        head = f"{row[0]:>6}  " if rows_total is None else f"{r:>6}  "
         body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
-        lines.append("  " + head + body.rstrip())
-    legend_parts = {"g": "work-group (blue axes)", "t": "thread in it (cyan axes)", "r": "register (yellow axes)"}
-    if k.dont_use_locals:
-        legend_parts["g"] = "thread (BLUE axes: no work-groups)"
-    lines.append("  each cell: " + ", ".join(f"{letter} = {legend_parts[letter]}" for letter, _ in parts))
-    if sum(c in ("blue", "BLUE") for c in k.colors()) > 1:
+        lines.append(f"  {row[0] if rows_total is None else r:>6}  {body.rstrip()}")
+    lines.append("  each cell: " + ", ".join(f"{g} = {what}" for g, _, what in parts))
+    if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
             "(get_group_id(0) is the last blue axis)"
         )
-    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]:
+    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if colors[a] == "green"]:
         lines.append(
             f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
             "reduce; the first of them writes it"
@@ -4201,73 +4100,50 @@ def demo_kernel(
         steps, decisions = tuned.heuristic_log, tuned.decisions
     else:
         steps, decisions = [(o, "") for o in opts], []
-    rejected, probe = [], k.copy()  # the opts that don't apply, whatever the view (each applies them its own way)
-    for opt, _ in steps:
+    rename, rows, rejected = _renamer(k, d.buffers), [], []
+    # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
+    for opt, why in [(None, "")] + list(steps):
         try:
-            probe.apply_opt(opt)
-        except KernelOptError as e:
-            rejected.append((opt, str(e)))
-    rename = _renamer(k, d.buffers)
-    title = f"{name} [{target}]: {d.what}"
-    if view == "explain":
-        lines = [title] + explain_lines(k, steps, decisions, d.buffers)
-    else:
-        rows, nests = [("start", k.colored_shape(), "")], [loop_nest(k, d.buffers, width)]
-        for opt, why in steps:
-            try:
+            if opt is not None:
                 k.apply_opt(opt)
-                rows.append((str(opt), k.colored_shape(), rename(why)))
-                nests.append(loop_nest(k, d.buffers, width) if every_step else [])
-            except KernelOptError as e:
-                rows.append((str(opt), f"rejected: {e}", ""))
-                nests.append([])
-        shape_width = max(ansilen(shape) for _, shape, _ in rows) + 3
-        label_width = max(16, max(len(label) for label, _, _ in rows) + 2)  # a long label never runs into its shape
-        table = [
-            _table_row(f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}", why, width)
-            for label, shape, why in rows
-        ]
-        table = [title] + table
-        if view == "steps":
-            lines = table
-        elif view == "loops" and every_step:
-            lines = [title] + [x for row, nest in zip(table[1:], nests) for x in [row] + nest + ([""] if nest else [])]
-        elif view == "loops":
-            lines = table + [""] + loop_nest(k, d.buffers, width)
-        elif view == "map":
-            lines = table + [""] + output_map(k, d.buffers, width=width)
-        else:
-            raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
+        except KernelOptError as e:  # the kernel stays as it was
+            rejected.append((opt, str(e)))
+            under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
+            rows.append((str(opt), f"rejected: {e}", "", under))
+            continue
+        under = _explain(k, opt, why, d.buffers, decisions) if view == "explain" else []
+        if every_step and view == "loops":
+            under = loop_nest(k, d.buffers, width) + [""]
+        rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why), under))
+    label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
+    shape_width = max(ansilen(row[1]) for row in rows) + 3
+    lines = [f"{name} [{target}]: {d.what}"]
+    for label, shape, why, under in rows:  # the reason after the shape, wrapped under its own column if there's room
+        head = f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}"
+        hang = ansilen(head) if why and ansilen(head) + 20 <= width else None
+        lines += under if view == "explain" else fit((head + why).rstrip(), width, hang) + under
+    if view == "loops" and not every_step:
+        lines += [""] + loop_nest(k, d.buffers, width)
+    elif view == "map":
+        lines += [""] + output_map(k, d.buffers, width=width)
+    elif view not in ("steps", "explain", "loops"):
+        raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k, rejected
-
-
-def _table_row(head: str, why: str, width: int) -> str:
-    """A step table row: the reason after the shape, wrapped to `width` under its own column."""
-    column, rows, row = ansilen(head), [], ""
-    if not why or column + 20 > width:
-        return (head + why).rstrip()
-    for word in why.split(" "):
-        if row and column + len(row) + 1 + len(word) > width:
-            rows.append(row)
-            row = word
-        else:
-            row = f"{row} {word}" if row else word
-    return head + ("\n" + " " * column).join(rows + [row])
 
 
 def _parse_opt(text: str) -> Opt:
     """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
     op, *rest = text.split(":")
     try:
-        if len(rest) != (0 if op.upper() == "NOLOCALS" else 2):
-            raise ValueError
-        return Opt(OptOps[op.upper()], *(int(x) for x in rest))
+        if len(rest) == (0 if op.upper() == "NOLOCALS" else 2):
+            return Opt(OptOps[op.upper()], *(int(x) for x in rest))
     except (KeyError, ValueError, TypeError):
-        raise ValueError(
-            f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
-            "and AXIS, AMT integers (NOLOCALS alone)"
-        ) from None
+        pass
+    raise ValueError(
+        f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
+        "and AXIS, AMT integers (NOLOCALS alone)"
+    )
 
 
 Opt.parse = staticmethod(_parse_opt)  # type: ignore[attr-defined]
@@ -4289,12 +4165,11 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            if int(text) >= low:
+                return int(text)
         except ValueError:
-            value = None
-        if value is None or value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
-        return value
+            pass
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
 
     return parse
 
@@ -4321,37 +4196,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="show how kernels are optimized")
     d.add_argument("name", nargs="?", choices=list(DEMOS), help="one kernel (default: all)")
-    d.add_argument(
-        "--opt",
-        action="append",
-        type=parse_opt_arg,
-        metavar="OP:AXIS:AMT",
-        help="apply these opts in order instead of the heuristics (repeatable)",
-    )
+    opt_help = "apply these opts in order instead of the heuristics (repeatable)"
+    d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
     views = d.add_mutually_exclusive_group()
-    views.add_argument(
-        "--explain",
-        action="store_true",
-        help="under each opt, every buffer's strides, and each heuristic's candidates and sort keys",
-    )
-    views.add_argument("--loops", action="store_true", help="the optimized kernel as a coloured loop nest")
-    views.add_argument(
-        "--map", action="store_true", help="the output as a grid: the work-group, thread and register of each element"
-    )
+    for view, what in [
+        ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
+        ("loops", "the optimized kernel as a coloured loop nest"),
+        ("map", "the output as a grid: the work-group, thread and register of each element"),
+    ]:
+        views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
     d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
     args = p.parse_args(argv)
-    if args.steps and not args.loops:
+    if args.steps and args.view != "loops":
         p.error("--steps goes with --loops")
-    view = "explain" if args.explain else "loops" if args.loops else "map" if args.map else "steps"
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
-    for n, name in enumerate([args.name] if args.name else list(DEMOS)):
-        if n or not args.name:
+    for name in [args.name] if args.name else list(DEMOS):
+        if not args.name:
             print()
-        demo_kernel(name, args.target, args.opt, view=view, every_step=args.steps)
+        demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps)
     return 0
 
 
