@@ -206,55 +206,14 @@ for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name:
 # ============================================================================================================
 
 
-class UnaryOps(Enum):
-    """A -> A, elementwise."""
-
-    EXP2 = auto()
-    LOG2 = auto()
-    CAST = auto()
-    BITCAST = auto()
-    SIN = auto()
-    SQRT = auto()
-    NEG = auto()
-    RECIP = auto()
-
-
-class BinaryOps(Enum):
-    """A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool."""
-
-    ADD = auto()
-    MUL = auto()
-    IDIV = auto()
-    MAX = auto()
-    MOD = auto()
-    CMPLT = auto()
-    CMPNE = auto()
-    XOR = auto()
-    SHR = auto()
-    SHL = auto()
-
-
-class TernaryOps(Enum):
-    """A, A, A -> A, elementwise."""
-
-    WHERE = auto()
-    MULACC = auto()
-
-
-class ReduceOps(Enum):
-    """A -> B: the reduced axes (the arg) become 1."""
-
-    SUM = auto()
-    MAX = auto()
-
-
-class BufferOps(Enum):
-    """The leaves and the root of a kernel: read a buffer, read a constant, write a buffer."""
-
-    LOAD = auto()
-    CONST = auto()
-    STORE = auto()
-
+# tinygrad 0.9.1's members in its order, numbered from 1 as its `auto()` numbers them
+UnaryOps = Enum("UnaryOps", "EXP2 LOG2 CAST BITCAST SIN SQRT NEG RECIP")  # A -> A, elementwise
+# A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool
+BinaryOps = Enum("BinaryOps", "ADD MUL IDIV MAX MOD CMPLT CMPNE XOR SHR SHL")
+TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
+ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
+# the leaves and the root of a kernel: read a buffer, read a constant, write a buffer
+BufferOps = Enum("BufferOps", "LOAD CONST STORE")
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
