@@ -108,7 +108,8 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
 
 @dataclass(frozen=True, order=True)
 class DType:
-    """A scalar (or vector, count > 1) element type. `name` is the C name; `priority` orders type promotion."""
+    """A scalar element type. `name` is the C name; `priority` orders type promotion. (tinygrad's vector dtypes,
+    count > 1, are never made here: runtime.py writes its float4 loads and stores itself.)"""
 
     priority: int
     itemsize: int
@@ -119,13 +120,8 @@ class DType:
     def __repr__(self) -> str:
         return f"dtypes.{INVERSE_DTYPES_DICT.get(self.name, self.name)}"
 
-    def vec(self, sz: int) -> DType:
-        if sz <= 1 or self.count != 1:
-            raise ValueError(f"can't vectorize {self} with size {sz}")
-        return DType(self.priority, self.itemsize * sz, f"{INVERSE_DTYPES_DICT[self.name]}{sz}", None, sz)
-
     def scalar(self) -> DType:
-        return DTYPES_DICT[self.name[: -len(str(self.count))]] if self.count > 1 else self
+        return self
 
 
 @dataclass(frozen=True, repr=False)
@@ -137,9 +133,6 @@ class ImageDType(DType):
 
     def scalar(self) -> DType:
         return self.base
-
-    def vec(self, sz: int) -> DType:
-        return self.base.vec(sz)
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}({self.shape})"
@@ -166,9 +159,6 @@ class dtypes:
     uchar, ushort, uint, ulong = uint8, uint16, uint32, uint64
     char, short, int, long = int8, int16, int32, int64
 
-    default_float = float32
-    default_int = int32
-
     @staticmethod
     def imageh(shape: tuple[int, ...]) -> ImageDType:
         return ImageDType(100, 2, "imageh", "e", 1, shape=tuple(shape), base=dtypes.float32)
@@ -189,14 +179,8 @@ class dtypes:
     def is_int(x: DType) -> bool:
         return x.scalar() in (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64) or dtypes.is_unsigned(x)
 
-    @staticmethod
-    def fields() -> dict[str, DType]:
-        return DTYPES_DICT
 
-
-DTYPES_DICT: dict[str, DType] = {
-    k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")
-}
+DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}
 INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
