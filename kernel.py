@@ -395,13 +395,9 @@ class Node:
         return NumNode(b) // self
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
-        if isinstance(b, Node):  # by a node (a symbolic size): 0 where that holds at every value, else kept
-            if isinstance(b, NumNode):
-                return self.__floordiv__(b.b, factoring_allowed)
-            if self == b:
-                return NumNode(1)
-            if lower_bound(self) >= 0 and always_lt(self, b):
-                return NumNode(0)
+        if isinstance(b, NumNode):
+            return self.__floordiv__(b.b, factoring_allowed)
+        if isinstance(b, Node):  # by a symbolic size
             return _divide_by_node(self, b, DivNode)
         if b == 0:
             raise ZeroDivisionError(f"{self} // 0")
@@ -419,13 +415,9 @@ class Node:
         return NumNode(b) % self
 
     def __mod__(self, b: Node | int) -> Node:
-        if isinstance(b, Node):  # by a node (a symbolic size): self where that holds at every value, else kept
-            if isinstance(b, NumNode):
-                return self % b.b
-            if self == b:
-                return NumNode(0)
-            if lower_bound(self) >= 0 and always_lt(self, b):
-                return self  # already below b
+        if isinstance(b, NumNode):
+            return self % b.b
+        if isinstance(b, Node):  # by a symbolic size
             return _divide_by_node(self, b, ModNode)
         if b <= 0:
             raise ValueError(f"modulo by {b} is not supported")
@@ -887,10 +879,15 @@ def _decided_extreme(a: sint, b: sint, what: str, smaller: bool) -> sint:
 
 
 def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
-    """a // b or a % b, kept as a node, by a symbolic size b. C's `/` and `%` truncate where Python's floor, so a
-    numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
+    """a // b or a % b by a symbolic size b: 1 or 0 where a is b, 0 or a where 0 <= a < b at every value of the
+    variables, else kept as a node. C's `/` and `%` truncate where Python's floor, so a numerator that may be
+    negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
     A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
     index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
+    if a == b:
+        return NumNode(1 if op is DivNode else 0)
+    if lower_bound(a) >= 0 and always_lt(a, b):
+        return NumNode(0) if op is DivNode else a  # a is already below b
     if lower_bound(b) < 0:
         raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
     if lower_bound(b) < 1:
