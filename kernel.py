@@ -516,7 +516,6 @@ class Variable(Node):
         return ret
 
     def unbind(self) -> tuple[Variable, int]:
-        """(the unbound variable, its value)."""
         return Variable(self.expr, self.min, self.max), self.val
 
     def vars(self) -> set[Variable]:
@@ -561,7 +560,7 @@ def create_node(node: Node) -> Node:
 
 
 class OpNode(Node):
-    """A node `a OP b`, b an int or (for MulNode and LtNode) a node."""
+    """A node `a OP b`, b an int or a node. Each kind's get_bounds() gives its (min, max)."""
 
     def __init__(self, a: Node, b: Node | int):
         self.a, self.b = a, b
@@ -569,9 +568,6 @@ class OpNode(Node):
 
     def vars(self) -> set[Variable]:
         return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
-
-    def get_bounds(self) -> tuple[int, sint]:
-        raise NotImplementedError
 
 
 class LtNode(OpNode):
@@ -592,8 +588,6 @@ class LtNode(OpNode):
 
 
 class MulNode(OpNode):
-    """a * b."""
-
     def __mul__(self, b: Node | int) -> Node:
         return self.a * (self.b * b)  # two multiplies are one
 
@@ -669,7 +663,7 @@ class ModNode(OpNode):
 
 
 class RedNode(Node):
-    """A node over a list of nodes."""
+    """A node over a list of nodes. Each kind's get_bounds() gives its (min, max)."""
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
@@ -678,13 +672,8 @@ class RedNode(Node):
     def vars(self) -> set[Variable]:
         return set().union(*[x.vars() for x in self.nodes])
 
-    def get_bounds(self) -> tuple[int, sint]:
-        raise NotImplementedError
-
 
 class SumNode(RedNode):
-    """a + b + ..."""
-
     def get_bounds(self) -> tuple[int, sint]:
         return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
 
@@ -815,7 +804,6 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
 
 
 def create_ge_node(lhs: Node, b: Node | int) -> Node:
-    """lhs >= b, written as -lhs < -b + 1."""
     return create_lt_node(-lhs, -b + 1)
 
 
@@ -915,7 +903,6 @@ def all_int(xs: Iterable[Any]) -> bool:
 
 
 def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
-    """An int or a node as text."""
     return str(a) if isinstance(a, int) else a.render(ops, ctx)
 
 
