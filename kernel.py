@@ -689,15 +689,9 @@ class SumNode(RedNode):
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
         if self == b:
             return NumNode(1)
-        divided: list[Node] = []
-        rest: list[Node] = []
         if isinstance(b, Node):  # by a node: split off the terms it divides exactly
-            for x in self.flat_components:
-                if x % b == 0:
-                    divided.append(x // b)
-                else:
-                    rest.append(x)
-            if (whole := create_node(SumNode(divided))) != 0:
+            exact, rest = partition(self.flat_components, lambda x: x % b == 0)
+            if (whole := create_node(SumNode([x // b for x in exact]))) != 0:
                 return whole + create_node(SumNode(rest)) // b
             return Node.__floordiv__(self, b, False)
         if b == 1:
@@ -705,29 +699,25 @@ class SumNode(RedNode):
         if not factoring_allowed:
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
+        divided: list[Node] = []
+        rest = []
         gcd, divisor = b, 1
         for x in self.flat_components:
-            if type(x) in (NumNode, MulNode):
-                if x.b % b == 0:
-                    divided.append(x // b)
-                    continue
-                if type(x) is NumNode and (whole := x.b // b):
-                    divided.append(NumNode(whole))
-                    x = NumNode(x.b - b * whole)
-                rest.append(x)
-                if isinstance(x.b, int):
-                    gcd = math.gcd(gcd, x.b)
-                    if type(x) is MulNode and divisor == 1 and b % x.b == 0:
-                        divisor = x.b
-                else:
-                    gcd = 1
+            if type(x) in (NumNode, MulNode) and x.b % b == 0:
+                divided.append(x // b)
+                continue
+            if type(x) is NumNode and (whole := x.b // b):
+                divided.append(NumNode(whole))
+                x = NumNode(x.b - b * whole)
+            rest.append(x)
+            if type(x) in (NumNode, MulNode) and isinstance(x.b, int):
+                gcd = math.gcd(gcd, x.b)
+                if type(x) is MulNode and divisor == 1 and b % x.b == 0:
+                    divisor = x.b
             else:
-                rest.append(x)
-                gcd = 1
-        if gcd > 1:
-            return Node.sum(divided) + Node.sum(rest).__floordiv__(gcd) // (b // gcd)
-        if divisor > 1:
-            return Node.sum(divided) + Node.sum(rest).__floordiv__(divisor) // (b // divisor)
+                gcd = 1  # a term with no number to share
+        if (factor := gcd if gcd > 1 else divisor) > 1:
+            return Node.sum(divided) + Node.sum(rest).__floordiv__(factor) // (b // factor)
         return Node.sum(divided) + Node.__floordiv__(Node.sum(rest), b)
 
     @functools.cache  # noqa: B019
@@ -775,22 +765,15 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
     """lhs < b, simplified: constants move to the right, and `a*8 + c < 16` with 0 <= c < 8 becomes `a < 2`."""
     if isinstance(lhs, SumNode):
         if isinstance(b, int):
-            terms = []
-            for x in lhs.nodes:
-                if isinstance(x, NumNode):
-                    b -= x.b
-                else:
-                    terms.append(x)
-            lhs = Node.sum(terms)
+            b -= sum(x.b for x in lhs.nodes if isinstance(x, NumNode))
+            lhs = Node.sum([x for x in lhs.nodes if not isinstance(x, NumNode)])
             nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
             # (a product of two variables has no number to share: it stays in the rest)
             muls, others = partition(
                 nodes, lambda x: isinstance(x, MulNode) and isinstance(x.b, int) and x.b > 0 and x.max >= b
             )
             if muls:
-                gcd = b
-                for x in muls:
-                    gcd = math.gcd(gcd, x.b)
+                gcd = math.gcd(b, *(x.b for x in muls))
                 rest = Node.sum(others)
                 if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
