@@ -876,9 +876,7 @@ sint = int | Node
 
 def is_sint(x: Any) -> bool:
     """Is x a size/argument a shape may hold: a Python or numpy integer (not a bool), or a symbolic Node?"""
-    if type(x) is int or isinstance(x, Node):  # the common cases first: an ABC isinstance check is slow
-        return True
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+    return type(x) is int or isinstance(x, Node) or is_int(x)  # the common cases first: an ABC check is slow
 
 
 def all_int(xs: Iterable[Any]) -> bool:
@@ -935,8 +933,6 @@ def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tu
 @functools.cache
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major (C order) strides of a contiguous shape."""
-    if not shape:
-        return ()
     strides = tuple(itertools.accumulate(reversed(shape[1:]), operator.mul, initial=1))[::-1]
     return canonicalize_strides(shape, strides)
 
