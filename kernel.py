@@ -1044,12 +1044,9 @@ class View:
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
         shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
-        return View._create(
-            shape,
-            tuple(map(_sint, strides)) if strides is not None else None,
-            _sint(offset),
-            tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None,
-        )
+        strides = tuple(map(_sint, strides)) if strides is not None else None
+        mask = tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None
+        return View._create(shape, strides, _sint(offset), mask)
 
     @staticmethod
     @functools.cache
@@ -1135,12 +1132,8 @@ class View:
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
         check_movement_arg("permute", self, axis)
-        return View.create(
-            tuple(self.shape[a] for a in axis),
-            tuple(self.strides[a] for a in axis),
-            self.offset,
-            tuple(self.mask[a] for a in axis) if self.mask is not None else None,
-        )
+        mask = tuple(self.mask[a] for a in axis) if self.mask is not None else None
+        return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset, mask)
 
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
@@ -1302,9 +1295,8 @@ def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> t
     """The flat index and the validity condition of `view` at the multi-index idxs."""
     iexpr: list[Node] = [NumNode(view.offset) if isinstance(view.offset, int) else view.offset]
     vexpr: list[Node] = [valid] if valid is not None else []
-    for idx, sh, st, m in zip(
-        idxs, view.shape, view.strides, view.mask if view.mask is not None else [None] * len(view.shape)
-    ):
+    masks = view.mask if view.mask is not None else [None] * len(view.shape)
+    for idx, sh, st, m in zip(idxs, view.shape, view.strides, masks):
         if sh != 1 and st != 0:
             iexpr.append(idx * st)
         if m is not None:
