@@ -1257,26 +1257,19 @@ class View:
             newb, newe, bad = [0] * len(vm1.shape), list(vm1.shape), False
             for d2, ((b, e), o, (_, t)) in enumerate(zip(vm2.mask, origin, reversed(extents))):
                 if not (t.min < b or t.max >= e):
-                    continue
-                if not all_int((o, b, e)):
-                    bad = True
-                    continue
+                    continue  # this index stays inside vm2's mask
                 term = terms[d2]
-                if len(term) != 1:
-                    if not term and newe:
-                        newe[0] = 0
-                    else:
-                        bad = True
-                    continue
-                d1, s1 = term[0]
-                if not all_int((s1, newe[d1])):
-                    bad = True
-                    continue
-                newb[d1] = max(newb[d1], math.ceil((b - o if s1 > 0 else e - o - 1) / s1))
-                newe[d1] = min(newe[d1], (b - o if s1 < 0 else e - o - 1) // s1 + 1)
-            for b, e, s in zip(newb, newe, vm1.shape):
-                if b != 0 or e != s:  # part of vm1 is masked off: merge again with that mask on vm1
-                    return vm2 + View.create(vm1.shape, vm1.strides, vm1.offset, tuple(zip(newb, newe)))
+                if not term and newe and all_int((o, b, e)):
+                    newe[0] = 0  # vm1 never moves this index, which is outside vm2's mask: nothing is valid
+                elif len(term) != 1 or not all_int((o, b, e, term[0][1], newe[term[0][0]])):
+                    bad = True  # the mask can't be said on one axis of vm1
+                else:
+                    d1, s1 = term[0]
+                    newb[d1] = max(newb[d1], math.ceil((b - o if s1 > 0 else e - o - 1) / s1))
+                    newe[d1] = min(newe[d1], (b - o if s1 < 0 else e - o - 1) // s1 + 1)
+            if any(b != 0 or e != s for b, e, s in zip(newb, newe, vm1.shape)):
+                # part of vm1 is masked off: merge again with that mask on vm1
+                return vm2 + View.create(vm1.shape, vm1.strides, vm1.offset, tuple(zip(newb, newe)))
             if bad:
                 return None
 
