@@ -324,7 +324,7 @@ class Node:
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         """The expression with each Variable of var_vals replaced by its node (a NumNode or another Variable)."""
-        raise NotImplementedError(type(self).__name__)
+        return self  # a constant; every other kind of node substitutes into its parts
 
     def unbind(self) -> tuple[Node, int | None]:
         """The expression over unbound variables (a bound Variable's value is dropped)."""
@@ -443,8 +443,6 @@ class Node:
     def sum(nodes: list[Node]) -> Node:
         """Add nodes, flattening nested sums, merging like terms (x*2 + x*3 -> x*5) and folding constants."""
         nodes = [x for x in nodes if x.max or x.min]
-        if not nodes:
-            return NumNode(0)
         if len(nodes) == 1:
             return nodes[0]
         coeffs: dict[Node, Node | int] = {}
@@ -466,8 +464,6 @@ class Node:
     @staticmethod
     def ands(nodes: list[Node]) -> Node:
         """Logical and of 0/1 conditions; always-true ones are dropped, an always-false one wins."""
-        if not nodes:
-            return NumNode(1)
         if len(nodes) == 1:
             return nodes[0]
         if any(not x for x in nodes):
@@ -547,9 +543,6 @@ class NumNode(Node):
 
     def __hash__(self) -> int:
         return hash(self.b)
-
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return self
 
 
 def create_node(node: Node) -> Node:
