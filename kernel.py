@@ -693,7 +693,7 @@ class SumNode(RedNode):
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
         divided: list[Node] = []
-        rest = []
+        rest: list[Node] = []
         gcd, divisor = b, 1
         for x in self.flat_components:
             if type(x) in (NumNode, MulNode) and x.b % b == 0:
@@ -746,12 +746,7 @@ class AndNode(RedNode):
         return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        subbed = []
-        for x in self.nodes:
-            if not (sub := x.substitute(var_vals)):
-                return NumNode(0)
-            subbed.append(sub)
-        return Node.ands(subbed)
+        return Node.ands([x.substitute(var_vals) for x in self.nodes])  # (two or more: an always-false one wins)
 
 
 def create_lt_node(lhs: Node, b: Node | int) -> Node:
