@@ -809,8 +809,6 @@ def lower_bound(x: sint) -> int:
 
 def always_lt(a: sint, b: sint) -> bool:
     """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
-    if isinstance(a, int) and isinstance(b, int):
-        return a < b
     return upper_bound(a - b) < 0
 
 
@@ -1076,8 +1074,6 @@ class View:
             else:
                 mask = moved
         shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
-        if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
-            mask = None
         return View.create(shape, self.strides, self.offset + offset, mask)
 
     @functools.cache
