@@ -1127,11 +1127,9 @@ class View:
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
         mask = None
-        if self.mask is not None:
-            mask = tuple(
-                (((mb if m > 0 else s - me) + abs(m) - 1) // abs(m), ((me if m > 0 else s - mb) + abs(m) - 1) // abs(m))
-                for (mb, me), s, m in zip(self.mask, self.shape, mul)
-            )
+        if self.mask is not None:  # a flipped axis's mask is flipped too; then each bound is divided, rounding up
+            flipped = [(mb, me) if m > 0 else (s - me, s - mb) for (mb, me), s, m in zip(self.mask, self.shape, mul)]
+            mask = tuple(((b + abs(m) - 1) // abs(m), (e + abs(m) - 1) // abs(m)) for (b, e), m in zip(flipped, mul))
         return View.create(new_shape, strides, self.offset + offset, mask)
 
     @functools.cache
@@ -1176,9 +1174,7 @@ class View:
 
     @functools.cache
     def vars(self) -> set[Variable]:
-        """The symbolic variables in the shape, strides, offset and mask."""
-        flat_mask = flatten(self.mask) if self.mask is not None else []
-        parts = list(self.shape) + list(self.strides) + [self.offset] + flat_mask
+        parts = (*self.shape, *self.strides, self.offset, *flatten(self.mask or ()))
         return set().union(*[x.vars() for x in parts if isinstance(x, Node)])
 
     @functools.cache
