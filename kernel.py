@@ -372,8 +372,7 @@ class Node:
     def __add__(self, b: Node | int) -> Node:
         return Node.sum([self, NumNode(b) if isinstance(b, int) else b])
 
-    def __radd__(self, b: int) -> Node:
-        return self + b
+    __radd__ = __add__
 
     def __sub__(self, b: Node | int) -> Node:
         return self + -b
@@ -483,9 +482,7 @@ class Variable(Node):
     def __new__(cls, expr: str, nmin: int, nmax: sint):
         if not (isinstance(nmin, int) and 0 <= nmin <= nmax):
             raise ValueError(f"invalid Variable {expr} with range [{nmin}, {nmax}]")
-        if nmin == nmax:
-            return NumNode(nmin)
-        return super().__new__(cls)
+        return NumNode(nmin) if nmin == nmax else super().__new__(cls)
 
     def __init__(self, expr: str, nmin: int, nmax: sint):
         self.expr, self.min, self.max = expr, nmin, nmax
@@ -644,11 +641,9 @@ class ModNode(OpNode):
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def get_bounds(self) -> tuple[int, sint]:
-        if isinstance(self.b, Node):
-            return (0, self.b - 1)
         lo, hi = self.a.min, self.a.max
-        if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
-            return (0, self.b - 1)  # wraps around
+        if isinstance(self.b, Node) or hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
+            return (0, self.b - 1)  # by a symbolic size, or it wraps around
         return lo % self.b, hi % self.b
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
@@ -1191,15 +1186,13 @@ class View:
         vm2 = self
         if vm2.contiguous:
             return vm1
-        if 0 in vm1.shape:
-            return vm1  # an empty view reads nothing, whatever is below it
+        if 0 in vm1.shape or (vm1.mask and any(not (b < e) for b, e in vm1.mask)):
+            return vm1  # an empty view (or one all masked off, zeroed by View.create) reads nothing from below
         if vm1.contiguous and vm1.shape == vm2.shape:
             return vm2
         if vm1.contiguous and vm1.size() == vm2.size() and (ret := vm2.reshape(vm1.shape)) is not None:
             return ret
         if vm1.mask:
-            if any(not (b < e) for b, e in vm1.mask):
-                return View.create(vm1.shape, (0,) * len(vm1.shape), 0, ((0, 0),) * len(vm1.shape))
             merged = vm2 + vm1.shrink(vm1.mask)
             return merged and merged.pad(tuple((b, s - e) for (b, e), s in zip(vm1.mask, vm1.shape)))
 
