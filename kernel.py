@@ -752,12 +752,10 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
             lhs = Node.sum([x for x in lhs.nodes if not isinstance(x, NumNode)])
             nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
             # (a product of two variables has no number to share: it stays in the rest)
-            muls, others = partition(
-                nodes, lambda x: isinstance(x, MulNode) and isinstance(x.b, int) and x.b > 0 and x.max >= b
-            )
+            muls, other = partition(nodes, lambda x: type(x) is MulNode and type(x.b) is int and x.b > 0 and x.max >= b)
             if muls:
                 gcd = math.gcd(b, *(x.b for x in muls))
-                rest = Node.sum(others)
+                rest = Node.sum(other)
                 if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
@@ -903,6 +901,7 @@ render_python: dict[type, Callable[..., str]] = {
 # A View maps an index (i0, i1, ...) of `shape` to the flat buffer position offset + sum(i_k * strides[k]).
 # If there is a mask, element i is valid only when mask[k][0] <= i_k < mask[k][1] on every axis; invalid
 # elements read as 0 (that is how padding is expressed without copying).
+Ranges = tuple[tuple[sint, sint], ...]  # a (begin, end) pair per axis: a mask, or a window on each axis
 
 
 def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
@@ -920,7 +919,7 @@ def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 @functools.cache
 def _merge_dims(
-    shape: tuple[int, ...], strides: tuple[int, ...], mask: tuple[tuple[int, int], ...] | None = None
+    shape: tuple[int, ...], strides: tuple[int, ...], mask: Ranges | None
 ) -> tuple[tuple[int, int, int], ...]:
     """Merge runs of axes that walk memory as one axis: (merged size, stride, size counted without expands)."""
     if not shape:
@@ -940,7 +939,7 @@ def _merge_dims(
 
 
 @functools.cache
-def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[tuple[tuple[int, int], ...] | None, bool]:
+def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[Ranges | None, bool]:
     """The mask of `view` on new_shape, and True if a mask can't be expressed there (a mask cut by the reshape)."""
     if view.mask is None:
         return None, False
@@ -961,9 +960,8 @@ def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[tuple[tuple[i
                 if mask[1] - mask[0] < 1:
                     return empty, False
             else:  # only if the split doesn't cut through the masked range
-                if (
-                    (lo % next_stride != 0 or hi % next_stride != 0) and lo // next_stride != (hi - 1) // next_stride
-                ) or old_dim % next_stride != 0:
+                cuts = (lo % next_stride or hi % next_stride) and lo // next_stride != (hi - 1) // next_stride
+                if cuts or old_dim % next_stride != 0:
                     return view.mask, True
                 new_mask.append((lo % next_stride // curr_stride, (hi - 1) % next_stride // curr_stride + 1))
                 curr_stride, new_dim = next_stride, next(r_new_shape, 1)
@@ -1005,7 +1003,7 @@ class View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
-    mask: tuple[tuple[int, int], ...] | None
+    mask: Ranges | None
     contiguous: bool
 
     @functools.cache
@@ -1031,9 +1029,7 @@ class View:
 
     @staticmethod
     @functools.cache
-    def _create(
-        shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int, mask: tuple[tuple[int, int], ...] | None
-    ) -> View:
+    def _create(shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int, mask: Ranges | None) -> View:
         strides = canonicalize_strides(shape, strides) if strides else strides_for_shape(shape)
         if 0 in shape:
             return View(shape, (0,) * len(shape), 0, None, True)
@@ -1049,9 +1045,7 @@ class View:
 
     # -- the movement ops; each returns a new View --
 
-    def _resize(
-        self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None, op: str = "shrink"
-    ) -> View:
+    def _resize(self, arg: Ranges, mask: Ranges | None = None, op: str = "shrink") -> View:
         """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
         old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
         the smaller at every value, else a ValueError (the mask would need a min() of two nodes, which a View can't
@@ -1159,13 +1153,11 @@ class View:
         new_mask, cut = _reshape_mask(self, new_shape)
         if cut:
             return None
-        new_strides = canonicalize_strides(
-            tuple(e - b for b, e in new_mask) if new_mask else new_shape, tuple(reversed(strides))
-        )
-        extra_offset = (sum(m[0] * s for m, s in zip(self.mask, self.strides)) if self.mask else 0) - (
-            sum(m[0] * s for m, s in zip(new_mask, new_strides)) if new_mask else 0
-        )
-        return View.create(new_shape, new_strides, self.offset + extra_offset, new_mask)
+        sizes = tuple(e - b for b, e in new_mask) if new_mask else new_shape  # an axis masked to one index: stride 0
+        new_strides = canonicalize_strides(sizes, tuple(reversed(strides)))
+        old_start = sum(b * st for (b, _), st in zip(self.mask, self.strides)) if self.mask else 0
+        new_start = sum(b * st for (b, _), st in zip(new_mask, new_strides)) if new_mask else 0
+        return View.create(new_shape, new_strides, self.offset + (old_start - new_start), new_mask)
 
     @functools.cache
     def vars(self) -> set[Variable]:
