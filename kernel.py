@@ -475,7 +475,6 @@ class Node:
 
 class Variable(Node):
     """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape).
-
     `bind(val)` gives the same variable carrying a value (what the program runs with); `unbind()` splits it
     back into the variable and the value. A range of one value is just that number."""
 
@@ -759,9 +758,7 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
                 if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
-    if isinstance(lhs, MulNode):
-        if isinstance(b, Node) or isinstance(lhs.b, Node) or lhs.b == -1:
-            return create_node(LtNode(lhs, b))
+    if isinstance(lhs, MulNode) and not isinstance(b, Node) and not isinstance(lhs.b, Node) and lhs.b != -1:
         sign = 1 if lhs.b > 0 else -1
         return create_node(LtNode(lhs.a * sign, (b + abs(lhs.b) - 1) // abs(lhs.b)))
     return create_node(LtNode(lhs, b))
@@ -996,7 +993,6 @@ def _sint(x: Any) -> sint:
 @dataclass(frozen=True)
 class View:
     """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
-
     A View is an immutable value, so its methods (the size and every movement op) cache their results. Its
     invert and unbind, which the optimizer doesn't call, are in the appendix."""
 
@@ -1019,7 +1015,6 @@ class View:
         mask: Sequence[Sequence[int]] | None = None,
     ) -> View:
         """Make a View in canonical form, so that equal views compare equal.
-
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
         shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
@@ -1127,12 +1122,10 @@ class View:
         if self.shape == new_shape:
             return self
         check_movement_arg("reshape", self, new_shape)
-        if 0 in self.shape:
+        if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
-        if self.contiguous:
-            return View.create(new_shape)
         if all_int(self.shape) and not all(type(x) is int for x in new_shape):
             # a symbolic shape of the same sizes, axis for axis (checked): the strides stay
             return View(new_shape, self.strides, self.offset, self.mask, self.contiguous)
@@ -1352,8 +1345,7 @@ class ShapeTracker:
 
     def axis_is_masked(self, axis: int) -> bool:
         """Does the validity condition depend on this axis?"""
-        _, valid = self.expr_idxs()
-        return f"idx{axis}" in [v.expr for v in valid.vars()]
+        return f"idx{axis}" in [v.expr for v in self.expr_idxs()[1].vars()]
 
     def simplify(self) -> ShapeTracker:
         """Merge the top two views while they can be expressed as one."""
