@@ -310,10 +310,6 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
 class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
-    b: Node | int
-    min: int
-    max: sint
-
     def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
         """The expression as text: tinygrad's Python syntax by default (`(1+a)`, `(a//2)`); `ops` maps each node
         type to its own spelling (runtime.py has one for C); ctx "DEBUG" adds variable ranges, "REPR" is repr."""
@@ -943,19 +939,17 @@ def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[Ranges | None
     if not all_int(flatten(view.mask)):
         return view.mask, True  # a symbolic mask can't be split
     empty = ((0, 0),) * len(new_shape)
+    if any(e - b < 1 for b, e in view.mask):
+        return empty, False  # (View.create makes every axis of such a view (0, 0))
     new_mask: list[tuple[int, int]] = []
     r_masks, r_shape, r_new_shape = reversed(view.mask), reversed(view.shape), reversed(new_shape)
     curr_stride, old_dim, new_dim, mask = 1, next(r_shape, 1), next(r_new_shape, 1), next(r_masks, (0, 1))
-    if mask[1] - mask[0] < 1:
-        return empty, False
     while len(new_mask) < len(new_shape):
         (lo, hi), next_stride = mask, new_dim * curr_stride
         if old_dim >= next_stride:  # the old axis splits into this new axis and more
             if old_dim == next_stride:  # exact: the mask carries over
                 new_mask.append((lo // curr_stride, (hi - 1) // curr_stride + 1))
                 curr_stride, old_dim, new_dim, mask = 1, next(r_shape, 1), next(r_new_shape, 1), next(r_masks, (0, 1))
-                if mask[1] - mask[0] < 1:
-                    return empty, False
             else:  # only if the split doesn't cut through the masked range
                 cuts = (lo % next_stride or hi % next_stride) and lo // next_stride != (hi - 1) // next_stride
                 if cuts or old_dim % next_stride != 0:
