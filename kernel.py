@@ -32,7 +32,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from enum import Enum, auto
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
@@ -344,9 +344,7 @@ class Node:
         return not (self.max == self.min == 0)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Node):
-            return NotImplemented
-        return self.key == other.key
+        return self.key == other.key if isinstance(other, Node) else NotImplemented
 
     # -- comparisons build LtNodes; their truth value is bool(node): False only when surely false --
     def __lt__(self, b: Node | int) -> Node:
@@ -801,21 +799,15 @@ def always_lt(a: sint, b: sint) -> bool:
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
-    return _decided_extreme(a, b, what, smaller=True)
+    return a if always_lt(a, b + 1) else b if always_lt(b, a + 1) else _undecided(what, a, b, "smaller")
 
 
 def sym_max(a: sint, b: sint, what: str = "max") -> sint:
     """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
-    return _decided_extreme(a, b, what, smaller=False)
+    return a if always_lt(b, a + 1) else b if always_lt(a, b + 1) else _undecided(what, a, b, "larger")
 
 
-def _decided_extreme(a: sint, b: sint, what: str, smaller: bool) -> sint:
-    lo, hi = (a, b) if smaller else (b, a)  # a wins where lo <= hi at every value, b where hi <= lo
-    if always_lt(lo, hi + 1):
-        return a
-    if always_lt(hi, lo + 1):
-        return b
-    which = "smaller" if smaller else "larger"
+def _undecided(what: str, a: sint, b: sint, which: str) -> NoReturn:
     raise ValueError(
         f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the {which} at every value of the variables"
     )
