@@ -196,9 +196,7 @@ UnaryOps = Enum("UnaryOps", "EXP2 LOG2 CAST BITCAST SIN SQRT NEG RECIP")  # A ->
 BinaryOps = Enum("BinaryOps", "ADD MUL IDIV MAX MOD CMPLT CMPNE XOR SHR SHL")
 TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
 ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
-# the leaves and the root of a kernel: read a buffer, read a constant, write a buffer
-BufferOps = Enum("BufferOps", "LOAD CONST STORE")
-
+BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: read a buffer or a constant, write
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 
@@ -1025,7 +1023,6 @@ class View:
         return View(shape, strides, offset, mask, contiguous)
 
     # -- the movement ops; each returns a new View --
-
     def _resize(self, arg: Ranges, mask: Ranges | None = None, op: str = "shrink") -> View:
         """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
         old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
@@ -1039,10 +1036,9 @@ class View:
                 return sym_max(0, sym_min(x, size, what), what)
 
             moved = tuple((clip(mb - b, e - b), clip(me - b, e - b)) for (mb, me), (b, e) in zip(self.mask, arg))
-            if mask:
-                mask = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
-            else:
-                mask = moved
+            if mask:  # a pad's mask too: where both hold
+                moved = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
+            mask = moved
         shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
         return View.create(shape, self.strides, self.offset + offset, mask)
 
@@ -1340,7 +1336,6 @@ class ShapeTracker:
         return self
 
     # -- the movement ops: all but reshape act on the top view --
-
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return self._on_top("pad", arg, pairs=True)
 
