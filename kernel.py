@@ -678,8 +678,7 @@ class SumNode(RedNode):
         if not factoring_allowed:
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
-        divided: list[Node] = []
-        rest: list[Node] = []
+        divided, rest = [], []
         gcd, divisor = b, 1
         for x in self.flat_components:
             if type(x) in (NumNode, MulNode) and x.b % b == 0:
@@ -1151,10 +1150,8 @@ class View:
     def __add__(self, vm1: View) -> View | None:
         """Merge `self` (the older view, vm2) with `vm1` (applied on top of it) into one View, or None."""
         vm2 = self
-        if vm2.contiguous:
-            return vm1
-        if 0 in vm1.shape or (vm1.mask and any(not (b < e) for b, e in vm1.mask)):
-            return vm1  # an empty view (or one all masked off, zeroed by View.create) reads nothing from below
+        if vm2.contiguous or 0 in vm1.shape or (vm1.mask and any(not (b < e) for b, e in vm1.mask)):
+            return vm1  # vm2 changes nothing; or vm1 reads nothing (empty, or all masked off: View.create zeroed it)
         if vm1.contiguous and vm1.shape == vm2.shape:
             return vm2
         if vm1.contiguous and vm1.size() == vm2.size() and (ret := vm2.reshape(vm1.shape)) is not None:
