@@ -423,7 +423,8 @@ class Node:
             # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
             # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
             shifted = self - (low // b) * b
-            if isinstance(self.max, int) and not _symbolic_factor(self):
+            unshifted = self.nodes if isinstance(self, SumNode) else [self]
+            if isinstance(self.max, int) and not any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in unshifted):
                 terms = shifted.nodes if isinstance(shifted, SumNode) else [shifted]
                 if lower_bound(Node.sum([_mod_term(x, b) for x in terms])) >= 0:  # (else it would shift again)
                     return shifted % b
@@ -708,11 +709,6 @@ class SumNode(RedNode):
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return Node.sum([x.substitute(var_vals) for x in self.nodes])
-
-
-def _symbolic_factor(x: Node) -> bool:
-    """Is x, or a term of it, a product by a symbolic factor (idx0 * (j*-1), a flipped symbolic stride)?"""
-    return any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in (x.nodes if isinstance(x, SumNode) else [x]))
 
 
 def _mod_term(x: Node, b: Node | int) -> Node:
