@@ -423,8 +423,8 @@ class Node:
             # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
             # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
             shifted = self - (low // b) * b
-            unshifted = self.nodes if isinstance(self, SumNode) else [self]
-            if isinstance(self.max, int) and not any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in unshifted):
+            before = self.nodes if isinstance(self, SumNode) else [self]
+            if isinstance(self.max, int) and not any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in before):
                 terms = shifted.nodes if isinstance(shifted, SumNode) else [shifted]
                 if lower_bound(Node.sum([_mod_term(x, b) for x in terms])) >= 0:  # (else it would shift again)
                     return shifted % b
