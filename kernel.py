@@ -988,10 +988,7 @@ class View:
 
     @staticmethod
     def create(
-        shape: Sequence[int],
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        mask: Sequence[Sequence[int]] | None = None,
+        shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0, mask: Sequence | None = None
     ) -> View:
         """Make a View in canonical form, so that equal views compare equal.
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
