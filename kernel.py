@@ -1325,7 +1325,7 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    # -- the movement ops: all but reshape act on the top view --
+    # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return self._on_top("pad", arg, pairs=True)
 
@@ -1342,13 +1342,12 @@ class ShapeTracker:
         return self._on_top("stride", mul)
 
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        new_shape = _op_arg("reshape", self.shape, new_shape)  # the argument as a tuple of sizes: in the appendix
-        if (new_view := self.views[-1].reshape(new_shape)) is not None:
-            return ShapeTracker(self.views[:-1] + (new_view,))
-        return ShapeTracker(self.views + (View.create(new_shape),))
+        return self._on_top("reshape", new_shape)
 
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
-        new_view = getattr(self.views[-1], op)(_op_arg(op, self.shape, arg, pairs))
+        arg = _op_arg(op, self.shape, arg, pairs)  # the argument as a tuple of sizes: in the appendix
+        if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
+            return ShapeTracker(self.views + (View.create(arg),))
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
