@@ -1179,8 +1179,7 @@ class View:
         if merged_term:
             return None
         if (vm2_shape := tuple(s for s, _ in reversed(extents))) != vm2.shape:
-            reshaped = vm2.reshape(vm2_shape)
-            return reshaped and reshaped + vm1
+            return (reshaped := vm2.reshape(vm2_shape)) and reshaped + vm1
 
         if vm2.mask:
             # project vm2's mask back onto vm1's axes
