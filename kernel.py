@@ -1031,8 +1031,7 @@ class View:
             if mask:  # a pad's mask too: where both hold
                 moved = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
             mask = moved
-        shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
-        return View.create(shape, self.strides, self.offset + offset, mask)
+        return View.create(tuple(_sint(e - b) for b, e in arg), self.strides, self.offset + offset, mask)
 
     @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
