@@ -1144,10 +1144,8 @@ class View:
         vm2 = self
         if vm2.contiguous or 0 in vm1.shape or (vm1.mask and any(not (b < e) for b, e in vm1.mask)):
             return vm1  # vm2 changes nothing; or vm1 reads nothing (empty, or all masked off: View.create zeroed it)
-        if vm1.contiguous and vm1.shape == vm2.shape:
-            return vm2
         if vm1.contiguous and vm1.size() == vm2.size() and (ret := vm2.reshape(vm1.shape)) is not None:
-            return ret
+            return ret  # (vm2 itself where the shapes are the same)
         if vm1.mask:
             merged = vm2 + vm1.shrink(vm1.mask)
             return merged and merged.pad(tuple((b, s - e) for (b, e), s in zip(vm1.mask, vm1.shape)))
