@@ -1212,14 +1212,11 @@ class View:
 
 def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> tuple[Node, Node]:
     """The flat index and the validity condition of `view` at the multi-index idxs."""
-    iexpr: list[Node] = [NumNode(view.offset) if isinstance(view.offset, int) else view.offset]
-    vexpr: list[Node] = [valid] if valid is not None else []
-    masks = view.mask if view.mask is not None else [None] * len(view.shape)
-    for idx, sh, st, m in zip(idxs, view.shape, view.strides, masks):
-        if sh != 1 and st != 0:
-            iexpr.append(idx * st)
-        if m is not None:
-            vexpr += [create_ge_node(idx, m[0]), create_lt_node(idx, m[1])]
+    offset = NumNode(view.offset) if isinstance(view.offset, int) else view.offset
+    iexpr = [offset] + [idx * st for idx, sh, st in zip(idxs, view.shape, view.strides) if sh != 1 and st != 0]
+    vexpr = [valid] if valid is not None else []
+    for idx, (b, e) in zip(idxs, view.mask or ()):
+        vexpr += [create_ge_node(idx, b), create_lt_node(idx, e)]
     return Node.sum(iexpr), Node.ands(vexpr)
 
 
