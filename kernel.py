@@ -65,8 +65,7 @@ def round_up(num: int, amt: int) -> int:
 
 
 def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-    yes: list[T] = []
-    no: list[T] = []
+    yes, no = [], []
     for x in xs:
         (yes if pred(x) else no).append(x)
     return yes, no
@@ -237,10 +236,8 @@ class LazyOp:
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
-    def __post_init__(self) -> None:
-        """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
-        built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
-        check_lazyop_fields(self)  # in the appendix
+    def __post_init__(self) -> None:  # a malformed node fails where it is built (between nodes: verify_lazyop)
+        check_lazyop_fields(self)  # its op, number of sources and kind of arg: in the appendix
 
     @functools.cached_property
     def _hash(self) -> int:
