@@ -107,8 +107,7 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
 
 @dataclass(frozen=True, order=True)
 class DType:
-    """A scalar element type. `name` is the C name; `priority` orders type promotion. (tinygrad's vector dtypes,
-    count > 1, are never made here: runtime.py writes its float4 loads and stores itself.)"""
+    """A scalar element type (count is 1: no vector dtypes). `name` is the C name; `priority` orders promotion."""
 
     priority: int
     itemsize: int
@@ -446,9 +445,7 @@ class Node:
         terms: list[Node] = [MulNode(a, c) if c != 1 else a for a, c in coeffs.items() if c != 0]
         if const:
             terms.append(NumNode(const))
-        if len(terms) > 1:
-            return create_node(SumNode(terms))
-        return terms[0] if terms else NumNode(0)
+        return create_node(SumNode(terms)) if len(terms) > 1 else terms[0] if terms else NumNode(0)
 
     @staticmethod
     def ands(nodes: list[Node]) -> Node:
@@ -458,9 +455,7 @@ class Node:
         if any(not x for x in nodes):
             return NumNode(0)
         nodes = [x for x in nodes if x.min != x.max]
-        if len(nodes) > 1:
-            return create_node(AndNode(nodes))
-        return nodes[0] if nodes else NumNode(1)
+        return create_node(AndNode(nodes)) if len(nodes) > 1 else nodes[0] if nodes else NumNode(1)
 
 
 class Variable(Node):
