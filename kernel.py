@@ -1213,8 +1213,7 @@ def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> t
 
 
 def _idx_vars(shape: tuple[int, ...]) -> list[Node]:
-    """The loop variables idx0, idx1, ... of a shape (an axis of size 0 or 1 has only the index 0; the last index
-    of a symbolic size is a node)."""
+    """The loop variables idx0, idx1, ... (a size of 0 or 1 has only the index 0; a symbolic size ends at a node)."""
     return [Variable(f"idx{i}", 0, s - 1 if isinstance(s, Node) else max(s - 1, 0)) for i, s in enumerate(shape)]
 
 
