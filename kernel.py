@@ -963,9 +963,8 @@ def _sint(x: Any) -> sint:
 
 @dataclass(frozen=True)
 class View:
-    """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
-    A View is an immutable value, so its methods (the size and every movement op) cache their results. Its
-    invert and unbind, which the optimizer doesn't call, are in the appendix."""
+    """A strided, offset, optionally masked view of a flat buffer; build one with `View.create`. An immutable value, so
+    its methods (the size, every movement op) cache their results; invert and unbind are in the appendix."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -1008,10 +1007,9 @@ class View:
 
     # -- the movement ops; each returns a new View --
     def _resize(self, arg: Ranges, mask: Ranges | None = None, op: str = "shrink") -> View:
-        """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
-        old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
-        the smaller at every value, else a ValueError (the mask would need a min() of two nodes, which a View can't
-        hold; the rest of the View code counts on a mask within its axis)."""
+        """Window [b, e) on each axis (b < 0 or e past the end: padding). With symbolic sizes the old mask's bounds
+        are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one must be the smaller at every
+        value, else a ValueError (a View can't hold a min() of two nodes; its code counts on a mask within its axis)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
             what = f"{op} of {self.shape} by {arg}: its mask"
