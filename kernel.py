@@ -459,9 +459,8 @@ class Node:
 
 
 class Variable(Node):
-    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape).
-    `bind(val)` gives the same variable carrying a value (what the program runs with); `unbind()` splits it
-    back into the variable and the value. A range of one value is just that number."""
+    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape). `bind(val)`
+    gives it the value the program runs with; `unbind()` splits the value off. A one-value range is that number."""
 
     def __new__(cls, expr: str, nmin: int, nmax: sint):
         if not (isinstance(nmin, int) and 0 <= nmin <= nmax):
