@@ -32,7 +32,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from enum import Enum, auto
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
@@ -65,8 +65,7 @@ def round_up(num: int, amt: int) -> int:
 
 
 def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-    yes: list[T] = []
-    no: list[T] = []
+    yes, no = [], []
     for x in xs:
         (yes if pred(x) else no).append(x)
     return yes, no
@@ -108,7 +107,7 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
 
 @dataclass(frozen=True, order=True)
 class DType:
-    """A scalar (or vector, count > 1) element type. `name` is the C name; `priority` orders type promotion."""
+    """A scalar element type (count is 1: no vector dtypes). `name` is the C name; `priority` orders promotion."""
 
     priority: int
     itemsize: int
@@ -119,13 +118,8 @@ class DType:
     def __repr__(self) -> str:
         return f"dtypes.{INVERSE_DTYPES_DICT.get(self.name, self.name)}"
 
-    def vec(self, sz: int) -> DType:
-        if sz <= 1 or self.count != 1:
-            raise ValueError(f"can't vectorize {self} with size {sz}")
-        return DType(self.priority, self.itemsize * sz, f"{INVERSE_DTYPES_DICT[self.name]}{sz}", None, sz)
-
     def scalar(self) -> DType:
-        return DTYPES_DICT[self.name[: -len(str(self.count))]] if self.count > 1 else self
+        return self
 
 
 @dataclass(frozen=True, repr=False)
@@ -137,9 +131,6 @@ class ImageDType(DType):
 
     def scalar(self) -> DType:
         return self.base
-
-    def vec(self, sz: int) -> DType:
-        return self.base.vec(sz)
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}({self.shape})"
@@ -166,9 +157,6 @@ class dtypes:
     uchar, ushort, uint, ulong = uint8, uint16, uint32, uint64
     char, short, int, long = int8, int16, int32, int64
 
-    default_float = float32
-    default_int = int32
-
     @staticmethod
     def imageh(shape: tuple[int, ...]) -> ImageDType:
         return ImageDType(100, 2, "imageh", "e", 1, shape=tuple(shape), base=dtypes.float32)
@@ -189,14 +177,8 @@ class dtypes:
     def is_int(x: DType) -> bool:
         return x.scalar() in (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64) or dtypes.is_unsigned(x)
 
-    @staticmethod
-    def fields() -> dict[str, DType]:
-        return DTYPES_DICT
 
-
-DTYPES_DICT: dict[str, DType] = {
-    k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")
-}
+DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}
 INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
@@ -206,56 +188,13 @@ for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name:
 # ============================================================================================================
 
 
-class UnaryOps(Enum):
-    """A -> A, elementwise."""
-
-    EXP2 = auto()
-    LOG2 = auto()
-    CAST = auto()
-    BITCAST = auto()
-    SIN = auto()
-    SQRT = auto()
-    NEG = auto()
-    RECIP = auto()
-
-
-class BinaryOps(Enum):
-    """A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool."""
-
-    ADD = auto()
-    MUL = auto()
-    IDIV = auto()
-    MAX = auto()
-    MOD = auto()
-    CMPLT = auto()
-    CMPNE = auto()
-    XOR = auto()
-    SHR = auto()
-    SHL = auto()
-
-
-class TernaryOps(Enum):
-    """A, A, A -> A, elementwise."""
-
-    WHERE = auto()
-    MULACC = auto()
-
-
-class ReduceOps(Enum):
-    """A -> B: the reduced axes (the arg) become 1."""
-
-    SUM = auto()
-    MAX = auto()
-
-
-class BufferOps(Enum):
-    """The leaves and the root of a kernel: read a buffer, read a constant, write a buffer."""
-
-    LOAD = auto()
-    CONST = auto()
-    STORE = auto()
-
-
+# tinygrad 0.9.1's members in its order, numbered from 1 as its `auto()` numbers them
+UnaryOps = Enum("UnaryOps", "EXP2 LOG2 CAST BITCAST SIN SQRT NEG RECIP")  # A -> A, elementwise
+# A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool
+BinaryOps = Enum("BinaryOps", "ADD MUL IDIV MAX MOD CMPLT CMPNE XOR SHR SHL")
+TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
+ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
+BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: read a buffer or a constant, write
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 
@@ -296,10 +235,8 @@ class LazyOp:
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
-    def __post_init__(self) -> None:
-        """Check the op, its number of sources and the kind of its arg, so that a malformed node fails where it is
-        built, saying what is wrong; the rules between nodes (shapes, buffers) are verify_lazyop's."""
-        check_lazyop_fields(self)  # in the appendix
+    def __post_init__(self) -> None:  # a malformed node fails where it is built (between nodes: verify_lazyop)
+        check_lazyop_fields(self)  # its op, number of sources and kind of arg: in the appendix
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -367,10 +304,6 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
 class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
-    b: Node | int
-    min: int
-    max: sint
-
     def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
         """The expression as text: tinygrad's Python syntax by default (`(1+a)`, `(a//2)`); `ops` maps each node
         type to its own spelling (runtime.py has one for C); ctx "DEBUG" adds variable ranges, "REPR" is repr."""
@@ -381,7 +314,7 @@ class Node:
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         """The expression with each Variable of var_vals replaced by its node (a NumNode or another Variable)."""
-        raise NotImplementedError(type(self).__name__)
+        return self  # a constant; every other kind of node substitutes into its parts
 
     def unbind(self) -> tuple[Node, int | None]:
         """The expression over unbound variables (a bound Variable's value is dropped)."""
@@ -405,9 +338,7 @@ class Node:
         return not (self.max == self.min == 0)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Node):
-            return NotImplemented
-        return self.key == other.key
+        return self.key == other.key if isinstance(other, Node) else NotImplemented
 
     # -- comparisons build LtNodes; their truth value is bool(node): False only when surely false --
     def __lt__(self, b: Node | int) -> Node:
@@ -429,8 +360,7 @@ class Node:
     def __add__(self, b: Node | int) -> Node:
         return Node.sum([self, NumNode(b) if isinstance(b, int) else b])
 
-    def __radd__(self, b: int) -> Node:
-        return self + b
+    __radd__ = __add__
 
     def __sub__(self, b: Node | int) -> Node:
         return self + -b
@@ -452,13 +382,9 @@ class Node:
         return NumNode(b) // self
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
-        if isinstance(b, Node):  # by a node (a symbolic size): 0 where that holds at every value, else kept
-            if isinstance(b, NumNode):
-                return self.__floordiv__(b.b, factoring_allowed)
-            if self == b:
-                return NumNode(1)
-            if lower_bound(self) >= 0 and always_lt(self, b):
-                return NumNode(0)
+        if isinstance(b, NumNode):
+            return self.__floordiv__(b.b, factoring_allowed)
+        if isinstance(b, Node):  # by a symbolic size
             return _divide_by_node(self, b, DivNode)
         if b == 0:
             raise ZeroDivisionError(f"{self} // 0")
@@ -476,13 +402,9 @@ class Node:
         return NumNode(b) % self
 
     def __mod__(self, b: Node | int) -> Node:
-        if isinstance(b, Node):  # by a node (a symbolic size): self where that holds at every value, else kept
-            if isinstance(b, NumNode):
-                return self % b.b
-            if self == b:
-                return NumNode(0)
-            if lower_bound(self) >= 0 and always_lt(self, b):
-                return self  # already below b
+        if isinstance(b, NumNode):
+            return self % b.b
+        if isinstance(b, Node):  # by a symbolic size
             return _divide_by_node(self, b, ModNode)
         if b <= 0:
             raise ValueError(f"modulo by {b} is not supported")
@@ -497,7 +419,8 @@ class Node:
             # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
             # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
             shifted = self - (low // b) * b
-            if isinstance(self.max, int) and not _symbolic_factor(self):
+            before = self.nodes if isinstance(self, SumNode) else [self]
+            if isinstance(self.max, int) and not any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in before):
                 terms = shifted.nodes if isinstance(shifted, SumNode) else [shifted]
                 if lower_bound(Node.sum([_mod_term(x, b) for x in terms])) >= 0:  # (else it would shift again)
                     return shifted % b
@@ -508,8 +431,6 @@ class Node:
     def sum(nodes: list[Node]) -> Node:
         """Add nodes, flattening nested sums, merging like terms (x*2 + x*3 -> x*5) and folding constants."""
         nodes = [x for x in nodes if x.max or x.min]
-        if not nodes:
-            return NumNode(0)
         if len(nodes) == 1:
             return nodes[0]
         coeffs: dict[Node, Node | int] = {}
@@ -524,37 +445,27 @@ class Node:
         terms: list[Node] = [MulNode(a, c) if c != 1 else a for a, c in coeffs.items() if c != 0]
         if const:
             terms.append(NumNode(const))
-        if len(terms) > 1:
-            return create_node(SumNode(terms))
-        return terms[0] if terms else NumNode(0)
+        return create_node(SumNode(terms)) if len(terms) > 1 else terms[0] if terms else NumNode(0)
 
     @staticmethod
     def ands(nodes: list[Node]) -> Node:
         """Logical and of 0/1 conditions; always-true ones are dropped, an always-false one wins."""
-        if not nodes:
-            return NumNode(1)
         if len(nodes) == 1:
             return nodes[0]
         if any(not x for x in nodes):
             return NumNode(0)
         nodes = [x for x in nodes if x.min != x.max]
-        if len(nodes) > 1:
-            return create_node(AndNode(nodes))
-        return nodes[0] if nodes else NumNode(1)
+        return create_node(AndNode(nodes)) if len(nodes) > 1 else nodes[0] if nodes else NumNode(1)
 
 
 class Variable(Node):
-    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape).
-
-    `bind(val)` gives the same variable carrying a value (what the program runs with); `unbind()` splits it
-    back into the variable and the value. A range of one value is just that number."""
+    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape). `bind(val)`
+    gives it the value the program runs with; `unbind()` splits the value off. A one-value range is that number."""
 
     def __new__(cls, expr: str, nmin: int, nmax: sint):
         if not (isinstance(nmin, int) and 0 <= nmin <= nmax):
             raise ValueError(f"invalid Variable {expr} with range [{nmin}, {nmax}]")
-        if nmin == nmax:
-            return NumNode(nmin)
-        return super().__new__(cls)
+        return NumNode(nmin) if nmin == nmax else super().__new__(cls)
 
     def __init__(self, expr: str, nmin: int, nmax: sint):
         self.expr, self.min, self.max = expr, nmin, nmax
@@ -581,7 +492,6 @@ class Variable(Node):
         return ret
 
     def unbind(self) -> tuple[Variable, int]:
-        """(the unbound variable, its value)."""
         return Variable(self.expr, self.min, self.max), self.val
 
     def vars(self) -> set[Variable]:
@@ -614,9 +524,6 @@ class NumNode(Node):
     def __hash__(self) -> int:
         return hash(self.b)
 
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return self
-
 
 def create_node(node: Node) -> Node:
     """A node whose bounds pin it to one value is that value."""
@@ -626,7 +533,7 @@ def create_node(node: Node) -> Node:
 
 
 class OpNode(Node):
-    """A node `a OP b`, b an int or (for MulNode and LtNode) a node."""
+    """A node `a OP b`, b an int or a node. Each kind's get_bounds() gives its (min, max)."""
 
     def __init__(self, a: Node, b: Node | int):
         self.a, self.b = a, b
@@ -634,9 +541,6 @@ class OpNode(Node):
 
     def vars(self) -> set[Variable]:
         return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
-
-    def get_bounds(self) -> tuple[int, sint]:
-        raise NotImplementedError
 
 
 class LtNode(OpNode):
@@ -657,8 +561,6 @@ class LtNode(OpNode):
 
 
 class MulNode(OpNode):
-    """a * b."""
-
     def __mul__(self, b: Node | int) -> Node:
         return self.a * (self.b * b)  # two multiplies are one
 
@@ -722,11 +624,9 @@ class ModNode(OpNode):
         return Node.__floordiv__(self, b, factoring_allowed)
 
     def get_bounds(self) -> tuple[int, sint]:
-        if isinstance(self.b, Node):
-            return (0, self.b - 1)
         lo, hi = self.a.min, self.a.max
-        if hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
-            return (0, self.b - 1)  # wraps around
+        if isinstance(self.b, Node) or hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
+            return (0, self.b - 1)  # by a symbolic size, or it wraps around
         return lo % self.b, hi % self.b
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
@@ -734,7 +634,7 @@ class ModNode(OpNode):
 
 
 class RedNode(Node):
-    """A node over a list of nodes."""
+    """A node over a list of nodes. Each kind's get_bounds() gives its (min, max)."""
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
@@ -743,13 +643,8 @@ class RedNode(Node):
     def vars(self) -> set[Variable]:
         return set().union(*[x.vars() for x in self.nodes])
 
-    def get_bounds(self) -> tuple[int, sint]:
-        raise NotImplementedError
-
 
 class SumNode(RedNode):
-    """a + b + ..."""
-
     def get_bounds(self) -> tuple[int, sint]:
         return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
 
@@ -765,15 +660,9 @@ class SumNode(RedNode):
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
         if self == b:
             return NumNode(1)
-        divided: list[Node] = []
-        rest: list[Node] = []
         if isinstance(b, Node):  # by a node: split off the terms it divides exactly
-            for x in self.flat_components:
-                if x % b == 0:
-                    divided.append(x // b)
-                else:
-                    rest.append(x)
-            if (whole := create_node(SumNode(divided))) != 0:
+            exact, rest = partition(self.flat_components, lambda x: x % b == 0)
+            if (whole := create_node(SumNode([x // b for x in exact]))) != 0:
                 return whole + create_node(SumNode(rest)) // b
             return Node.__floordiv__(self, b, False)
         if b == 1:
@@ -781,29 +670,24 @@ class SumNode(RedNode):
         if not factoring_allowed:
             return Node.__floordiv__(self, b, factoring_allowed)
         # split off the terms b divides exactly; then divide the rest by a common factor first if there is one
+        divided, rest = [], []
         gcd, divisor = b, 1
         for x in self.flat_components:
-            if type(x) in (NumNode, MulNode):
-                if x.b % b == 0:
-                    divided.append(x // b)
-                    continue
-                if type(x) is NumNode and (whole := x.b // b):
-                    divided.append(NumNode(whole))
-                    x = NumNode(x.b - b * whole)
-                rest.append(x)
-                if isinstance(x.b, int):
-                    gcd = math.gcd(gcd, x.b)
-                    if type(x) is MulNode and divisor == 1 and b % x.b == 0:
-                        divisor = x.b
-                else:
-                    gcd = 1
+            if type(x) in (NumNode, MulNode) and x.b % b == 0:
+                divided.append(x // b)
+                continue
+            if type(x) is NumNode and (whole := x.b // b):
+                divided.append(NumNode(whole))
+                x = NumNode(x.b - b * whole)
+            rest.append(x)
+            if type(x) in (NumNode, MulNode) and isinstance(x.b, int):
+                gcd = math.gcd(gcd, x.b)
+                if type(x) is MulNode and divisor == 1 and b % x.b == 0:
+                    divisor = x.b
             else:
-                rest.append(x)
-                gcd = 1
-        if gcd > 1:
-            return Node.sum(divided) + Node.sum(rest).__floordiv__(gcd) // (b // gcd)
-        if divisor > 1:
-            return Node.sum(divided) + Node.sum(rest).__floordiv__(divisor) // (b // divisor)
+                gcd = 1  # a term with no number to share
+        if (factor := gcd if gcd > 1 else divisor) > 1:
+            return Node.sum(divided) + Node.sum(rest).__floordiv__(factor) // (b // factor)
         return Node.sum(divided) + Node.__floordiv__(Node.sum(rest), b)
 
     @functools.cache  # noqa: B019
@@ -816,11 +700,6 @@ class SumNode(RedNode):
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return Node.sum([x.substitute(var_vals) for x in self.nodes])
-
-
-def _symbolic_factor(x: Node) -> bool:
-    """Is x, or a term of it, a product by a symbolic factor (idx0 * (j*-1), a flipped symbolic stride)?"""
-    return any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in (x.nodes if isinstance(x, SumNode) else [x]))
 
 
 def _mod_term(x: Node, b: Node | int) -> Node:
@@ -839,48 +718,31 @@ class AndNode(RedNode):
         return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        subbed = []
-        for x in self.nodes:
-            if not (sub := x.substitute(var_vals)):
-                return NumNode(0)
-            subbed.append(sub)
-        return Node.ands(subbed)
+        return Node.ands([x.substitute(var_vals) for x in self.nodes])  # (two or more: an always-false one wins)
 
 
 def create_lt_node(lhs: Node, b: Node | int) -> Node:
     """lhs < b, simplified: constants move to the right, and `a*8 + c < 16` with 0 <= c < 8 becomes `a < 2`."""
     if isinstance(lhs, SumNode):
         if isinstance(b, int):
-            terms = []
-            for x in lhs.nodes:
-                if isinstance(x, NumNode):
-                    b -= x.b
-                else:
-                    terms.append(x)
-            lhs = Node.sum(terms)
+            b -= sum(x.b for x in lhs.nodes if isinstance(x, NumNode))
+            lhs = Node.sum([x for x in lhs.nodes if not isinstance(x, NumNode)])
             nodes = lhs.nodes if isinstance(lhs, SumNode) else [lhs]
             # (a product of two variables has no number to share: it stays in the rest)
-            muls, others = partition(
-                nodes, lambda x: isinstance(x, MulNode) and isinstance(x.b, int) and x.b > 0 and x.max >= b
-            )
+            muls, other = partition(nodes, lambda x: type(x) is MulNode and type(x.b) is int and x.b > 0 and x.max >= b)
             if muls:
-                gcd = b
-                for x in muls:
-                    gcd = math.gcd(gcd, x.b)
-                rest = Node.sum(others)
+                gcd = math.gcd(b, *(x.b for x in muls))
+                rest = Node.sum(other)
                 if lower_bound(rest) >= 0 and upper_bound(rest) < gcd:  # at every value, not only possibly
                     lhs, b = Node.sum([m // gcd for m in muls]), b // gcd
         return create_node(LtNode(lhs, b)) if isinstance(lhs, SumNode) else create_lt_node(lhs, b)
-    if isinstance(lhs, MulNode):
-        if isinstance(b, Node) or isinstance(lhs.b, Node) or lhs.b == -1:
-            return create_node(LtNode(lhs, b))
+    if isinstance(lhs, MulNode) and not isinstance(b, Node) and not isinstance(lhs.b, Node) and lhs.b != -1:
         sign = 1 if lhs.b > 0 else -1
         return create_node(LtNode(lhs.a * sign, (b + abs(lhs.b) - 1) // abs(lhs.b)))
     return create_node(LtNode(lhs, b))
 
 
 def create_ge_node(lhs: Node, b: Node | int) -> Node:
-    """lhs >= b, written as -lhs < -b + 1."""
     return create_lt_node(-lhs, -b + 1)
 
 
@@ -915,39 +777,36 @@ def lower_bound(x: sint) -> int:
 
 def always_lt(a: sint, b: sint) -> bool:
     """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
-    if isinstance(a, int) and isinstance(b, int):
-        return a < b
     return upper_bound(a - b) < 0
 
 
 def sym_min(a: sint, b: sint, what: str = "min") -> sint:
     """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
     naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
-    return _decided_extreme(a, b, what, smaller=True)
+    return a if always_lt(a, b + 1) else b if always_lt(b, a + 1) else _undecided(what, a, b, "smaller")
 
 
 def sym_max(a: sint, b: sint, what: str = "max") -> sint:
     """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
-    return _decided_extreme(a, b, what, smaller=False)
+    return a if always_lt(b, a + 1) else b if always_lt(a, b + 1) else _undecided(what, a, b, "larger")
 
 
-def _decided_extreme(a: sint, b: sint, what: str, smaller: bool) -> sint:
-    lo, hi = (a, b) if smaller else (b, a)  # a wins where lo <= hi at every value, b where hi <= lo
-    if always_lt(lo, hi + 1):
-        return a
-    if always_lt(hi, lo + 1):
-        return b
-    which = "smaller" if smaller else "larger"
+def _undecided(what: str, a: sint, b: sint, which: str) -> NoReturn:
     raise ValueError(
         f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the {which} at every value of the variables"
     )
 
 
 def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
-    """a // b or a % b, kept as a node, by a symbolic size b. C's `/` and `%` truncate where Python's floor, so a
-    numerator that may be negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
+    """a // b or a % b by a symbolic size b: 1 or 0 where a is b, 0 or a where 0 <= a < b at every value of the
+    variables, else kept as a node. C's `/` and `%` truncate where Python's floor, so a numerator that may be
+    negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
     A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
     index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
+    if a == b:
+        return NumNode(1 if op is DivNode else 0)
+    if lower_bound(a) >= 0 and always_lt(a, b):
+        return NumNode(0) if op is DivNode else a  # a is already below b
     if lower_bound(b) < 0:
         raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
     if lower_bound(b) < 1:
@@ -965,9 +824,7 @@ sint = int | Node
 
 def is_sint(x: Any) -> bool:
     """Is x a size/argument a shape may hold: a Python or numpy integer (not a bool), or a symbolic Node?"""
-    if type(x) is int or isinstance(x, Node):  # the common cases first: an ABC isinstance check is slow
-        return True
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+    return type(x) is int or isinstance(x, Node) or is_int(x)  # the common cases first: an ABC check is slow
 
 
 def all_int(xs: Iterable[Any]) -> bool:
@@ -975,7 +832,6 @@ def all_int(xs: Iterable[Any]) -> bool:
 
 
 def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
-    """An int or a node as text."""
     return str(a) if isinstance(a, int) else a.render(ops, ctx)
 
 
@@ -1014,6 +870,7 @@ render_python: dict[type, Callable[..., str]] = {
 # A View maps an index (i0, i1, ...) of `shape` to the flat buffer position offset + sum(i_k * strides[k]).
 # If there is a mask, element i is valid only when mask[k][0] <= i_k < mask[k][1] on every axis; invalid
 # elements read as 0 (that is how padding is expressed without copying).
+Ranges = tuple[tuple[sint, sint], ...]  # a (begin, end) pair per axis: a mask, or a window on each axis
 
 
 def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
@@ -1025,15 +882,13 @@ def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tu
 @functools.cache
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major (C order) strides of a contiguous shape."""
-    if not shape:
-        return ()
     strides = tuple(itertools.accumulate(reversed(shape[1:]), operator.mul, initial=1))[::-1]
     return canonicalize_strides(shape, strides)
 
 
 @functools.cache
 def _merge_dims(
-    shape: tuple[int, ...], strides: tuple[int, ...], mask: tuple[tuple[int, int], ...] | None = None
+    shape: tuple[int, ...], strides: tuple[int, ...], mask: Ranges | None
 ) -> tuple[tuple[int, int, int], ...]:
     """Merge runs of axes that walk memory as one axis: (merged size, stride, size counted without expands)."""
     if not shape:
@@ -1053,30 +908,27 @@ def _merge_dims(
 
 
 @functools.cache
-def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[tuple[tuple[int, int], ...] | None, bool]:
+def _reshape_mask(view: View, new_shape: tuple[int, ...]) -> tuple[Ranges | None, bool]:
     """The mask of `view` on new_shape, and True if a mask can't be expressed there (a mask cut by the reshape)."""
     if view.mask is None:
         return None, False
     if not all_int(flatten(view.mask)):
         return view.mask, True  # a symbolic mask can't be split
     empty = ((0, 0),) * len(new_shape)
+    if any(e - b < 1 for b, e in view.mask):
+        return empty, False  # (View.create makes every axis of such a view (0, 0))
     new_mask: list[tuple[int, int]] = []
     r_masks, r_shape, r_new_shape = reversed(view.mask), reversed(view.shape), reversed(new_shape)
     curr_stride, old_dim, new_dim, mask = 1, next(r_shape, 1), next(r_new_shape, 1), next(r_masks, (0, 1))
-    if mask[1] - mask[0] < 1:
-        return empty, False
     while len(new_mask) < len(new_shape):
         (lo, hi), next_stride = mask, new_dim * curr_stride
         if old_dim >= next_stride:  # the old axis splits into this new axis and more
             if old_dim == next_stride:  # exact: the mask carries over
                 new_mask.append((lo // curr_stride, (hi - 1) // curr_stride + 1))
                 curr_stride, old_dim, new_dim, mask = 1, next(r_shape, 1), next(r_new_shape, 1), next(r_masks, (0, 1))
-                if mask[1] - mask[0] < 1:
-                    return empty, False
             else:  # only if the split doesn't cut through the masked range
-                if (
-                    (lo % next_stride != 0 or hi % next_stride != 0) and lo // next_stride != (hi - 1) // next_stride
-                ) or old_dim % next_stride != 0:
+                cuts = (lo % next_stride or hi % next_stride) and lo // next_stride != (hi - 1) // next_stride
+                if cuts or old_dim % next_stride != 0:
                     return view.mask, True
                 new_mask.append((lo % next_stride // curr_stride, (hi - 1) % next_stride // curr_stride + 1))
                 curr_stride, new_dim = next_stride, next(r_new_shape, 1)
@@ -1110,15 +962,13 @@ def _sint(x: Any) -> sint:
 
 @dataclass(frozen=True)
 class View:
-    """A strided, offset, optionally masked view of a flat buffer. Build with `View.create`.
-
-    A View is an immutable value, so its methods (the size and every movement op) cache their results. Its
-    invert and unbind, which the optimizer doesn't call, are in the appendix."""
+    """A strided, offset, optionally masked view of a flat buffer; build one with `View.create`. An immutable value, so
+    its methods (the size, every movement op) cache their results; invert and unbind are in the appendix."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
-    mask: tuple[tuple[int, int], ...] | None
+    mask: Ranges | None
     contiguous: bool
 
     @functools.cache
@@ -1128,28 +978,19 @@ class View:
 
     @staticmethod
     def create(
-        shape: Sequence[int],
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        mask: Sequence[Sequence[int]] | None = None,
+        shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0, mask: Sequence | None = None
     ) -> View:
         """Make a View in canonical form, so that equal views compare equal.
-
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
         shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
-        return View._create(
-            shape,
-            tuple(map(_sint, strides)) if strides is not None else None,
-            _sint(offset),
-            tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None,
-        )
+        strides = tuple(map(_sint, strides)) if strides is not None else None
+        mask = tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None
+        return View._create(shape, strides, _sint(offset), mask)
 
     @staticmethod
     @functools.cache
-    def _create(
-        shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int, mask: tuple[tuple[int, int], ...] | None
-    ) -> View:
+    def _create(shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int, mask: Ranges | None) -> View:
         strides = canonicalize_strides(shape, strides) if strides else strides_for_shape(shape)
         if 0 in shape:
             return View(shape, (0,) * len(shape), 0, None, True)
@@ -1164,14 +1005,10 @@ class View:
         return View(shape, strides, offset, mask, contiguous)
 
     # -- the movement ops; each returns a new View --
-
-    def _resize(
-        self, arg: tuple[tuple[int, int], ...], mask: tuple[tuple[int, int], ...] | None = None, op: str = "shrink"
-    ) -> View:
-        """Window [b, e) on each axis (b may be negative and e past the end when padding). With symbolic sizes the
-        old mask's bounds are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one bound must be
-        the smaller at every value, else a ValueError (the mask would need a min() of two nodes, which a View can't
-        hold; the rest of the View code counts on a mask within its axis)."""
+    def _resize(self, arg: Ranges, mask: Ranges | None = None, op: str = "shrink") -> View:
+        """Window [b, e) on each axis (b < 0 or e past the end: padding). With symbolic sizes the old mask's bounds
+        are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one must be the smaller at every
+        value, else a ValueError (a View can't hold a min() of two nodes; its code counts on a mask within its axis)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
             what = f"{op} of {self.shape} by {arg}: its mask"
@@ -1180,14 +1017,10 @@ class View:
                 return sym_max(0, sym_min(x, size, what), what)
 
             moved = tuple((clip(mb - b, e - b), clip(me - b, e - b)) for (mb, me), (b, e) in zip(self.mask, arg))
-            if mask:
-                mask = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
-            else:
-                mask = moved
-        shape = tuple(s.b if isinstance(s, NumNode) else s for s in (e - b for b, e in arg))
-        if mask is not None and all(m == (0, s) for m, s in zip(mask, shape)):
-            mask = None
-        return View.create(shape, self.strides, self.offset + offset, mask)
+            if mask:  # a pad's mask too: where both hold
+                moved = tuple((sym_max(b1, b2, what), sym_min(e1, e2, what)) for (b1, e1), (b2, e2) in zip(moved, mask))
+            mask = moved
+        return View.create(tuple(_sint(e - b) for b, e in arg), self.strides, self.offset + offset, mask)
 
     @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
@@ -1229,12 +1062,8 @@ class View:
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
         check_movement_arg("permute", self, axis)
-        return View.create(
-            tuple(self.shape[a] for a in axis),
-            tuple(self.strides[a] for a in axis),
-            self.offset,
-            tuple(self.mask[a] for a in axis) if self.mask is not None else None,
-        )
+        mask = tuple(self.mask[a] for a in axis) if self.mask is not None else None
+        return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset, mask)
 
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
@@ -1244,11 +1073,9 @@ class View:
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
         mask = None
-        if self.mask is not None:
-            mask = tuple(
-                (((mb if m > 0 else s - me) + abs(m) - 1) // abs(m), ((me if m > 0 else s - mb) + abs(m) - 1) // abs(m))
-                for (mb, me), s, m in zip(self.mask, self.shape, mul)
-            )
+        if self.mask is not None:  # a flipped axis's mask is flipped too; then each bound is divided, rounding up
+            flipped = [(mb, me) if m > 0 else (s - me, s - mb) for (mb, me), s, m in zip(self.mask, self.shape, mul)]
+            mask = tuple(((b + abs(m) - 1) // abs(m), (e + abs(m) - 1) // abs(m)) for (b, e), m in zip(flipped, mul))
         return View.create(new_shape, strides, self.offset + offset, mask)
 
     @functools.cache
@@ -1257,12 +1084,10 @@ class View:
         if self.shape == new_shape:
             return self
         check_movement_arg("reshape", self, new_shape)
-        if 0 in self.shape:
+        if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
             return None
-        if self.contiguous:
-            return View.create(new_shape)
         if all_int(self.shape) and not all(type(x) is int for x in new_shape):
             # a symbolic shape of the same sizes, axis for axis (checked): the strides stay
             return View(new_shape, self.strides, self.offset, self.mask, self.contiguous)
@@ -1283,19 +1108,15 @@ class View:
         new_mask, cut = _reshape_mask(self, new_shape)
         if cut:
             return None
-        new_strides = canonicalize_strides(
-            tuple(e - b for b, e in new_mask) if new_mask else new_shape, tuple(reversed(strides))
-        )
-        extra_offset = (sum(m[0] * s for m, s in zip(self.mask, self.strides)) if self.mask else 0) - (
-            sum(m[0] * s for m, s in zip(new_mask, new_strides)) if new_mask else 0
-        )
-        return View.create(new_shape, new_strides, self.offset + extra_offset, new_mask)
+        sizes = tuple(e - b for b, e in new_mask) if new_mask else new_shape  # an axis masked to one index: stride 0
+        new_strides = canonicalize_strides(sizes, tuple(reversed(strides)))
+        old_start = sum(b * st for (b, _), st in zip(self.mask, self.strides)) if self.mask else 0
+        new_start = sum(b * st for (b, _), st in zip(new_mask, new_strides)) if new_mask else 0
+        return View.create(new_shape, new_strides, self.offset + (old_start - new_start), new_mask)
 
     @functools.cache
     def vars(self) -> set[Variable]:
-        """The symbolic variables in the shape, strides, offset and mask."""
-        flat_mask = flatten(self.mask) if self.mask is not None else []
-        parts = list(self.shape) + list(self.strides) + [self.offset] + flat_mask
+        parts = (*self.shape, *self.strides, self.offset, *flatten(self.mask or ()))
         return set().union(*[x.vars() for x in parts if isinstance(x, Node)])
 
     @functools.cache
@@ -1310,17 +1131,11 @@ class View:
     def __add__(self, vm1: View) -> View | None:
         """Merge `self` (the older view, vm2) with `vm1` (applied on top of it) into one View, or None."""
         vm2 = self
-        if vm2.contiguous:
-            return vm1
-        if 0 in vm1.shape:
-            return vm1  # an empty view reads nothing, whatever is below it
-        if vm1.contiguous and vm1.shape == vm2.shape:
-            return vm2
+        if vm2.contiguous or 0 in vm1.shape or (vm1.mask and any(not (b < e) for b, e in vm1.mask)):
+            return vm1  # vm2 changes nothing; or vm1 reads nothing (empty, or all masked off: View.create zeroed it)
         if vm1.contiguous and vm1.size() == vm2.size() and (ret := vm2.reshape(vm1.shape)) is not None:
-            return ret
+            return ret  # (vm2 itself where the shapes are the same)
         if vm1.mask:
-            if any(not (b < e) for b, e in vm1.mask):
-                return View.create(vm1.shape, (0,) * len(vm1.shape), 0, ((0, 0),) * len(vm1.shape))
             merged = vm2 + vm1.shrink(vm1.mask)
             return merged and merged.pad(tuple((b, s - e) for (b, e), s in zip(vm1.mask, vm1.shape)))
 
@@ -1350,34 +1165,26 @@ class View:
         if merged_term:
             return None
         if (vm2_shape := tuple(s for s, _ in reversed(extents))) != vm2.shape:
-            reshaped = vm2.reshape(vm2_shape)
-            return reshaped and reshaped + vm1
+            return (reshaped := vm2.reshape(vm2_shape)) and reshaped + vm1
 
         if vm2.mask:
             # project vm2's mask back onto vm1's axes
             newb, newe, bad = [0] * len(vm1.shape), list(vm1.shape), False
             for d2, ((b, e), o, (_, t)) in enumerate(zip(vm2.mask, origin, reversed(extents))):
                 if not (t.min < b or t.max >= e):
-                    continue
-                if not all_int((o, b, e)):
-                    bad = True
-                    continue
+                    continue  # this index stays inside vm2's mask
                 term = terms[d2]
-                if len(term) != 1:
-                    if not term and newe:
-                        newe[0] = 0
-                    else:
-                        bad = True
-                    continue
-                d1, s1 = term[0]
-                if not all_int((s1, newe[d1])):
-                    bad = True
-                    continue
-                newb[d1] = max(newb[d1], math.ceil((b - o if s1 > 0 else e - o - 1) / s1))
-                newe[d1] = min(newe[d1], (b - o if s1 < 0 else e - o - 1) // s1 + 1)
-            for b, e, s in zip(newb, newe, vm1.shape):
-                if b != 0 or e != s:  # part of vm1 is masked off: merge again with that mask on vm1
-                    return vm2 + View.create(vm1.shape, vm1.strides, vm1.offset, tuple(zip(newb, newe)))
+                if not term and newe and all_int((o, b, e)):
+                    newe[0] = 0  # vm1 never moves this index, which is outside vm2's mask: nothing is valid
+                elif len(term) != 1 or not all_int((o, b, e, term[0][1], newe[term[0][0]])):
+                    bad = True  # the mask can't be said on one axis of vm1
+                else:
+                    d1, s1 = term[0]
+                    newb[d1] = max(newb[d1], math.ceil((b - o if s1 > 0 else e - o - 1) / s1))
+                    newe[d1] = min(newe[d1], (b - o if s1 < 0 else e - o - 1) // s1 + 1)
+            if any(b != 0 or e != s for b, e, s in zip(newb, newe, vm1.shape)):
+                # part of vm1 is masked off: merge again with that mask on vm1
+                return vm2 + View.create(vm1.shape, vm1.strides, vm1.offset, tuple(zip(newb, newe)))
             if bad:
                 return None
 
@@ -1394,21 +1201,16 @@ class View:
 
 def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> tuple[Node, Node]:
     """The flat index and the validity condition of `view` at the multi-index idxs."""
-    iexpr: list[Node] = [NumNode(view.offset) if isinstance(view.offset, int) else view.offset]
-    vexpr: list[Node] = [valid] if valid is not None else []
-    for idx, sh, st, m in zip(
-        idxs, view.shape, view.strides, view.mask if view.mask is not None else [None] * len(view.shape)
-    ):
-        if sh != 1 and st != 0:
-            iexpr.append(idx * st)
-        if m is not None:
-            vexpr += [create_ge_node(idx, m[0]), create_lt_node(idx, m[1])]
+    offset = NumNode(view.offset) if isinstance(view.offset, int) else view.offset
+    iexpr = [offset] + [idx * st for idx, sh, st in zip(idxs, view.shape, view.strides) if sh != 1 and st != 0]
+    vexpr = [valid] if valid is not None else []
+    for idx, (b, e) in zip(idxs, view.mask or ()):
+        vexpr += [create_ge_node(idx, b), create_lt_node(idx, e)]
     return Node.sum(iexpr), Node.ands(vexpr)
 
 
 def _idx_vars(shape: tuple[int, ...]) -> list[Node]:
-    """The loop variables idx0, idx1, ... of a shape (an axis of size 0 or 1 has only the index 0; the last index
-    of a symbolic size is a node)."""
+    """The loop variables idx0, idx1, ... (a size of 0 or 1 has only the index 0; a symbolic size ends at a node)."""
     return [Variable(f"idx{i}", 0, s - 1 if isinstance(s, Node) else max(s - 1, 0)) for i, s in enumerate(shape)]
 
 
@@ -1496,8 +1298,7 @@ class ShapeTracker:
 
     def axis_is_masked(self, axis: int) -> bool:
         """Does the validity condition depend on this axis?"""
-        _, valid = self.expr_idxs()
-        return f"idx{axis}" in [v.expr for v in valid.vars()]
+        return f"idx{axis}" in [v.expr for v in self.expr_idxs()[1].vars()]
 
     def simplify(self) -> ShapeTracker:
         """Merge the top two views while they can be expressed as one."""
@@ -1505,8 +1306,7 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    # -- the movement ops: all but reshape act on the top view --
-
+    # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return self._on_top("pad", arg, pairs=True)
 
@@ -1523,13 +1323,12 @@ class ShapeTracker:
         return self._on_top("stride", mul)
 
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        new_shape = _op_arg("reshape", self.shape, new_shape)  # the argument as a tuple of sizes: in the appendix
-        if (new_view := self.views[-1].reshape(new_shape)) is not None:
-            return ShapeTracker(self.views[:-1] + (new_view,))
-        return ShapeTracker(self.views + (View.create(new_shape),))
+        return self._on_top("reshape", new_shape)
 
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
-        new_view = getattr(self.views[-1], op)(_op_arg(op, self.shape, arg, pairs))
+        arg = _op_arg(op, self.shape, arg, pairs)  # the argument as a tuple of sizes: in the appendix
+        if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
+            return ShapeTracker(self.views + (View.create(arg),))
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
