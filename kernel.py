@@ -31,7 +31,7 @@ import shutil
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from enum import Enum, auto
+from enum import Enum
 from typing import Any, NoReturn, TypeVar
 from collections.abc import Callable, Iterable, Sequence
 
