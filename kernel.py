@@ -542,9 +542,15 @@ class OpNode(Node):
     def vars(self) -> set[Variable]:
         return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
 
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
+        b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
+        return self.build(self.a.substitute(var_vals), b)  # built again: it simplifies with the values
+
 
 class LtNode(OpNode):
     """1 if a < b else 0."""
+
+    build = staticmethod(lambda a, b: create_lt_node(a, b))
 
     def get_bounds(self) -> tuple[int, int]:
         a, b = self.a, self.b
@@ -555,12 +561,10 @@ class LtNode(OpNode):
         # decided only if it holds at every value of the variables (a node's bound may itself be a node)
         return (1, 1) if always_lt(a, b) else (0, 0) if always_lt(b, a + 1) else (0, 1)
 
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
-        return create_lt_node(self.a.substitute(var_vals), b)
-
 
 class MulNode(OpNode):
+    build = staticmethod(operator.mul)
+
     def __mul__(self, b: Node | int) -> Node:
         return self.a * (self.b * b)  # two multiplies are one
 
@@ -591,12 +595,11 @@ class MulNode(OpNode):
         corners = (a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi)
         return min(corners), max(corners)
 
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return self.a.substitute(var_vals) * (self.b if isinstance(self.b, int) else self.b.substitute(var_vals))
-
 
 class DivNode(OpNode):
     """a // b for a >= 0 and an int b or a symbolic size b (C's `/` then computes the same)."""
+
+    build = staticmethod(operator.floordiv)
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         return self.a // (self.b * b)  # two divides are one
@@ -606,12 +609,11 @@ class DivNode(OpNode):
             return self.a.min // self.b, self.a.max // self.b
         return lower_bound(self.a) // max(upper_bound(self.b), 1), upper_bound(self.a) // max(lower_bound(self.b), 1)
 
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return self.a.substitute(var_vals) // self.b
-
 
 class ModNode(OpNode):
     """a % b for a >= 0 and an int b or a symbolic size b (C's `%` then computes the same)."""
+
+    build = staticmethod(operator.mod)
 
     def __mod__(self, b: Node | int) -> Node:
         if isinstance(b, int) and isinstance(self.b, int) and self.b % b == 0:
@@ -628,9 +630,6 @@ class ModNode(OpNode):
         if isinstance(self.b, Node) or hi - lo >= self.b or (lo != hi and lo % self.b >= hi % self.b):
             return (0, self.b - 1)  # by a symbolic size, or it wraps around
         return lo % self.b, hi % self.b
-
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return self.a.substitute(var_vals) % self.b
 
 
 class RedNode(Node):

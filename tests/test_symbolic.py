@@ -509,3 +509,13 @@ def test_a_kernel_of_bound_variables_runs_at_their_values(runtime):
     assert inputs[0].size == 15
     R.verify(k, *inputs)
     R.verify(k, *R.random_inputs(k, var_vals={"i": 9}), var_vals={"i": 9})  # another value still wins
+
+
+def test_substitute_reaches_a_symbolic_divisor_and_comparison():
+    """x // i, x % i and x < i take the values of both sides: evaluated, substituted and unbound through the divisor
+    too (each kind of OpNode is rebuilt from its substituted operands)."""
+    x, i = Variable("x", 0, 10), Variable("i", 1, 8)
+    assert [sym_infer(e, {x: 7, i: 3}) for e in (x // i, x % i, x < i, x * i)] == [2, 1, 0, 21]
+    assert [e.substitute({i: NumNode(3)}).render() for e in (x // i, x % i, x < i)] == ["(x//3)", "(x%3)", "(x<3)"]
+    node, _ = (x // i.bind(3)).unbind()
+    assert all(v._val is None for v in node.vars()) and {v.expr for v in node.vars()} == {"x", "i"}
