@@ -9,6 +9,7 @@ and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -99,8 +100,7 @@ def _state_key(k: Kernel) -> tuple:
 
 
 # -- compiling candidates: in threads ------------------------------------------------------------------------------
-# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel (a worker process
-# would import the user's script again: one without `if __name__ == "__main__":` would run again in each).
+# Threads (README, "Beam search"): the compiler lets go of Python's lock, and a process would rerun the user's script.
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tuple[int, Program | None, str]:
     """Render and build candidate number i; returns (i, the program or None, why it failed)."""
     try:
@@ -109,10 +109,8 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tupl
     except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        try:
+        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
             _warm_up(k, prg, kern)
-        except Exception:  # noqa: S110 - only a warm-up: the main thread times (and may drop) the kernel
-            pass
     return i, prg, ""
 
 
@@ -135,12 +133,9 @@ def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[l
     results, todo, done, stop = [], deque(jobs), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
-        while not stop.is_set():
-            try:
-                job = todo.popleft()  # thread-safe
-            except IndexError:  # no job left
-                return
-            done.put(_compile_candidate(*job))
+        with contextlib.suppress(IndexError):  # no job left
+            while not stop.is_set():
+                done.put(_compile_candidate(*todo.popleft()))  # popleft: thread-safe
 
     # daemon threads: one stuck in a compiler never keeps the program from ending
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
@@ -347,19 +342,16 @@ class _Search:
                 fresh.append(kern)
         jobs = [(i, kern, self.limits) for i, kern in enumerate(fresh)]
         results, out_of_time = _compile_all(jobs, self.workers, self.deadline, self.progress)
-        counts = {"candidates": len(kernels), "compiled": 0, "duplicates": len(kernels) - len(fresh), "dropped": 0}
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
-                counts["dropped"] += 1
                 self.why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
-                continue
-            counts["compiled"] += 1
-            if (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) in self.seen:
-                counts["duplicates"] += 1  # another kernel rendered the same code: timing it again tells nothing
-                continue
-            self.seen.add(key)
-            programs.append((fresh[i], prg))
+            elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
+                self.seen.add(key)  # code another kernel rendered too is a duplicate: timing it again tells nothing
+                programs.append((fresh[i], prg))
+        compiled = sum(prg is not None for _, prg, _ in results)  # the rest were dropped
+        dropped, duplicates = len(results) - compiled, len(kernels) - len(fresh) + compiled - len(programs)
+        counts = {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates, "dropped": dropped}
         return programs, counts, out_of_time
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> list[tuple]:
@@ -393,16 +385,13 @@ class _Search:
             programs, counts, out_of_time = self.compile(candidates)
             ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
             out_of_time = out_of_time or time.perf_counter() > self.deadline
-            improved = bool(ranked) and (not beam or ranked[0][0] < best_s - min_progress)
-            if improved:
-                beam = ranked[:amt]
-            elif ranked and ranked[0][0] < best_s:
-                beam = ranked[:1]  # a little faster still, but not enough to search on from it
+            improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
+            if ranked and ranked[0][0] < best_s:  # a little faster only: kept, but not searched on from
+                beam = ranked[:amt] if improved else ranked[:1]
             seconds = time.perf_counter() - self.begin
             best = beam[0] if beam else (math.inf, 0, self.k)
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
-            if on_round:
-                on_round(rounds[-1])
+            on_round(rounds[-1])
             if not improved or out_of_time:
                 return rounds, out_of_time
             candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
@@ -476,7 +465,7 @@ def search(
     s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, on_progress or (lambda *_: None))
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
-    rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round)
+    rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
     if not out_of_time:
         ranked, finalists = s.runoff(ranked, heuristics)
@@ -487,12 +476,10 @@ def search(
     return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, s.why_dropped, finalists)
 
 
-def beam_search(
-    k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None, **options
-) -> Kernel:
+def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, **options) -> Kernel:
     """A new Kernel with the opts a beam search found fastest on the device, verified against the reference
-    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s."""
-    return search(k, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, **options).kernel
+    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s (timeout, ...)."""
+    return search(k, *inputs, amt=amt, var_vals=var_vals, **options).kernel
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
@@ -502,14 +489,12 @@ class _SearchDisplay:
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
-        self.live, self.width = self.out.isatty(), terminal_width(self.out)
+        self.live, self.width, self.round = self.out.isatty(), terminal_width(self.out), 0
         self.say = functools.partial(print, file=self.out, flush=True)
-        self.round = 0
 
     def progress(self, phase: str, done: int, total: int) -> None:
         if self.live:
-            self.out.write(f"\r  round {self.round}: {phase} {done}/{total}\033[K")
-            self.out.flush()
+            self.say(f"\r  round {self.round}: {phase} {done}/{total}\033[K", end="")
 
     def on_round(self, r: SearchRound) -> None:
         if self.live:
@@ -569,13 +554,11 @@ def search_demo(
     elif result.finalists:
         runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
         display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
-    rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
-    times = {
-        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
-    }
+    rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
+        times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
         display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
     display.say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
@@ -591,9 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, OP one of "
-        + ", ".join(o.name for o in OptOps)
-        + ". PYOPENCL_CTX chooses the OpenCL device.",
+        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
+        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
