@@ -102,7 +102,9 @@ def _state_key(k: Kernel) -> tuple:
 # -- compiling candidates: in threads ------------------------------------------------------------------------------
 # Threads (README, "Beam search"): the compiler lets go of Python's lock, and a process would rerun the user's script.
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tuple[int, Program | None, str]:
-    """Render and build candidate number i; returns (i, the program or None, why it failed)."""
+    """Render and build candidate number i, and launch one work-group of it: PoCL compiles in two steps, the OpenCL C
+    at build and the work-group function for a local size at the first launch, and the timing should measure the
+    kernel alone. Returns (i, the program or None, why it failed)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name)
@@ -110,22 +112,16 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tupl
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            _warm_up(k, prg, kern)
+            infos, dev = {b.idx: b for b in buffers(k.ast)}, get_device()
+            sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
+            args = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
+                one = np.ones(1, np_dtype(infos[idx].dtype))
+                cl.enqueue_fill_buffer(dev.queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size)
+            with _device_lock:  # a kernel object is shared by every thread that built the same source
+                event = kern(dev.queue, prg.local_size, prg.local_size, *args)
+            event.wait()
     return i, prg, ""
-
-
-def _warm_up(k: Kernel, prg: Program, kern) -> None:
-    """Launch one work-group. PoCL compiles in two steps: the OpenCL C at build, and the work-group function for a
-    local size at the first launch; after this, the timing measures the kernel alone."""
-    infos, dev = {b.idx: b for b in buffers(k.ast)}, get_device()
-    sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
-    args = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
-    for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
-        one = np.ones(1, np_dtype(infos[idx].dtype))
-        cl.enqueue_fill_buffer(dev.queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size)
-    with _device_lock:  # a kernel object is shared by every thread that built the same source
-        event = kern(dev.queue, prg.local_size, prg.local_size, *args)
-    event.wait()
 
 
 def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
@@ -267,16 +263,15 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
-def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
-    """Remember a verified search; where the cache can't be written (a read-only folder, KERNELPY_CACHE naming a
-    file) warn once and go on: the search's answer matters more than remembering it."""
+def _cache_put(path: str, opts: list[Opt], t: float) -> None:
+    """Remember a verified search (the opts it added, and their time); where the cache can't be written (a read-only
+    folder, KERNELPY_CACHE naming a file) warn once and go on: the search's answer matters more than remembering it."""
     global _cache_warned
-    new = k.applied_opts[len(start.applied_opts) :]
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
+            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in opts], "time_s": t}, f)
         os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
     except OSError as e:
         if not _cache_warned:
@@ -324,8 +319,7 @@ class _Search:
         self.max_global_size, self.progress, self.begin = max_global_size, progress, begin
         self.deadline = self.begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args = device_limits(), {}
-        self.seen: set = set()  # rendered programs already compiled (their source and launch sizes)
-        self.seen_states: set = set()  # kernel states already sent to compile
+        self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.why_dropped: list[str] = []
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
@@ -337,8 +331,8 @@ class _Search:
         """Compile the kernels not seen before; returns the new programs, the counts, and whether the time ran out."""
         fresh = []
         for kern in kernels:
-            if (key := _state_key(kern)) not in self.seen_states:
-                self.seen_states.add(key)
+            if (key := _state_key(kern)) not in self.seen:
+                self.seen.add(key)
                 fresh.append(kern)
         jobs = [(i, kern, self.limits) for i, kern in enumerate(fresh)]
         results, out_of_time = _compile_all(jobs, self.workers, self.deadline, self.progress)
@@ -471,7 +465,7 @@ def search(
         ranked, finalists = s.runoff(ranked, heuristics)
     t, kern, failed = s.fastest_verified(ranked, out_of_time)
     if path and math.isfinite(t) and not out_of_time:
-        _cache_put(path, kern, k, t)
+        _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     dropped = sum(r.dropped for r in rounds) + failed
     return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, s.why_dropped, finalists)
 
