@@ -56,10 +56,9 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
 
 
-# The knobs (TC_OPT, NOLOCALS, BEAM_UPCAST_MAX, BEAM_LOCAL_MAX) are read when a search starts, so that a bad value is
-# an error of the search that names it, not of every import of this file (`python search.py --help` included).
 def search_actions() -> list[Opt]:
-    """ACTIONS, with the tensor-core actions at TC_OPT (default 2) and NOLOCALS where set, as tinygrad adds them."""
+    """ACTIONS, with the tensor-core actions at TC_OPT (default 2) and NOLOCALS where set, as tinygrad adds them. The
+    knobs are read as a search starts: a bad one is an error of that search, not of each import (`--help` included)."""
     tc = [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
     return ACTIONS + tc + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
 
@@ -124,37 +123,37 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tupl
     return i, prg, ""
 
 
-def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
-    """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
-    results, todo, done, stop = [], deque(jobs), queue.SimpleQueue(), threading.Event()
+def _compile_all(kernels: list[Kernel], limits, workers: int, deadline: float, progress) -> tuple[list, bool]:
+    """Compile the kernels, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
+    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
-        with contextlib.suppress(IndexError):  # no job left
+        with contextlib.suppress(IndexError):  # no kernel left
             while not stop.is_set():
-                done.put(_compile_candidate(*todo.popleft()))  # popleft: thread-safe
+                done.put(_compile_candidate(*todo.popleft(), limits))  # popleft: thread-safe
 
     # daemon threads: one stuck in a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(kernels)))]
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
     try:
-        while len(results) < len(jobs):
-            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next job here
-                done.put(_compile_candidate(*todo.popleft()))
+        while len(results) < len(kernels):
+            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next kernel here
+                done.put(_compile_candidate(*todo.popleft(), limits))
             try:
                 results.append(done.get(timeout=0.05))
-                progress("compiling", len(results), len(jobs))
+                progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
             except queue.Empty:
                 if time.perf_counter() > deadline:
                     return results, True
                 if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
+                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered], False
         return results, False
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        stop.set()  # the threads take no new job
+        stop.set()  # the threads take no new kernel
         for t in threads:
             t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
 
@@ -176,20 +175,19 @@ def _time_candidate(
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
-    full = list(launch.global_size)  # work-items, at these variable values
-    local = prg.local_size if prg.local_size is not None else [1] * len(full)  # no local size: one item per group
+    local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
+    groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
 
     def once(max_groups: int | None) -> float:  # a launch of at most max_groups work-groups, its time scaled up
-        groups = [g // n for g, n in zip(full, local)]
-        groups, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
-        launch.global_size = [g * n for g, n in zip(groups, local)]
+        size, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
+        launch.global_size = [g * n for g, n in zip(size, local)]
         if prg.local_size is None:  # the runtime groups the items, as _Launch does
             launch.local_size = runtime_local_size(launch.global_size)
         event = launch.launch()
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    if max_global_size is None and prod(full) // prod(local) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    if max_global_size is None and prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
         if (probe := once(PROBE_GLOBAL_SIZE)) > stop_above:
@@ -334,8 +332,7 @@ class _Search:
             if (key := _state_key(kern)) not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
-        jobs = [(i, kern, self.limits) for i, kern in enumerate(fresh)]
-        results, out_of_time = _compile_all(jobs, self.workers, self.deadline, self.progress)
+        results, out_of_time = _compile_all(fresh, self.limits, self.workers, self.deadline, self.progress)
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
