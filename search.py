@@ -123,8 +123,8 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tupl
     return i, prg, ""
 
 
-def _compile_all(kernels: list[Kernel], limits, workers: int, deadline: float, progress) -> tuple[list, bool]:
-    """Compile the kernels, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
+def _compile_all(kernels: list[Kernel], limits, workers: int, deadline: float, progress) -> list[tuple]:
+    """Compile the kernels, in `workers` threads (0: here), until the deadline; returns [(number, program, why)]."""
     results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
@@ -147,11 +147,11 @@ def _compile_all(kernels: list[Kernel], limits, workers: int, deadline: float, p
                 last_answer = time.perf_counter()
             except queue.Empty:
                 if time.perf_counter() > deadline:
-                    return results, True
+                    return results
                 if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered], False
-        return results, False
+                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        return results
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
         stop.set()  # the threads take no new kernel
         for t in threads:
@@ -325,14 +325,14 @@ class _Search:
         size = self.max_global_size if test_size else None
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, size, self.var_vals)
 
-    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict, bool]:
-        """Compile the kernels not seen before; returns the new programs, the counts, and whether the time ran out."""
+    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
+        """Compile the kernels not seen before; returns the new programs and the counts."""
         fresh = []
         for kern in kernels:
             if (key := _state_key(kern)) not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
-        results, out_of_time = _compile_all(fresh, self.limits, self.workers, self.deadline, self.progress)
+        results = _compile_all(fresh, self.limits, self.workers, self.deadline, self.progress)
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
@@ -343,7 +343,7 @@ class _Search:
         compiled = sum(prg is not None for _, prg, _ in results)  # the rest were dropped
         dropped, duplicates = len(results) - compiled, len(kernels) - len(fresh) + compiled - len(programs)
         counts = {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates, "dropped": dropped}
-        return programs, counts, out_of_time
+        return programs, counts
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> list[tuple]:
         """Time the programs, in passes (README, "Beam search"); returns them as (time, number, kernel, program)."""
@@ -373,9 +373,9 @@ class _Search:
         beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
             best_s = beam[0][0] if beam else math.inf
-            programs, counts, out_of_time = self.compile(candidates)
+            programs, counts = self.compile(candidates)
             ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
-            out_of_time = out_of_time or time.perf_counter() > self.deadline
+            out_of_time = time.perf_counter() > self.deadline
             improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
             if ranked and ranked[0][0] < best_s:  # a little faster only: kept, but not searched on from
                 beam = ranked[:amt] if improved else ranked[:1]
@@ -402,14 +402,14 @@ class _Search:
         again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
-    def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel, int]:
-        """The fastest kernel that computes what the reference does, as (time, kernel, how many faster ones did not).
+    def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
+        """The fastest kernel that computes what the reference does, as (time, kernel); the faster ones are dropped.
         None does: an error, as the given kernel back would look like the search's choice, and it is not one."""
         expected = reference(self.k, *self.inputs, var_vals=self.var_vals)
-        for failed, (t, _, kern, _) in enumerate(ranked):
+        for t, _, kern, _ in ranked:
             try:
                 verify(kern, *self.inputs, expected=expected, var_vals=self.var_vals)
-                return t, kern, failed
+                return t, kern
             except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
         if not ranked:
@@ -460,11 +460,11 @@ def search(
     ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
     if not out_of_time:
         ranked, finalists = s.runoff(ranked, heuristics)
-    t, kern, failed = s.fastest_verified(ranked, out_of_time)
-    if path and math.isfinite(t) and not out_of_time:
+    t, kern = s.fastest_verified(ranked, out_of_time)
+    if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
-    dropped = sum(r.dropped for r in rounds) + failed
-    return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, s.why_dropped, finalists)
+    seconds = time.perf_counter() - begin  # why_dropped says why each was dropped: in a round, or at verification
+    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, finalists)
 
 
 def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, **options) -> Kernel:
