@@ -340,12 +340,11 @@ class _Search:
             elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
                 self.seen.add(key)  # code another kernel rendered too is a duplicate: timing it again tells nothing
                 programs.append((fresh[i], prg))
-        compiled = sum(prg is not None for _, prg, _ in results)  # the rest were dropped
-        dropped, duplicates = len(results) - compiled, len(kernels) - len(fresh) + compiled - len(programs)
-        counts = {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates, "dropped": dropped}
-        return programs, counts
+        compiled = sum(prg is not None for _, prg, _ in results)
+        duplicates = len(kernels) - len(fresh) + compiled - len(programs)
+        return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
 
-    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> list[tuple]:
+    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
         """Time the programs, in passes (README, "Beam search"); returns them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
@@ -354,7 +353,6 @@ class _Search:
             try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
             except (cl.Error, RuntimeError, ValueError) as e:
-                counts["dropped"] += 1
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
         for _ in range(TIMING_PASSES - 1):  # one pass at a time: launches spread over the round
@@ -364,7 +362,6 @@ class _Search:
                 best[n] = min(best[n], self.time(*programs[n]))
         timed = [(t, len(self.timed) + i, *programs[n]) for i, (n, t) in enumerate(best.items())]
         self.timed += timed
-        counts["timed"] = len(timed)
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
@@ -372,9 +369,10 @@ class _Search:
         fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
         beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
-            best_s = beam[0][0] if beam else math.inf
+            best_s, dropped = beam[0][0] if beam else math.inf, len(self.why_dropped)
             programs, counts = self.compile(candidates)
-            ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
+            ranked = sorted(self.time_all(programs, best_s), key=lambda x: x[:2])
+            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
             out_of_time = time.perf_counter() > self.deadline
             improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
             if ranked and ranked[0][0] < best_s:  # a little faster only: kept, but not searched on from
