@@ -3,7 +3,7 @@
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
 times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
 and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]` shows one search.
+`python search.py NAME` shows one search, round by round (`--help`: its options).
 """
 
 from __future__ import annotations
@@ -101,9 +101,8 @@ def _state_key(k: Kernel) -> tuple:
 # -- compiling candidates: in threads ------------------------------------------------------------------------------
 # Threads (README, "Beam search"): the compiler lets go of Python's lock, and a process would rerun the user's script.
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tuple[int, Program | None, str]:
-    """Render and build candidate number i, and launch one work-group of it: PoCL compiles in two steps, the OpenCL C
-    at build and the work-group function for a local size at the first launch, and the timing should measure the
-    kernel alone. Returns (i, the program or None, why it failed)."""
+    """Render and build candidate number i, then launch one work-group (PoCL compiles the work-group function for a
+    local size at its first launch: the timing measures the kernel alone); returns (i, the program or None, why)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name)
@@ -202,7 +201,7 @@ def _time_candidate(
 
 # -- what a search returns, and its disk cache -------------------------------------------------------------------
 class SearchError(ValueError):
-    """beam_search was called with arguments it can't search with."""
+    """A search that can't run (bad arguments, no such demo) or that timed no kernel."""
 
 
 @dataclass
@@ -369,13 +368,13 @@ class _Search:
         fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
         beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
-            best_s, dropped = beam[0][0] if beam else math.inf, len(self.why_dropped)
+            best_s, dropped = (beam[0][0] if beam else math.inf), len(self.why_dropped)
             programs, counts = self.compile(candidates)
             ranked = sorted(self.time_all(programs, best_s), key=lambda x: x[:2])
             counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
             out_of_time = time.perf_counter() > self.deadline
             improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
-            if ranked and ranked[0][0] < best_s:  # a little faster only: kept, but not searched on from
+            if ranked and ranked[0][0] < best_s:  # faster: the new beam (a little faster only: kept, not searched on)
                 beam = ranked[:amt] if improved else ranked[:1]
             seconds = time.perf_counter() - self.begin
             best = beam[0] if beam else (math.inf, 0, self.k)
