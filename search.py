@@ -3,12 +3,13 @@
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
 times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
 and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME [--beam N] [--opt OP:AXIS:AMT] [--target T] [--timeout S] [--no-cache]` shows one search.
+`python search.py NAME` shows one search, round by round (`--help`: its options).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -55,10 +56,9 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
 
 
-# The knobs (TC_OPT, NOLOCALS, BEAM_UPCAST_MAX, BEAM_LOCAL_MAX) are read when a search starts, so that a bad value is
-# an error of the search that names it, not of every import of this file (`python search.py --help` included).
 def search_actions() -> list[Opt]:
-    """ACTIONS, with the tensor-core actions at TC_OPT (default 2) and NOLOCALS where set, as tinygrad adds them."""
+    """ACTIONS, with the tensor-core actions at TC_OPT (default 2) and NOLOCALS where set, as tinygrad adds them. The
+    knobs are read as a search starts: a bad one is an error of that search, not of each import (`--help` included)."""
     tc = [Opt(OptOps.TC, axis, getenv("TC_OPT", 2)) for axis in range(9)]
     return ACTIONS + tc + ([Opt(OptOps.NOLOCALS)] if getenv("NOLOCALS") else [])
 
@@ -99,71 +99,60 @@ def _state_key(k: Kernel) -> tuple:
 
 
 # -- compiling candidates: in threads ------------------------------------------------------------------------------
-# The OpenCL compiler lets go of Python's lock while it builds, so threads compile in parallel (a worker process
-# would import the user's script again: one without `if __name__ == "__main__":` would run again in each).
+# Threads (README, "Beam search"): the compiler lets go of Python's lock, and a process would rerun the user's script.
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tuple[int, Program | None, str]:
-    """Render and build candidate number i; returns (i, the program or None, why it failed)."""
+    """Render and build candidate number i, then launch one work-group (PoCL compiles the work-group function for a
+    local size at its first launch: the timing measures the kernel alone); returns (i, the program or None, why)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name)
     except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        try:
-            _warm_up(k, prg, kern)
-        except Exception:  # noqa: S110 - only a warm-up: the main thread times (and may drop) the kernel
-            pass
+        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
+            infos, dev = {b.idx: b for b in buffers(k.ast)}, get_device()
+            sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
+            args = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
+                one = np.ones(1, np_dtype(infos[idx].dtype))
+                cl.enqueue_fill_buffer(dev.queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size)
+            with _device_lock:  # a kernel object is shared by every thread that built the same source
+                event = kern(dev.queue, prg.local_size, prg.local_size, *args)
+            event.wait()
     return i, prg, ""
 
 
-def _warm_up(k: Kernel, prg: Program, kern) -> None:
-    """Launch one work-group. PoCL compiles in two steps: the OpenCL C at build, and the work-group function for a
-    local size at the first launch; after this, the timing measures the kernel alone."""
-    infos, dev = {b.idx: b for b in buffers(k.ast)}, get_device()
-    sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
-    args = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
-    for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
-        one = np.ones(1, np_dtype(infos[idx].dtype))
-        cl.enqueue_fill_buffer(dev.queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size)
-    with _device_lock:  # a kernel object is shared by every thread that built the same source
-        event = kern(dev.queue, prg.local_size, prg.local_size, *args)
-    event.wait()
-
-
-def _compile_all(jobs: list, workers: int, deadline: float, progress) -> tuple[list, bool]:
-    """Compile the jobs, in `workers` threads (0: here); returns ([(number, program, why)], timed out?)."""
-    results, todo, done, stop = [], deque(jobs), queue.SimpleQueue(), threading.Event()
+def _compile_all(kernels: list[Kernel], limits, workers: int, deadline: float, progress) -> list[tuple]:
+    """Compile the kernels, in `workers` threads (0: here), until the deadline; returns [(number, program, why)]."""
+    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
-        while not stop.is_set():
-            try:
-                job = todo.popleft()  # thread-safe
-            except IndexError:  # no job left
-                return
-            done.put(_compile_candidate(*job))
+        with contextlib.suppress(IndexError):  # no kernel left
+            while not stop.is_set():
+                done.put(_compile_candidate(*todo.popleft(), limits))  # popleft: thread-safe
 
     # daemon threads: one stuck in a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(kernels)))]
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
     try:
-        while len(results) < len(jobs):
-            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next job here
-                done.put(_compile_candidate(*todo.popleft()))
+        while len(results) < len(kernels):
+            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next kernel here
+                done.put(_compile_candidate(*todo.popleft(), limits))
             try:
                 results.append(done.get(timeout=0.05))
-                progress("compiling", len(results), len(jobs))
+                progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
             except queue.Empty:
                 if time.perf_counter() > deadline:
-                    return results, True
+                    return results
                 if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(job[0], None, why) for job in jobs if job[0] not in answered], False
-        return results, False
+                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        return results
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        stop.set()  # the threads take no new job
+        stop.set()  # the threads take no new kernel
         for t in threads:
             t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
 
@@ -185,20 +174,19 @@ def _time_candidate(
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
-    full = list(launch.global_size)  # work-items, at these variable values
-    local = prg.local_size if prg.local_size is not None else [1] * len(full)  # no local size: one item per group
+    local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
+    groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
 
     def once(max_groups: int | None) -> float:  # a launch of at most max_groups work-groups, its time scaled up
-        groups = [g // n for g, n in zip(full, local)]
-        groups, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
-        launch.global_size = [g * n for g, n in zip(groups, local)]
+        size, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
+        launch.global_size = [g * n for g, n in zip(size, local)]
         if prg.local_size is None:  # the runtime groups the items, as _Launch does
             launch.local_size = runtime_local_size(launch.global_size)
         event = launch.launch()
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    if max_global_size is None and prod(full) // prod(local) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    if max_global_size is None and prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
         if (probe := once(PROBE_GLOBAL_SIZE)) > stop_above:
@@ -213,7 +201,7 @@ def _time_candidate(
 
 # -- what a search returns, and its disk cache -------------------------------------------------------------------
 class SearchError(ValueError):
-    """beam_search was called with arguments it can't search with."""
+    """A search that can't run (bad arguments, no such demo) or that timed no kernel."""
 
 
 @dataclass
@@ -272,16 +260,15 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
-def _cache_put(path: str, k: Kernel, start: Kernel, t: float) -> None:
-    """Remember a verified search; where the cache can't be written (a read-only folder, KERNELPY_CACHE naming a
-    file) warn once and go on: the search's answer matters more than remembering it."""
+def _cache_put(path: str, opts: list[Opt], t: float) -> None:
+    """Remember a verified search (the opts it added, and their time); where the cache can't be written (a read-only
+    folder, KERNELPY_CACHE naming a file) warn once and go on: the search's answer matters more than remembering it."""
     global _cache_warned
-    new = k.applied_opts[len(start.applied_opts) :]
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in new], "time_s": t}, f)
+            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in opts], "time_s": t}, f)
         os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
     except OSError as e:
         if not _cache_warned:
@@ -329,8 +316,7 @@ class _Search:
         self.max_global_size, self.progress, self.begin = max_global_size, progress, begin
         self.deadline = self.begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args = device_limits(), {}
-        self.seen: set = set()  # rendered programs already compiled (their source and launch sizes)
-        self.seen_states: set = set()  # kernel states already sent to compile
+        self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.why_dropped: list[str] = []
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
@@ -338,31 +324,26 @@ class _Search:
         size = self.max_global_size if test_size else None
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, size, self.var_vals)
 
-    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict, bool]:
-        """Compile the kernels not seen before; returns the new programs, the counts, and whether the time ran out."""
+    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
+        """Compile the kernels not seen before; returns the new programs and the counts."""
         fresh = []
         for kern in kernels:
-            if (key := _state_key(kern)) not in self.seen_states:
-                self.seen_states.add(key)
+            if (key := _state_key(kern)) not in self.seen:
+                self.seen.add(key)
                 fresh.append(kern)
-        jobs = [(i, kern, self.limits) for i, kern in enumerate(fresh)]
-        results, out_of_time = _compile_all(jobs, self.workers, self.deadline, self.progress)
-        counts = {"candidates": len(kernels), "compiled": 0, "duplicates": len(kernels) - len(fresh), "dropped": 0}
+        results = _compile_all(fresh, self.limits, self.workers, self.deadline, self.progress)
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
-                counts["dropped"] += 1
                 self.why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
-                continue
-            counts["compiled"] += 1
-            if (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) in self.seen:
-                counts["duplicates"] += 1  # another kernel rendered the same code: timing it again tells nothing
-                continue
-            self.seen.add(key)
-            programs.append((fresh[i], prg))
-        return programs, counts, out_of_time
+            elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
+                self.seen.add(key)  # code another kernel rendered too is a duplicate: timing it again tells nothing
+                programs.append((fresh[i], prg))
+        compiled = sum(prg is not None for _, prg, _ in results)
+        duplicates = len(kernels) - len(fresh) + compiled - len(programs)
+        return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
 
-    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, counts: dict) -> list[tuple]:
+    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
         """Time the programs, in passes (README, "Beam search"); returns them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
@@ -371,7 +352,6 @@ class _Search:
             try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
             except (cl.Error, RuntimeError, ValueError) as e:
-                counts["dropped"] += 1
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
         for _ in range(TIMING_PASSES - 1):  # one pass at a time: launches spread over the round
@@ -381,7 +361,6 @@ class _Search:
                 best[n] = min(best[n], self.time(*programs[n]))
         timed = [(t, len(self.timed) + i, *programs[n]) for i, (n, t) in enumerate(best.items())]
         self.timed += timed
-        counts["timed"] = len(timed)
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
@@ -389,20 +368,18 @@ class _Search:
         fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
         beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
         while True:
-            best_s = beam[0][0] if beam else math.inf
-            programs, counts, out_of_time = self.compile(candidates)
-            ranked = sorted(self.time_all(programs, best_s, counts), key=lambda x: x[:2])
-            out_of_time = out_of_time or time.perf_counter() > self.deadline
-            improved = bool(ranked) and (not beam or ranked[0][0] < best_s - min_progress)
-            if improved:
-                beam = ranked[:amt]
-            elif ranked and ranked[0][0] < best_s:
-                beam = ranked[:1]  # a little faster still, but not enough to search on from it
+            best_s, dropped = (beam[0][0] if beam else math.inf), len(self.why_dropped)
+            programs, counts = self.compile(candidates)
+            ranked = sorted(self.time_all(programs, best_s), key=lambda x: x[:2])
+            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
+            out_of_time = time.perf_counter() > self.deadline
+            improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
+            if ranked and ranked[0][0] < best_s:  # faster: the new beam (a little faster only: kept, not searched on)
+                beam = ranked[:amt] if improved else ranked[:1]
             seconds = time.perf_counter() - self.begin
             best = beam[0] if beam else (math.inf, 0, self.k)
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
-            if on_round:
-                on_round(rounds[-1])
+            on_round(rounds[-1])
             if not improved or out_of_time:
                 return rounds, out_of_time
             candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
@@ -422,14 +399,14 @@ class _Search:
         again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
-    def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel, int]:
-        """The fastest kernel that computes what the reference does, as (time, kernel, how many faster ones did not).
+    def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
+        """The fastest kernel that computes what the reference does, as (time, kernel); the faster ones are dropped.
         None does: an error, as the given kernel back would look like the search's choice, and it is not one."""
         expected = reference(self.k, *self.inputs, var_vals=self.var_vals)
-        for failed, (t, _, kern, _) in enumerate(ranked):
+        for t, _, kern, _ in ranked:
             try:
                 verify(kern, *self.inputs, expected=expected, var_vals=self.var_vals)
-                return t, kern, failed
+                return t, kern
             except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
         if not ranked:
@@ -476,23 +453,21 @@ def search(
     s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, on_progress or (lambda *_: None))
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
-    rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round)
+    rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
     if not out_of_time:
         ranked, finalists = s.runoff(ranked, heuristics)
-    t, kern, failed = s.fastest_verified(ranked, out_of_time)
-    if path and math.isfinite(t) and not out_of_time:
-        _cache_put(path, kern, k, t)
-    dropped = sum(r.dropped for r in rounds) + failed
-    return SearchResult(kern, t, rounds, dropped, False, time.perf_counter() - begin, s.why_dropped, finalists)
+    t, kern = s.fastest_verified(ranked, out_of_time)
+    if path and not out_of_time:
+        _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
+    seconds = time.perf_counter() - begin  # why_dropped says why each was dropped: in a round, or at verification
+    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, finalists)
 
 
-def beam_search(
-    k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None, **options
-) -> Kernel:
+def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, **options) -> Kernel:
     """A new Kernel with the opts a beam search found fastest on the device, verified against the reference
-    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s."""
-    return search(k, *inputs, amt=amt, var_vals=var_vals, timeout=timeout, **options).kernel
+    (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s (timeout, ...)."""
+    return search(k, *inputs, amt=amt, var_vals=var_vals, **options).kernel
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
@@ -502,14 +477,12 @@ class _SearchDisplay:
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
-        self.live, self.width = self.out.isatty(), terminal_width(self.out)
+        self.live, self.width, self.round = self.out.isatty(), terminal_width(self.out), 0
         self.say = functools.partial(print, file=self.out, flush=True)
-        self.round = 0
 
     def progress(self, phase: str, done: int, total: int) -> None:
         if self.live:
-            self.out.write(f"\r  round {self.round}: {phase} {done}/{total}\033[K")
-            self.out.flush()
+            self.say(f"\r  round {self.round}: {phase} {done}/{total}\033[K", end="")
 
     def on_round(self, r: SearchRound) -> None:
         if self.live:
@@ -569,13 +542,11 @@ def search_demo(
     elif result.finalists:
         runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
         display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
-    rows = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)]
-    times = {
-        label: statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3)) for label, k in rows
-    }
+    rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
+        times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
         display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
     display.say(
         f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
@@ -591,9 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, OP one of "
-        + ", ".join(o.name for o in OptOps)
-        + ". PYOPENCL_CTX chooses the OpenCL device.",
+        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
+        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
