@@ -3730,10 +3730,8 @@ def _txt(x: Any) -> str:
 
 def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
     """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
-    return [
-        f"const {b.val}" if isinstance(b, ConstBuffer) else names[b.idx] if b.idx < len(names) else f"data{b.idx}"
-        for b in k.bufs
-    ]
+    named = dict(enumerate(names))
+    return [f"const {b.val}" if isinstance(b, ConstBuffer) else named.get(b.idx, f"data{b.idx}") for b in k.bufs]
 
 
 def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
@@ -3743,17 +3741,6 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 
 
 # -- --explain: strides and decisions --
-
-
-def _new_axis(k: Kernel, opt: Opt) -> int | None:
-    """The axis an opt just made (where shift_to put the piece it split off), or None."""
-    if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
-        return k.shape_len - 1
-    if opt.op is OptOps.LOCAL:
-        return k.first_reduce - 1
-    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID):
-        return k.first_reduce + k.group_for_reduces - 1
-    return None
 
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
@@ -3768,7 +3755,7 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
         return None, f"the {k.opts.device} target has no float4"
     if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
         return None, f"{buf.dtype.name} is not float or half"
-    axes = [a for a in st.unit_stride_axes() if a >= up and st.shape[a] > 1]
+    axes = k.get_float4_upcast_dim(i)  # the linearizer's own choice of vector axes
     if len(axes) != 1:
         return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
     axis, amt = axes[0], st.shape[axes[0]]
@@ -3785,9 +3772,8 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
 
 
 def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
-    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per buffer; constants
-    are no memory and get none). `opt` is the opt that made the axis: GROUP and GROUPTOP split the reduce
-    differently."""
+    """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
+    no memory and gets none). `opt` is the opt that made the axis."""
     colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
     color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
     loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
@@ -3813,18 +3799,16 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
         elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
             notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
-        elif color == "green":
+        elif color == "green":  # GROUP and GROUPTOP split the reduce differently
+            split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
             if opt is not None and opt.op is OptOps.GROUPTOP:
                 split = "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
-            else:
-                split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
             steps = st.real_strides()[loop[-1]] if loop else None
             step = f"; a thread's loop steps are {_txt(steps)} apart" if steps is not None else ""
             notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
-        elif color in ("cyan", "white") and stride == 1:
-            notes.append(f"{name} has stride 1 here: neighbouring threads {verb} neighbouring elements")
         elif color in ("cyan", "white"):
-            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {stride} apart")
+            apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
+            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
     return notes
 
 
@@ -3849,7 +3833,10 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
             "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
             "notes give the last views' strides they read"
         )
-    if opt is not None and (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
+    # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
+    ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
+    ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
+    if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
     for d in decisions:
         if d.step == len(k.applied_opts):
@@ -3866,6 +3853,9 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
 # -- --loops: the kernel as a loop nest --
 
 _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
+# each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+# registers are up (upcast) and un (unrolled)
+_PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
 _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
     "blue": "one work-group each",
     "BLUE": "one thread each, no work-groups",
@@ -3920,13 +3910,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
     rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
     depth = 0
-    # each axis's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
-    # registers are up (upcast) and un (unrolled)
-    prefix = dict(
-        blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un"
-    )
     idxs = [
-        Variable(f"{prefix[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
     var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
@@ -4011,7 +3996,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     return cells
 
 
-def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 100) -> list[str]:
+def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
     (t, cyan) and register (r, yellow) that computes it."""
     st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
@@ -4019,8 +4004,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
     if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
         return ["  (the map needs an output written through one plain view)"]
-    logical = [s for s in k.ast[0].arg.st.shape if s != 1] if k.ast[0].arg.st.contiguous else [st.real_size()]
-    logical = logical or [1]
+    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
     group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
@@ -4036,9 +4020,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
 
     rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
     # every index at its largest: the widest label
-    widest = {
-        c: [k.full_shape[a] - 1 for a in range(k.shape_len) if colors[a] == c and st.shape[a] != 1] for c in colors
-    }
+    widest = {c: [s - 1 for a, s in enumerate(k.full_shape) if colors[a] == c and st.shape[a] != 1] for c in colors}
     cell_width = max(8, ansilen(label(widest)) + 1)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
@@ -4047,7 +4029,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         flat = [[r * cols + c for c in range(cols) if r * cols + c < cols_total] for r in range(rows)]
         title = f"{out}[row + column] for the first {min(rows * cols, cols_total)} of {cols_total} elements"
     else:
-        rows = min(rows_total, max_rows)
+        rows = min(rows_total, 16)
         flat = [[r * cols_total + c for c in range(cols)] for r in range(rows)]
         lead = "0, " * (len(logical) - 2)
         title = f"{out}[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
@@ -4083,11 +4065,9 @@ def demo_kernel(
     width: int | None = None,
 ) -> tuple[Kernel, list[tuple[Opt, str]]]:
     """Print how the optimizer reshapes one demo kernel; return the optimized kernel and the opts rejected, with why.
-
-    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
-    order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
-    "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: the
-    terminal's, or 100 off a terminal)."""
+    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in order,
+    and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain", "loops" (with
+    every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
     out = out or sys.stdout
     width = width or terminal_width(out)
     if name not in DEMOS:
