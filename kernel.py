@@ -3787,8 +3787,7 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
         elif registers and stride == 1:
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
-                pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
-                access = f"{pixel} ({verb}_imagef)"
+                access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
             elif vec == axis:
                 access = f"one float{size} {load}"
             else:
@@ -3838,15 +3837,14 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
-    for d in decisions:
-        if d.step == len(k.applied_opts):
-            keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-            kw = max((len(x) for x in keys), default=0)
-            ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
-            lines.append(f"    {d.heuristic}: {rename(d.rule)}")
-            for key, c in zip(keys, d.candidates):
-                mark = "->" if c.taken else "  "
-                lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
+    for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
+        keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
+        kw = max((len(x) for x in keys), default=0)
+        ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+        lines.append(f"    {d.heuristic}: {rename(d.rule)}")
+        for key, c in zip(keys, d.candidates):
+            mark = "->" if c.taken else "  "
+            lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 
@@ -3967,9 +3965,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
                 depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
-    late = [
-        idxs[a] if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a in range(k.shape_len)
-    ]
+    # the stores' indices: the reduce axes at 0, but for the white ones and the registers
+    late = [v if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a, v in enumerate(idxs)]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
@@ -4075,11 +4072,10 @@ def demo_kernel(
     d = DEMOS[name]
     target = target or d.target
     k = Kernel(*d.build(), opts=TARGETS[target])
+    steps, decisions = [(o, "") for o in opts or []], []
     if opts is None:
         tuned = optimize(k.copy())
         steps, decisions = tuned.heuristic_log, tuned.decisions
-    else:
-        steps, decisions = [(o, "") for o in opts], []
     rename, rows, rejected = _renamer(k, d.buffers), [], []
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
