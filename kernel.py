@@ -3983,8 +3983,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     st, colors = k.sts[0], k.colors()
     strides, offset = st.real_strides(), st.views[-1].offset
     axes = [a for a in range(k.shape_len) if st.shape[a] != 1]
-    top = max(want)
-    ranges = [range(min(st.shape[a], top // strides[a] + 1) if strides[a] else 1) for a in axes]
+    ranges = [range(min(st.shape[a], max(want) // strides[a] + 1) if strides[a] else 1) for a in axes]
     cells: dict[int, dict[str, list[int]]] = {}
     for values in itertools.product(*ranges):
         flat = offset + sum(v * strides[a] for v, a in zip(values, axes))
