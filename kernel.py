@@ -3705,8 +3705,7 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
     columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
     a `+`."""
-    plain = ansistrip(line)
-    indent = len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang
+    indent = hang if hang is not None else ansilen(line) - len(ansistrip(line).lstrip(" ")) + 4
     out = []
     while ansilen(line) > width:
         codes = {i for m in re.finditer(r"\x1b\[[0-9;]*m", line) for i in range(*m.span())}  # colour codes
@@ -3893,12 +3892,9 @@ def _nest_lines(rows: Sequence[tuple[int, str, str]], width: int) -> list[str]:
     for d, code, comment in rows:
         text = "  " + "  " * d + code
         line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-        if not comment:
-            out.append(text)
-        elif ansilen(line) <= width:
-            out.append(line)
-        else:
-            out += ["  " + "  " * d + "# " + comment, text]
+        if comment and ansilen(line) > width:
+            out.append("  " + "  " * d + "# " + comment)
+        out.append(line if comment and ansilen(line) <= width else text)
     return out
 
 
