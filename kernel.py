@@ -3503,8 +3503,7 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
     """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
     columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
     a `+`."""
-    plain = ansistrip(line)
-    indent = len(plain) - len(plain.lstrip(" ")) + 4 if hang is None else hang
+    indent = hang if hang is not None else ansilen(line) - len(ansistrip(line).lstrip(" ")) + 4
     out = []
     while ansilen(line) > width:
         codes = {i for m in re.finditer(r"\x1b\[[0-9;]*m", line) for i in range(*m.span())}  # colour codes
@@ -3528,10 +3527,8 @@ def _txt(x: Any) -> str:
 
 def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
     """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
-    return [
-        f"const {b.val}" if isinstance(b, ConstBuffer) else names[b.idx] if b.idx < len(names) else f"data{b.idx}"
-        for b in k.bufs
-    ]
+    named = dict(enumerate(names))
+    return [f"const {b.val}" if isinstance(b, ConstBuffer) else named.get(b.idx, f"data{b.idx}") for b in k.bufs]
 
 
 def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
@@ -3541,17 +3538,6 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 
 
 # -- --explain: strides and decisions --
-
-
-def _new_axis(k: Kernel, opt: Opt) -> int | None:
-    """The axis an opt just made (where shift_to put the piece it split off), or None."""
-    if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
-        return k.shape_len - 1
-    if opt.op is OptOps.LOCAL:
-        return k.first_reduce - 1
-    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID):
-        return k.first_reduce + k.group_for_reduces - 1
-    return None
 
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
@@ -3566,7 +3552,7 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
         return None, f"the {k.opts.device} target has no float4"
     if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
         return None, f"{buf.dtype.name} is not float or half"
-    axes = [a for a in st.unit_stride_axes() if a >= up and st.shape[a] > 1]
+    axes = k.get_float4_upcast_dim(i)  # the linearizer's own choice of vector axes
     if len(axes) != 1:
         return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
     axis, amt = axes[0], st.shape[axes[0]]
@@ -3583,9 +3569,8 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
 
 
 def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
-    """What each buffer's stride on `axis` means for the colour the axis has (one sentence per buffer; constants
-    are no memory and get none). `opt` is the opt that made the axis: GROUP and GROUPTOP split the reduce
-    differently."""
+    """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
+    no memory and gets none). `opt` is the opt that made the axis."""
     colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
     color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
     loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
@@ -3599,8 +3584,7 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
         elif registers and stride == 1:
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
-                pixel = "one RGBA pixel" if vec == axis else "each element's own RGBA pixel"
-                access = f"{pixel} ({verb}_imagef)"
+                access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
             elif vec == axis:
                 access = f"one float{size} {load}"
             else:
@@ -3611,18 +3595,16 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
         elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
             notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
-        elif color == "green":
+        elif color == "green":  # GROUP and GROUPTOP split the reduce differently
+            split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
             if opt is not None and opt.op is OptOps.GROUPTOP:
                 split = "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
-            else:
-                split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
             steps = st.real_strides()[loop[-1]] if loop else None
             step = f"; a thread's loop steps are {_txt(steps)} apart" if steps is not None else ""
             notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
-        elif color in ("cyan", "white") and stride == 1:
-            notes.append(f"{name} has stride 1 here: neighbouring threads {verb} neighbouring elements")
         elif color in ("cyan", "white"):
-            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {stride} apart")
+            apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
+            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
     return notes
 
 
@@ -3647,23 +3629,28 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
             "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
             "notes give the last views' strides they read"
         )
-    if opt is not None and (axis := _new_axis(k, opt)) is not None and 0 <= axis < k.shape_len:
+    # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
+    ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
+    ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
+    if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
-    for d in decisions:
-        if d.step == len(k.applied_opts):
-            keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-            kw = max((len(x) for x in keys), default=0)
-            ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
-            lines.append(f"    {d.heuristic}: {rename(d.rule)}")
-            for key, c in zip(keys, d.candidates):
-                mark = "->" if c.taken else "  "
-                lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
+    for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
+        keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
+        kw = max((len(x) for x in keys), default=0)
+        ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+        lines.append(f"    {d.heuristic}: {rename(d.rule)}")
+        for key, c in zip(keys, d.candidates):
+            mark = "->" if c.taken else "  "
+            lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 
 # -- --loops: the kernel as a loop nest --
 
 _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
+# each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+# registers are up (upcast) and un (unrolled)
+_PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
 _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
     "blue": "one work-group each",
     "BLUE": "one thread each, no work-groups",
@@ -3703,12 +3690,9 @@ def _nest_lines(rows: Sequence[tuple[int, str, str]], width: int) -> list[str]:
     for d, code, comment in rows:
         text = "  " + "  " * d + code
         line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-        if not comment:
-            out.append(text)
-        elif ansilen(line) <= width:
-            out.append(line)
-        else:
-            out += ["  " + "  " * d + "# " + comment, text]
+        if comment and ansilen(line) > width:
+            out.append("  " + "  " * d + "# " + comment)
+        out.append(line if comment and ansilen(line) <= width else text)
     return out
 
 
@@ -3718,13 +3702,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
     rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
     depth = 0
-    # each axis's loop variable, named as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
-    # registers are up (upcast) and un (unrolled)
-    prefix = dict(
-        blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un"
-    )
     idxs = [
-        Variable(f"{prefix[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
     var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
@@ -3780,9 +3759,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
                 depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
-    late = [
-        idxs[a] if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a in range(k.shape_len)
-    ]
+    # the stores' indices: the reduce axes at 0, but for the white ones and the registers
+    late = [v if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a, v in enumerate(idxs)]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
@@ -3799,8 +3777,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     st, colors = k.sts[0], k.colors()
     strides, offset = st.real_strides(), st.views[-1].offset
     axes = [a for a in range(k.shape_len) if st.shape[a] != 1]
-    top = max(want)
-    ranges = [range(min(st.shape[a], top // strides[a] + 1) if strides[a] else 1) for a in axes]
+    ranges = [range(min(st.shape[a], max(want) // strides[a] + 1) if strides[a] else 1) for a in axes]
     cells: dict[int, dict[str, list[int]]] = {}
     for values in itertools.product(*ranges):
         flat = offset + sum(v * strides[a] for v, a in zip(values, axes))
@@ -3809,7 +3786,7 @@ def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     return cells
 
 
-def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: int = 100) -> list[str]:
+def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
     """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
     (t, cyan) and register (r, yellow) that computes it."""
     st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
@@ -3817,8 +3794,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
     if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
         return ["  (the map needs an output written through one plain view)"]
-    logical = [s for s in k.ast[0].arg.st.shape if s != 1] if k.ast[0].arg.st.contiguous else [st.real_size()]
-    logical = logical or [1]
+    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
     group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
@@ -3834,9 +3810,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
 
     rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
     # every index at its largest: the widest label
-    widest = {
-        c: [k.full_shape[a] - 1 for a in range(k.shape_len) if colors[a] == c and st.shape[a] != 1] for c in colors
-    }
+    widest = {c: [s - 1 for a, s in enumerate(k.full_shape) if colors[a] == c and st.shape[a] != 1] for c in colors}
     cell_width = max(8, ansilen(label(widest)) + 1)
     cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
     if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
@@ -3845,7 +3819,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), max_rows: int = 16, width: 
         flat = [[r * cols + c for c in range(cols) if r * cols + c < cols_total] for r in range(rows)]
         title = f"{out}[row + column] for the first {min(rows * cols, cols_total)} of {cols_total} elements"
     else:
-        rows = min(rows_total, max_rows)
+        rows = min(rows_total, 16)
         flat = [[r * cols_total + c for c in range(cols)] for r in range(rows)]
         lead = "0, " * (len(logical) - 2)
         title = f"{out}[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
@@ -3881,11 +3855,9 @@ def demo_kernel(
     width: int | None = None,
 ) -> tuple[Kernel, list[tuple[Opt, str]]]:
     """Print how the optimizer reshapes one demo kernel; return the optimized kernel and the opts rejected, with why.
-
-    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in
-    order, and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain",
-    "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: the
-    terminal's, or 100 off a terminal)."""
+    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in order,
+    and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain", "loops" (with
+    every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
     out = out or sys.stdout
     width = width or terminal_width(out)
     if name not in DEMOS:
@@ -3893,11 +3865,10 @@ def demo_kernel(
     d = DEMOS[name]
     target = target or d.target
     k = Kernel(*d.build(), opts=TARGETS[target])
+    steps, decisions = [(o, "") for o in opts or []], []
     if opts is None:
         tuned = optimize(k.copy())
         steps, decisions = tuned.heuristic_log, tuned.decisions
-    else:
-        steps, decisions = [(o, "") for o in opts], []
     rename, rows, rejected = _renamer(k, d.buffers), [], []
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
