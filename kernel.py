@@ -2453,15 +2453,14 @@ def optimize(k: Kernel) -> Kernel:
 
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
-    """A field of the wrong kind fails here, naming it. A MemBuffer's numpy integer idx becomes an int (the same
-    buffer); a ConstBuffer's value must fit its dtype, and a half or bfloat16 one is rounded to it."""
+    """A field of the wrong kind fails here, naming it; a ConstBuffer's value must also fit its dtype."""
     owner = type(buf).__name__
     if isinstance(buf, MemBuffer):
         _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
+        object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
     _check_field(owner, "dtype", buf.dtype, isinstance(buf.dtype, DType), "a DType")
     _check_field(owner, "st", buf.st, isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):
-        object.__setattr__(buf, "idx", int(buf.idx))
         return
     if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
         raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
@@ -2524,7 +2523,6 @@ UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
-    """LazyOp.__post_init__'s checks of one node: its op, its sources, the kind of its arg and its sources' dtypes."""
     if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
         raise ValueError(
             f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
@@ -2743,8 +2741,7 @@ def reduce_padding_changes(k: Kernel) -> str | None:
 
 
 def check_opt_args(opt: Opt) -> None:
-    """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
-    tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
+    """The kinds of an Opt's axis and amount, checked before apply_opt reads them."""
     if opt.op is OptOps.NOLOCALS:
         got = f"got {opt.axis} and {opt.amt}"
         check(opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, {got}")
@@ -2756,15 +2753,8 @@ def check_opt_args(opt: Opt) -> None:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
-def _never_negative(x: sint) -> bool:
-    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
-
-
 def _sizes_ok(shape: tuple[Any, ...]) -> bool:
-    """Is every size an int >= 0, or a symbolic size >= 0 at every value of the variables?"""
-    if all(type(s) is int for s in shape):  # the common case first
-        return all(s >= 0 for s in shape)
-    return all(is_sint(s) and _never_negative(s) for s in shape)
+    return all(is_sint(s) and lower_bound(s) >= 0 for s in shape)  # a symbolic size: >= 0 at every value
 
 
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
@@ -2804,17 +2794,17 @@ def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
 MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
     "pad": {
         "needs one (before, after) pair per axis": lambda v, a: len(a) == len(v.shape),
-        "padding must be >= 0": lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a),
+        "padding must be >= 0": lambda v, a: all(lower_bound(b) >= 0 and lower_bound(e) >= 0 for b, e in a),
     },
     "shrink": {
         "needs one (begin, end) pair per axis": lambda v, a: len(a) == len(v.shape),
         "each range must satisfy 0 <= begin <= end <= size at every value of the variables": lambda v, a: all(
-            _never_negative(b) and _never_negative(e - b) and _never_negative(s - e) for s, (b, e) in zip(v.shape, a)
+            lower_bound(b) >= 0 and lower_bound(e - b) >= 0 and lower_bound(s - e) >= 0 for s, (b, e) in zip(v.shape, a)
         ),
     },
     "expand": {
         "must keep the number of axes": lambda v, a: len(a) == len(v.shape),
-        "sizes must be >= 0": lambda v, a: all(map(_never_negative, a)),
+        "sizes must be >= 0": lambda v, a: all(lower_bound(x) >= 0 for x in a),
         "can't expand": lambda v, a: (
             0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a))
         ),
@@ -2845,19 +2835,11 @@ def check_movement_arg(op: str, v: View, arg: Any) -> None:
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
 
-def _in_shape(x: Any) -> bool:
-    """Is x a size as a shape holds it: an int, or a Node that isn't a constant (a NumNode becomes its int)?"""
-    return type(x) is int or (isinstance(x, Node) and type(x) is not NumNode)
-
-
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
-    Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and all(
-        (type(x) is tuple and len(x) == 2 and _in_shape(x[0]) and _in_shape(x[1])) if pairs else _in_shape(x)
-        for x in arg
-    ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values
+    Python int, a numpy integer (not a bool) or a symbolic Node; the view op checks the values."""
+    if type(arg) is tuple and not pairs and all(type(x) is int for x in arg):
+        return arg  # the common case (the Kernel's own calls), already in shape
 
     def size(x: Any) -> sint:
         if not is_sint(x):
