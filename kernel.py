@@ -2518,7 +2518,7 @@ ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffe
 ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
+# some (MOD, a boolean NEG, ...): reduce_padding_changes, below, also evaluates the SUM's source on zeros.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
@@ -2712,28 +2712,23 @@ def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
     return ret
 
 
-def padding_changes(r: LazyOp) -> str | None:
-    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r.op is not ReduceOps.SUM:
-        return f"a {r.op.name} reduce (only a SUM ignores added zeros)"
-    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
-        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x := r.src[0], memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
-        x = off[0]
-    return f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
-
-
 def reduce_padding_changes(k: Kernel) -> str | None:
-    """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
-    0.9.1 checks only the first reduce op; every one of them sums the padding here."""
+    """Why padding a reduce axis of k (every buffer reads 0 there) would change one of its reduce ops, or None.
+    tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here."""
     for i, r in enumerate(k.reduceops):
-        if (why := padding_changes(r)) is not None:
-            unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
-            return why if i == 0 else unchecked + why
+        memo: dict[LazyOp, Any] = {}
+        if r.op is not ReduceOps.SUM:
+            why = f"a {r.op.name} reduce (only a SUM ignores added zeros)"
+        elif unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
+            why = f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
+        elif value_on_zeros(x := r.src[0], memo) != 0:  # stricter than tinygrad: the SUM's source must be 0 there too
+            while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
+                x = off[0]
+            why = f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
+        else:
+            continue
+        unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
+        return why if i == 0 else unchecked + why
     return None
 
 
