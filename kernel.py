@@ -2748,15 +2748,11 @@ def check_opt_args(opt: Opt) -> None:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
-def _sizes_ok(shape: tuple[Any, ...]) -> bool:
-    return all(is_sint(s) and lower_bound(s) >= 0 for s in shape)  # a symbolic size: >= 0 at every value
-
-
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
     if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
-    if not _sizes_ok(shape):
+    if not all(is_sint(s) and lower_bound(s) >= 0 for s in shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
         raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
@@ -2813,7 +2809,7 @@ MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
         "steps must be non-zero ints": lambda v, a: all(isinstance(m, int) and m != 0 for m in a),
     },
     "reshape": {
-        "sizes must be non-negative ints or symbolic": lambda v, a: _sizes_ok(a),
+        "sizes must be non-negative ints or symbolic": lambda v, a: all(is_sint(s) and lower_bound(s) >= 0 for s in a),
         "can't reshape an empty view to a non-empty one": lambda v, a: 0 not in v.shape or 0 in a,
         "a symbolic size must be a bound Variable": lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
         "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)),
