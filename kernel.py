@@ -2251,15 +2251,14 @@ def optimize(k: Kernel) -> Kernel:
 
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
-    """A field of the wrong kind fails here, naming it. A MemBuffer's numpy integer idx becomes an int (the same
-    buffer); a ConstBuffer's value must fit its dtype, and a half or bfloat16 one is rounded to it."""
+    """A field of the wrong kind fails here, naming it; a ConstBuffer's value must also fit its dtype."""
     owner = type(buf).__name__
     if isinstance(buf, MemBuffer):
         _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
+        object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
     _check_field(owner, "dtype", buf.dtype, isinstance(buf.dtype, DType), "a DType")
     _check_field(owner, "st", buf.st, isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):
-        object.__setattr__(buf, "idx", int(buf.idx))
         return
     if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
         raise ValueError(f"CONST value {buf.val!r} {why} {buf.dtype.name} ({buf.dtype!r})")
@@ -2317,12 +2316,11 @@ ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffe
 ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): padding_changes, below, also evaluates the SUM's source on zeros.
+# some (MOD, a boolean NEG, ...): reduce_padding_changes, below, also evaluates the SUM's source on zeros.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
-    """LazyOp.__post_init__'s checks of one node: its op, its sources, the kind of its arg and its sources' dtypes."""
     if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
         raise ValueError(
             f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
@@ -2512,28 +2510,23 @@ def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
     return ret
 
 
-def padding_changes(r: LazyOp) -> str | None:
-    """Why padding r's reduce axes (every buffer reads 0 there) would change its result, or None if it wouldn't."""
-    if r.op is not ReduceOps.SUM:
-        return f"a {r.op.name} reduce (only a SUM ignores added zeros)"
-    if unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
-        return f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-    # stricter than tinygrad: where every buffer reads the padding's 0, the SUM's source must be 0 too
-    memo: dict[LazyOp, Any] = {}
-    if value_on_zeros(x := r.src[0], memo) == 0:
-        return None
-    while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
-        x = off[0]
-    return f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
-
-
 def reduce_padding_changes(k: Kernel) -> str | None:
-    """Why padding a reduce axis of k would change one of its reduce ops (see padding_changes), or None. tinygrad
-    0.9.1 checks only the first reduce op; every one of them sums the padding here."""
+    """Why padding a reduce axis of k (every buffer reads 0 there) would change one of its reduce ops, or None.
+    tinygrad 0.9.1 checks only the first reduce op; every one of them sums the padding here."""
     for i, r in enumerate(k.reduceops):
-        if (why := padding_changes(r)) is not None:
-            unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
-            return why if i == 0 else unchecked + why
+        memo: dict[LazyOp, Any] = {}
+        if r.op is not ReduceOps.SUM:
+            why = f"a {r.op.name} reduce (only a SUM ignores added zeros)"
+        elif unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
+            why = f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
+        elif value_on_zeros(x := r.src[0], memo) != 0:  # stricter than tinygrad: the SUM's source must be 0 there too
+            while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
+                x = off[0]
+            why = f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
+        else:
+            continue
+        unchecked = f"the padding would change {r.op} (reduce op {i}), which tinygrad 0.9.1 doesn't check: "
+        return why if i == 0 else unchecked + why
     return None
 
 
@@ -2541,8 +2534,7 @@ def reduce_padding_changes(k: Kernel) -> str | None:
 
 
 def check_opt_args(opt: Opt) -> None:
-    """The kinds of an Opt's axis and amount, before apply_opt reads them: NOLOCALS takes neither, TC an axis and a
-    tc_opt of 0, 1 or 2, every other op an int axis and an int amount >= 0 (KernelOptError names what is wrong)."""
+    """The kinds of an Opt's axis and amount, checked before apply_opt reads them."""
     if opt.op is OptOps.NOLOCALS:
         got = f"got {opt.axis} and {opt.amt}"
         check(opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, {got}")
@@ -2554,22 +2546,11 @@ def check_opt_args(opt: Opt) -> None:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
-def _never_negative(x: sint) -> bool:
-    return x >= 0 if isinstance(x, int) else lower_bound(x) >= 0
-
-
-def _sizes_ok(shape: tuple[Any, ...]) -> bool:
-    """Is every size an int >= 0, or a symbolic size >= 0 at every value of the variables?"""
-    if all(type(s) is int for s in shape):  # the common case first
-        return all(s >= 0 for s in shape)
-    return all(is_sint(s) and _never_negative(s) for s in shape)
-
-
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
     if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
-    if not _sizes_ok(shape):
+    if not all(is_sint(s) and lower_bound(s) >= 0 for s in shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
         raise ValueError(f"View.create: strides {strides} must be one int per axis of {shape}")
@@ -2602,17 +2583,17 @@ def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
 MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
     "pad": {
         "needs one (before, after) pair per axis": lambda v, a: len(a) == len(v.shape),
-        "padding must be >= 0": lambda v, a: all(_never_negative(b) and _never_negative(e) for b, e in a),
+        "padding must be >= 0": lambda v, a: all(lower_bound(b) >= 0 and lower_bound(e) >= 0 for b, e in a),
     },
     "shrink": {
         "needs one (begin, end) pair per axis": lambda v, a: len(a) == len(v.shape),
         "each range must satisfy 0 <= begin <= end <= size at every value of the variables": lambda v, a: all(
-            _never_negative(b) and _never_negative(e - b) and _never_negative(s - e) for s, (b, e) in zip(v.shape, a)
+            lower_bound(b) >= 0 and lower_bound(e - b) >= 0 and lower_bound(s - e) >= 0 for s, (b, e) in zip(v.shape, a)
         ),
     },
     "expand": {
         "must keep the number of axes": lambda v, a: len(a) == len(v.shape),
-        "sizes must be >= 0": lambda v, a: all(map(_never_negative, a)),
+        "sizes must be >= 0": lambda v, a: all(lower_bound(x) >= 0 for x in a),
         "can't expand": lambda v, a: (
             0 not in v.shape or all((s == x == 0) or (s > 0 and x % s == 0) for s, x in zip(v.shape, a))
         ),
@@ -2626,7 +2607,7 @@ MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
         "steps must be non-zero ints": lambda v, a: all(isinstance(m, int) and m != 0 for m in a),
     },
     "reshape": {
-        "sizes must be non-negative ints or symbolic": lambda v, a: _sizes_ok(a),
+        "sizes must be non-negative ints or symbolic": lambda v, a: all(is_sint(s) and lower_bound(s) >= 0 for s in a),
         "can't reshape an empty view to a non-empty one": lambda v, a: 0 not in v.shape or 0 in a,
         "a symbolic size must be a bound Variable": lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
         "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)),
@@ -2643,19 +2624,11 @@ def check_movement_arg(op: str, v: View, arg: Any) -> None:
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
 
-def _in_shape(x: Any) -> bool:
-    """Is x a size as a shape holds it: an int, or a Node that isn't a constant (a NumNode becomes its int)?"""
-    return type(x) is int or (isinstance(x, Node) and type(x) is not NumNode)
-
-
 def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
-    Python int, a numpy integer (not a bool) or a symbolic Node."""
-    if type(arg) is tuple and all(
-        (type(x) is tuple and len(x) == 2 and _in_shape(x[0]) and _in_shape(x[1])) if pairs else _in_shape(x)
-        for x in arg
-    ):
-        return arg  # already in shape (the Kernel's own calls): the view op checks the values
+    Python int, a numpy integer (not a bool) or a symbolic Node; the view op checks the values."""
+    if type(arg) is tuple and not pairs and all(type(x) is int for x in arg):
+        return arg  # the common case (the Kernel's own calls), already in shape
 
     def size(x: Any) -> sint:
         if not is_sint(x):
