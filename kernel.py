@@ -1686,7 +1686,7 @@ class Kernel:
             check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
             check(len(self.applied_opts) == 0, "tensor core opts must be first")
             check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
-            check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")  # type: ignore[arg-type]
+            check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")
             self.applied_opts.append(opt)
             return
         axis, amt = self._opt_axis_amount(opt)
