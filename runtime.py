@@ -13,6 +13,7 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import itertools
 import math
@@ -31,7 +32,7 @@ import numpy as np
 import pyopencl as cl
 
 from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
-from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
+from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
 from kernel import run_command_line, sym_infer, sym_render, verify_lazyop
 
@@ -65,9 +66,7 @@ def _is_image(dt) -> bool:
 
 def _scalar(dt):
     """The element dtype: an image holds floats (imagef) or halfs (imageh)."""
-    if not _is_image(dt):
-        return dt
-    return dtypes.half if dt.name == "imageh" else dt.base
+    return dt if not _is_image(dt) else dtypes.half if dt.name == "imageh" else dt.base
 
 
 def _type(dt) -> tuple[Any, str, str]:
@@ -90,10 +89,6 @@ def _is_float(dt) -> bool:
     return np_dtype(dt).kind == "f"
 
 
-def _is_bf16(dt) -> bool:
-    return dt == dtypes.bfloat16
-
-
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
     """float32 values as bfloat16 bits: the top 16 bits of each, rounded to nearest even (as the kernel's stores
     round, and NaN stays NaN)."""
@@ -103,36 +98,33 @@ def _bf16_bits(x: np.ndarray) -> np.ndarray:
 
 
 def _bf16_floats(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bits as the float32 values they are."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def _round_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16 (kept as float32)."""
-    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x))
+def _as_stored(x: np.ndarray, dt) -> np.ndarray:
+    """x as a buffer of dtype dt holds it: for bfloat16, rounded to the nearest bfloat16 (kept as float32)."""
+    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x)) if dt == dtypes.bfloat16 else x
 
 
 def _c_const(val, dt) -> str:
     """A constant as a C literal of the register type of dt."""
-    if np_dtype(dt) == np.bool_:
+    ctype = _type(dt)[2]
+    if ctype == "bool":
         return "1" if val else "0"
+    if ctype == "float":  # the float32 numpy makes of val (a finite double beyond its range: an infinity, as in numpy)
+        with np.errstate(over="ignore"):
+            val = np.float32(val)
     if math.isnan(val):
         return "NAN"
     if math.isinf(val):
         return "INFINITY" if val > 0 else "(-INFINITY)"
-    if _is_float(dt) and _type(dt)[2] == "double":
+    if ctype == "double":
         text = repr(float(val))
-    elif _is_float(dt):  # the float32 numpy makes of val, in digits that C reads back as that same float
-        with np.errstate(over="ignore"):
-            f32 = np.float32(val)
-        if math.isinf(f32):  # a finite double beyond float32's range: an infinity, as in numpy
-            return "INFINITY" if f32 > 0 else "(-INFINITY)"
-        text = str(f32) if any(c in str(f32) for c in ".e") else f"{f32}.0"
-        text += "f"
+    elif ctype == "float":  # in digits that C reads back as that same float
+        text = (str(val) if any(c in str(val) for c in ".e") else f"{val}.0") + "f"
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
-        text = str(int(val)) + _INT_SUFFIX.get(_type(dt)[2], "")
-        if val == np.iinfo(np_dtype(dt)).min and val < 0:  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
-            text = f"{int(val) + 1}{_INT_SUFFIX.get(_type(dt)[2], '')}-1"
+        low = val == np.iinfo(np_dtype(dt)).min and val < 0  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
+        text = f"{int(val) + 1}{_INT_SUFFIX.get(ctype, '')}-1" if low else f"{int(val)}{_INT_SUFFIX.get(ctype, '')}"
     return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
 
 
@@ -154,9 +146,7 @@ def _reduce_init(op, dt):
 def _c_sum(x: SumNode, ops: dict, ctx: Any) -> str:
     """A sum with its constant last (`(a+b-1)`): neighbouring indices then share their common part."""
     terms = "+".join(sorted(y.render(ops, ctx) for y in x.nodes if not isinstance(y, NumNode)))
-    for c in (y.b for y in x.nodes if isinstance(y, NumNode)):
-        terms += f"{c:+d}"
-    return f"({terms})"
+    return f"({terms}{''.join(f'{y.b:+d}' for y in x.nodes if isinstance(y, NumNode))})"
 
 
 # the C text of each index node type (Node.render(render_c)); a Variable is its name: a loop index, or a symbolic
@@ -292,14 +282,12 @@ def _helper_body(kind: str, ctype: str) -> str:
     if kind == "shl":  # numpy: a count outside 0..bits-1 shifts every bit out; computed unsigned, which wraps
         return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? 0 : ({ctype})(({unsigned})a << b);"
     if kind == "shr":  # numpy: a count outside 0..bits-1 leaves the sign: -1 for a negative a, else 0
-        if signed:
-            return f"return b < 0 || b >= {bits} ? (a < 0 ? -1 : 0) : a >> b;"
-        return f"return b >= {bits} ? 0 : a >> b;"
+        return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? {'(a < 0 ? -1 : 0)' if signed else 0} : a >> b;"
     assert kind == "recip", kind  # the truncated 1/a; numpy's 1/0 depends on the machine: here it is 0, as x/0 is
     return "return a == 0 ? 0 : 1 / a;"
 
 
-_C_NUMPY = {ctype: np_t for np_t, _, ctype in (v for v in _TYPES.values())}  # register C type -> numpy type
+_C_NUMPY = {ctype: np_t for np_t, _, ctype in _TYPES.values()}  # register C type -> numpy type
 _HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
     # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
     "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
@@ -331,12 +319,6 @@ def _float_to_int(src: str, dst: str) -> str:
         clamp = f"a >= {top} ? ({dst}){info.max}{_INT_SUFFIX.get(dst, '')} : a < ({src})({low}) ? ({dst})({low})"
         _HELPERS[name] = f"{dst} {name}({src} a) {{ return isnan(a) ? 0 : {clamp} : ({dst})a; }}\n"
     return name
-
-
-def _helpers_used(body: str) -> str:
-    """The definitions of the helpers that the kernel body calls."""
-    called = set(re.findall(r"\b(\w+)\(", body))
-    return "".join(_HELPERS[name] for name in sorted(called & _HELPERS.keys()))
 
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
@@ -381,21 +363,15 @@ def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> li
     Returns, per launch dim, the (dim number, size) parts it counts, the fastest-varying part first. With
     `reverse` the last kernel dim goes to launch dim 0 (globals: the innermost axis is usually contiguous in
     memory). A dim too large for its launch dim is split in two factors; surplus dims are merged left to right."""
-    slots = [[(i, s)] for i, s in enumerate(dims)]
-    if reverse:
-        slots = slots[::-1]
+    slots = [[(i, s)] for i, s in enumerate(dims)][:: -1 if reverse else 1]
     for d in range(min(len(max_sizes), len(slots))):
         i, s = slots[d][0]
         if _largest(s) <= max_sizes[d]:
             continue
-        if isinstance(s, Node):
-            raise ValueError(
-                f"dim {i} of symbolic size {cexpr(s)} (up to {_largest(s)}) doesn't fit in a launch "
-                f"dim of at most {max_sizes[d]}"
-            )
-        factor = next((f for f in range(2, math.isqrt(s) + 1) if s % f == 0 and s // f <= max_sizes[d]), None)
-        if factor is None:
-            raise ValueError(f"dim {i} of size {s} doesn't fit in a launch dim of at most {max_sizes[d]}")
+        splits = () if isinstance(s, Node) else range(2, math.isqrt(s) + 1)  # a symbolic size can't be split
+        if (factor := next((f for f in splits if s % f == 0 and s // f <= max_sizes[d]), None)) is None:
+            size = f"symbolic size {cexpr(s)} (up to {_largest(s)})" if isinstance(s, Node) else f"size {s}"
+            raise ValueError(f"dim {i} of {size} doesn't fit in a launch dim of at most {max_sizes[d]}")
         slots[d : d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
     d = 0
     while len(slots) > len(max_sizes):
@@ -421,7 +397,7 @@ class _Renderer:
         self.n, self.up = k.shape_len, k.shape_len - k.upcasted  # axes >= up are upcasted
         self.lines: list[str] = []
         self.scopes: list[dict[str, str]] = [{}]  # per open scope: C expression -> register holding it
-        self.counts: dict[str, int] = {}  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
+        self.counts: Counter = Counter()  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
         self.uses = Counter(s for root in k.ast for op in root.lazyops for s in op.src)  # shared ops get a register
         self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
         self.float4_axis = [self._float4_axis(i) for i in range(len(k.bufs))]
@@ -440,28 +416,25 @@ class _Renderer:
 
     def open_group_firsts(self) -> None:
         """Only the first thread of each group (group ids 0) runs what follows: it holds the finished results."""
-        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
+        firsts = [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
+        self.open(f"if ({' && '.join(firsts)})" if firsts else "")
 
     def close(self) -> None:
         self.scopes.pop()
         self.line("}")
 
-    def _name(self, prefix: str) -> str:
-        self.counts[prefix] = self.counts.get(prefix, 0) + 1
-        return f"{prefix}{self.counts[prefix] - 1}"
-
     def declare(self, ctype: str, expr: str, prefix: str) -> str:
         """A new register (an accumulator) starting at expr."""
-        name = self._name(prefix)
+        name = f"{prefix}{self.counts[prefix]}"
+        self.counts[prefix] += 1
         self.line(f"{ctype} {name} = {expr};")
         return name
 
     def reg(self, ctype: str, expr: str, prefix: str) -> str:
         """A register holding expr; the same expression in the same scope reuses it."""
-        if (name := self.scopes[-1].get(expr)) is None:
-            name = self.scopes[-1][expr] = self._name(prefix)
-            self.line(f"{ctype} {name} = {expr};")
-        return name
+        if expr not in self.scopes[-1]:
+            self.scopes[-1][expr] = self.declare(ctype, expr, prefix)
+        return self.scopes[-1][expr]
 
     # -- the launch: global and local dims become work-group and work-item ids --
     def launch(self) -> tuple[list[int], list[int] | None, list[Any], list[int]]:
@@ -491,10 +464,8 @@ class _Renderer:
                 break
             except ValueError as e:
                 if not (cyan := [a for a in axes if a < k.first_reduce]):
-                    raise ValueError(
-                        f"the grouped reduce of {kernel_name(k)} needs more threads than the device "
-                        f"has in a work-group ({e})"
-                    ) from None
+                    need = f"the grouped reduce of {kernel_name(k)} needs more threads than the device has"
+                    raise ValueError(f"{need} in a work-group ({e})") from None
                 looped.append(max(cyan, key=lambda a: full[a]))  # the largest local axis becomes a loop
         self._define_ids(threads, "get_local_id", axes, "lidx", idxs)
         return global_size, [prod(s for _, s in slot) for slot in threads] + [1] * (3 - len(threads)), idxs, looped
@@ -516,31 +487,26 @@ class _Renderer:
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
                 name = f"{prefix}{axis}"
-                self.line(
-                    f"int {name} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)} */"
-                )
+                comment = f"{colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)}"
+                self.line(f"int {name} = {'+'.join(terms)};  /* {comment} */")
                 idxs[axis] = Variable(name, 0, size - 1)
 
     # -- loads --
     def exprs(self, i: int, idxs: list[Any]):
-        """(index, valid) of buffer i at idxs, each part checked to fit in a C int."""
-        idx, valid = self._exprs(i, idxs)
-        what = f"data{self.k.bufs[i].idx}" if not isinstance(self.k.bufs[i], ConstBuffer) else "a constant's mask"
-        return _check_int32(idx, what), _check_int32(valid, what)
-
-    def _exprs(self, i: int, idxs: list[Any]):
-        """With symbolic sizes, the constant indices (upcast elements) go in as
-        variables and are substituted after, as tinygrad does: `(u*(i+2)) % (i+2)` simplifies where the same with
-        u = 1 already folded in, `(gidx0+i+2) % (i+2)`, can't."""
+        """(index, valid) of buffer i at idxs, each part checked to fit in a C int. With symbolic sizes, the constant
+        indices (upcast elements) go in as variables and are substituted after, as tinygrad does: `(u*(i+2)) % (i+2)`
+        simplifies where the same with u = 1 already folded in, `(gidx0+i+2) % (i+2)`, can't."""
         st = self.k.sts[i]
         if not self.k.vars:
-            return st.expr_idxs(idxs)
-        # (an axis of 0 or 1 elements has no range to stand in for: its index stays the number)
-        consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode) and st.shape[a] not in (0, 1)}
-        stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
-        idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
-        values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
-        return idx.substitute(values), valid.substitute(values)
+            idx, valid = st.expr_idxs(idxs)
+        else:  # (an axis of 0 or 1 elements has no range to stand in for: its index stays the number)
+            consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode) and st.shape[a] not in (0, 1)}
+            stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
+            idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
+            values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
+            idx, valid = idx.substitute(values), valid.substitute(values)
+        what = f"data{self.k.bufs[i].idx}" if not isinstance(self.k.bufs[i], ConstBuffer) else "a constant's mask"
+        return _check_int32(idx, what), _check_int32(valid, what)
 
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
@@ -571,45 +537,33 @@ class _Renderer:
             _, valid = self.exprs(i, idxs)
             val = f"(({ctype}){buf.val.expr})" if isinstance(buf.val, Node) else _c_const(buf.val, buf.dtype)
             return self._gate(valid, val, zero)
-        name = f"data{buf.idx}"
         if _is_image(buf.dtype):
-            return self._load_image(i, idxs)
-        if (vec := self._vector_base(i, idxs)) is not None:
-            idx, valid, comp, amt = vec
-            if valid.max == 0:
-                return zero
-            at = f"{name}+{self.index(idx)}"  # aligned: one vector load
-            load = f"vload_half{amt}(0, {at})" if mem == "half" else f"*((__global float{amt}*)({at}))"
-            vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
-            return f"{vector}.s{_VEC[comp]}"
-        idx, valid = self.exprs(i, idxs)
+            self.images.add(buf.idx)
+        vec = self._vector_base(i, idxs)
+        idx, valid = vec[:2] if vec is not None else self.exprs(i, idxs)
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
-        load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
-        if _is_bf16(buf.dtype):
+        if _is_image(buf.dtype):  # read a pixel (float4) at a time: element i of the flat buffer is component i%4 of
+            # pixel i//4, which sits at column (i//4) % width and row (i//4) // width
+            pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
+            pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
+            comp = vec[2] if vec is not None else idx % 4
+            if _smallest(comp) == _largest(comp):
+                return f"{pixel}.s{_VEC[_smallest(comp)]}"
+            c = cexpr(comp)  # a component only known at run time: pick it with a chain of selects
+            return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
+        name, at = f"data{buf.idx}", self.index(idx)
+        if vec is not None:  # aligned: one vector load
+            amt = vec[3]
+            load = f"vload_half{amt}(0, {name}+{at})" if mem == "half" else f"*((__global float{amt}*)({name}+{at}))"
+            vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
+            return f"{vector}.s{_VEC[vec[2]]}"
+        load = f"vload_half(0, {name}+{at})" if mem == "half" else f"{name}[{at}]"
+        if buf.dtype == dtypes.bfloat16:
             load = f"bf16_load({load})"
         elif mem != ctype:
             load = f"(({ctype}){load})"
         return self.reg(ctype, self._gate(valid, load, zero), "val")
-
-    def _load_image(self, i: int, idxs: list[Any]) -> str:
-        """Images are read a pixel (float4) at a time; element i of the flat buffer is component i%4 of pixel
-        i//4, which sits at column (i//4) % width and row (i//4) // width."""
-        buf = self.k.bufs[i]
-        self.images.add(buf.idx)
-        if (vec := self._vector_base(i, idxs)) is not None:
-            idx, valid, comp, _ = vec
-        else:
-            idx, valid = self.exprs(i, idxs)
-            comp = idx % 4
-        if valid.max == 0:
-            return "0.0f"
-        pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
-        pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
-        if isinstance(comp, int) or comp.min == comp.max:
-            return f"{pixel}.s{_VEC[comp if isinstance(comp, int) else comp.min]}"
-        c = cexpr(comp)  # a component only known at run time: pick it with a chain of selects
-        return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
 
     def index(self, idx) -> str:
         """C for an index expression. A sum with a constant becomes register + constant: loads that differ only by a
@@ -655,10 +609,7 @@ class _Renderer:
 
     @staticmethod
     def combine(op, vals: list[str], dt) -> str:
-        expr = vals[0]
-        for v in vals[1:]:
-            expr = _c_alu(_REDUCE_AS_BINARY[op], (expr, v), dt)
-        return expr
+        return functools.reduce(lambda expr, v: _c_alu(_REDUCE_AS_BINARY[op], (expr, v), dt), vals)
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
@@ -680,11 +631,16 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
             idxs[axis] = NumNode(0) if size == 0 else Variable(f"ridx{axis}", 0, size - 1)  # a loop of 0 never runs
+        # each reduce op in turn, with its own accumulators and loops (and, grouped, its own temp and barrier); then
+        # the stores, which read every reduce's result
+        results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
+        if k.group_for_reduces:
+            self.open_group_firsts()
         late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[: self.up])]
-        if k.reduceop is None:
-            self.stores([(late_idxs + [NumNode(c) for c in combo], None) for combo in self.combos(k.output_shape)])
-        else:
-            self.reduces(idxs, late_idxs)
+        finished = self.result_idxs(late_idxs).items()
+        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
+        if k.group_for_reduces:
+            self.close()
         for _ in looped:
             self.close()
         return self.program(global_size, local_size)
@@ -705,18 +661,6 @@ class _Renderer:
             accs[c] = f"{vectors[base]}.s{c[pos]}"
         return accs
 
-    def reduces(self, idxs: list[Any], late_idxs: list[Any]) -> None:
-        """Each reduce op in turn, with its own accumulators and loops (and, grouped, its own temp and barrier);
-        then the stores, which read every reduce's result."""
-        k = self.k
-        results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
-        if k.group_for_reduces:
-            self.open_group_firsts()
-        finished = self.result_idxs(late_idxs).items()
-        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
-        if k.group_for_reduces:
-            self.close()
-
     def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
         """Loop over the reduce axes, accumulating r; returns its results, keyed like result_idxs()."""
         k, dt = self.k, r.dtype
@@ -728,16 +672,12 @@ class _Renderer:
         accs = self.accumulators(r, out_combos, vec_axis)
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
-
-        def acc_of(combo: tuple[int, ...]) -> str:
-            """The accumulator of this combination of upcast indices: a magenta (reduce) axis is 1 in the output, so
-            its index is 0 there and every value along it adds into the same register."""
-            return accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]
-
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
-            parts[acc_of(combo)].append(val)
+            # a magenta (reduce) axis is 1 in the output, so its index is 0 there: every value along it adds into the
+            # same accumulator
+            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
                 self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")
@@ -756,17 +696,11 @@ class _Renderer:
         """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
         return [a for a in self.group_axes if self.k.output_shape[a] == self.k.full_shape[a]]
 
-    @property
-    def group_firsts(self) -> list[str]:
-        """The condition for the threads that finish a grouped reduce: group ids 0."""
-        return [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
-
     def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
         """The output element of each finished result: keyed (white axes' values, upcast combination)."""
         k, white = self.k, self.white_axes
-        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white])) if k.group_for_reduces else [()]
         ret = {}
-        for w in whites:
+        for w in itertools.product(*[range(k.full_shape[a]) for a in white]):  # () without grouped axes
             idxs = list(late_idxs)
             for a, v in zip(white, w):
                 idxs[a] = NumNode(v)
@@ -783,19 +717,16 @@ class _Renderer:
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
         white = self.white_axes
         temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
+        temp_strides = [prod(temp_shape[d + 1 :]) for d in range(len(temp_shape))]  # row-major
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
         self.lines.insert(n, f"  __local {_type(dt)[2]} {temp}[{prod(temp_shape)}];")  # __local lives at kernel scope
 
         def temp_index(thread: Sequence[Any], combo: Sequence[int]) -> str:
-            """Row-major index into temp; parts are C variable names or constants."""
-            terms, const, stride = [], 0, 1
-            for part, size in reversed(list(zip(list(thread) + list(combo), temp_shape))):
-                if isinstance(part, int):
-                    const += part * stride
-                elif size > 1:
-                    terms.append(f"{part}*{stride}" if stride > 1 else part)
-                stride *= size
-            return "+".join(terms[::-1] + ([str(const)] if const else [])) or "0"
+            """The index into temp; parts are C variable names or constants."""
+            parts = [(p, stride) for p, stride, size in zip([*thread, *combo], temp_strides, temp_shape) if size > 1]
+            terms = [f"{p}*{stride}" if stride > 1 else p for p, stride in parts if isinstance(p, str)]
+            const = sum(p * stride for p, stride in parts if isinstance(p, int))
+            return "+".join(terms + ([str(const)] if const else [])) or "0"
 
         lids = [f"lidx{a}" if k.full_shape[a] > 1 else 0 for a in range(first, last)]
         for combo, acc in accs.items():
@@ -822,9 +753,7 @@ class _Renderer:
     def stores(self, items: list[tuple[list[Any], dict[LazyOp, str] | None]]) -> None:
         """Evaluate every STORE of the AST at each (idxs, finished reduces) and write it."""
         for root in sorted(self.k.ast, key=lambda x: x.arg.idx):
-            i = self.buf_index[root.arg]
-            values = [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items]
-            self.store(i, values)
+            self.store(self.buf_index[root.arg], [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items])
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
         buf = self.k.bufs[i]
@@ -837,35 +766,27 @@ class _Renderer:
             groups.setdefault(key, []).append((idxs, val))
         for group in groups.values():
             vec = self._vector_base(i, group[0][0])
-            if vec is not None and len(group) == vec[3]:
-                idx, valid, _, amt = vec
+            if vec is not None and len(group) == vec[3]:  # a whole float2/float4: one vector store
                 by_comp = {self._vector_base(i, idxs)[2]: val for idxs, val in group}
-                vector = f"(float{amt})({','.join(by_comp[c] for c in range(amt))})"
+                writes = [(vec[0], vec[1], f"(float{vec[3]})({','.join(by_comp[c] for c in range(vec[3]))})", vec[3])]
+            elif image:
+                raise _NeedsFlatImage(buf.idx)
+            else:
+                writes = [(*self.exprs(i, idxs), val, 1) for idxs, val in group]
+            for idx, valid, val, amt in writes:
                 if image:
                     self.images.add(buf.idx)
-                    code = f"write_imagef({name}, {self._image_coord(buf.dtype, idx)}, {vector});"
+                    code = f"write_imagef({name}, {self._image_coord(buf.dtype, idx)}, {val});"
                 elif mem == "half":
-                    code = f"vstore_half{amt}({vector}, 0, {name}+{self.index(idx)});"
-                else:
-                    code = f"*((__global float{amt}*)({name}+{self.index(idx)})) = {vector};"
-                self._guarded(valid, code)
-                continue
-            if image:
-                raise _NeedsFlatImage(buf.idx)
-            for idxs, val in group:
-                idx, valid = self.exprs(i, idxs)
-                if mem == "half":
-                    code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
-                elif _is_bf16(buf.dtype):
+                    code = f"vstore_half{amt if amt > 1 else ''}({val}, 0, {name}+{self.index(idx)});"
+                elif amt > 1:
+                    code = f"*((__global float{amt}*)({name}+{self.index(idx)})) = {val};"
+                elif buf.dtype == dtypes.bfloat16:
                     code = f"{name}[{self.index(idx)}] = bf16_store({val});"
                 else:
                     code = f"{name}[{self.index(idx)}] = {val if mem == ctype else f'({mem})({val})'};"
-                self._guarded(valid, code)
-
-    def _guarded(self, valid, code: str) -> None:
-        if valid.max == 0:
-            return
-        self.line(code if valid.min == 1 else f"if ({cexpr(valid)}) {code}")
+                if valid.max != 0:  # else entirely in the padding: never written
+                    self.line(code if valid.min == 1 else f"if ({cexpr(valid)}) {code}")
 
     def program(self, global_size: list[int], local_size: list[int] | None) -> Program:
         k = self.k
@@ -875,19 +796,16 @@ class _Renderer:
             if buf.idx in self.images:
                 params.append(f"{'write_only' if buf.idx in outputs else 'read_only'} image2d_t data{buf.idx}")
             else:
-                const = "" if buf.idx in outputs else "const "
-                params.append(f"{const}__global {_type(buf.dtype)[1]}* data{buf.idx}")
+                params.append(f"{'' if buf.idx in outputs else 'const '}__global {_type(buf.dtype)[1]}* data{buf.idx}")
             args.append((buf.idx, "image" if buf.idx in self.images else "buffer"))
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
-        name = kernel_name(k)
+        name, body = kernel_name(k), "\n".join(self.lines)
+        note = _TC_NOTE.format(device=k.opts.device) if any(o.op is OptOps.TC for o in k.applied_opts) else ""
         sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
-        prelude = sampler if self.images else ""
-        tc = any(o.op is OptOps.TC for o in k.applied_opts)
-        note = _TC_NOTE.format(device=k.opts.device) if tc else ""
-        body = "\n".join(self.lines)
-        prelude += _helpers_used(body)
-        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + body + "\n}\n"
+        called = set(re.findall(r"\b(\w+)\(", body))  # the helpers it calls are defined before the kernel
+        prelude = (sampler if self.images else "") + "".join(_HELPERS[n] for n in sorted(called & _HELPERS.keys()))
+        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
         return Program(name, src, global_size, local_size, args, variables)
 
 
@@ -1159,9 +1077,7 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
 
 def _infer(x, values: dict[str, int]) -> int:
     """The value of a size (an int, or a node of the variables) at values {name: int}."""
-    if isinstance(x, int):
-        return x
-    return sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
+    return x if isinstance(x, int) else sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
 
 
 def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
@@ -1250,17 +1166,10 @@ _device_lock = threading.Lock()  # one thread at a time sets a kernel's argument
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
-    def __init__(
-        self,
-        k: Kernel,
-        inputs: Sequence[np.ndarray],
-        var_vals: dict | None = None,
-        prg: Program | None = None,
-        device_args: dict | None = None,
-        second_poison: bool = False,
-    ):
-        """`prg`: k already rendered with the device's limits. `device_args`: a dict that keeps the device buffers
-        between launches of kernels of the same AST (the beam search times many), filled on first use."""
+    def __init__(self, k: Kernel, inputs: Sequence, var_vals=None, prg=None, device_args=None, second_poison=False):
+        """`prg`: k already rendered with the device's limits (a Program). `device_args`: a dict that keeps the device
+        buffers between launches of kernels of the same AST (the beam search times many), filled on first use.
+        `second_poison`: as in run."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
         host = _check_inputs(list(self.infos.values()), inputs)
@@ -1275,7 +1184,7 @@ class _Launch:
                 self.args.append(device_args[idx, kind])
                 continue
             data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b, second_poison)
-            if _is_bf16(b.dtype):
+            if b.dtype == dtypes.bfloat16:
                 data = _bf16_bits(data)  # read() turns them back into floats
             if b.output:
                 self.outputs[idx] = data
@@ -1319,7 +1228,7 @@ class _Launch:
                 else:
                     cl.enqueue_copy(queue, out, arg)
         queue.finish()
-        outs = {i: _bf16_floats(x) if _is_bf16(self.infos[i].dtype) else x for i, x in self.outputs.items()}
+        outs = {i: _bf16_floats(x) if self.infos[i].dtype == dtypes.bfloat16 else x for i, x in self.outputs.items()}
         return [outs[i].reshape(self.infos[i].shape) for i in sorted(outs)]
 
 
@@ -1410,10 +1319,8 @@ class _Reference:
         """st restricted to the box: axes where st has size 1 (reduced, or broadcast) stay whole."""
         if id(st) not in self.strides:
             self.strides[id(st)] = st.real_strides()
-        arg = tuple(
-            (0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in zip(st.shape, self.strides[id(st)], box)
-        )
-        return st.shrink(arg)
+        axes = zip(st.shape, self.strides[id(st)], box)
+        return st.shrink(tuple((0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in axes))
 
     def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
         if (got := memo.get(x)) is not None:
@@ -1431,8 +1338,7 @@ class _Reference:
             shape = tuple(1 if a in x.arg else hi - lo for a, (lo, hi) in enumerate(box))
             ret = np.full(shape, _reduce_init(x.op, x.dtype), dt)
         elif x.op in ReduceOps:
-            src = self.value(x.src[0], box, memo)
-            src = np.broadcast_to(src, tuple(hi - lo for lo, hi in box))
+            src = np.broadcast_to(self.value(x.src[0], box, memo), tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
             if x.op is ReduceOps.MAX:
                 ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
@@ -1443,14 +1349,9 @@ class _Reference:
                 ret = (np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0).astype(dt)
             else:
                 ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
-        elif x.op is UnaryOps.CAST:
-            target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
-            # a CAST to half is a float in registers, as on the device: it is rounded to half where it is stored
+        elif x.op is UnaryOps.CAST:  # to half: a float in registers, as on the device (rounded to half when stored)
             src = self.value(x.src[0], box, memo)
-            if src.dtype.kind == "f" and _compute_np(target).kind in "iu":
-                ret = _np_cast_float_to_int(src, _compute_np(target))
-            else:
-                ret = src.astype(_compute_np(target))
+            ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src.astype(dt)
         elif x.op is UnaryOps.BITCAST:
             src = self.value(x.src[0], box, memo)
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
@@ -1475,7 +1376,7 @@ class _Reference:
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
                 out = outputs[root.arg.idx]
                 out = out.view(np.uint8) if out.dtype == np.bool_ else out
-                out[idx[valid]] = _round_bf16(val[valid]) if _is_bf16(root.arg.dtype) else val[valid].astype(out.dtype)
+                out[idx[valid]] = _as_stored(val[valid].astype(out.dtype), root.arg.dtype)
 
 
 def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
@@ -1483,15 +1384,11 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
     ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
-    # computed in the register dtype, with one extra element: a buffer only ever read in its padding may be empty
-    data = {
-        b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)).astype(_compute_np(b.dtype), copy=False)
-        for b in infos
-        if b.read
-    }
-    data.update({b.idx: _round_bf16(data[b.idx]) for b in infos if b.read and _is_bf16(b.dtype)})  # as uploaded
-    outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
-    outputs.update({b.idx: _round_bf16(outputs[b.idx]) for b in infos if b.output and _is_bf16(b.dtype)})
+    # as uploaded, computed in the register dtype, with one extra element: a buffer only ever read in its padding may
+    # be empty
+    padded = {b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)) for b in infos if b.read}
+    data = {b.idx: _as_stored(padded[b.idx].astype(_compute_np(b.dtype), copy=False), b.dtype) for b in infos if b.read}
+    outputs = {b.idx: _as_stored(host[b.idx].copy() if b.read else _poisoned(b), b.dtype) for b in infos if b.output}
     with np.errstate(all="ignore"):
         _Reference(ast, data).run(outputs)
     return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
@@ -1503,28 +1400,20 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> tuple[float, float]:
     about 1 for random_inputs), however small the sum itself."""
     names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
     rtol = 2e-2 if names & {"half", "__bf16"} else 1e-3
-    terms = max([_reduced_size(x) for root in ast for x in root.lazyops if x.op in ReduceOps], default=1)
+    terms = 1  # the most terms a reduce combines into one of its results
+    for r in (x for root in ast for x in root.lazyops if x.op in ReduceOps):
+        shape = next(x for x in r.lazyops if x.op in BufferOps).arg.st.shape
+        terms = max(terms, prod(shape[a] for a in r.arg))
     return rtol, rtol * max(1.0, math.sqrt(terms))
-
-
-def _reduced_size(r: LazyOp) -> int:
-    """How many terms the reduce r combines into each of its results."""
-    shape = next(x for x in r.lazyops if x.op in BufferOps).arg.st.shape
-    return prod(shape[a] for a in r.arg)
 
 
 def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Any) -> list[np.ndarray]:
     """`expected` as verify takes it: a list with a numpy array of each output's shape."""
+    each, n = f"one per output of {kernel_name(k)}", len(outs)
     if not isinstance(expected, (list, tuple)):
-        raise ValueError(
-            f"expected must be a list of numpy arrays, one per output of {kernel_name(k)}, "
-            f"got {type(expected).__name__}"
-        )
+        raise ValueError(f"expected must be a list of numpy arrays, {each}, got {type(expected).__name__}")
     if len(expected) != len(outs):
-        raise ValueError(
-            f"expected {len(outs)} output array{'s' if len(outs) != 1 else ''} (one per output of "
-            f"{kernel_name(k)}), got {len(expected)}"
-        )
+        raise ValueError(f"expected {n} output array{'s' if n != 1 else ''} ({each}), got {len(expected)}")
     for b, want in zip(outs, expected):
         if not isinstance(want, np.ndarray):
             raise ValueError(f"expected output data{b.idx} must be a numpy array, got {type(want).__name__}")
@@ -1562,13 +1451,10 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
     got, want = got.reshape(-1), want.reshape(-1)
     if got.dtype == np.bool_:
         got, want = got.view(np.uint8), want.view(np.uint8)
-    if got.dtype.kind == "f":
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        bad = ~np.isclose(g, w, rtol=tol[0], atol=tol[1], equal_nan=True)
-        with np.errstate(invalid="ignore"):  # inf - inf: a mismatch all the same
-            return bad, np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
-    bad = got != want
-    return bad, np.where(bad, np.abs(got.astype(np.float64) - want.astype(np.float64)), 0)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    bad = ~np.isclose(g, w, rtol=tol[0], atol=tol[1], equal_nan=True) if got.dtype.kind == "f" else got != want
+    with np.errstate(invalid="ignore"):  # inf - inf: a mismatch all the same
+        return bad, np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
 
 
 def verify(
@@ -1625,28 +1511,16 @@ def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
     return [{v.expr: pick(v) for v in variables} for pick in picks]
 
 
-def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
-    """A demo kernel optimized by kernel.py's demo_kernel (the heuristics' opts, or the given ones). With `steps` its
-    step table is printed, as `python kernel.py demo NAME` prints it; else only the rejected opts are logged."""
-    k, rejected = demo_kernel(name, target, opts, out=None if steps else io.StringIO())
-    width = max([16] + [len(str(o)) + 2 for o in opts or ()])  # as wide as demo_kernel's column of opts
-    for opt, why in rejected if not steps else []:
-        log(f"  {str(opt):<{width}}rejected: {why}")
-    return k
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python runtime.py",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
         "them against numpy. (The beam search is search.py's: python search.py NAME.)",
-        epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
+        epilog=f"demo kernels: {', '.join(DEMOS)}\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
-        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n"
-        "\nAn opt is OP:AXIS:AMT, OP one of "
-        + ", ".join(o.name for o in OptOps)
-        + ". PYOPENCL_CTX chooses the OpenCL device.",
+        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
+        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")
@@ -1659,32 +1533,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
-
-    def log(text: str) -> None:
-        print(text, flush=True)
-
     if args.command == "show":
-        k = _demo(args.name, args.target, args.opt, log, steps=True)
-        prg = render(k)
-        sizes = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
-        launch = (
-            f"{sizes} work-groups of {prg.local_size} threads"
-            if prg.local_size
-            else f"{sizes} threads; the kernel sets no work-group size, runtime.py launches groups of the largest "
-            "divisor <= 32 of dim 0"
-        )
+        prg = render(demo_kernel(args.name, args.target, args.opt)[0])  # printing its step table
+        launch = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
+        if prg.local_size:
+            launch += f" work-groups of {prg.local_size} threads"
+        else:
+            launch += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
+            launch += " <= 32 of dim 0"
         launch += " (launch dims: the blue axes last first, the cyan ones in order)"
         if prg.vars:
-            launch += (
-                "\n  vars            "
-                + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars)
-                + ": int arguments; this one program runs every value, the launch size follows them"
-            )
+            launch += f"\n  vars            {', '.join(f'{v.expr} in [{v.min}, {v.max}]' for v in prg.vars)}: int "
+            launch += "arguments; this one program runs every value, the launch size follows them"
         print(f"  launch          {launch}\n\n{prg.src}")
     else:
+        log = functools.partial(print, flush=True)
         failed, count, kernels = 0, 0, 0
+        width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
         for name in [args.name] if args.name else list(DEMOS):
-            k = _demo(name, args.target, args.opt, log)
+            k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
+            for opt, why in rejected:
+                log(f"  {str(opt):<{width}}rejected: {why}")
             samples, kernels = sample_var_vals(k), kernels + 1
             inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
             try:
