@@ -18,6 +18,7 @@ import io
 import itertools
 import math
 import os
+import pathlib
 import re
 import statistics
 import sys
@@ -58,6 +59,8 @@ _TYPES = {
     "float": (np.float32, "float", "float"),
     "double": (np.float64, "double", "double"),
 }
+_C_NUMPY = {ctype: np_t for np_t, _, ctype in _TYPES.values()}  # register C type -> numpy type
+_INT_SUFFIX = {"uint": "u", "long": "l", "ulong": "ul"}  # char and short literals are ints, cast back after each op
 
 
 def _is_image(dt) -> bool:
@@ -90,8 +93,7 @@ def _is_float(dt) -> bool:
 
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 values as bfloat16 bits: the top 16 bits of each, rounded to nearest even (as the kernel's stores
-    round, and NaN stays NaN)."""
+    """float32 values as bfloat16 bits: the top 16 bits, rounded to nearest even as the stores round; NaN stays NaN."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
@@ -126,9 +128,6 @@ def _c_const(val, dt) -> str:
         low = val == np.iinfo(np_dtype(dt)).min and val < 0  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
         text = f"{int(val) + 1}{_INT_SUFFIX.get(ctype, '')}-1" if low else f"{int(val)}{_INT_SUFFIX.get(ctype, '')}"
     return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
-
-
-_INT_SUFFIX = {"uint": "u", "long": "l", "ulong": "ul"}  # char and short literals are ints, cast back after each op
 
 
 def _reduce_init(op, dt):
@@ -196,8 +195,7 @@ def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _np_recip(a: np.ndarray) -> np.ndarray:
-    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
-    an integer division by 0 gives too)."""
+    """1/a; for integers truncated toward zero, and 0 for a = 0 as x/0 (numpy's own 1/0 depends on the machine)."""
     if a.dtype.kind == "f":
         return np.reciprocal(a)
     return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
@@ -239,11 +237,18 @@ _C_OPS_BOOL = {op: c for op, (c, _) in _OPS_BOOL.items()}
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}  # C's % is for ints only
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
-
-
 # signed int and long overflow is undefined in C (the compiler may assume it never happens), and numpy wraps: these
 # ops are computed in the unsigned type, which wraps, and converted back
 _WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, TernaryOps.MULACC}
+# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
+# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
+_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
+_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
+    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
+    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
+    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
+    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
+}
 
 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
@@ -258,11 +263,6 @@ def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
     return table.get(op, _OPS[op][0]).format(*srcs)
-
-
-# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
-# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
-_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
 
 
 def _helper_body(kind: str, ctype: str) -> str:
@@ -285,15 +285,6 @@ def _helper_body(kind: str, ctype: str) -> str:
         return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? {'(a < 0 ? -1 : 0)' if signed else 0} : a >> b;"
     assert kind == "recip", kind  # the truncated 1/a; numpy's 1/0 depends on the machine: here it is 0, as x/0 is
     return "return a == 0 ? 0 : 1 / a;"
-
-
-_C_NUMPY = {ctype: np_t for np_t, _, ctype in _TYPES.values()}  # register C type -> numpy type
-_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
-    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
-    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
-    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
-    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
-}
 
 
 def _helper(kind: str, ctype: str) -> str:
@@ -324,6 +315,10 @@ def _float_to_int(src: str, dst: str) -> str:
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
+# the header of a kernel shaped by the TC opt: why it has no tensor-core instruction
+_TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
+   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
+"""
 
 
 def _node_parts(node):
@@ -443,8 +438,7 @@ class _Renderer:
         k, full = self.k, self.k.full_shape
         idxs: list[Any] = [NumNode(0)] * self.n
         use_locals = k.opts.has_local and not k.dont_use_locals
-        gmax = k.opts.global_max or (2**31 - 1,) * 3
-        groups = fit_dims(full[: k.global_dims], gmax[:3], reverse=True)
+        groups = fit_dims(full[: k.global_dims], (k.opts.global_max or (2**31 - 1,) * 3)[:3], reverse=True)
         self._define_ids(groups, "get_group_id" if use_locals else "get_global_id", range(k.global_dims), "gidx", idxs)
         global_size = [prod(s for _, s in slot) for slot in groups] + [1] * (3 - len(groups))
         if not use_locals:
@@ -482,12 +476,11 @@ class _Renderer:
                 w = weight.get(i, 1)
                 parts.setdefault(i, []).append(term if w == 1 else f"({term}*{cexpr(w)})")
                 weight[i], div = w * s, div * s
-        colors = self.k.colors()
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
                 name = f"{prefix}{axis}"
-                comment = f"{colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)}"
+                comment = f"{self.k.colors()[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)}"
                 self.line(f"int {name} = {'+'.join(terms)};  /* {comment} */")
                 idxs[axis] = Variable(name, 0, size - 1)
 
@@ -631,8 +624,7 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
             idxs[axis] = NumNode(0) if size == 0 else Variable(f"ridx{axis}", 0, size - 1)  # a loop of 0 never runs
-        # each reduce op in turn, with its own accumulators and loops (and, grouped, its own temp and barrier); then
-        # the stores, which read every reduce's result
+        # each reduce op in turn, with its own accumulators, loops (grouped: temp and barrier); then the stores
         results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
         if k.group_for_reduces:
             self.open_group_firsts()
@@ -664,28 +656,24 @@ class _Renderer:
     def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
         """Loop over the reduce axes, accumulating r; returns its results, keyed like result_idxs()."""
         k, dt = self.k, r.dtype
-        out_combos = self.combos(k.output_shape)  # magenta axes are 1 in the output: they share a register
         if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
             vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
         else:
             vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
-        accs = self.accumulators(r, out_combos, vec_axis)
+        accs = self.accumulators(r, self.combos(k.output_shape), vec_axis)  # magenta axes (1 in the output) share one
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
-            # a magenta (reduce) axis is 1 in the output, so its index is 0 there: every value along it adds into the
-            # same accumulator
+            # a magenta (reduce) axis is 1 in the output, so its index there is 0: its values add into one register
             parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
                 self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
-        if not k.group_for_reduces:
-            return {((), combo): acc for combo, acc in accs.items()}
-        return self.group_reduce(n, r, accs)
+        return self.group_reduce(n, r, accs) if k.group_for_reduces else {((), c): acc for c, acc in accs.items()}
 
     @property
     def group_axes(self) -> range:
@@ -713,9 +701,8 @@ class _Renderer:
         `temp[local ids..., group ids..., upcast element]`; after a barrier the threads whose group ids are 0
         finish the reduce over the group axes. White axes (UPCASTMID) are not reduced: that thread unrolls them
         instead, one result per value. With several reduce ops, each has its own temp (temp0, temp1, ...)."""
-        k, dt = self.k, r.dtype
+        k, dt, white = self.k, r.dtype, self.white_axes
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
-        white = self.white_axes
         temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
         temp_strides = [prod(temp_shape[d + 1 :]) for d in range(len(temp_shape))]  # row-major
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
@@ -809,12 +796,6 @@ class _Renderer:
         return Program(name, src, global_size, local_size, args, variables)
 
 
-# the header of a kernel shaped by the TC opt: why it has no tensor-core instruction
-_TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
-   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
-"""
-
-
 def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
     the full shape, e.g. r_16_8_8_16_128_4_4_4."""
@@ -868,6 +849,7 @@ _device: Device | None = None
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
 _programs_lock = threading.Lock()
+_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
@@ -877,9 +859,8 @@ _PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }
 def cache_dir() -> str:
     """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
     $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
-    if os.environ.get("KERNELPY_CACHE"):
-        return os.environ["KERNELPY_CACHE"]
-    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kernelpy")
+    caches = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("KERNELPY_CACHE") or os.path.join(caches, "kernelpy")
 
 
 def _register_pip_opencl_drivers() -> None:
@@ -891,20 +872,16 @@ def _register_pip_opencl_drivers() -> None:
     lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
     if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
         return
-    folder = os.path.join(cache_dir(), "opencl-vendors")
+    folder, system = pathlib.Path(cache_dir(), "opencl-vendors"), pathlib.Path("/etc/OpenCL/vendors")
     try:
-        os.makedirs(folder, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         icds = {"intel-cpu-pip.icd": lib + "\n"}
-        system = "/etc/OpenCL/vendors"
-        for name in os.listdir(system) if os.path.isdir(system) else []:
-            with open(os.path.join(system, name)) as f:
-                icds[name] = f.read()
+        icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
         for name, text in icds.items():
-            with open(os.path.join(folder, name), "w") as f:
-                f.write(text)
+            (folder / name).write_text(text)
     except OSError:
         return  # an unwritable cache: the loader sees only the system's drivers
-    os.environ["OCL_ICD_VENDORS"] = folder
+    os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
 def _builds(device) -> bool:
@@ -918,8 +895,7 @@ def _builds(device) -> bool:
 
 
 def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else the first CPU, taking only
-    a device whose compiler works."""
+    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
     global _device
     if _device is None:
         _register_pip_opencl_drivers()
@@ -955,8 +931,7 @@ def device_limits() -> tuple[int, list[int]]:
 
 
 def build(src: str, name: str):
-    """Compile an OpenCL program (once per distinct source, while it is among the PROGRAM_CACHE_SIZE most recently
-    used) and return its kernel `name`."""
+    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent."""
     with _programs_lock:  # the beam search builds in several threads at once
         if (kern := _programs.get(src)) is not None:
             _programs.move_to_end(src)
@@ -996,12 +971,11 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
     """The kernel's buffers in idx order, each as large as its furthest access."""
     outputs = {root.arg.idx for root in ast}
     found: dict[int, BufferInfo] = {}
-    for x in (op for root in ast for op in root.lazyops):
-        if x.op in (BufferOps.LOAD, BufferOps.STORE):
-            size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
-            old = found.get(x.arg.idx)
-            size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
-            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
+    for x in (op for root in ast for op in root.lazyops if op.op in (BufferOps.LOAD, BufferOps.STORE)):
+        size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
+        old = found.get(x.arg.idx)
+        size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
+        found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
     return [found[i] for i in sorted(found)]
 
 
@@ -1062,13 +1036,11 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     bound = {v.expr: v._val for root in _ast(k_or_ast) for v in root.vars() if v._val is not None}
     ret = {}
     for v in variables:
-        val = given.get(v.expr, bound.get(v.expr))
+        val, rng = given.get(v.expr, bound.get(v.expr)), f"[{v.min}, {v.max}]"
         if val is None:
-            raise ValueError(
-                f"no value for the variable {v.expr} (range [{v.min}, {v.max}]): pass var_vals={{'{v.expr}': value}}"
-            )
+            raise ValueError(f"no value for the variable {v.expr} (range {rng}): pass var_vals={{'{v.expr}': value}}")
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not v.min <= val <= v.max:
-            raise ValueError(f"{v.expr}={val!r} is outside its range [{v.min}, {v.max}]")
+            raise ValueError(f"{v.expr}={val!r} is outside its range {rng}")
         if not INT32_MIN <= val <= INT32_MAX:  # the kernel takes each variable as an `int` argument
             raise ValueError(f"{v.expr}={val!r} doesn't fit the kernel's int argument (32 bits, at most {INT32_MAX})")
         ret[v.expr] = int(val)
@@ -1086,18 +1058,16 @@ def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
     if not values:
         return ast
     by_var = {v: values[v.expr] for v in kernel_vars(ast)}
-    memo: dict[LazyOp, LazyOp] = {}
 
+    @functools.cache  # an op shared by several others stays one op
     def sub(x: LazyOp) -> LazyOp:
-        if x not in memo:
-            arg = x.arg
-            if isinstance(arg, MemBuffer):
-                arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
-            elif isinstance(arg, ConstBuffer):
-                val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
-                arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
-            memo[x] = LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
-        return memo[x]
+        arg = x.arg
+        if isinstance(arg, MemBuffer):
+            arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
+        elif isinstance(arg, ConstBuffer):
+            val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
+            arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
+        return LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
 
     return tuple(sub(root) for root in ast)
 
@@ -1134,14 +1104,17 @@ def _poisoned(b: BufferInfo, second: bool = False) -> np.ndarray:
     return np.full(b.size, np.iinfo(dt).min if second else np.iinfo(dt).max, dt)
 
 
+def _bytes(x: np.ndarray) -> np.ndarray:
+    """A bool array as the bytes it is in device memory (a poisoned bool is neither 0 nor 1); any other as it is."""
+    return x.view(np.uint8) if x.dtype == np.bool_ else x
+
+
 def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list[np.ndarray]:
     """Inputs with real data for every input buffer: floats in [-1, 1), ints in [-8, 8] but never 0 (a divisor
     of 0 would crash the device), random bools. A symbolic kernel's buffers are sized for var_vals."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))):
-        if not b.read:
-            continue
+    for b in [b for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))) if b.read]:
         dt = np_dtype(b.dtype)
         if dt.kind == "f":
             x = rng.random(b.size, dtype=np.float32) * 2 - 1
@@ -1155,21 +1128,16 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 # running on the device
 # ============================================================================================================
 def runtime_local_size(global_size: Sequence[int]) -> list[int]:
-    """The work-group of a kernel that leaves it to the device (its local size None): the largest divisor of the
-    first dim up to 32."""
+    """The work-group of a kernel that leaves it to the device (local size None): the largest divisor <= 32 of dim 0."""
     return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
-
-
-_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 
 
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
     def __init__(self, k: Kernel, inputs: Sequence, var_vals=None, prg=None, device_args=None, second_poison=False):
-        """`prg`: k already rendered with the device's limits (a Program). `device_args`: a dict that keeps the device
-        buffers between launches of kernels of the same AST (the beam search times many), filled on first use.
-        `second_poison`: as in run."""
+        """`prg`: k's Program, rendered with the device's limits. `device_args`: a dict that keeps the device buffers
+        between launches of kernels of one AST (the beam search times many), filled on first use. See run too."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
         host = _check_inputs(list(self.infos.values()), inputs)
@@ -1188,8 +1156,7 @@ class _Launch:
                 data = _bf16_bits(data)  # read() turns them back into floats
             if b.output:
                 self.outputs[idx] = data
-            if data.dtype == np.bool_:
-                data = data.view(np.uint8)
+            data = _bytes(data)
             if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
                 data = np.zeros(1, data.dtype)
             access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
@@ -1220,8 +1187,7 @@ class _Launch:
         queue = get_device().queue
         for (idx, kind), arg in zip(self.prg.args, self.args):
             if idx in self.outputs and self.outputs[idx].size:
-                out = self.outputs[idx]
-                out = out.view(np.uint8) if out.dtype == np.bool_ else out
+                out = _bytes(self.outputs[idx])
                 if kind == "image":
                     h, w, _ = self.infos[idx].shape
                     cl.enqueue_copy(queue, out.reshape(h, w, 4), arg, origin=(0, 0), region=(w, h))
@@ -1278,9 +1244,8 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
 
 
 def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
-    """One op with tinygrad's meaning on numpy arrays; dt is the dtype of the sources, and integers are computed in
-    it (wrapping as the device does). MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient
-    of ints truncates toward zero."""
+    """One op with tinygrad's meaning on numpy arrays, in dt, the dtype of the sources (integers wrap as on the device).
+    MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient of ints truncates toward zero."""
     if np_dtype(dt) == np.bool_ and op in _OPS_BOOL:
         return _OPS_BOOL[op][1](*srcs)
     if op is BinaryOps.IDIV and not _is_float(dt):
@@ -1374,8 +1339,7 @@ class _Reference:
                 st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
                 idx, valid = st.indices()
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
-                out = outputs[root.arg.idx]
-                out = out.view(np.uint8) if out.dtype == np.bool_ else out
+                out = _bytes(outputs[root.arg.idx])
                 out[idx[valid]] = _as_stored(val[valid].astype(out.dtype), root.arg.dtype)
 
 
@@ -1384,8 +1348,7 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
     ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
-    # as uploaded, computed in the register dtype, with one extra element: a buffer only ever read in its padding may
-    # be empty
+    # as uploaded, in the register dtype, plus one element: a buffer only ever read in its padding may be empty
     padded = {b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)) for b in infos if b.read}
     data = {b.idx: _as_stored(padded[b.idx].astype(_compute_np(b.dtype), copy=False), b.dtype) for b in infos if b.read}
     outputs = {b.idx: _as_stored(host[b.idx].copy() if b.read else _poisoned(b), b.dtype) for b in infos if b.output}
@@ -1440,9 +1403,7 @@ def _keeps_unwritten(want: np.ndarray, b: BufferInfo, written: np.ndarray | None
     if written is None or b.read:  # an output that is also read starts as its input, as in the reference
         return want
     ret = np.asarray(want, dtype=np_dtype(b.dtype)).reshape(-1).copy()
-    poison = _poisoned(b, second)
-    raw, raw_poison = (ret.view(np.uint8), poison.view(np.uint8)) if ret.dtype == np.bool_ else (ret, poison)
-    raw[~written] = raw_poison[~written]
+    _bytes(ret)[~written] = _bytes(_poisoned(b, second))[~written]
     return ret.reshape(b.shape)
 
 
@@ -1457,9 +1418,7 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
         return bad, np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
 
 
-def verify(
-    k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None, var_vals: dict | None = None
-) -> None:
+def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var_vals: dict | None = None) -> None:
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
     computed earlier for the same AST and inputs); raises VerificationError with a readable report.
     An element the kernel never writes keeps its poison and fails; where the true value is the poison itself, a
@@ -1546,33 +1505,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             launch += f"\n  vars            {', '.join(f'{v.expr} in [{v.min}, {v.max}]' for v in prg.vars)}: int "
             launch += "arguments; this one program runs every value, the launch size follows them"
         print(f"  launch          {launch}\n\n{prg.src}")
-    else:
-        log = functools.partial(print, flush=True)
-        failed, count, kernels = 0, 0, 0
-        width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
-        for name in [args.name] if args.name else list(DEMOS):
-            k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
-            for opt, why in rejected:
-                log(f"  {str(opt):<{width}}rejected: {why}")
-            samples, kernels = sample_var_vals(k), kernels + 1
-            inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
-            try:
-                compiled = len(_programs)
-                for values in samples:
-                    verify(k, *inputs, var_vals=values)
-                    count += 1
-                    at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
-                    log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
-                if len(samples) > 1:
-                    log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
-            except (AssertionError, RuntimeError, ValueError) as e:
-                failed += 1
-                log(f"FAIL {name}: {e}")
-        runs = f" ({count} runs: a symbolic kernel runs at several lengths)" if count != kernels - failed else ""
-        ok = kernels - failed
-        log(f"{ok} kernel{'' if ok == 1 else 's'} verified{runs}, {failed} failed on {get_device().name}")
-        return 1 if failed else 0
-    return 0
+        return 0
+    log = functools.partial(print, flush=True)
+    failed, count, kernels = 0, 0, 0
+    width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
+    for name in [args.name] if args.name else list(DEMOS):
+        k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
+        for opt, why in rejected:
+            log(f"  {str(opt):<{width}}rejected: {why}")
+        samples, kernels = sample_var_vals(k), kernels + 1
+        inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
+        try:
+            compiled = len(_programs)
+            for values in samples:
+                verify(k, *inputs, var_vals=values)
+                count += 1
+                at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
+                log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
+            if len(samples) > 1:
+                log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
+        except (AssertionError, RuntimeError, ValueError) as e:
+            failed += 1
+            log(f"FAIL {name}: {e}")
+    runs = f" ({count} runs: a symbolic kernel runs at several lengths)" if count != kernels - failed else ""
+    ok = kernels - failed
+    log(f"{ok} kernel{'' if ok == 1 else 's'} verified{runs}, {failed} failed on {get_device().name}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
