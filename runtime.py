@@ -148,8 +148,7 @@ def _c_sum(x: SumNode, ops: dict, ctx: Any) -> str:
     return f"({terms}{''.join(f'{y.b:+d}' for y in x.nodes if isinstance(y, NumNode))})"
 
 
-# the C text of each index node type (Node.render(render_c)); a Variable is its name: a loop index, or a symbolic
-# size passed to the kernel as an int argument
+# the C text of each index node type (Node.render(render_c)); a Variable is its name (a loop index or an int argument)
 render_c: dict[type, Any] = {
     Variable: lambda x, ops, ctx: x.expr,
     NumNode: lambda x, ops, ctx: str(x.b),
@@ -254,12 +253,11 @@ _HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     table = _C_OPS_BOOL if np_dtype(src_dtype) == np.bool_ else _C_OPS_FLOAT if _is_float(src_dtype) else {}
     ctype = _type(src_dtype)[2]
-    if op is BinaryOps.MAX and _is_float(src_dtype):  # OpenCL's max() of a NaN is undefined: numpy's maximum
-        return f"{_helper('max', ctype)}({srcs[0]},{srcs[1]})"
+    # C leaves these undefined for some operands (and OpenCL's max() of a NaN): helpers defined as numpy does
+    if (op in _INT_HELPERS and not table) or (op is BinaryOps.MAX and _is_float(src_dtype)):
+        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
-    if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
-        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
     return table.get(op, _OPS[op][0]).format(*srcs)
@@ -321,24 +319,18 @@ _TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as pl
 """
 
 
-def _node_parts(node):
-    """The node and every node inside it (the sub-expressions C evaluates)."""
-    yield node
+def _check_int32(node, what: str, whole=None):
+    """node, if it and every node inside it (the sub-expressions C evaluates) fit in a C int; else a ValueError (a
+    wrong index would be a wrong answer). A part with symbolic bounds is checked at the extremes of its variables."""
+    lo, hi = _smallest(node.min), _largest(node.max)
+    if not INT32_MIN <= lo <= hi <= INT32_MAX:
+        raise ValueError(
+            f"{what}: index {(whole or node).render()} does not fit in a 32-bit int (its part {node.render()} "
+            f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
+        )
     for part in [getattr(node, "a", None), getattr(node, "b", None), *getattr(node, "nodes", ())]:
         if isinstance(part, Node):
-            yield from _node_parts(part)
-
-
-def _check_int32(node, what: str):
-    """node, if every part of it fits in a C int; else a ValueError (a wrong index would be a wrong answer).
-    A part whose bounds are symbolic is checked at the largest value of its variables."""
-    for part in _node_parts(node):
-        lo, hi = _smallest(part.min), _largest(part.max)
-        if not INT32_MIN <= lo <= hi <= INT32_MAX:
-            raise ValueError(
-                f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
-                f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
-            )
+            _check_int32(part, what, whole or node)
     return node
 
 
@@ -397,6 +389,9 @@ class _Renderer:
         self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
         self.float4_axis = [self._float4_axis(i) for i in range(len(k.bufs))]
         self.images: set = set()
+        self.group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+        # grouped axes that the output keeps (UPCASTMID): the thread that finishes the reduce unrolls them
+        self.white_axes = [a for a in self.group_axes if k.output_shape[a] == k.full_shape[a]]
 
     # -- emitting code --
     def line(self, text: str) -> None:
@@ -628,9 +623,18 @@ class _Renderer:
         results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
         if k.group_for_reduces:
             self.open_group_firsts()
+        # each output element with the finished results it stores, per value of the white axes and upcast combination
         late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[: self.up])]
-        finished = self.result_idxs(late_idxs).items()
-        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
+        white, items = self.white_axes, []
+        for w in itertools.product(*[range(k.full_shape[a]) for a in white]):  # () without grouped axes
+            out_idxs = list(late_idxs)
+            for a, v in zip(white, w):
+                out_idxs[a] = NumNode(v)
+            for combo in self.combos(k.output_shape):
+                finished = {r: res[w, combo] for r, res in zip(k.reduceops, results)}
+                items.append((out_idxs + [NumNode(c) for c in combo], finished))
+        for root in sorted(k.ast, key=lambda x: x.arg.idx):  # every STORE, evaluated at each of its elements
+            self.store(self.buf_index[root.arg], [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items])
         if k.group_for_reduces:
             self.close()
         for _ in looped:
@@ -654,7 +658,7 @@ class _Renderer:
         return accs
 
     def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
-        """Loop over the reduce axes, accumulating r; returns its results, keyed like result_idxs()."""
+        """Loop over the reduce axes, accumulating r; returns its results by (white axes' values, upcast combo)."""
         k, dt = self.k, r.dtype
         if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
             vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
@@ -674,27 +678,6 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
         return self.group_reduce(n, r, accs) if k.group_for_reduces else {((), c): acc for c, acc in accs.items()}
-
-    @property
-    def group_axes(self) -> range:
-        return range(self.k.first_reduce, self.k.first_reduce + self.k.group_for_reduces)
-
-    @property
-    def white_axes(self) -> list[int]:
-        """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
-        return [a for a in self.group_axes if self.k.output_shape[a] == self.k.full_shape[a]]
-
-    def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
-        """The output element of each finished result: keyed (white axes' values, upcast combination)."""
-        k, white = self.k, self.white_axes
-        ret = {}
-        for w in itertools.product(*[range(k.full_shape[a]) for a in white]):  # () without grouped axes
-            idxs = list(late_idxs)
-            for a, v in zip(white, w):
-                idxs[a] = NumNode(v)
-            for combo in self.combos(k.output_shape):
-                ret[(w, combo)] = idxs + [NumNode(c) for c in combo]
-        return ret
 
     def group_reduce(self, n: int, r: LazyOp, accs: dict[tuple[int, ...], str]) -> dict[tuple, str]:
         """GROUP/GROUPTOP: the threads of a work-group split the reduce. Each parks its partial result in
@@ -736,11 +719,6 @@ class _Renderer:
             self.close()
         self.close()
         return late
-
-    def stores(self, items: list[tuple[list[Any], dict[LazyOp, str] | None]]) -> None:
-        """Evaluate every STORE of the AST at each (idxs, finished reduces) and write it."""
-        for root in sorted(self.k.ast, key=lambda x: x.arg.idx):
-            self.store(self.buf_index[root.arg], [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items])
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
         buf = self.k.bufs[i]
@@ -800,13 +778,9 @@ def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
     the full shape, e.g. r_16_8_8_16_128_4_4_4."""
     kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
-    sizes = [str(s) if isinstance(s, int) else _name_of(s) for s in k.full_shape]
+    # a symbolic size as its letters and digits: i, (i*3) -> i_3, (1+i) -> 1_i
+    sizes = [str(s) if isinstance(s, int) else "_".join(re.findall(r"[^\W_]+", s.render())) for s in k.full_shape]
     return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(sizes)
-
-
-def _name_of(x: Node) -> str:
-    """A symbolic size in a C identifier: i, (i*3) -> i_3, (1+i) -> 1_i."""
-    return "_".join(t for t in "".join(c if c.isalnum() else " " for c in x.render()).split())
 
 
 def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Program:
@@ -910,9 +884,8 @@ def get_device() -> Device:
                     ) from None
             else:
                 devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-                gpus = [d for d in devices if d.type & cl.device_type.GPU]
-                cpus = [d for d in devices if d.type & cl.device_type.CPU]
-                working = next((d for d in gpus + cpus + devices if _builds(d)), None)
+                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
+                working = next((d for d in ranked + devices if _builds(d)), None)
                 if working is None:
                     names = ", ".join(d.name.strip() for d in devices)
                     raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
@@ -949,7 +922,7 @@ def build(src: str, name: str):
 
 
 # ============================================================================================================
-# buffers, inputs and outputs
+# buffers, inputs and outputs, at the values of the symbolic sizes' variables
 # ============================================================================================================
 @dataclass
 class BufferInfo:
@@ -1006,9 +979,6 @@ def _ast(k_or_ast) -> tuple[LazyOp, ...]:
     return ast
 
 
-# ============================================================================================================
-# symbolic sizes: the values of the variables
-# ============================================================================================================
 def kernel_vars(k_or_ast) -> list[Variable]:
     """The symbolic variables of a kernel (unbound), one per name, sorted by name: its `int` arguments."""
     found: dict[str, Variable] = {}
@@ -1225,15 +1195,6 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
-    """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
-    ret = np.max(src, axis=axes, keepdims=True, initial=initial)
-    if src.dtype.kind == "f":
-        has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
-        ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
-    return ret
-
-
 def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     """A float to an integer dtype the way the device converts it (_float_to_int): truncated toward zero, NaN to 0,
     and values beyond the dtype's range clamped to its smallest or largest value."""
@@ -1305,8 +1266,11 @@ class _Reference:
         elif x.op in ReduceOps:
             src = np.broadcast_to(self.value(x.src[0], box, memo), tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
-            if x.op is ReduceOps.MAX:
-                ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
+            if x.op is ReduceOps.MAX:  # as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0
+                ret = np.max(src, axis=axes, keepdims=True, initial=_reduce_init(x.op, x.dtype))
+                if dt.kind == "f":
+                    has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
+                    ret = np.where((ret == 0) & has_plus_zero, np.zeros((), dt), ret)
             elif dt == np.bool_:
                 ret = np.any(src, axis=axes, keepdims=True)
             elif dt.kind == "f":  # in float64: the reference should be closer to the truth than the kernel; from
