@@ -170,11 +170,10 @@ def cexpr(x) -> str:
 @dataclass
 class Program:
     """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
-    global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose
-    (NOLOCALS, or a target without locals) and `global_size` then counts work-items.
-    `args` lists the buffer arguments: (buffer idx, "buffer" or "image"); `vars` the symbolic variables passed
-    after them as `int` arguments. With variables, `global_size` may hold nodes of them: the launch computes them
-    from the values, and one program serves every value."""
+    global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose (NOLOCALS,
+    or a target without locals) and `global_size` then counts work-items. `args` lists the buffer arguments: (buffer
+    idx, "buffer" or "image"); `vars` the symbolic variables passed after them as `int` arguments. With variables,
+    `global_size` may hold nodes of them: the launch computes them from the values; one program serves every value."""
 
     name: str
     src: str
@@ -200,6 +199,14 @@ def _np_recip(a: np.ndarray) -> np.ndarray:
     return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
 
 
+def _np_idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a/b; for integers C's quotient, truncated toward zero."""
+    if a.dtype.kind == "f":
+        return np.true_divide(a, b)
+    q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
+    return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
+
+
 # each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources) and in numpy (the reference's meaning)
 _OPS = {
     UnaryOps.EXP2: ("exp2({0})", np.exp2),
@@ -210,8 +217,8 @@ _OPS = {
     UnaryOps.RECIP: ("(1/{0})", _np_recip),
     BinaryOps.ADD: ("({0}+{1})", np.add),
     BinaryOps.MUL: ("({0}*{1})", np.multiply),
-    BinaryOps.IDIV: ("({0}/{1})", np.true_divide),
-    BinaryOps.MOD: ("({0}%{1})", np.fmod),
+    BinaryOps.IDIV: ("({0}/{1})", _np_idiv),
+    BinaryOps.MOD: ("({0}%{1})", np.fmod),  # C's: the remainder takes the dividend's sign
     BinaryOps.MAX: ("max({0},{1})", _np_max),
     BinaryOps.CMPLT: ("({0}<{1})", np.less),
     BinaryOps.CMPNE: ("({0}!={1})", np.not_equal),
@@ -295,10 +302,9 @@ def _helper(kind: str, ctype: str) -> str:
 
 
 def _float_to_int(src: str, dst: str) -> str:
-    """The name of the helper that converts a float of C type src to the integer type dst. C leaves NaN, inf and
-    out-of-range values undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward
-    zero, clamp to dst's range, NaN gives 0. (OpenCL's convert_<type>_sat means the same, but Intel's CPU runtime
-    turns a NaN into UINT_MAX.)"""
+    """The helper converting a float of C type src to the integer type dst. C leaves NaN, inf and out-of-range values
+    undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward zero, clamp to dst's
+    range, NaN gives 0 (OpenCL's convert_<type>_sat, but Intel's CPU runtime turns a NaN into UINT_MAX)."""
     name = f"{dst}_from_{src}"
     if name not in _HELPERS:
         info = np.iinfo(_C_NUMPY[dst])
@@ -313,7 +319,6 @@ def _float_to_int(src: str, dst: str) -> str:
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
-# the header of a kernel shaped by the TC opt: why it has no tensor-core instruction
 _TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
    portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
 """
@@ -381,7 +386,7 @@ class _Renderer:
 
     def __init__(self, k: Kernel, flat_images: frozenset, limits):
         self.k, self.flat_images, self.limits = k, flat_images, limits
-        self.n, self.up = k.shape_len, k.shape_len - k.upcasted  # axes >= up are upcasted
+        self.up = k.shape_len - k.upcasted  # axes >= up are upcasted
         self.lines: list[str] = []
         self.scopes: list[dict[str, str]] = [{}]  # per open scope: C expression -> register holding it
         self.counts: Counter = Counter()  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
@@ -431,7 +436,7 @@ class _Renderer:
         """Define the ids of the global and local dims; returns the launch sizes, the index of every axis, and the
         local axes that run as loops inside each thread because the device has fewer threads per work-group."""
         k, full = self.k, self.k.full_shape
-        idxs: list[Any] = [NumNode(0)] * self.n
+        idxs: list[Any] = [NumNode(0)] * k.shape_len
         use_locals = k.opts.has_local and not k.dont_use_locals
         groups = fit_dims(full[: k.global_dims], (k.opts.global_max or (2**31 - 1,) * 3)[:3], reverse=True)
         self._define_ids(groups, "get_group_id" if use_locals else "get_global_id", range(k.global_dims), "gidx", idxs)
@@ -511,8 +516,7 @@ class _Renderer:
         if (axis := self.float4_axis[i]) is None:
             return None
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
-        base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :]
-        idx, valid = self.exprs(i, base)
+        idx, valid = self.exprs(i, idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :])
         if idx.min < 0 or idx // amt * amt != idx:
             return None  # not provably a multiple of amt: stay scalar
         return idx, valid, comp, amt
@@ -579,25 +583,19 @@ class _Renderer:
         if x.op in ReduceOps:
             assert accs is not None and x in accs, "a reduce is only read after its loop"
             return accs[x]
-        srcs = [self.value(s, idxs, accs) for s in x.src]
-        if x.op in (UnaryOps.CAST, UnaryOps.BITCAST):
-            ctype = _type(x.arg)[2]
-            if x.op is UnaryOps.BITCAST:
-                if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
-                    raise NotImplementedError("BITCAST is supported between 4-byte types only")
-                return f"as_{ctype}({srcs[0]})"
+        srcs, ctype = [self.value(s, idxs, accs) for s in x.src], _type(x.dtype)[2]  # a CAST's dtype is its arg
+        if x.op is UnaryOps.BITCAST:
+            if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
+                raise NotImplementedError("BITCAST is supported between 4-byte types only")
+            return f"as_{ctype}({srcs[0]})"
+        if x.op is UnaryOps.CAST and _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
+            expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
+        elif x.op is UnaryOps.CAST:
             expr = f"(({ctype})({srcs[0]}))"
-            if _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
-                expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
-            if (ctype := _type(x.dtype)[2]) in _NARROW_INTS:
-                expr = f"(({ctype}){expr})"
-        return self.reg(_type(x.dtype)[2], expr, "alu") if self.uses[x] > 1 else expr
-
-    @staticmethod
-    def combine(op, vals: list[str], dt) -> str:
-        return functools.reduce(lambda expr, v: _c_alu(_REDUCE_AS_BINARY[op], (expr, v), dt), vals)
+            expr = f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
+        return self.reg(ctype, expr, "alu") if self.uses[x] > 1 else expr
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
@@ -608,10 +606,8 @@ class _Renderer:
         k = self.k
         for axis, size in enumerate(k.full_shape):
             if _largest(size) > INT32_MAX:
-                raise ValueError(
-                    f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id) does not fit "
-                    "in a 32-bit int; split it with a reshape"
-                )
+                what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
+                raise ValueError(f"{what} does not fit in a 32-bit int; split it with a reshape")
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
             self.open_loop(f"lidx{axis}", k.full_shape[axis])
@@ -659,11 +655,10 @@ class _Renderer:
 
     def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
         """Loop over the reduce axes, accumulating r; returns its results by (white axes' values, upcast combo)."""
-        k, dt = self.k, r.dtype
-        if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
-            vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
-        else:
-            vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
+        k, dt, op = self.k, r.dtype, _REDUCE_AS_BINARY[r.op]
+        # grouped, the partial results go to temp, whose last axis of more than 1 is contiguous; else to the output
+        temp_axis = max((a for a in range(self.up, k.shape_len) if k.output_shape[a] > 1), default=None)
+        vec_axis = temp_axis if k.group_for_reduces else self.float4_axis[self.buf_index[k.ast[0].arg]]
         accs = self.accumulators(r, self.combos(k.output_shape), vec_axis)  # magenta axes (1 in the output) share one
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
@@ -674,7 +669,8 @@ class _Renderer:
             parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
-                self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")
+                expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), vals[i : i + 16] + [acc])
+                self.line(f"{acc} = {expr};")
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
         return self.group_reduce(n, r, accs) if k.group_for_reduces else {((), c): acc for c, acc in accs.items()}
@@ -715,9 +711,8 @@ class _Renderer:
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
             part = f"{temp}[{temp_index(thread, combo)}]"
             self.line(f"{acc} = {_c_alu(_REDUCE_AS_BINARY[r.op], (acc, part), dt)};")
-        for a in green:
+        for _ in range(len(green) + 1):  # the green loops, then the `if`
             self.close()
-        self.close()
         return late
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
@@ -776,9 +771,8 @@ class _Renderer:
 
 def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
-    the full shape, e.g. r_16_8_8_16_128_4_4_4."""
+    the full shape, e.g. r_16_8_8_16_128_4_4_4; a symbolic size as its letters and digits: (i*3) is i_3, (1+i) 1_i."""
     kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
-    # a symbolic size as its letters and digits: i, (i*3) -> i_3, (1+i) -> 1_i
     sizes = [str(s) if isinstance(s, int) else "_".join(re.findall(r"[^\W_]+", s.render())) for s in k.full_shape]
     return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(sizes)
 
@@ -795,130 +789,6 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
             return _Renderer(k, flat, limits).render()
         except _NeedsFlatImage as e:  # write that image output as a plain buffer of h*w*4 elements instead
             flat = flat | {e.args[0]}
-
-
-# ============================================================================================================
-# the device
-# ============================================================================================================
-class NoDeviceError(RuntimeError):
-    """No OpenCL platform or device is reachable."""
-
-
-class BuildError(RuntimeError):
-    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
-
-
-class VerificationError(AssertionError):
-    """A kernel's output differs from the numpy reference."""
-
-
-@dataclass
-class Device:
-    ctx: cl.Context
-    queue: cl.CommandQueue
-    name: str
-
-
-_device: Device | None = None
-PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
-_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
-_programs_lock = threading.Lock()
-_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
-_NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
-# Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
-warnings.filterwarnings("ignore", category=cl.CompilerWarning)
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
-
-
-def cache_dir() -> str:
-    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
-    $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
-    caches = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.environ.get("KERNELPY_CACHE") or os.path.join(caches, "kernelpy")
-
-
-def _register_pip_opencl_drivers() -> None:
-    """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra).
-
-    The wheel puts libintelocl.so in <venv>/lib, but its .icd file names the path of the machine it was built on, so
-    the loader never finds it. Point OCL_ICD_VENDORS at a folder whose .icd names the installed library, beside
-    copies of the system's own .icd files so that a GPU driver stays visible. A user's OCL_ICD_VENDORS wins."""
-    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
-    if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
-        return
-    folder, system = pathlib.Path(cache_dir(), "opencl-vendors"), pathlib.Path("/etc/OpenCL/vendors")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        icds = {"intel-cpu-pip.icd": lib + "\n"}
-        icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
-        for name, text in icds.items():
-            (folder / name).write_text(text)
-    except OSError:
-        return  # an unwritable cache: the loader sees only the system's drivers
-    os.environ["OCL_ICD_VENDORS"] = str(folder)
-
-
-def _builds(device) -> bool:
-    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
-    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
-    try:
-        cl.Program(cl.Context([device]), _PROBE).build()
-        return True
-    except cl.Error:
-        return False
-
-
-def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
-    global _device
-    if _device is None:
-        _register_pip_opencl_drivers()
-        try:
-            if choice := os.environ.get("PYOPENCL_CTX"):
-                try:
-                    ctx = cl.create_some_context(interactive=False)
-                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
-                    raise NoDeviceError(
-                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
-                        "first device that works"
-                    ) from None
-            else:
-                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
-                working = next((d for d in ranked + devices if _builds(d)), None)
-                if working is None:
-                    names = ", ".join(d.name.strip() for d in devices)
-                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
-                ctx = cl.Context([working])
-        except cl.Error as e:
-            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
-        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _device = Device(ctx, queue, ctx.devices[0].name.strip())
-    return _device
-
-
-def device_limits() -> tuple[int, list[int]]:
-    """(threads per work-group, per-dim maximum) of the device: what render(k, limits) needs."""
-    device = get_device().ctx.devices[0]
-    return device.max_work_group_size, list(device.max_work_item_sizes)
-
-
-def build(src: str, name: str):
-    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent."""
-    with _programs_lock:  # the beam search builds in several threads at once
-        if (kern := _programs.get(src)) is not None:
-            _programs.move_to_end(src)
-            return kern
-    try:
-        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
-    except cl.Error as e:
-        numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
-        raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
-    with _programs_lock:
-        kern = _programs[src] = getattr(program, name)
-        while len(_programs) > PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
-    return kern
 
 
 # ============================================================================================================
@@ -993,13 +863,11 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     value a variable is bound to in the AST. A missing value, one outside the variable's range, or a name the
     kernel doesn't have is a ValueError that names the variable and its range."""
     variables = kernel_vars(k_or_ast)
-    given: dict[str, Any] = {}
     if var_vals is not None and not isinstance(var_vals, dict):
         raise ValueError(f"var_vals must be a dict {{name or Variable: value}}, got {type(var_vals).__name__}")
-    for key, val in (var_vals or {}).items():
-        if not isinstance(key, (str, Variable)):
-            raise ValueError(f"var_vals keys are variable names or Variables, got {key!r}")
-        given[key if isinstance(key, str) else key.expr] = val
+    if bad := [key for key in var_vals or {} if not isinstance(key, (str, Variable))]:
+        raise ValueError(f"var_vals keys are variable names or Variables, got {bad[0]!r}")
+    given = {key if isinstance(key, str) else key.expr: val for key, val in (var_vals or {}).items()}
     if unknown := sorted(set(given) - {v.expr for v in variables}):
         have = ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in variables) or "none"
         raise ValueError(f"the kernel has no variable {', '.join(unknown)} (its variables: {have})")
@@ -1095,8 +963,128 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 
 
 # ============================================================================================================
-# running on the device
+# the device: finding it, building programs, running kernels
 # ============================================================================================================
+class NoDeviceError(RuntimeError):
+    """No OpenCL platform or device is reachable."""
+
+
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
+
+
+class VerificationError(AssertionError):
+    """A kernel's output differs from the numpy reference."""
+
+
+@dataclass
+class Device:
+    ctx: cl.Context
+    queue: cl.CommandQueue
+    name: str
+
+
+_device: Device | None = None
+PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
+_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
+_programs_lock = threading.Lock()
+_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
+_NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
+# Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
+warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
+
+
+def cache_dir() -> str:
+    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
+    $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
+    caches = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("KERNELPY_CACHE") or os.path.join(caches, "kernelpy")
+
+
+def _register_pip_opencl_drivers() -> None:
+    """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra). The wheel puts
+    libintelocl.so in <venv>/lib, but its .icd file names the path of the machine it was built on, so the loader never
+    finds it. Point OCL_ICD_VENDORS at a folder whose .icd names the installed library, beside copies of the system's
+    own .icd files so that a GPU driver stays visible. A user's OCL_ICD_VENDORS wins."""
+    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
+    if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
+        return
+    folder, system = pathlib.Path(cache_dir(), "opencl-vendors"), pathlib.Path("/etc/OpenCL/vendors")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        icds = {"intel-cpu-pip.icd": lib + "\n"}
+        icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
+        for name, text in icds.items():
+            (folder / name).write_text(text)
+    except OSError:
+        return  # an unwritable cache: the loader sees only the system's drivers
+    os.environ["OCL_ICD_VENDORS"] = str(folder)
+
+
+def _builds(device) -> bool:
+    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
+    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
+    try:
+        cl.Program(cl.Context([device]), _PROBE).build()
+        return True
+    except cl.Error:
+        return False
+
+
+def get_device() -> Device:
+    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
+    global _device
+    if _device is None:
+        _register_pip_opencl_drivers()
+        try:
+            if choice := os.environ.get("PYOPENCL_CTX"):
+                try:
+                    ctx = cl.create_some_context(interactive=False)
+                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
+                    raise NoDeviceError(
+                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
+                        "first device that works"
+                    ) from None
+            else:
+                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
+                working = next((d for d in ranked + devices if _builds(d)), None)
+                if working is None:
+                    names = ", ".join(d.name.strip() for d in devices)
+                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
+                ctx = cl.Context([working])
+        except cl.Error as e:
+            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
+        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _device = Device(ctx, queue, ctx.devices[0].name.strip())
+    return _device
+
+
+def device_limits() -> tuple[int, list[int]]:
+    """(threads per work-group, per-dim maximum) of the device: what render(k, limits) needs."""
+    device = get_device().ctx.devices[0]
+    return device.max_work_group_size, list(device.max_work_item_sizes)
+
+
+def build(src: str, name: str):
+    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent."""
+    with _programs_lock:  # the beam search builds in several threads at once
+        if (kern := _programs.get(src)) is not None:
+            _programs.move_to_end(src)
+            return kern
+    try:
+        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
+    except cl.Error as e:
+        numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
+        raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
+    with _programs_lock:
+        kern = _programs[src] = getattr(program, name)
+        while len(_programs) > PROGRAM_CACHE_SIZE:
+            _programs.popitem(last=False)
+    return kern
+
+
 def runtime_local_size(global_size: Sequence[int]) -> list[int]:
     """The work-group of a kernel that leaves it to the device (local size None): the largest divisor <= 32 of dim 0."""
     return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
@@ -1204,18 +1192,6 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
 
 
-def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
-    """One op with tinygrad's meaning on numpy arrays, in dt, the dtype of the sources (integers wrap as on the device).
-    MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient of ints truncates toward zero."""
-    if np_dtype(dt) == np.bool_ and op in _OPS_BOOL:
-        return _OPS_BOOL[op][1](*srcs)
-    if op is BinaryOps.IDIV and not _is_float(dt):
-        a, b = srcs
-        q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
-        return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
-    return _OPS[op][1](*srcs)
-
-
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
     """Split the iteration space into boxes of about `limit` elements, cutting only axes that aren't reduced
     (so that every reduction is complete inside one box), outer axes first."""
@@ -1225,8 +1201,7 @@ def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tupl
             break
         if axis not in reduced:
             block[axis] = max(1, shape[axis] * limit // prod(block))
-    ranges = [[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]
-    return list(itertools.product(*ranges))
+    return list(itertools.product(*[[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]))
 
 
 class _Reference:
@@ -1284,20 +1259,20 @@ class _Reference:
         elif x.op is UnaryOps.BITCAST:
             src = self.value(x.src[0], box, memo)
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
-        else:
+        else:  # in the dtype of the sources: integers wrap, as on the device
             srcs = [self.value(s, box, memo) for s in x.src]
             src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-            ret = np.asarray(_np_alu(x.op, srcs, src_dt)).astype(dt)
+            ops = _OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS
+            ret = np.asarray(ops[x.op][1](*srcs)).astype(dt)
         memo[x] = ret
         return ret
 
     def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
-        reduced = {axis for r in self.reduceops for axis in r.arg}
         if 0 in (out_shape := self.ast[0].arg.st.shape):
             return  # no outputs to compute
         # a reduce over an empty axis: compute it on a box of the output's shape, where its source is empty
         full = tuple(o if s == 0 else s for s, o in zip(self.full, out_shape))
-        for box in _chunks(full, reduced, limit):
+        for box in _chunks(full, {axis for r in self.reduceops for axis in r.arg}, limit):
             memo: dict = {}
             for root in self.ast:
                 st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
@@ -1325,8 +1300,7 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> tuple[float, float]:
     """(relative, absolute) tolerance of each float element: float32 math differs from the float64 reference in the
     last bits, half in many more; a sum of n terms also differs by about sqrt(n) roundings of its terms (which are
     about 1 for random_inputs), however small the sum itself."""
-    names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
-    rtol = 2e-2 if names & {"half", "__bf16"} else 1e-3
+    rtol = 2e-2 if {_scalar(x.dtype).name for root in ast for x in root.lazyops} & {"half", "__bf16"} else 1e-3
     terms = 1  # the most terms a reduce combines into one of its results
     for r in (x for root in ast for x in root.lazyops if x.op in ReduceOps):
         shape = next(x for x in r.lazyops if x.op in BufferOps).arg.st.shape
@@ -1402,22 +1376,20 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
     launches = [(False, run(k, *inputs, var_vals=values))]
     if any(true_value_is_poison(b, want) for b, want in zip(outs, want_all)):
         launches.append((True, run(k, *inputs, var_vals=values, second_poison=True)))
-    tol = _tolerance(ast)
     at_values = f" at {', '.join(f'{n}={v}' for n, v in values.items())}" if values else ""
     for second, got_all in launches:
         for b, got, want in zip(outs, got_all, want_all):
             want = _keeps_unwritten(want, b, written[b.idx], second)
-            bad, err = _differences(got, want, tol)
+            bad, err = _differences(got, want, _tolerance(ast))
             if bad.any():
                 at = int(np.argmax(err))
                 where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")
                 if written[b.idx] is not None and not written[b.idx][at]:
                     where += " (not written by the STORE: it must keep what it held)"
-                got, want = got.reshape(-1), want.reshape(-1)
                 raise VerificationError(
                     f"{render(k).name}{at_values} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: "
                     f"output data{b.idx} differs in {int(bad.sum())} of {bad.size} elements; max error "
-                    f"{err[at]:.4g} at {where}: got {got[at]}, expected {want[at]}"
+                    f"{err[at]:.4g} at {where}: got {got.reshape(-1)[at]}, expected {want.reshape(-1)[at]}"
                 )
 
 
@@ -1425,13 +1397,10 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
 # command line
 # ============================================================================================================
 def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
-    """Values to run a symbolic kernel at: every variable at its smallest, at a value in between, at its largest
-    ([{}] for a kernel without variables)."""
+    """Values to run a symbolic kernel at: each variable at its smallest, in between and at its largest ([{}]: none)."""
     variables = kernel_vars(k_or_ast)
-    if not variables:
-        return [{}]
     picks = (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
-    return [{v.expr: pick(v) for v in variables} for pick in picks]
+    return [{v.expr: pick(v) for v in variables} for pick in picks] if variables else [{}]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
