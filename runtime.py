@@ -304,7 +304,7 @@ def _helper(kind: str, ctype: str) -> str:
 def _float_to_int(src: str, dst: str) -> str:
     """The helper converting a float of C type src to the integer type dst. C leaves NaN, inf and out-of-range values
     undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward zero, clamp to dst's
-    range, NaN gives 0 (OpenCL's convert_<type>_sat, but Intel's CPU runtime turns a NaN into UINT_MAX)."""
+    range, NaN gives 0 (as OpenCL's convert_<type>_sat, but Intel's CPU runtime turns a NaN into UINT_MAX)."""
     name = f"{dst}_from_{src}"
     if name not in _HELPERS:
         info = np.iinfo(_C_NUMPY[dst])
