@@ -113,17 +113,16 @@ def _c_const(val, dt) -> str:
     ctype = _type(dt)[2]
     if ctype == "bool":
         return "1" if val else "0"
-    if ctype == "float":  # the float32 numpy makes of val (a finite double beyond its range: an infinity, as in numpy)
-        with np.errstate(over="ignore"):
-            val = np.float32(val)
-    if math.isnan(val):
+    with np.errstate(over="ignore"):  # the float32 numpy makes of val (a finite double beyond its range: an infinity)
+        num = np.float32(val) if ctype == "float" else val
+    if math.isnan(num):
         return "NAN"
-    if math.isinf(val):
-        return "INFINITY" if val > 0 else "(-INFINITY)"
+    if math.isinf(num):
+        return "INFINITY" if num > 0 else "(-INFINITY)"
     if ctype == "double":
         text = repr(float(val))
     elif ctype == "float":  # in digits that C reads back as that same float
-        text = (str(val) if any(c in str(val) for c in ".e") else f"{val}.0") + "f"
+        text = (str(num) if any(c in str(num) for c in ".e") else f"{num}.0") + "f"
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
         low = val == np.iinfo(np_dtype(dt)).min and val < 0  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
         text = f"{int(val) + 1}{_INT_SUFFIX.get(ctype, '')}-1" if low else f"{int(val)}{_INT_SUFFIX.get(ctype, '')}"
