@@ -13,10 +13,12 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import itertools
 import math
 import os
+import pathlib
 import re
 import statistics
 import sys
@@ -31,7 +33,7 @@ import numpy as np
 import pyopencl as cl
 
 from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
-from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, Opt, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
+from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
 from kernel import run_command_line, sym_infer, sym_render, verify_lazyop
 
@@ -57,6 +59,8 @@ _TYPES = {
     "float": (np.float32, "float", "float"),
     "double": (np.float64, "double", "double"),
 }
+_C_NUMPY = {ctype: np_t for np_t, _, ctype in _TYPES.values()}  # register C type -> numpy type
+_INT_SUFFIX = {"uint": "u", "long": "l", "ulong": "ul"}  # char and short literals are ints, cast back after each op
 
 
 def _is_image(dt) -> bool:
@@ -65,9 +69,7 @@ def _is_image(dt) -> bool:
 
 def _scalar(dt):
     """The element dtype: an image holds floats (imagef) or halfs (imageh)."""
-    if not _is_image(dt):
-        return dt
-    return dtypes.half if dt.name == "imageh" else dt.base
+    return dt if not _is_image(dt) else dtypes.half if dt.name == "imageh" else dt.base
 
 
 def _type(dt) -> tuple[Any, str, str]:
@@ -90,53 +92,41 @@ def _is_float(dt) -> bool:
     return np_dtype(dt).kind == "f"
 
 
-def _is_bf16(dt) -> bool:
-    return dt == dtypes.bfloat16
-
-
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 values as bfloat16 bits: the top 16 bits of each, rounded to nearest even (as the kernel's stores
-    round, and NaN stays NaN)."""
+    """float32 values as bfloat16 bits: the top 16 bits, rounded to nearest even as the stores round; NaN stays NaN."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
 
 
 def _bf16_floats(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bits as the float32 values they are."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def _round_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16 (kept as float32)."""
-    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x))
+def _as_stored(x: np.ndarray, dt) -> np.ndarray:
+    """x as a buffer of dtype dt holds it: for bfloat16, rounded to the nearest bfloat16 (kept as float32)."""
+    return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x)) if dt == dtypes.bfloat16 else x
 
 
 def _c_const(val, dt) -> str:
     """A constant as a C literal of the register type of dt."""
-    if np_dtype(dt) == np.bool_:
+    ctype = _type(dt)[2]
+    if ctype == "bool":
         return "1" if val else "0"
-    if math.isnan(val):
+    with np.errstate(over="ignore"):  # the float32 numpy makes of val (a finite double beyond its range: an infinity)
+        num = np.float32(val) if ctype == "float" else val
+    if math.isnan(num):
         return "NAN"
-    if math.isinf(val):
-        return "INFINITY" if val > 0 else "(-INFINITY)"
-    if _is_float(dt) and _type(dt)[2] == "double":
+    if math.isinf(num):
+        return "INFINITY" if num > 0 else "(-INFINITY)"
+    if ctype == "double":
         text = repr(float(val))
-    elif _is_float(dt):  # the float32 numpy makes of val, in digits that C reads back as that same float
-        with np.errstate(over="ignore"):
-            f32 = np.float32(val)
-        if math.isinf(f32):  # a finite double beyond float32's range: an infinity, as in numpy
-            return "INFINITY" if f32 > 0 else "(-INFINITY)"
-        text = str(f32) if any(c in str(f32) for c in ".e") else f"{f32}.0"
-        text += "f"
+    elif ctype == "float":  # in digits that C reads back as that same float
+        text = (str(num) if any(c in str(num) for c in ".e") else f"{num}.0") + "f"
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
-        text = str(int(val)) + _INT_SUFFIX.get(_type(dt)[2], "")
-        if val == np.iinfo(np_dtype(dt)).min and val < 0:  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
-            text = f"{int(val) + 1}{_INT_SUFFIX.get(_type(dt)[2], '')}-1"
+        low = val == np.iinfo(np_dtype(dt)).min and val < 0  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
+        text = f"{int(val) + 1}{_INT_SUFFIX.get(ctype, '')}-1" if low else f"{int(val)}{_INT_SUFFIX.get(ctype, '')}"
     return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
-
-
-_INT_SUFFIX = {"uint": "u", "long": "l", "ulong": "ul"}  # char and short literals are ints, cast back after each op
 
 
 def _reduce_init(op, dt):
@@ -154,13 +144,10 @@ def _reduce_init(op, dt):
 def _c_sum(x: SumNode, ops: dict, ctx: Any) -> str:
     """A sum with its constant last (`(a+b-1)`): neighbouring indices then share their common part."""
     terms = "+".join(sorted(y.render(ops, ctx) for y in x.nodes if not isinstance(y, NumNode)))
-    for c in (y.b for y in x.nodes if isinstance(y, NumNode)):
-        terms += f"{c:+d}"
-    return f"({terms})"
+    return f"({terms}{''.join(f'{y.b:+d}' for y in x.nodes if isinstance(y, NumNode))})"
 
 
-# the C text of each index node type (Node.render(render_c)); a Variable is its name: a loop index, or a symbolic
-# size passed to the kernel as an int argument
+# the C text of each index node type (Node.render(render_c)); a Variable is its name (a loop index or an int argument)
 render_c: dict[type, Any] = {
     Variable: lambda x, ops, ctx: x.expr,
     NumNode: lambda x, ops, ctx: str(x.b),
@@ -182,11 +169,10 @@ def cexpr(x) -> str:
 @dataclass
 class Program:
     """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
-    global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose
-    (NOLOCALS, or a target without locals) and `global_size` then counts work-items.
-    `args` lists the buffer arguments: (buffer idx, "buffer" or "image"); `vars` the symbolic variables passed
-    after them as `int` arguments. With variables, `global_size` may hold nodes of them: the launch computes them
-    from the values, and one program serves every value."""
+    global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose (NOLOCALS,
+    or a target without locals) and `global_size` then counts work-items. `args` lists the buffer arguments: (buffer
+    idx, "buffer" or "image"); `vars` the symbolic variables passed after them as `int` arguments. With variables,
+    `global_size` may hold nodes of them: the launch computes them from the values; one program serves every value."""
 
     name: str
     src: str
@@ -206,11 +192,18 @@ def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _np_recip(a: np.ndarray) -> np.ndarray:
-    """1/a; for integers truncated toward zero, and 0 for a = 0 (numpy's own 1/0 depends on the machine; 0 is what
-    an integer division by 0 gives too)."""
+    """1/a; for integers truncated toward zero, and 0 for a = 0 as x/0 (numpy's own 1/0 depends on the machine)."""
     if a.dtype.kind == "f":
         return np.reciprocal(a)
     return np.where(a == 0, np.zeros((), a.dtype), np.reciprocal(np.where(a == 0, np.ones((), a.dtype), a)))
+
+
+def _np_idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a/b; for integers C's quotient, truncated toward zero."""
+    if a.dtype.kind == "f":
+        return np.true_divide(a, b)
+    q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
+    return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
 
 
 # each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources) and in numpy (the reference's meaning)
@@ -223,8 +216,8 @@ _OPS = {
     UnaryOps.RECIP: ("(1/{0})", _np_recip),
     BinaryOps.ADD: ("({0}+{1})", np.add),
     BinaryOps.MUL: ("({0}*{1})", np.multiply),
-    BinaryOps.IDIV: ("({0}/{1})", np.true_divide),
-    BinaryOps.MOD: ("({0}%{1})", np.fmod),
+    BinaryOps.IDIV: ("({0}/{1})", _np_idiv),
+    BinaryOps.MOD: ("({0}%{1})", np.fmod),  # C's: the remainder takes the dividend's sign
     BinaryOps.MAX: ("max({0},{1})", _np_max),
     BinaryOps.CMPLT: ("({0}<{1})", np.less),
     BinaryOps.CMPNE: ("({0}!={1})", np.not_equal),
@@ -249,30 +242,31 @@ _C_OPS_BOOL = {op: c for op, (c, _) in _OPS_BOOL.items()}
 _C_OPS_FLOAT = {UnaryOps.RECIP: "(1.0f/{0})", BinaryOps.MOD: "fmod({0},{1})"}  # C's % is for ints only
 _REDUCE_AS_BINARY = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX}
 _VEC = "0123456789abcdef"  # OpenCL vector components .s0 ... .sf
-
-
 # signed int and long overflow is undefined in C (the compiler may assume it never happens), and numpy wraps: these
 # ops are computed in the unsigned type, which wraps, and converted back
 _WRAPPING_OPS = {UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL, TernaryOps.MULACC}
+# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
+# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
+_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
+_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
+    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
+    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
+    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
+    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
+}
 
 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     table = _C_OPS_BOOL if np_dtype(src_dtype) == np.bool_ else _C_OPS_FLOAT if _is_float(src_dtype) else {}
     ctype = _type(src_dtype)[2]
-    if op is BinaryOps.MAX and _is_float(src_dtype):  # OpenCL's max() of a NaN is undefined: numpy's maximum
-        return f"{_helper('max', ctype)}({srcs[0]},{srcs[1]})"
+    # C leaves these undefined for some operands (and OpenCL's max() of a NaN): helpers defined as numpy does
+    if (op in _INT_HELPERS and not table) or (op is BinaryOps.MAX and _is_float(src_dtype)):
+        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
-    if op in _INT_HELPERS and not table:  # C leaves these undefined for some operands: defined as numpy does
-        return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op in _WRAPPING_OPS and ctype in ("int", "long"):
         return f"(({ctype}){_OPS[op][0].format(*(f'(u{ctype}){s}' for s in srcs))})"
     return table.get(op, _OPS[op][0]).format(*srcs)
-
-
-# C functions for the integer ops whose C operator is undefined for some operands, each defined as numpy defines it
-# (or, where numpy's answer depends on the machine, by one rule): the kernel calls them as idiv_int(a,b), ...
-_INT_HELPERS = {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.SHL, BinaryOps.SHR, UnaryOps.RECIP}
 
 
 def _helper_body(kind: str, ctype: str) -> str:
@@ -292,20 +286,9 @@ def _helper_body(kind: str, ctype: str) -> str:
     if kind == "shl":  # numpy: a count outside 0..bits-1 shifts every bit out; computed unsigned, which wraps
         return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? 0 : ({ctype})(({unsigned})a << b);"
     if kind == "shr":  # numpy: a count outside 0..bits-1 leaves the sign: -1 for a negative a, else 0
-        if signed:
-            return f"return b < 0 || b >= {bits} ? (a < 0 ? -1 : 0) : a >> b;"
-        return f"return b >= {bits} ? 0 : a >> b;"
+        return f"return {'b < 0 || ' if signed else ''}b >= {bits} ? {'(a < 0 ? -1 : 0)' if signed else 0} : a >> b;"
     assert kind == "recip", kind  # the truncated 1/a; numpy's 1/0 depends on the machine: here it is 0, as x/0 is
     return "return a == 0 ? 0 : 1 / a;"
-
-
-_C_NUMPY = {ctype: np_t for np_t, _, ctype in (v for v in _TYPES.values())}  # register C type -> numpy type
-_HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C definition
-    # bfloat16 in memory: a float's top 16 bits, rounded to nearest even (the rounding carries into the exponent)
-    "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
-    "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
-    "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
-}
 
 
 def _helper(kind: str, ctype: str) -> str:
@@ -318,10 +301,9 @@ def _helper(kind: str, ctype: str) -> str:
 
 
 def _float_to_int(src: str, dst: str) -> str:
-    """The name of the helper that converts a float of C type src to the integer type dst. C leaves NaN, inf and
-    out-of-range values undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward
-    zero, clamp to dst's range, NaN gives 0. (OpenCL's convert_<type>_sat means the same, but Intel's CPU runtime
-    turns a NaN into UINT_MAX.)"""
+    """The helper converting a float of C type src to the integer type dst. C leaves NaN, inf and out-of-range values
+    undefined, and numpy's answer depends on the machine, so here is one rule: truncate toward zero, clamp to dst's
+    range, NaN gives 0 (as OpenCL's convert_<type>_sat, but Intel's CPU runtime turns a NaN into UINT_MAX)."""
     name = f"{dst}_from_{src}"
     if name not in _HELPERS:
         info = np.iinfo(_C_NUMPY[dst])
@@ -333,35 +315,26 @@ def _float_to_int(src: str, dst: str) -> str:
     return name
 
 
-def _helpers_used(body: str) -> str:
-    """The definitions of the helpers that the kernel body calls."""
-    called = set(re.findall(r"\b(\w+)\(", body))
-    return "".join(_HELPERS[name] for name in sorted(called & _HELPERS.keys()))
-
-
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
+_TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
+   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
+"""
 
 
-def _node_parts(node):
-    """The node and every node inside it (the sub-expressions C evaluates)."""
-    yield node
+def _check_int32(node, what: str, whole=None):
+    """node, if it and every node inside it (the sub-expressions C evaluates) fit in a C int; else a ValueError (a
+    wrong index would be a wrong answer). A part with symbolic bounds is checked at the extremes of its variables."""
+    lo, hi = _smallest(node.min), _largest(node.max)
+    if not INT32_MIN <= lo <= hi <= INT32_MAX:
+        raise ValueError(
+            f"{what}: index {(whole or node).render()} does not fit in a 32-bit int (its part {node.render()} "
+            f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
+        )
     for part in [getattr(node, "a", None), getattr(node, "b", None), *getattr(node, "nodes", ())]:
         if isinstance(part, Node):
-            yield from _node_parts(part)
-
-
-def _check_int32(node, what: str):
-    """node, if every part of it fits in a C int; else a ValueError (a wrong index would be a wrong answer).
-    A part whose bounds are symbolic is checked at the largest value of its variables."""
-    for part in _node_parts(node):
-        lo, hi = _smallest(part.min), _largest(part.max)
-        if not INT32_MIN <= lo <= hi <= INT32_MAX:
-            raise ValueError(
-                f"{what}: index {node.render()} does not fit in a 32-bit int (its part {part.render()} "
-                f"reaches {hi if hi > INT32_MAX else lo}); indices are C ints"
-            )
+            _check_int32(part, what, whole or node)
     return node
 
 
@@ -381,21 +354,15 @@ def fit_dims(dims: Sequence[Any], max_sizes: Sequence[int], reverse: bool) -> li
     Returns, per launch dim, the (dim number, size) parts it counts, the fastest-varying part first. With
     `reverse` the last kernel dim goes to launch dim 0 (globals: the innermost axis is usually contiguous in
     memory). A dim too large for its launch dim is split in two factors; surplus dims are merged left to right."""
-    slots = [[(i, s)] for i, s in enumerate(dims)]
-    if reverse:
-        slots = slots[::-1]
+    slots = [[(i, s)] for i, s in enumerate(dims)][:: -1 if reverse else 1]
     for d in range(min(len(max_sizes), len(slots))):
         i, s = slots[d][0]
         if _largest(s) <= max_sizes[d]:
             continue
-        if isinstance(s, Node):
-            raise ValueError(
-                f"dim {i} of symbolic size {cexpr(s)} (up to {_largest(s)}) doesn't fit in a launch "
-                f"dim of at most {max_sizes[d]}"
-            )
-        factor = next((f for f in range(2, math.isqrt(s) + 1) if s % f == 0 and s // f <= max_sizes[d]), None)
-        if factor is None:
-            raise ValueError(f"dim {i} of size {s} doesn't fit in a launch dim of at most {max_sizes[d]}")
+        splits = () if isinstance(s, Node) else range(2, math.isqrt(s) + 1)  # a symbolic size can't be split
+        if (factor := next((f for f in splits if s % f == 0 and s // f <= max_sizes[d]), None)) is None:
+            size = f"symbolic size {cexpr(s)} (up to {_largest(s)})" if isinstance(s, Node) else f"size {s}"
+            raise ValueError(f"dim {i} of {size} doesn't fit in a launch dim of at most {max_sizes[d]}")
         slots[d : d + 1] = [[(i, s // factor)], [(i, factor)]]  # the low part first, the high part next
     d = 0
     while len(slots) > len(max_sizes):
@@ -418,14 +385,17 @@ class _Renderer:
 
     def __init__(self, k: Kernel, flat_images: frozenset, limits):
         self.k, self.flat_images, self.limits = k, flat_images, limits
-        self.n, self.up = k.shape_len, k.shape_len - k.upcasted  # axes >= up are upcasted
+        self.up = k.shape_len - k.upcasted  # axes >= up are upcasted
         self.lines: list[str] = []
         self.scopes: list[dict[str, str]] = [{}]  # per open scope: C expression -> register holding it
-        self.counts: dict[str, int] = {}  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
+        self.counts: Counter = Counter()  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
         self.uses = Counter(s for root in k.ast for op in root.lazyops for s in op.src)  # shared ops get a register
         self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
         self.float4_axis = [self._float4_axis(i) for i in range(len(k.bufs))]
         self.images: set = set()
+        self.group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+        # grouped axes that the output keeps (UPCASTMID): the thread that finishes the reduce unrolls them
+        self.white_axes = [a for a in self.group_axes if k.output_shape[a] == k.full_shape[a]]
 
     # -- emitting code --
     def line(self, text: str) -> None:
@@ -440,38 +410,34 @@ class _Renderer:
 
     def open_group_firsts(self) -> None:
         """Only the first thread of each group (group ids 0) runs what follows: it holds the finished results."""
-        self.open(f"if ({' && '.join(self.group_firsts)})" if self.group_firsts else "")
+        firsts = [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
+        self.open(f"if ({' && '.join(firsts)})" if firsts else "")
 
     def close(self) -> None:
         self.scopes.pop()
         self.line("}")
 
-    def _name(self, prefix: str) -> str:
-        self.counts[prefix] = self.counts.get(prefix, 0) + 1
-        return f"{prefix}{self.counts[prefix] - 1}"
-
     def declare(self, ctype: str, expr: str, prefix: str) -> str:
         """A new register (an accumulator) starting at expr."""
-        name = self._name(prefix)
+        name = f"{prefix}{self.counts[prefix]}"
+        self.counts[prefix] += 1
         self.line(f"{ctype} {name} = {expr};")
         return name
 
     def reg(self, ctype: str, expr: str, prefix: str) -> str:
         """A register holding expr; the same expression in the same scope reuses it."""
-        if (name := self.scopes[-1].get(expr)) is None:
-            name = self.scopes[-1][expr] = self._name(prefix)
-            self.line(f"{ctype} {name} = {expr};")
-        return name
+        if expr not in self.scopes[-1]:
+            self.scopes[-1][expr] = self.declare(ctype, expr, prefix)
+        return self.scopes[-1][expr]
 
     # -- the launch: global and local dims become work-group and work-item ids --
     def launch(self) -> tuple[list[int], list[int] | None, list[Any], list[int]]:
         """Define the ids of the global and local dims; returns the launch sizes, the index of every axis, and the
         local axes that run as loops inside each thread because the device has fewer threads per work-group."""
         k, full = self.k, self.k.full_shape
-        idxs: list[Any] = [NumNode(0)] * self.n
+        idxs: list[Any] = [NumNode(0)] * k.shape_len
         use_locals = k.opts.has_local and not k.dont_use_locals
-        gmax = k.opts.global_max or (2**31 - 1,) * 3
-        groups = fit_dims(full[: k.global_dims], gmax[:3], reverse=True)
+        groups = fit_dims(full[: k.global_dims], (k.opts.global_max or (2**31 - 1,) * 3)[:3], reverse=True)
         self._define_ids(groups, "get_group_id" if use_locals else "get_global_id", range(k.global_dims), "gidx", idxs)
         global_size = [prod(s for _, s in slot) for slot in groups] + [1] * (3 - len(groups))
         if not use_locals:
@@ -491,10 +457,8 @@ class _Renderer:
                 break
             except ValueError as e:
                 if not (cyan := [a for a in axes if a < k.first_reduce]):
-                    raise ValueError(
-                        f"the grouped reduce of {kernel_name(k)} needs more threads than the device "
-                        f"has in a work-group ({e})"
-                    ) from None
+                    need = f"the grouped reduce of {kernel_name(k)} needs more threads than the device has"
+                    raise ValueError(f"{need} in a work-group ({e})") from None
                 looped.append(max(cyan, key=lambda a: full[a]))  # the largest local axis becomes a loop
         self._define_ids(threads, "get_local_id", axes, "lidx", idxs)
         return global_size, [prod(s for _, s in slot) for slot in threads] + [1] * (3 - len(threads)), idxs, looped
@@ -511,36 +475,30 @@ class _Renderer:
                 w = weight.get(i, 1)
                 parts.setdefault(i, []).append(term if w == 1 else f"({term}*{cexpr(w)})")
                 weight[i], div = w * s, div * s
-        colors = self.k.colors()
         for i, terms in sorted(parts.items()):
             axis = axes[i]
             if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
                 name = f"{prefix}{axis}"
-                self.line(
-                    f"int {name} = {'+'.join(terms)};  /* {colors[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)} */"
-                )
+                comment = f"{self.k.colors()[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)}"
+                self.line(f"int {name} = {'+'.join(terms)};  /* {comment} */")
                 idxs[axis] = Variable(name, 0, size - 1)
 
     # -- loads --
     def exprs(self, i: int, idxs: list[Any]):
-        """(index, valid) of buffer i at idxs, each part checked to fit in a C int."""
-        idx, valid = self._exprs(i, idxs)
-        what = f"data{self.k.bufs[i].idx}" if not isinstance(self.k.bufs[i], ConstBuffer) else "a constant's mask"
-        return _check_int32(idx, what), _check_int32(valid, what)
-
-    def _exprs(self, i: int, idxs: list[Any]):
-        """With symbolic sizes, the constant indices (upcast elements) go in as
-        variables and are substituted after, as tinygrad does: `(u*(i+2)) % (i+2)` simplifies where the same with
-        u = 1 already folded in, `(gidx0+i+2) % (i+2)`, can't."""
+        """(index, valid) of buffer i at idxs, each part checked to fit in a C int. With symbolic sizes, the constant
+        indices (upcast elements) go in as variables and are substituted after, as tinygrad does: `(u*(i+2)) % (i+2)`
+        simplifies where the same with u = 1 already folded in, `(gidx0+i+2) % (i+2)`, can't."""
         st = self.k.sts[i]
         if not self.k.vars:
-            return st.expr_idxs(idxs)
-        # (an axis of 0 or 1 elements has no range to stand in for: its index stays the number)
-        consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode) and st.shape[a] not in (0, 1)}
-        stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
-        idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
-        values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
-        return idx.substitute(values), valid.substitute(values)
+            idx, valid = st.expr_idxs(idxs)
+        else:  # (an axis of 0 or 1 elements has no range to stand in for: its index stays the number)
+            consts = {a: x for a, x in enumerate(idxs) if isinstance(x, NumNode) and st.shape[a] not in (0, 1)}
+            stand_ins = {a: Variable(f"_uidx{a}", 0, st.shape[a] - 1) for a in consts}
+            idx, valid = st.expr_idxs([stand_ins.get(a, x) for a, x in enumerate(idxs)])
+            values = {v: consts[a] for a, v in stand_ins.items() if isinstance(v, Variable)}
+            idx, valid = idx.substitute(values), valid.substitute(values)
+        what = f"data{self.k.bufs[i].idx}" if not isinstance(self.k.bufs[i], ConstBuffer) else "a constant's mask"
+        return _check_int32(idx, what), _check_int32(valid, what)
 
     def _float4_axis(self, i: int) -> int | None:
         """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
@@ -557,8 +515,7 @@ class _Renderer:
         if (axis := self.float4_axis[i]) is None:
             return None
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
-        base = idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :]
-        idx, valid = self.exprs(i, base)
+        idx, valid = self.exprs(i, idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :])
         if idx.min < 0 or idx // amt * amt != idx:
             return None  # not provably a multiple of amt: stay scalar
         return idx, valid, comp, amt
@@ -571,45 +528,33 @@ class _Renderer:
             _, valid = self.exprs(i, idxs)
             val = f"(({ctype}){buf.val.expr})" if isinstance(buf.val, Node) else _c_const(buf.val, buf.dtype)
             return self._gate(valid, val, zero)
-        name = f"data{buf.idx}"
         if _is_image(buf.dtype):
-            return self._load_image(i, idxs)
-        if (vec := self._vector_base(i, idxs)) is not None:
-            idx, valid, comp, amt = vec
-            if valid.max == 0:
-                return zero
-            at = f"{name}+{self.index(idx)}"  # aligned: one vector load
-            load = f"vload_half{amt}(0, {at})" if mem == "half" else f"*((__global float{amt}*)({at}))"
-            vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
-            return f"{vector}.s{_VEC[comp]}"
-        idx, valid = self.exprs(i, idxs)
+            self.images.add(buf.idx)
+        vec = self._vector_base(i, idxs)
+        idx, valid = vec[:2] if vec is not None else self.exprs(i, idxs)
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
-        load = f"vload_half(0, {name}+{self.index(idx)})" if mem == "half" else f"{name}[{self.index(idx)}]"
-        if _is_bf16(buf.dtype):
+        if _is_image(buf.dtype):  # read a pixel (float4) at a time: element i of the flat buffer is component i%4 of
+            # pixel i//4, which sits at column (i//4) % width and row (i//4) // width
+            pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
+            pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
+            comp = vec[2] if vec is not None else idx % 4
+            if _smallest(comp) == _largest(comp):
+                return f"{pixel}.s{_VEC[_smallest(comp)]}"
+            c = cexpr(comp)  # a component only known at run time: pick it with a chain of selects
+            return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
+        name, at = f"data{buf.idx}", self.index(idx)
+        if vec is not None:  # aligned: one vector load
+            amt = vec[3]
+            load = f"vload_half{amt}(0, {name}+{at})" if mem == "half" else f"*((__global float{amt}*)({name}+{at}))"
+            vector = self.reg(f"float{amt}", self._gate(valid, load, f"(float{amt})({zero})"), "val")
+            return f"{vector}.s{_VEC[vec[2]]}"
+        load = f"vload_half(0, {name}+{at})" if mem == "half" else f"{name}[{at}]"
+        if buf.dtype == dtypes.bfloat16:
             load = f"bf16_load({load})"
         elif mem != ctype:
             load = f"(({ctype}){load})"
         return self.reg(ctype, self._gate(valid, load, zero), "val")
-
-    def _load_image(self, i: int, idxs: list[Any]) -> str:
-        """Images are read a pixel (float4) at a time; element i of the flat buffer is component i%4 of pixel
-        i//4, which sits at column (i//4) % width and row (i//4) // width."""
-        buf = self.k.bufs[i]
-        self.images.add(buf.idx)
-        if (vec := self._vector_base(i, idxs)) is not None:
-            idx, valid, comp, _ = vec
-        else:
-            idx, valid = self.exprs(i, idxs)
-            comp = idx % 4
-        if valid.max == 0:
-            return "0.0f"
-        pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
-        pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
-        if isinstance(comp, int) or comp.min == comp.max:
-            return f"{pixel}.s{_VEC[comp if isinstance(comp, int) else comp.min]}"
-        c = cexpr(comp)  # a component only known at run time: pick it with a chain of selects
-        return f"({c}==0?{pixel}.s0:{c}==1?{pixel}.s1:{c}==2?{pixel}.s2:{pixel}.s3)"
 
     def index(self, idx) -> str:
         """C for an index expression. A sum with a constant becomes register + constant: loads that differ only by a
@@ -637,28 +582,19 @@ class _Renderer:
         if x.op in ReduceOps:
             assert accs is not None and x in accs, "a reduce is only read after its loop"
             return accs[x]
-        srcs = [self.value(s, idxs, accs) for s in x.src]
-        if x.op in (UnaryOps.CAST, UnaryOps.BITCAST):
-            ctype = _type(x.arg)[2]
-            if x.op is UnaryOps.BITCAST:
-                if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
-                    raise NotImplementedError("BITCAST is supported between 4-byte types only")
-                return f"as_{ctype}({srcs[0]})"
+        srcs, ctype = [self.value(s, idxs, accs) for s in x.src], _type(x.dtype)[2]  # a CAST's dtype is its arg
+        if x.op is UnaryOps.BITCAST:
+            if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
+                raise NotImplementedError("BITCAST is supported between 4-byte types only")
+            return f"as_{ctype}({srcs[0]})"
+        if x.op is UnaryOps.CAST and _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
+            expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
+        elif x.op is UnaryOps.CAST:
             expr = f"(({ctype})({srcs[0]}))"
-            if _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
-                expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
-            if (ctype := _type(x.dtype)[2]) in _NARROW_INTS:
-                expr = f"(({ctype}){expr})"
-        return self.reg(_type(x.dtype)[2], expr, "alu") if self.uses[x] > 1 else expr
-
-    @staticmethod
-    def combine(op, vals: list[str], dt) -> str:
-        expr = vals[0]
-        for v in vals[1:]:
-            expr = _c_alu(_REDUCE_AS_BINARY[op], (expr, v), dt)
-        return expr
+            expr = f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
+        return self.reg(ctype, expr, "alu") if self.uses[x] > 1 else expr
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
@@ -669,10 +605,8 @@ class _Renderer:
         k = self.k
         for axis, size in enumerate(k.full_shape):
             if _largest(size) > INT32_MAX:
-                raise ValueError(
-                    f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id) does not fit "
-                    "in a 32-bit int; split it with a reshape"
-                )
+                what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
+                raise ValueError(f"{what} does not fit in a 32-bit int; split it with a reshape")
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
             self.open_loop(f"lidx{axis}", k.full_shape[axis])
@@ -680,11 +614,24 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):  # loop indices (red), set by the loops
             size = k.full_shape[axis]
             idxs[axis] = NumNode(0) if size == 0 else Variable(f"ridx{axis}", 0, size - 1)  # a loop of 0 never runs
+        # each reduce op in turn, with its own accumulators, loops (grouped: temp and barrier); then the stores
+        results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
+        if k.group_for_reduces:
+            self.open_group_firsts()
+        # each output element with the finished results it stores, per value of the white axes and upcast combination
         late_idxs = [idx if a < k.first_reduce else NumNode(0) for a, idx in enumerate(idxs[: self.up])]
-        if k.reduceop is None:
-            self.stores([(late_idxs + [NumNode(c) for c in combo], None) for combo in self.combos(k.output_shape)])
-        else:
-            self.reduces(idxs, late_idxs)
+        white, items = self.white_axes, []
+        for w in itertools.product(*[range(k.full_shape[a]) for a in white]):  # () without grouped axes
+            out_idxs = list(late_idxs)
+            for a, v in zip(white, w):
+                out_idxs[a] = NumNode(v)
+            for combo in self.combos(k.output_shape):
+                finished = {r: res[w, combo] for r, res in zip(k.reduceops, results)}
+                items.append((out_idxs + [NumNode(c) for c in combo], finished))
+        for root in sorted(k.ast, key=lambda x: x.arg.idx):  # every STORE, evaluated at each of its elements
+            self.store(self.buf_index[root.arg], [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items])
+        if k.group_for_reduces:
+            self.close()
         for _ in looped:
             self.close()
         return self.program(global_size, local_size)
@@ -705,97 +652,46 @@ class _Renderer:
             accs[c] = f"{vectors[base]}.s{c[pos]}"
         return accs
 
-    def reduces(self, idxs: list[Any], late_idxs: list[Any]) -> None:
-        """Each reduce op in turn, with its own accumulators and loops (and, grouped, its own temp and barrier);
-        then the stores, which read every reduce's result."""
-        k = self.k
-        results = [self.reduce(n, r, idxs) for n, r in enumerate(k.reduceops)]
-        if k.group_for_reduces:
-            self.open_group_firsts()
-        finished = self.result_idxs(late_idxs).items()
-        self.stores([(idxs, {r: res[key] for r, res in zip(k.reduceops, results)}) for key, idxs in finished])
-        if k.group_for_reduces:
-            self.close()
-
     def reduce(self, n: int, r: LazyOp, idxs: list[Any]) -> dict[tuple, str]:
-        """Loop over the reduce axes, accumulating r; returns its results, keyed like result_idxs()."""
-        k, dt = self.k, r.dtype
-        out_combos = self.combos(k.output_shape)  # magenta axes are 1 in the output: they share a register
-        if k.group_for_reduces:  # partial results go to temp, whose last axis of more than 1 is contiguous
-            vec_axis = max((a for a in range(self.up, self.n) if k.output_shape[a] > 1), default=None)
-        else:
-            vec_axis = self.float4_axis[self.buf_index[k.ast[0].arg]]
-        accs = self.accumulators(r, out_combos, vec_axis)
+        """Loop over the reduce axes, accumulating r; returns its results by (white axes' values, upcast combo)."""
+        k, dt, op = self.k, r.dtype, _REDUCE_AS_BINARY[r.op]
+        # grouped, the partial results go to temp, whose last axis of more than 1 is contiguous; else to the output
+        temp_axis = max((a for a in range(self.up, k.shape_len) if k.output_shape[a] > 1), default=None)
+        vec_axis = temp_axis if k.group_for_reduces else self.float4_axis[self.buf_index[k.ast[0].arg]]
+        accs = self.accumulators(r, self.combos(k.output_shape), vec_axis)  # magenta axes (1 in the output) share one
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
-
-        def acc_of(combo: tuple[int, ...]) -> str:
-            """The accumulator of this combination of upcast indices: a magenta (reduce) axis is 1 in the output, so
-            its index is 0 there and every value along it adds into the same register."""
-            return accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]
-
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
         for combo in self.combos(k.full_shape):
             val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
-            parts[acc_of(combo)].append(val)
+            # a magenta (reduce) axis is 1 in the output, so its index there is 0: its values add into one register
+            parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
-                self.line(f"{acc} = {self.combine(r.op, vals[i : i + 16] + [acc], dt)};")
+                expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), vals[i : i + 16] + [acc])
+                self.line(f"{acc} = {expr};")
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
-        if not k.group_for_reduces:
-            return {((), combo): acc for combo, acc in accs.items()}
-        return self.group_reduce(n, r, accs)
-
-    @property
-    def group_axes(self) -> range:
-        return range(self.k.first_reduce, self.k.first_reduce + self.k.group_for_reduces)
-
-    @property
-    def white_axes(self) -> list[int]:
-        """Grouped axes that the output keeps (UPCASTMID): the finishing thread unrolls them."""
-        return [a for a in self.group_axes if self.k.output_shape[a] == self.k.full_shape[a]]
-
-    @property
-    def group_firsts(self) -> list[str]:
-        """The condition for the threads that finish a grouped reduce: group ids 0."""
-        return [f"lidx{a}==0" for a in self.group_axes if self.k.full_shape[a] > 1]
-
-    def result_idxs(self, late_idxs: list[Any]) -> dict[tuple, list[Any]]:
-        """The output element of each finished result: keyed (white axes' values, upcast combination)."""
-        k, white = self.k, self.white_axes
-        whites = list(itertools.product(*[range(k.full_shape[a]) for a in white])) if k.group_for_reduces else [()]
-        ret = {}
-        for w in whites:
-            idxs = list(late_idxs)
-            for a, v in zip(white, w):
-                idxs[a] = NumNode(v)
-            for combo in self.combos(k.output_shape):
-                ret[(w, combo)] = idxs + [NumNode(c) for c in combo]
-        return ret
+        return self.group_reduce(n, r, accs) if k.group_for_reduces else {((), c): acc for c, acc in accs.items()}
 
     def group_reduce(self, n: int, r: LazyOp, accs: dict[tuple[int, ...], str]) -> dict[tuple, str]:
         """GROUP/GROUPTOP: the threads of a work-group split the reduce. Each parks its partial result in
         `temp[local ids..., group ids..., upcast element]`; after a barrier the threads whose group ids are 0
         finish the reduce over the group axes. White axes (UPCASTMID) are not reduced: that thread unrolls them
         instead, one result per value. With several reduce ops, each has its own temp (temp0, temp1, ...)."""
-        k, dt = self.k, r.dtype
+        k, dt, white = self.k, r.dtype, self.white_axes
         first, last = k.global_dims, k.first_reduce + k.group_for_reduces  # the local + group axes
-        white = self.white_axes
         temp_shape = list(k.full_shape[first:last]) + list(k.output_shape[self.up :])
+        temp_strides = [prod(temp_shape[d + 1 :]) for d in range(len(temp_shape))]  # row-major
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
         self.lines.insert(n, f"  __local {_type(dt)[2]} {temp}[{prod(temp_shape)}];")  # __local lives at kernel scope
 
         def temp_index(thread: Sequence[Any], combo: Sequence[int]) -> str:
-            """Row-major index into temp; parts are C variable names or constants."""
-            terms, const, stride = [], 0, 1
-            for part, size in reversed(list(zip(list(thread) + list(combo), temp_shape))):
-                if isinstance(part, int):
-                    const += part * stride
-                elif size > 1:
-                    terms.append(f"{part}*{stride}" if stride > 1 else part)
-                stride *= size
-            return "+".join(terms[::-1] + ([str(const)] if const else [])) or "0"
+            """The index into temp; parts are C variable names or constants."""
+            parts = [(p, stride) for p, stride, size in zip([*thread, *combo], temp_strides, temp_shape) if size > 1]
+            terms = [f"{p}*{stride}" if stride > 1 else p for p, stride in parts if isinstance(p, str)]
+            const = sum(p * stride for p, stride in parts if isinstance(p, int))
+            return "+".join(terms + ([str(const)] if const else [])) or "0"
 
         lids = [f"lidx{a}" if k.full_shape[a] > 1 else 0 for a in range(first, last)]
         for combo, acc in accs.items():
@@ -814,17 +710,9 @@ class _Renderer:
             thread = [lids[a - first] if a < k.first_reduce else ws.get(a, f"tidx{a}") for a in range(first, last)]
             part = f"{temp}[{temp_index(thread, combo)}]"
             self.line(f"{acc} = {_c_alu(_REDUCE_AS_BINARY[r.op], (acc, part), dt)};")
-        for a in green:
+        for _ in range(len(green) + 1):  # the green loops, then the `if`
             self.close()
-        self.close()
         return late
-
-    def stores(self, items: list[tuple[list[Any], dict[LazyOp, str] | None]]) -> None:
-        """Evaluate every STORE of the AST at each (idxs, finished reduces) and write it."""
-        for root in sorted(self.k.ast, key=lambda x: x.arg.idx):
-            i = self.buf_index[root.arg]
-            values = [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items]
-            self.store(i, values)
 
     def store(self, i: int, values: list[tuple[list[Any], str]]) -> None:
         buf = self.k.bufs[i]
@@ -837,35 +725,27 @@ class _Renderer:
             groups.setdefault(key, []).append((idxs, val))
         for group in groups.values():
             vec = self._vector_base(i, group[0][0])
-            if vec is not None and len(group) == vec[3]:
-                idx, valid, _, amt = vec
+            if vec is not None and len(group) == vec[3]:  # a whole float2/float4: one vector store
                 by_comp = {self._vector_base(i, idxs)[2]: val for idxs, val in group}
-                vector = f"(float{amt})({','.join(by_comp[c] for c in range(amt))})"
+                writes = [(vec[0], vec[1], f"(float{vec[3]})({','.join(by_comp[c] for c in range(vec[3]))})", vec[3])]
+            elif image:
+                raise _NeedsFlatImage(buf.idx)
+            else:
+                writes = [(*self.exprs(i, idxs), val, 1) for idxs, val in group]
+            for idx, valid, val, amt in writes:
                 if image:
                     self.images.add(buf.idx)
-                    code = f"write_imagef({name}, {self._image_coord(buf.dtype, idx)}, {vector});"
+                    code = f"write_imagef({name}, {self._image_coord(buf.dtype, idx)}, {val});"
                 elif mem == "half":
-                    code = f"vstore_half{amt}({vector}, 0, {name}+{self.index(idx)});"
-                else:
-                    code = f"*((__global float{amt}*)({name}+{self.index(idx)})) = {vector};"
-                self._guarded(valid, code)
-                continue
-            if image:
-                raise _NeedsFlatImage(buf.idx)
-            for idxs, val in group:
-                idx, valid = self.exprs(i, idxs)
-                if mem == "half":
-                    code = f"vstore_half({val}, 0, {name}+{self.index(idx)});"
-                elif _is_bf16(buf.dtype):
+                    code = f"vstore_half{amt if amt > 1 else ''}({val}, 0, {name}+{self.index(idx)});"
+                elif amt > 1:
+                    code = f"*((__global float{amt}*)({name}+{self.index(idx)})) = {val};"
+                elif buf.dtype == dtypes.bfloat16:
                     code = f"{name}[{self.index(idx)}] = bf16_store({val});"
                 else:
                     code = f"{name}[{self.index(idx)}] = {val if mem == ctype else f'({mem})({val})'};"
-                self._guarded(valid, code)
-
-    def _guarded(self, valid, code: str) -> None:
-        if valid.max == 0:
-            return
-        self.line(code if valid.min == 1 else f"if ({cexpr(valid)}) {code}")
+                if valid.max != 0:  # else entirely in the padding: never written
+                    self.line(code if valid.min == 1 else f"if ({cexpr(valid)}) {code}")
 
     def program(self, global_size: list[int], local_size: list[int] | None) -> Program:
         k = self.k
@@ -875,39 +755,25 @@ class _Renderer:
             if buf.idx in self.images:
                 params.append(f"{'write_only' if buf.idx in outputs else 'read_only'} image2d_t data{buf.idx}")
             else:
-                const = "" if buf.idx in outputs else "const "
-                params.append(f"{const}__global {_type(buf.dtype)[1]}* data{buf.idx}")
+                params.append(f"{'' if buf.idx in outputs else 'const '}__global {_type(buf.dtype)[1]}* data{buf.idx}")
             args.append((buf.idx, "image" if buf.idx in self.images else "buffer"))
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
-        name = kernel_name(k)
+        name, body = kernel_name(k), "\n".join(self.lines)
+        note = _TC_NOTE.format(device=k.opts.device) if any(o.op is OptOps.TC for o in k.applied_opts) else ""
         sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
-        prelude = sampler if self.images else ""
-        tc = any(o.op is OptOps.TC for o in k.applied_opts)
-        note = _TC_NOTE.format(device=k.opts.device) if tc else ""
-        body = "\n".join(self.lines)
-        prelude += _helpers_used(body)
-        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n" + body + "\n}\n"
+        called = set(re.findall(r"\b(\w+)\(", body))  # the helpers it calls are defined before the kernel
+        prelude = (sampler if self.images else "") + "".join(_HELPERS[n] for n in sorted(called & _HELPERS.keys()))
+        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
         return Program(name, src, global_size, local_size, args, variables)
-
-
-# the header of a kernel shaped by the TC opt: why it has no tensor-core instruction
-_TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
-   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
-"""
 
 
 def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
-    the full shape, e.g. r_16_8_8_16_128_4_4_4."""
+    the full shape, e.g. r_16_8_8_16_128_4_4_4; a symbolic size as its letters and digits: (i*3) is i_3, (1+i) 1_i."""
     kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
-    sizes = [str(s) if isinstance(s, int) else _name_of(s) for s in k.full_shape]
+    sizes = [str(s) if isinstance(s, int) else "_".join(re.findall(r"[^\W_]+", s.render())) for s in k.full_shape]
     return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(sizes)
-
-
-def _name_of(x: Node) -> str:
-    """A symbolic size in a C identifier: i, (i*3) -> i_3, (1+i) -> 1_i."""
-    return "_".join(t for t in "".join(c if c.isalnum() else " " for c in x.render()).split())
 
 
 def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Program:
@@ -925,138 +791,7 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
 
 
 # ============================================================================================================
-# the device
-# ============================================================================================================
-class NoDeviceError(RuntimeError):
-    """No OpenCL platform or device is reachable."""
-
-
-class BuildError(RuntimeError):
-    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
-
-
-class VerificationError(AssertionError):
-    """A kernel's output differs from the numpy reference."""
-
-
-@dataclass
-class Device:
-    ctx: cl.Context
-    queue: cl.CommandQueue
-    name: str
-
-
-_device: Device | None = None
-PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
-_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
-_programs_lock = threading.Lock()
-_NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
-# Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
-warnings.filterwarnings("ignore", category=cl.CompilerWarning)
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
-
-
-def cache_dir() -> str:
-    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
-    $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
-    if os.environ.get("KERNELPY_CACHE"):
-        return os.environ["KERNELPY_CACHE"]
-    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kernelpy")
-
-
-def _register_pip_opencl_drivers() -> None:
-    """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra).
-
-    The wheel puts libintelocl.so in <venv>/lib, but its .icd file names the path of the machine it was built on, so
-    the loader never finds it. Point OCL_ICD_VENDORS at a folder whose .icd names the installed library, beside
-    copies of the system's own .icd files so that a GPU driver stays visible. A user's OCL_ICD_VENDORS wins."""
-    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
-    if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
-        return
-    folder = os.path.join(cache_dir(), "opencl-vendors")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        icds = {"intel-cpu-pip.icd": lib + "\n"}
-        system = "/etc/OpenCL/vendors"
-        for name in os.listdir(system) if os.path.isdir(system) else []:
-            with open(os.path.join(system, name)) as f:
-                icds[name] = f.read()
-        for name, text in icds.items():
-            with open(os.path.join(folder, name), "w") as f:
-                f.write(text)
-    except OSError:
-        return  # an unwritable cache: the loader sees only the system's drivers
-    os.environ["OCL_ICD_VENDORS"] = folder
-
-
-def _builds(device) -> bool:
-    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
-    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
-    try:
-        cl.Program(cl.Context([device]), _PROBE).build()
-        return True
-    except cl.Error:
-        return False
-
-
-def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else the first CPU, taking only
-    a device whose compiler works."""
-    global _device
-    if _device is None:
-        _register_pip_opencl_drivers()
-        try:
-            if choice := os.environ.get("PYOPENCL_CTX"):
-                try:
-                    ctx = cl.create_some_context(interactive=False)
-                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
-                    raise NoDeviceError(
-                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
-                        "first device that works"
-                    ) from None
-            else:
-                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-                gpus = [d for d in devices if d.type & cl.device_type.GPU]
-                cpus = [d for d in devices if d.type & cl.device_type.CPU]
-                working = next((d for d in gpus + cpus + devices if _builds(d)), None)
-                if working is None:
-                    names = ", ".join(d.name.strip() for d in devices)
-                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
-                ctx = cl.Context([working])
-        except cl.Error as e:
-            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
-        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _device = Device(ctx, queue, ctx.devices[0].name.strip())
-    return _device
-
-
-def device_limits() -> tuple[int, list[int]]:
-    """(threads per work-group, per-dim maximum) of the device: what render(k, limits) needs."""
-    device = get_device().ctx.devices[0]
-    return device.max_work_group_size, list(device.max_work_item_sizes)
-
-
-def build(src: str, name: str):
-    """Compile an OpenCL program (once per distinct source, while it is among the PROGRAM_CACHE_SIZE most recently
-    used) and return its kernel `name`."""
-    with _programs_lock:  # the beam search builds in several threads at once
-        if (kern := _programs.get(src)) is not None:
-            _programs.move_to_end(src)
-            return kern
-    try:
-        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
-    except cl.Error as e:
-        numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
-        raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
-    with _programs_lock:
-        kern = _programs[src] = getattr(program, name)
-        while len(_programs) > PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
-    return kern
-
-
-# ============================================================================================================
-# buffers, inputs and outputs
+# buffers, inputs and outputs, at the values of the symbolic sizes' variables
 # ============================================================================================================
 @dataclass
 class BufferInfo:
@@ -1078,12 +813,11 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
     """The kernel's buffers in idx order, each as large as its furthest access."""
     outputs = {root.arg.idx for root in ast}
     found: dict[int, BufferInfo] = {}
-    for x in (op for root in ast for op in root.lazyops):
-        if x.op in (BufferOps.LOAD, BufferOps.STORE):
-            size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
-            old = found.get(x.arg.idx)
-            size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
-            found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
+    for x in (op for root in ast for op in root.lazyops if op.op in (BufferOps.LOAD, BufferOps.STORE)):
+        size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
+        old = found.get(x.arg.idx)
+        size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
+        found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)
     return [found[i] for i in sorted(found)]
 
 
@@ -1114,9 +848,6 @@ def _ast(k_or_ast) -> tuple[LazyOp, ...]:
     return ast
 
 
-# ============================================================================================================
-# symbolic sizes: the values of the variables
-# ============================================================================================================
 def kernel_vars(k_or_ast) -> list[Variable]:
     """The symbolic variables of a kernel (unbound), one per name, sorted by name: its `int` arguments."""
     found: dict[str, Variable] = {}
@@ -1131,26 +862,22 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     value a variable is bound to in the AST. A missing value, one outside the variable's range, or a name the
     kernel doesn't have is a ValueError that names the variable and its range."""
     variables = kernel_vars(k_or_ast)
-    given: dict[str, Any] = {}
     if var_vals is not None and not isinstance(var_vals, dict):
         raise ValueError(f"var_vals must be a dict {{name or Variable: value}}, got {type(var_vals).__name__}")
-    for key, val in (var_vals or {}).items():
-        if not isinstance(key, (str, Variable)):
-            raise ValueError(f"var_vals keys are variable names or Variables, got {key!r}")
-        given[key if isinstance(key, str) else key.expr] = val
+    if bad := [key for key in var_vals or {} if not isinstance(key, (str, Variable))]:
+        raise ValueError(f"var_vals keys are variable names or Variables, got {bad[0]!r}")
+    given = {key if isinstance(key, str) else key.expr: val for key, val in (var_vals or {}).items()}
     if unknown := sorted(set(given) - {v.expr for v in variables}):
         have = ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in variables) or "none"
         raise ValueError(f"the kernel has no variable {', '.join(unknown)} (its variables: {have})")
     bound = {v.expr: v._val for root in _ast(k_or_ast) for v in root.vars() if v._val is not None}
     ret = {}
     for v in variables:
-        val = given.get(v.expr, bound.get(v.expr))
+        val, rng = given.get(v.expr, bound.get(v.expr)), f"[{v.min}, {v.max}]"
         if val is None:
-            raise ValueError(
-                f"no value for the variable {v.expr} (range [{v.min}, {v.max}]): pass var_vals={{'{v.expr}': value}}"
-            )
+            raise ValueError(f"no value for the variable {v.expr} (range {rng}): pass var_vals={{'{v.expr}': value}}")
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not v.min <= val <= v.max:
-            raise ValueError(f"{v.expr}={val!r} is outside its range [{v.min}, {v.max}]")
+            raise ValueError(f"{v.expr}={val!r} is outside its range {rng}")
         if not INT32_MIN <= val <= INT32_MAX:  # the kernel takes each variable as an `int` argument
             raise ValueError(f"{v.expr}={val!r} doesn't fit the kernel's int argument (32 bits, at most {INT32_MAX})")
         ret[v.expr] = int(val)
@@ -1159,9 +886,7 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
 
 def _infer(x, values: dict[str, int]) -> int:
     """The value of a size (an int, or a node of the variables) at values {name: int}."""
-    if isinstance(x, int):
-        return x
-    return sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
+    return x if isinstance(x, int) else sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
 
 
 def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
@@ -1170,18 +895,16 @@ def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
     if not values:
         return ast
     by_var = {v: values[v.expr] for v in kernel_vars(ast)}
-    memo: dict[LazyOp, LazyOp] = {}
 
+    @functools.cache  # an op shared by several others stays one op
     def sub(x: LazyOp) -> LazyOp:
-        if x not in memo:
-            arg = x.arg
-            if isinstance(arg, MemBuffer):
-                arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
-            elif isinstance(arg, ConstBuffer):
-                val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
-                arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
-            memo[x] = LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
-        return memo[x]
+        arg = x.arg
+        if isinstance(arg, MemBuffer):
+            arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
+        elif isinstance(arg, ConstBuffer):
+            val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
+            arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
+        return LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
 
     return tuple(sub(root) for root in ast)
 
@@ -1218,14 +941,17 @@ def _poisoned(b: BufferInfo, second: bool = False) -> np.ndarray:
     return np.full(b.size, np.iinfo(dt).min if second else np.iinfo(dt).max, dt)
 
 
+def _bytes(x: np.ndarray) -> np.ndarray:
+    """A bool array as the bytes it is in device memory (a poisoned bool is neither 0 nor 1); any other as it is."""
+    return x.view(np.uint8) if x.dtype == np.bool_ else x
+
+
 def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list[np.ndarray]:
     """Inputs with real data for every input buffer: floats in [-1, 1), ints in [-8, 8] but never 0 (a divisor
     of 0 would crash the device), random bools. A symbolic kernel's buffers are sized for var_vals."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))):
-        if not b.read:
-            continue
+    for b in [b for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))) if b.read]:
         dt = np_dtype(b.dtype)
         if dt.kind == "f":
             x = rng.random(b.size, dtype=np.float32) * 2 - 1
@@ -1236,31 +962,139 @@ def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list
 
 
 # ============================================================================================================
-# running on the device
+# the device: finding it, building programs, running kernels
 # ============================================================================================================
-def runtime_local_size(global_size: Sequence[int]) -> list[int]:
-    """The work-group of a kernel that leaves it to the device (its local size None): the largest divisor of the
-    first dim up to 32."""
-    return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
+class NoDeviceError(RuntimeError):
+    """No OpenCL platform or device is reachable."""
 
 
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
+
+
+class VerificationError(AssertionError):
+    """A kernel's output differs from the numpy reference."""
+
+
+@dataclass
+class Device:
+    ctx: cl.Context
+    queue: cl.CommandQueue
+    name: str
+
+
+_device: Device | None = None
+PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
+_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
+_programs_lock = threading.Lock()
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
+_NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
+# Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
+warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
+
+
+def cache_dir() -> str:
+    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
+    $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
+    caches = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("KERNELPY_CACHE") or os.path.join(caches, "kernelpy")
+
+
+def _register_pip_opencl_drivers() -> None:
+    """Let the OpenCL ICD loader find Intel's CPU runtime when pip installed it (the `cpu` extra). The wheel puts
+    libintelocl.so in <venv>/lib, but its .icd file names the path of the machine it was built on, so the loader never
+    finds it. Point OCL_ICD_VENDORS at a folder whose .icd names the installed library, beside copies of the system's
+    own .icd files so that a GPU driver stays visible. A user's OCL_ICD_VENDORS wins."""
+    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
+    if os.environ.get("OCL_ICD_VENDORS") or not os.path.exists(lib):
+        return
+    folder, system = pathlib.Path(cache_dir(), "opencl-vendors"), pathlib.Path("/etc/OpenCL/vendors")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        icds = {"intel-cpu-pip.icd": lib + "\n"}
+        icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
+        for name, text in icds.items():
+            (folder / name).write_text(text)
+    except OSError:
+        return  # an unwritable cache: the loader sees only the system's drivers
+    os.environ["OCL_ICD_VENDORS"] = str(folder)
+
+
+def _builds(device) -> bool:
+    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
+    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
+    try:
+        cl.Program(cl.Context([device]), _PROBE).build()
+        return True
+    except cl.Error:
+        return False
+
+
+def get_device() -> Device:
+    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
+    global _device
+    if _device is None:
+        _register_pip_opencl_drivers()
+        try:
+            if choice := os.environ.get("PYOPENCL_CTX"):
+                try:
+                    ctx = cl.create_some_context(interactive=False)
+                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
+                    raise NoDeviceError(
+                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
+                        "first device that works"
+                    ) from None
+            else:
+                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
+                working = next((d for d in ranked + devices if _builds(d)), None)
+                if working is None:
+                    names = ", ".join(d.name.strip() for d in devices)
+                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
+                ctx = cl.Context([working])
+        except cl.Error as e:
+            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
+        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _device = Device(ctx, queue, ctx.devices[0].name.strip())
+    return _device
+
+
+def device_limits() -> tuple[int, list[int]]:
+    """(threads per work-group, per-dim maximum) of the device: what render(k, limits) needs."""
+    device = get_device().ctx.devices[0]
+    return device.max_work_group_size, list(device.max_work_item_sizes)
+
+
+def build(src: str, name: str):
+    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent."""
+    with _programs_lock:  # the beam search builds in several threads at once
+        if (kern := _programs.get(src)) is not None:
+            _programs.move_to_end(src)
+            return kern
+    try:
+        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
+    except cl.Error as e:
+        numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
+        raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
+    with _programs_lock:
+        kern = _programs[src] = getattr(program, name)
+        while len(_programs) > PROGRAM_CACHE_SIZE:
+            _programs.popitem(last=False)
+    return kern
+
+
+def runtime_local_size(global_size: Sequence[int]) -> list[int]:
+    """The work-group of a kernel that leaves it to the device (local size None): the largest divisor <= 32 of dim 0."""
+    return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
 
 
 class _Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
-    def __init__(
-        self,
-        k: Kernel,
-        inputs: Sequence[np.ndarray],
-        var_vals: dict | None = None,
-        prg: Program | None = None,
-        device_args: dict | None = None,
-        second_poison: bool = False,
-    ):
-        """`prg`: k already rendered with the device's limits. `device_args`: a dict that keeps the device buffers
-        between launches of kernels of the same AST (the beam search times many), filled on first use."""
+    def __init__(self, k: Kernel, inputs: Sequence, var_vals=None, prg=None, device_args=None, second_poison=False):
+        """`prg`: k's Program, rendered with the device's limits. `device_args`: a dict that keeps the device buffers
+        between launches of kernels of one AST (the beam search times many), filled on first use. See run too."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
         host = _check_inputs(list(self.infos.values()), inputs)
@@ -1275,12 +1109,11 @@ class _Launch:
                 self.args.append(device_args[idx, kind])
                 continue
             data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b, second_poison)
-            if _is_bf16(b.dtype):
+            if b.dtype == dtypes.bfloat16:
                 data = _bf16_bits(data)  # read() turns them back into floats
             if b.output:
                 self.outputs[idx] = data
-            if data.dtype == np.bool_:
-                data = data.view(np.uint8)
+            data = _bytes(data)
             if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
                 data = np.zeros(1, data.dtype)
             access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
@@ -1311,15 +1144,14 @@ class _Launch:
         queue = get_device().queue
         for (idx, kind), arg in zip(self.prg.args, self.args):
             if idx in self.outputs and self.outputs[idx].size:
-                out = self.outputs[idx]
-                out = out.view(np.uint8) if out.dtype == np.bool_ else out
+                out = _bytes(self.outputs[idx])
                 if kind == "image":
                     h, w, _ = self.infos[idx].shape
                     cl.enqueue_copy(queue, out.reshape(h, w, 4), arg, origin=(0, 0), region=(w, h))
                 else:
                     cl.enqueue_copy(queue, out, arg)
         queue.finish()
-        outs = {i: _bf16_floats(x) if _is_bf16(self.infos[i].dtype) else x for i, x in self.outputs.items()}
+        outs = {i: _bf16_floats(x) if self.infos[i].dtype == dtypes.bfloat16 else x for i, x in self.outputs.items()}
         return [outs[i].reshape(self.infos[i].shape) for i in sorted(outs)]
 
 
@@ -1350,15 +1182,6 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
 # ============================================================================================================
 # the reference: a plain numpy evaluation of the AST
 # ============================================================================================================
-def _np_max_reduce(src: np.ndarray, axes: tuple[int, ...], initial) -> np.ndarray:
-    """MAX over axes, as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0."""
-    ret = np.max(src, axis=axes, keepdims=True, initial=initial)
-    if src.dtype.kind == "f":
-        has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
-        ret = np.where((ret == 0) & has_plus_zero, np.zeros((), src.dtype), ret)
-    return ret
-
-
 def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     """A float to an integer dtype the way the device converts it (_float_to_int): truncated toward zero, NaN to 0,
     and values beyond the dtype's range clamped to its smallest or largest value."""
@@ -1366,19 +1189,6 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     over, under, nan = t >= float(info.max) + 1, t < float(info.min), np.isnan(t)  # both limits are exact doubles
     inside = np.where(over | under | nan, 0, t).astype(to)
     return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
-
-
-def _np_alu(op, srcs: list[np.ndarray], dt) -> np.ndarray:
-    """One op with tinygrad's meaning on numpy arrays; dt is the dtype of the sources, and integers are computed in
-    it (wrapping as the device does). MOD and IDIV are C's: the remainder takes the dividend's sign and the quotient
-    of ints truncates toward zero."""
-    if np_dtype(dt) == np.bool_ and op in _OPS_BOOL:
-        return _OPS_BOOL[op][1](*srcs)
-    if op is BinaryOps.IDIV and not _is_float(dt):
-        a, b = srcs
-        q = a // b  # floor division; truncation differs where the remainder is non-zero and the signs differ
-        return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + np.ones((), q.dtype), q)
-    return _OPS[op][1](*srcs)
 
 
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
@@ -1390,8 +1200,7 @@ def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tupl
             break
         if axis not in reduced:
             block[axis] = max(1, shape[axis] * limit // prod(block))
-    ranges = [[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]
-    return list(itertools.product(*ranges))
+    return list(itertools.product(*[[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]))
 
 
 class _Reference:
@@ -1410,10 +1219,8 @@ class _Reference:
         """st restricted to the box: axes where st has size 1 (reduced, or broadcast) stay whole."""
         if id(st) not in self.strides:
             self.strides[id(st)] = st.real_strides()
-        arg = tuple(
-            (0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in zip(st.shape, self.strides[id(st)], box)
-        )
-        return st.shrink(arg)
+        axes = zip(st.shape, self.strides[id(st)], box)
+        return st.shrink(tuple((0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in axes))
 
     def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
         if (got := memo.get(x)) is not None:
@@ -1431,11 +1238,13 @@ class _Reference:
             shape = tuple(1 if a in x.arg else hi - lo for a, (lo, hi) in enumerate(box))
             ret = np.full(shape, _reduce_init(x.op, x.dtype), dt)
         elif x.op in ReduceOps:
-            src = self.value(x.src[0], box, memo)
-            src = np.broadcast_to(src, tuple(hi - lo for lo, hi in box))
+            src = np.broadcast_to(self.value(x.src[0], box, memo), tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
-            if x.op is ReduceOps.MAX:
-                ret = _np_max_reduce(src, axes, _reduce_init(x.op, x.dtype))
+            if x.op is ReduceOps.MAX:  # as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0
+                ret = np.max(src, axis=axes, keepdims=True, initial=_reduce_init(x.op, x.dtype))
+                if dt.kind == "f":
+                    has_plus_zero = np.any((src == 0) & ~np.signbit(src), axis=axes, keepdims=True)
+                    ret = np.where((ret == 0) & has_plus_zero, np.zeros((), dt), ret)
             elif dt == np.bool_:
                 ret = np.any(src, axis=axes, keepdims=True)
             elif dt.kind == "f":  # in float64: the reference should be closer to the truth than the kernel; from
@@ -1443,39 +1252,33 @@ class _Reference:
                 ret = (np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0).astype(dt)
             else:
                 ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
-        elif x.op is UnaryOps.CAST:
-            target = x.arg.base if _is_image(x.arg) else x.arg  # an image is computed as its base dtype
-            # a CAST to half is a float in registers, as on the device: it is rounded to half where it is stored
+        elif x.op is UnaryOps.CAST:  # to half: a float in registers, as on the device (rounded to half when stored)
             src = self.value(x.src[0], box, memo)
-            if src.dtype.kind == "f" and _compute_np(target).kind in "iu":
-                ret = _np_cast_float_to_int(src, _compute_np(target))
-            else:
-                ret = src.astype(_compute_np(target))
+            ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src.astype(dt)
         elif x.op is UnaryOps.BITCAST:
             src = self.value(x.src[0], box, memo)
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
-        else:
+        else:  # in the dtype of the sources: integers wrap, as on the device
             srcs = [self.value(s, box, memo) for s in x.src]
             src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-            ret = np.asarray(_np_alu(x.op, srcs, src_dt)).astype(dt)
+            ops = _OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS
+            ret = np.asarray(ops[x.op][1](*srcs)).astype(dt)
         memo[x] = ret
         return ret
 
     def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
-        reduced = {axis for r in self.reduceops for axis in r.arg}
         if 0 in (out_shape := self.ast[0].arg.st.shape):
             return  # no outputs to compute
         # a reduce over an empty axis: compute it on a box of the output's shape, where its source is empty
         full = tuple(o if s == 0 else s for s, o in zip(self.full, out_shape))
-        for box in _chunks(full, reduced, limit):
+        for box in _chunks(full, {axis for r in self.reduceops for axis in r.arg}, limit):
             memo: dict = {}
             for root in self.ast:
                 st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
                 idx, valid = st.indices()
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
-                out = outputs[root.arg.idx]
-                out = out.view(np.uint8) if out.dtype == np.bool_ else out
-                out[idx[valid]] = _round_bf16(val[valid]) if _is_bf16(root.arg.dtype) else val[valid].astype(out.dtype)
+                out = _bytes(outputs[root.arg.idx])
+                out[idx[valid]] = _as_stored(val[valid].astype(out.dtype), root.arg.dtype)
 
 
 def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
@@ -1483,15 +1286,10 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
     ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
-    # computed in the register dtype, with one extra element: a buffer only ever read in its padding may be empty
-    data = {
-        b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)).astype(_compute_np(b.dtype), copy=False)
-        for b in infos
-        if b.read
-    }
-    data.update({b.idx: _round_bf16(data[b.idx]) for b in infos if b.read and _is_bf16(b.dtype)})  # as uploaded
-    outputs = {b.idx: host[b.idx].copy() if b.read else _poisoned(b) for b in infos if b.output}
-    outputs.update({b.idx: _round_bf16(outputs[b.idx]) for b in infos if b.output and _is_bf16(b.dtype)})
+    # as uploaded, in the register dtype, plus one element: a buffer only ever read in its padding may be empty
+    padded = {b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)) for b in infos if b.read}
+    data = {b.idx: _as_stored(padded[b.idx].astype(_compute_np(b.dtype), copy=False), b.dtype) for b in infos if b.read}
+    outputs = {b.idx: _as_stored(host[b.idx].copy() if b.read else _poisoned(b), b.dtype) for b in infos if b.output}
     with np.errstate(all="ignore"):
         _Reference(ast, data).run(outputs)
     return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
@@ -1501,30 +1299,21 @@ def _tolerance(ast: tuple[LazyOp, ...]) -> tuple[float, float]:
     """(relative, absolute) tolerance of each float element: float32 math differs from the float64 reference in the
     last bits, half in many more; a sum of n terms also differs by about sqrt(n) roundings of its terms (which are
     about 1 for random_inputs), however small the sum itself."""
-    names = {_scalar(x.dtype).name for root in ast for x in root.lazyops}
-    rtol = 2e-2 if names & {"half", "__bf16"} else 1e-3
-    terms = max([_reduced_size(x) for root in ast for x in root.lazyops if x.op in ReduceOps], default=1)
+    rtol = 2e-2 if {_scalar(x.dtype).name for root in ast for x in root.lazyops} & {"half", "__bf16"} else 1e-3
+    terms = 1  # the most terms a reduce combines into one of its results
+    for r in (x for root in ast for x in root.lazyops if x.op in ReduceOps):
+        shape = next(x for x in r.lazyops if x.op in BufferOps).arg.st.shape
+        terms = max(terms, prod(shape[a] for a in r.arg))
     return rtol, rtol * max(1.0, math.sqrt(terms))
-
-
-def _reduced_size(r: LazyOp) -> int:
-    """How many terms the reduce r combines into each of its results."""
-    shape = next(x for x in r.lazyops if x.op in BufferOps).arg.st.shape
-    return prod(shape[a] for a in r.arg)
 
 
 def _check_expected(k: Kernel, outs: list[BufferInfo], expected: Any) -> list[np.ndarray]:
     """`expected` as verify takes it: a list with a numpy array of each output's shape."""
+    each, n = f"one per output of {kernel_name(k)}", len(outs)
     if not isinstance(expected, (list, tuple)):
-        raise ValueError(
-            f"expected must be a list of numpy arrays, one per output of {kernel_name(k)}, "
-            f"got {type(expected).__name__}"
-        )
+        raise ValueError(f"expected must be a list of numpy arrays, {each}, got {type(expected).__name__}")
     if len(expected) != len(outs):
-        raise ValueError(
-            f"expected {len(outs)} output array{'s' if len(outs) != 1 else ''} (one per output of "
-            f"{kernel_name(k)}), got {len(expected)}"
-        )
+        raise ValueError(f"expected {n} output array{'s' if n != 1 else ''} ({each}), got {len(expected)}")
     for b, want in zip(outs, expected):
         if not isinstance(want, np.ndarray):
             raise ValueError(f"expected output data{b.idx} must be a numpy array, got {type(want).__name__}")
@@ -1551,9 +1340,7 @@ def _keeps_unwritten(want: np.ndarray, b: BufferInfo, written: np.ndarray | None
     if written is None or b.read:  # an output that is also read starts as its input, as in the reference
         return want
     ret = np.asarray(want, dtype=np_dtype(b.dtype)).reshape(-1).copy()
-    poison = _poisoned(b, second)
-    raw, raw_poison = (ret.view(np.uint8), poison.view(np.uint8)) if ret.dtype == np.bool_ else (ret, poison)
-    raw[~written] = raw_poison[~written]
+    _bytes(ret)[~written] = _bytes(_poisoned(b, second))[~written]
     return ret.reshape(b.shape)
 
 
@@ -1562,18 +1349,13 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
     got, want = got.reshape(-1), want.reshape(-1)
     if got.dtype == np.bool_:
         got, want = got.view(np.uint8), want.view(np.uint8)
-    if got.dtype.kind == "f":
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        bad = ~np.isclose(g, w, rtol=tol[0], atol=tol[1], equal_nan=True)
-        with np.errstate(invalid="ignore"):  # inf - inf: a mismatch all the same
-            return bad, np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
-    bad = got != want
-    return bad, np.where(bad, np.abs(got.astype(np.float64) - want.astype(np.float64)), 0)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    bad = ~np.isclose(g, w, rtol=tol[0], atol=tol[1], equal_nan=True) if got.dtype.kind == "f" else got != want
+    with np.errstate(invalid="ignore"):  # inf - inf: a mismatch all the same
+        return bad, np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0)
 
 
-def verify(
-    k: Kernel, *inputs: np.ndarray, expected: Sequence[np.ndarray] | None = None, var_vals: dict | None = None
-) -> None:
+def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var_vals: dict | None = None) -> None:
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
     computed earlier for the same AST and inputs); raises VerificationError with a readable report.
     An element the kernel never writes keeps its poison and fails; where the true value is the poison itself, a
@@ -1593,22 +1375,20 @@ def verify(
     launches = [(False, run(k, *inputs, var_vals=values))]
     if any(true_value_is_poison(b, want) for b, want in zip(outs, want_all)):
         launches.append((True, run(k, *inputs, var_vals=values, second_poison=True)))
-    tol = _tolerance(ast)
     at_values = f" at {', '.join(f'{n}={v}' for n, v in values.items())}" if values else ""
     for second, got_all in launches:
         for b, got, want in zip(outs, got_all, want_all):
             want = _keeps_unwritten(want, b, written[b.idx], second)
-            bad, err = _differences(got, want, tol)
+            bad, err = _differences(got, want, _tolerance(ast))
             if bad.any():
                 at = int(np.argmax(err))
                 where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")
                 if written[b.idx] is not None and not written[b.idx][at]:
                     where += " (not written by the STORE: it must keep what it held)"
-                got, want = got.reshape(-1), want.reshape(-1)
                 raise VerificationError(
                     f"{render(k).name}{at_values} with opts {[str(o) for o in k.applied_opts]} on {k.opts.device}: "
                     f"output data{b.idx} differs in {int(bad.sum())} of {bad.size} elements; max error "
-                    f"{err[at]:.4g} at {where}: got {got[at]}, expected {want[at]}"
+                    f"{err[at]:.4g} at {where}: got {got.reshape(-1)[at]}, expected {want.reshape(-1)[at]}"
                 )
 
 
@@ -1616,23 +1396,10 @@ def verify(
 # command line
 # ============================================================================================================
 def sample_var_vals(k_or_ast) -> list[dict[str, int]]:
-    """Values to run a symbolic kernel at: every variable at its smallest, at a value in between, at its largest
-    ([{}] for a kernel without variables)."""
+    """Values to run a symbolic kernel at: each variable at its smallest, in between and at its largest ([{}]: none)."""
     variables = kernel_vars(k_or_ast)
-    if not variables:
-        return [{}]
     picks = (lambda v: v.min, lambda v: (v.min + v.max) // 2 + 1, lambda v: v.max)
-    return [{v.expr: pick(v) for v in variables} for pick in picks]
-
-
-def _demo(name: str, target: str | None, opts: Sequence[Opt] | None, log, steps: bool = False) -> Kernel:
-    """A demo kernel optimized by kernel.py's demo_kernel (the heuristics' opts, or the given ones). With `steps` its
-    step table is printed, as `python kernel.py demo NAME` prints it; else only the rejected opts are logged."""
-    k, rejected = demo_kernel(name, target, opts, out=None if steps else io.StringIO())
-    width = max([16] + [len(str(o)) + 2 for o in opts or ()])  # as wide as demo_kernel's column of opts
-    for opt, why in rejected if not steps else []:
-        log(f"  {str(opt):<{width}}rejected: {why}")
-    return k
+    return [{v.expr: pick(v) for v in variables} for pick in picks] if variables else [{}]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1641,12 +1408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
         "them against numpy. (The beam search is search.py's: python search.py NAME.)",
-        epilog="demo kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python runtime.py show matmul\n"
+        epilog=f"demo kernels: {', '.join(DEMOS)}\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
-        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n"
-        "\nAn opt is OP:AXIS:AMT, OP one of "
-        + ", ".join(o.name for o in OptOps)
-        + ". PYOPENCL_CTX chooses the OpenCL device.",
+        "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
+        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")
@@ -1659,51 +1424,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         sp.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
         sp.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
-
-    def log(text: str) -> None:
-        print(text, flush=True)
-
     if args.command == "show":
-        k = _demo(args.name, args.target, args.opt, log, steps=True)
-        prg = render(k)
-        sizes = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
-        launch = (
-            f"{sizes} work-groups of {prg.local_size} threads"
-            if prg.local_size
-            else f"{sizes} threads; the kernel sets no work-group size, runtime.py launches groups of the largest "
-            "divisor <= 32 of dim 0"
-        )
+        prg = render(demo_kernel(args.name, args.target, args.opt)[0])  # printing its step table
+        launch = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
+        if prg.local_size:
+            launch += f" work-groups of {prg.local_size} threads"
+        else:
+            launch += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
+            launch += " <= 32 of dim 0"
         launch += " (launch dims: the blue axes last first, the cyan ones in order)"
         if prg.vars:
-            launch += (
-                "\n  vars            "
-                + ", ".join(f"{v.expr} in [{v.min}, {v.max}]" for v in prg.vars)
-                + ": int arguments; this one program runs every value, the launch size follows them"
-            )
+            launch += f"\n  vars            {', '.join(f'{v.expr} in [{v.min}, {v.max}]' for v in prg.vars)}: int "
+            launch += "arguments; this one program runs every value, the launch size follows them"
         print(f"  launch          {launch}\n\n{prg.src}")
-    else:
-        failed, count, kernels = 0, 0, 0
-        for name in [args.name] if args.name else list(DEMOS):
-            k = _demo(name, args.target, args.opt, log)
-            samples, kernels = sample_var_vals(k), kernels + 1
-            inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
-            try:
-                compiled = len(_programs)
-                for values in samples:
-                    verify(k, *inputs, var_vals=values)
-                    count += 1
-                    at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
-                    log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
-                if len(samples) > 1:
-                    log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
-            except (AssertionError, RuntimeError, ValueError) as e:
-                failed += 1
-                log(f"FAIL {name}: {e}")
-        runs = f" ({count} runs: a symbolic kernel runs at several lengths)" if count != kernels - failed else ""
-        ok = kernels - failed
-        log(f"{ok} kernel{'' if ok == 1 else 's'} verified{runs}, {failed} failed on {get_device().name}")
-        return 1 if failed else 0
-    return 0
+        return 0
+    log = functools.partial(print, flush=True)
+    failed, count, kernels = 0, 0, 0
+    width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
+    for name in [args.name] if args.name else list(DEMOS):
+        k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
+        for opt, why in rejected:
+            log(f"  {str(opt):<{width}}rejected: {why}")
+        samples, kernels = sample_var_vals(k), kernels + 1
+        inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
+        try:
+            compiled = len(_programs)
+            for values in samples:
+                verify(k, *inputs, var_vals=values)
+                count += 1
+                at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
+                log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
+            if len(samples) > 1:
+                log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
+        except (AssertionError, RuntimeError, ValueError) as e:
+            failed += 1
+            log(f"FAIL {name}: {e}")
+    runs = f" ({count} runs: a symbolic kernel runs at several lengths)" if count != kernels - failed else ""
+    ok = kernels - failed
+    log(f"{ok} kernel{'' if ok == 1 else 's'} verified{runs}, {failed} failed on {get_device().name}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
