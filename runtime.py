@@ -126,7 +126,7 @@ def _c_const(val, dt) -> str:
     else:  # a literal of the type itself: -3u is uint arithmetic, -3 would be int's
         low = val == np.iinfo(np_dtype(dt)).min and val < 0  # the literal 2**63 doesn't exist in C: -(2**63-1)-1
         text = f"{int(val) + 1}{_INT_SUFFIX.get(ctype, '')}-1" if low else f"{int(val)}{_INT_SUFFIX.get(ctype, '')}"
-    return f"({text})" if val < 0 else text  # (-1.0f): so that NEG of it is -(-1.0f), not --1.0f
+    return f"({text})" if text.startswith("-") else text  # (-1.0f), (-0.0f): NEG of it is -(-1.0f), not --1.0f
 
 
 def _reduce_init(op, dt):

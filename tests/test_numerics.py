@@ -146,6 +146,14 @@ FLOAT_OPS = {
 
 
 @pytest.mark.parametrize("dt", [dtypes.float, dtypes.double], ids=lambda d: d.name)
+def test_neg_of_a_negative_zero_constant_compiles_and_is_plus_zero(dt, device):
+    """A constant -0.0 is written (-0.0f): NEG of it is -(-0.0f), where an unbracketed --0.0f is no C at all."""
+    k = Kernel(store(alu(UnaryOps.NEG, const(-0.0, (4,), dt)), dtype=dt))
+    (got,) = R.run(k)
+    assert got.tolist() == [0.0] * 4 and not np.signbit(got).any()
+
+
+@pytest.mark.parametrize("dt", [dtypes.float, dtypes.double], ids=lambda d: d.name)
 @pytest.mark.parametrize("op", FLOAT_OPS, ids=lambda o: o.name)
 def test_float_ops_on_nan_inf_and_signed_zeros_match_numpy(op, dt, device):
     a = np.array([p[0] for p in PAIRS], R.np_dtype(dt))
