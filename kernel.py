@@ -2995,40 +2995,32 @@ class _EvaluateMethods:
 
         if self.vars():
             return self.at_values(var_vals).indices()
+
+        def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+            if acc is None:
+                return x
+            if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+                return op(acc, x, out=acc)
+            return op(acc, x)
+
         # int32 where every index fits: half the memory traffic on big views
         bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
         dtype = np.int32 if bound < 2**31 else np.int64
         idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
-        idx, valid = _view_indices(self.views[-1], idxs, dtype)
-        for view in reversed(self.views[:-1]):
-            view = view.minify()
-            if valid is not None:
-                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
-            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
-            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
-        if valid is None:
-            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
-        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
-
-
-def _view_indices(view: View, idxs: list, dtype):
-    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
-    import numpy as np
-
-    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-        if acc is None:
-            return x
-        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-            return op(acc, x, out=acc)
-        return op(acc, x)
-
-    idx, valid = np.asarray(view.offset, dtype=dtype), None
-    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        if st != 0:
-            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-        if m is not None:
-            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
-    return idx, valid
+        valid = None  # None: every element so far is valid
+        views = [self.views[-1]] + [v.minify() for v in self.views[-2::-1]]  # top first
+        for view, below in zip(views, views[1:] + [None]):
+            idx = np.asarray(view.offset, dtype=dtype)  # the numpy version of _expr_view
+            for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
+                if st != 0:
+                    idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
+                if m is not None:
+                    valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
+            if valid is not None:  # an invalid element reads index 0: in range of any view below
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
+            if below is not None:  # the flat index, as an index into the shape of the view below
+                idxs = _unravel(idx, below.shape)
+        return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
 
 def _unravel(idx, shape: tuple[int, ...]) -> list:
