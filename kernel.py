@@ -2876,8 +2876,7 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
 
 
 def _methods_of(cls: type) -> Callable[[type], type]:
-    """Class decorator: the decorated class's methods and properties become cls's (how the appendix adds methods to a
-    class defined on the reading path)."""
+    """Class decorator: its class's methods and properties become cls's (the appendix adds to reading-path classes)."""
 
     def attach(methods: type) -> type:
         for name, value in vars(methods).items():
@@ -2943,12 +2942,9 @@ def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
 class _EvaluateMethods:
     def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
         """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = []
-        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
-            if (inv := v.invert(s)) is None:
-                return None
-            inverted.append(inv)
-        return ShapeTracker(tuple(inverted)).reshape(out_shape)
+        below = [v.shape for v in self.views[-2::-1]] + [out_shape]  # the shape each view's inverse maps back to
+        inverted = [v.invert(s) for v, s in zip(self.views[::-1], below)]
+        return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
 
     @property
     def consecutive(self) -> bool:
@@ -3033,10 +3029,9 @@ def _unravel(idx, shape: tuple[int, ...]) -> list:
 
 
 # -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
-# them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
-# after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
-# tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
-# register (in render_reduceop), get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
+# them, and test_teaching.py pins what they do): LocalBuffer and alias_buffer are the tensor-core operands' local
+# copies in Linearizer.linearize, acc_offsets picks each element's accumulator register (in render_reduceop),
+# get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
 
 
 @dataclass(frozen=True)
@@ -3469,15 +3464,12 @@ def run_command_line(
         return 2 if isinstance(e, KnobError) else 1
 
 
-ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
 def colored(text: Any, color: str | None) -> str:
     """Wrap text in tinygrad's ANSI colour code, an UPPERCASE colour name the bright variant; plain text unless
     use_color() says someone will see the colours."""
     if color is None or not use_color():
         return str(text)
-    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
+    code = 30 + "black red green yellow blue magenta cyan white".split().index(color.lower()) + 60 * color.isupper()
     return f"\x1b[{code}m{text}\x1b[0m"
 
 
