@@ -3043,9 +3043,6 @@ class LocalBuffer:
     size: int
     dtype: DType = dtypes.float32
 
-    def __str__(self) -> str:
-        return f"localbuffer<{self.name}[{self.size}]>"
-
 
 @_methods_of(Kernel)
 class _LinearizerMethods:
@@ -3059,11 +3056,10 @@ class _LinearizerMethods:
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
         """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
-        should = self.opts.supports_float4 and (
-            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
-        )
-        up = self.shape_len - self.upcasted
-        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
+        dtype, up = self.bufs[i].dtype, self.shape_len - self.upcasted
+        if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
+            return []
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
 
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
@@ -3072,11 +3068,9 @@ class _LinearizerMethods:
             raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
         bst, real_strides = 1, self.sts[i].real_strides()
         shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
-        for priority in range(1, max(pattern) + 1):
-            for j, p in enumerate(pattern):
-                if priority == p and real_strides[j] != 0:
-                    stride[j] = bst
-                    bst *= shp[j]
+        for j in sorted((j for j, p in enumerate(pattern) if p > 0 and real_strides[j] != 0), key=pattern.__getitem__):
+            stride[j] = bst
+            bst *= shp[j]
         self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
         self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
