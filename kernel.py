@@ -3434,17 +3434,15 @@ class KnobError(ValueError):
     """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
 
 
-def run_command_line(
-    main: Callable[..., int], prog: str, argv: Sequence[str] | None = None, one_line: tuple[type[Exception], ...] = ()
-) -> int:
-    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
-    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
-    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
-    is a stdout that discards what it gets."""
+def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
+    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
+    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
+    stdout (`>&-`) is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
         sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
     try:
-        status = main(argv)
+        status = main()
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
         return status
     except BrokenPipeError:
