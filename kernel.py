@@ -2923,10 +2923,9 @@ class _ViewMethods:
     @functools.cache
     def unbind(self) -> tuple[View, dict[Variable, int]]:
         """The view over unbound variables, and the value each bound one had."""
-        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
-        unbound = {v: uv for v, (uv, _) in bound}
-        view = _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound))
-        return view, dict(x[1] for x in bound)
+        bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
+        unbound = {v: uv for v, (uv, _) in bound.items()}
+        return _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound)), dict(bound.values())
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
@@ -2968,8 +2967,7 @@ class _EvaluateMethods:
         idx, valid = self.expr_idxs()
         if not valid:
             return 0
-        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
-        return top + 1
+        return upper_bound(idx) + 1  # a symbolic largest index at its largest
 
     def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
         """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
@@ -3406,8 +3404,7 @@ class _ExplainMethods:
 
 def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
     """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
-    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
-    function for any table of node spellings (render_readable here, runtime.py's C table)."""
+    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`."""
     if isinstance(x.b, int):
         terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
         const = sum(y.b for y in terms if isinstance(y, NumNode))
@@ -3476,9 +3473,7 @@ def ansilen(s: str) -> int:
 def use_color(out=None) -> bool:
     """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
     only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
+    return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
 
 
 # ============================================================================================================
