@@ -3012,18 +3012,13 @@ class _EvaluateMethods:
                     valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
             if valid is not None:  # an invalid element reads index 0: in range of any view below
                 idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
-            if below is not None:  # the flat index, as an index into the shape of the view below
-                idxs = _unravel(idx, below.shape)
+            if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
+                flat, idxs = idx, []
+                for d in below.shape[:0:-1]:
+                    idxs.insert(0, flat % d)
+                    flat = flat // d
+                idxs.insert(0, flat)  # the outermost axis's index
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
-
-
-def _unravel(idx, shape: tuple[int, ...]) -> list:
-    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
-    parts = []
-    for d in reversed(shape[1:]):
-        parts.append(idx % d)
-        idx = idx // d
-    return [idx] + parts[::-1] if shape else []
 
 
 # -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
@@ -3415,13 +3410,9 @@ def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
     return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
 
 
-# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
-render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
-
-
 def render_condition(node: sint) -> str:
-    """A validity condition as a person writes it: render_readable's text."""
-    return sym_render(node, render_readable)
+    """A validity condition as a person writes it: tinygrad's Python syntax, comparisons as what they mean."""
+    return sym_render(node, {**render_python, LtNode: render_lt_as_ge})
 
 
 # -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
