@@ -2871,8 +2871,7 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do):
-# inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
+# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do) --
 
 
 def _methods_of(cls: type) -> Callable[[type], type]:
@@ -3586,10 +3585,10 @@ def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     return (store(out.src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
-def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tuple[LazyOp, ...]:
+def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
     """scores[j] = sum_k q[k] * keys[j, k] / sqrt(d) for j < i: one query against the first i keys of a KV cache
-    of max_len. i is a Variable (the number of tokens so far) unless given: one program for every length."""
-    i = Variable("i", 1, max_len) if i is None else i
+    of max_len. i is a Variable (the number of tokens so far): one program for every length."""
+    i = Variable("i", 1, max_len)
     q = ShapeTracker.from_shape((d,)).reshape((1, d)).expand((i, d))
     keys = ShapeTracker.from_shape((max_len, d)).shrink(((0, i), (0, d)))  # only the cached part is read
     dot = reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, q), load(2, keys)), (1,))
