@@ -2915,8 +2915,7 @@ class _ViewMethods:
         if self.mask:
             ret = ret.shrink(self.mask)
         ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        order = tuple(-x if x > 0 else x for x in self.strides)
-        ret = ret.permute(tuple(sorted(range(len(order)), key=order.__getitem__)))  # argsort
+        ret = ret.permute(tuple(sorted(range(len(self.strides)), key=lambda j: -abs(self.strides[j]))))  # largest first
         return ret if prod(ret.shape) == prod(out_shape) else None
 
     @functools.cache
@@ -3028,8 +3027,7 @@ class _EvaluateMethods:
 
 @dataclass(frozen=True)
 class LocalBuffer:
-    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
-    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
+    """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
 
     name: str
     size: int
@@ -3444,8 +3442,7 @@ def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Ex
 
 
 def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code, an UPPERCASE colour name the bright variant; plain text unless
-    use_color() says someone will see the colours."""
+    """Text in tinygrad's ANSI colour code (an UPPERCASE name: the bright variant), or plain unless use_color()."""
     if color is None or not use_color():
         return str(text)
     code = 30 + "black red green yellow blue magenta cyan white".split().index(color.lower()) + 60 * color.isupper()
