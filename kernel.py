@@ -2939,8 +2939,7 @@ def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
 class _EvaluateMethods:
     def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
         """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        below = [v.shape for v in self.views[-2::-1]] + [out_shape]  # the shape each view's inverse maps back to
-        inverted = [v.invert(s) for v, s in zip(self.views[::-1], below)]
+        inverted = [v.invert(s) for v, s in zip(self.views[::-1], [v.shape for v in self.views[-2::-1]] + [out_shape])]
         return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
 
     @property
@@ -2960,12 +2959,8 @@ class _EvaluateMethods:
 
     def real_size(self) -> int:
         """How many elements of the underlying buffer must exist: one past the largest index ever read."""
-        if 0 in self.shape:
-            return 0
         idx, valid = self.expr_idxs()
-        if not valid:
-            return 0
-        return upper_bound(idx) + 1  # a symbolic largest index at its largest
+        return upper_bound(idx) + 1 if valid and 0 not in self.shape else 0  # a symbolic largest index at its largest
 
     def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
         """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
@@ -2989,8 +2984,6 @@ class _EvaluateMethods:
             return self.at_values(var_vals).indices()
 
         def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-            if acc is None:
-                return x
             if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
                 return op(acc, x, out=acc)
             return op(acc, x)
@@ -3007,7 +3000,8 @@ class _EvaluateMethods:
                 if st != 0:
                     idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
                 if m is not None:
-                    valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
+                    mask = (i >= m[0]) & (i < m[1])
+                    valid = mask if valid is None else accumulate(valid, mask, np.logical_and)
             if valid is not None:  # an invalid element reads index 0: in range of any view below
                 idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
             if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
