@@ -2988,9 +2988,8 @@ class _EvaluateMethods:
                 return op(acc, x, out=acc)
             return op(acc, x)
 
-        # int32 where every index fits: half the memory traffic on big views
         bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
-        dtype = np.int32 if bound < 2**31 else np.int64
+        dtype = np.int32 if bound < 2**31 else np.int64  # int32 where every index fits: half the memory traffic
         idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
         valid = None  # None: every element so far is valid
         views = [self.views[-1]] + [v.minify() for v in self.views[-2::-1]]  # top first
@@ -3572,8 +3571,7 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
-    (out,) = matvec_ast(n, k)
-    return (store(out.src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
+    return (store(matvec_ast(n, k)[0].src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
 def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
