@@ -2642,13 +2642,11 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do):
-# inversion, bound variables, the real size, and evaluation at integer values with numpy; attached after them --
+# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do) --
 
 
 def _methods_of(cls: type) -> Callable[[type], type]:
-    """Class decorator: the decorated class's methods and properties become cls's (how the appendix adds methods to a
-    class defined on the reading path)."""
+    """Class decorator: its class's methods and properties become cls's (the appendix adds to reading-path classes)."""
 
     def attach(methods: type) -> type:
         for name, value in vars(methods).items():
@@ -2688,17 +2686,15 @@ class _ViewMethods:
         if self.mask:
             ret = ret.shrink(self.mask)
         ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        order = tuple(-x if x > 0 else x for x in self.strides)
-        ret = ret.permute(tuple(sorted(range(len(order)), key=order.__getitem__)))  # argsort
+        ret = ret.permute(tuple(sorted(range(len(self.strides)), key=lambda j: -abs(self.strides[j]))))  # largest first
         return ret if prod(ret.shape) == prod(out_shape) else None
 
     @functools.cache
     def unbind(self) -> tuple[View, dict[Variable, int]]:
         """The view over unbound variables, and the value each bound one had."""
-        bound = [(v, v.unbind()) for v in self.vars() if v._val is not None]
-        unbound = {v: uv for v, (uv, _) in bound}
-        view = _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound))
-        return view, dict(x[1] for x in bound)
+        bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
+        unbound = {v: uv for v, (uv, _) in bound.items()}
+        return _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound)), dict(bound.values())
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
@@ -2714,12 +2710,8 @@ def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
 class _EvaluateMethods:
     def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
         """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = []
-        for v, s in zip(self.views[::-1], [x.shape for x in self.views[::-1][1:]] + [out_shape]):
-            if (inv := v.invert(s)) is None:
-                return None
-            inverted.append(inv)
-        return ShapeTracker(tuple(inverted)).reshape(out_shape)
+        inverted = [v.invert(s) for v, s in zip(self.views[::-1], [v.shape for v in self.views[-2::-1]] + [out_shape])]
+        return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
 
     @property
     def consecutive(self) -> bool:
@@ -2738,13 +2730,8 @@ class _EvaluateMethods:
 
     def real_size(self) -> int:
         """How many elements of the underlying buffer must exist: one past the largest index ever read."""
-        if 0 in self.shape:
-            return 0
         idx, valid = self.expr_idxs()
-        if not valid:
-            return 0
-        top = idx.max if isinstance(idx.max, int) else upper_bound(idx)  # a symbolic largest index: at its largest
-        return top + 1
+        return upper_bound(idx) + 1 if valid and 0 not in self.shape else 0  # a symbolic largest index at its largest
 
     def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
         """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
@@ -2766,69 +2753,49 @@ class _EvaluateMethods:
 
         if self.vars():
             return self.at_values(var_vals).indices()
-        # int32 where every index fits: half the memory traffic on big views
+
+        def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+            if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+                return op(acc, x, out=acc)
+            return op(acc, x)
+
         bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
-        dtype = np.int32 if bound < 2**31 else np.int64
+        dtype = np.int32 if bound < 2**31 else np.int64  # int32 where every index fits: half the memory traffic
         idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
-        idx, valid = _view_indices(self.views[-1], idxs, dtype)
-        for view in reversed(self.views[:-1]):
-            view = view.minify()
-            if valid is not None:
-                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)  # invalid -> 0, in range
-            idx, below = _view_indices(view, _unravel(idx, view.shape), dtype)
-            valid = below if valid is None else valid if below is None else np.logical_and(valid, below)
-        if valid is None:
-            return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_, self.shape)
-        return np.broadcast_to(idx * valid, self.shape), np.broadcast_to(valid, self.shape)
-
-
-def _view_indices(view: View, idxs: list, dtype):
-    """numpy version of _expr_view: (flat index, validity or None if always valid) for index arrays idxs."""
-    import numpy as np
-
-    def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-        if acc is None:
-            return x
-        if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-            return op(acc, x, out=acc)
-        return op(acc, x)
-
-    idx, valid = np.asarray(view.offset, dtype=dtype), None
-    for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-        if st != 0:
-            idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-        if m is not None:
-            valid = accumulate(valid, (i >= m[0]) & (i < m[1]), np.logical_and)
-    return idx, valid
-
-
-def _unravel(idx, shape: tuple[int, ...]) -> list:
-    """Multi-index arrays of flat positions idx in a contiguous shape (np.unravel_index, without its checks)."""
-    parts = []
-    for d in reversed(shape[1:]):
-        parts.append(idx % d)
-        idx = idx // d
-    return [idx] + parts[::-1] if shape else []
+        valid = None  # None: every element so far is valid
+        views = [self.views[-1]] + [v.minify() for v in self.views[-2::-1]]  # top first
+        for view, below in zip(views, views[1:] + [None]):
+            idx = np.asarray(view.offset, dtype=dtype)  # the numpy version of _expr_view
+            for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
+                if st != 0:
+                    idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
+                if m is not None:
+                    mask = (i >= m[0]) & (i < m[1])
+                    valid = mask if valid is None else accumulate(valid, mask, np.logical_and)
+            if valid is not None:  # an invalid element reads index 0: in range of any view below
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
+            if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
+                flat, idxs = idx, []
+                for d in below.shape[:0:-1]:
+                    idxs.insert(0, flat % d)
+                    flat = flat // d
+                idxs.insert(0, flat)  # the outermost axis's index
+        return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
 
 # -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
-# them, and test_teaching.py pins what they do). They are written in a class of their own and attached to Kernel
-# after it (a mixin would have to come before Kernel, on the reading path): LocalBuffer and alias_buffer are the
-# tensor-core operands' local copies in Linearizer.linearize, acc_offsets picks each element's accumulator
-# register (in render_reduceop), get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
+# them, and test_teaching.py pins what they do): LocalBuffer and alias_buffer are the tensor-core operands' local
+# copies in Linearizer.linearize, acc_offsets picks each element's accumulator register (in render_reduceop),
+# get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
 
 
 @dataclass(frozen=True)
 class LocalBuffer:
-    """A buffer in local (shared) memory, as added by alias_buffer (tinygrad's linearizer also makes one for the
-    partial results of a grouped reduce; runtime.py declares that `temp` array itself)."""
+    """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
 
     name: str
     size: int
     dtype: DType = dtypes.float32
-
-    def __str__(self) -> str:
-        return f"localbuffer<{self.name}[{self.size}]>"
 
 
 @_methods_of(Kernel)
@@ -2843,11 +2810,10 @@ class _LinearizerMethods:
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
         """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
-        should = self.opts.supports_float4 and (
-            self.bufs[i].dtype in (dtypes.float, dtypes.half) or isinstance(self.bufs[i].dtype, ImageDType)
-        )
-        up = self.shape_len - self.upcasted
-        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1] if should else []
+        dtype, up = self.bufs[i].dtype, self.shape_len - self.upcasted
+        if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
+            return []
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
 
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
@@ -2856,11 +2822,9 @@ class _LinearizerMethods:
             raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
         bst, real_strides = 1, self.sts[i].real_strides()
         shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
-        for priority in range(1, max(pattern) + 1):
-            for j, p in enumerate(pattern):
-                if priority == p and real_strides[j] != 0:
-                    stride[j] = bst
-                    bst *= shp[j]
+        for j in sorted((j for j, p in enumerate(pattern) if p > 0 and real_strides[j] != 0), key=pattern.__getitem__):
+            stride[j] = bst
+            bst *= shp[j]
         self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
         self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
@@ -3196,8 +3160,7 @@ class _ExplainMethods:
 
 def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
     """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
-    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`. A render
-    function for any table of node spellings (render_readable here, runtime.py's C table)."""
+    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`."""
     if isinstance(x.b, int):
         terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
         const = sum(y.b for y in terms if isinstance(y, NumNode))
@@ -3208,13 +3171,9 @@ def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
     return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
 
 
-# tinygrad's Python syntax, with comparisons written as what they mean (the demo's --loops view)
-render_readable: dict[type, Callable[..., str]] = {**render_python, LtNode: render_lt_as_ge}
-
-
 def render_condition(node: sint) -> str:
-    """A validity condition as a person writes it: render_readable's text."""
-    return sym_render(node, render_readable)
+    """A validity condition as a person writes it: tinygrad's Python syntax, comparisons as what they mean."""
+    return sym_render(node, {**render_python, LtNode: render_lt_as_ge})
 
 
 # -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
@@ -3224,17 +3183,15 @@ class KnobError(ValueError):
     """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
 
 
-def run_command_line(
-    main: Callable[..., int], prog: str, argv: Sequence[str] | None = None, one_line: tuple[type[Exception], ...] = ()
-) -> int:
-    """Run a command line's main: a bad knob ends with one line on stderr (exit status 2, as argparse's errors), as
-    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one line and status 130
-    (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed stdout (`>&-`)
-    is a stdout that discards what it gets."""
+def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
+    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
+    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
+    stdout (`>&-`) is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
         sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
     try:
-        status = main(argv)
+        status = main()
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
         return status
     except BrokenPipeError:
@@ -3248,15 +3205,11 @@ def run_command_line(
         return 2 if isinstance(e, KnobError) else 1
 
 
-ANSI_COLORS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
 def colored(text: Any, color: str | None) -> str:
-    """Wrap text in tinygrad's ANSI colour code, an UPPERCASE colour name the bright variant; plain text unless
-    use_color() says someone will see the colours."""
+    """Text in tinygrad's ANSI colour code (an UPPERCASE name: the bright variant), or plain unless use_color()."""
     if color is None or not use_color():
         return str(text)
-    code = 30 + ANSI_COLORS.index(color.lower()) + (60 if color.isupper() else 0)
+    code = 30 + "black red green yellow blue magenta cyan white".split().index(color.lower()) + 60 * color.isupper()
     return f"\x1b[{code}m{text}\x1b[0m"
 
 
@@ -3271,9 +3224,7 @@ def ansilen(s: str) -> int:
 def use_color(out=None) -> bool:
     """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
     only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    return bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty()
+    return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
 
 
 # ============================================================================================================
@@ -3391,14 +3342,13 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
-    (out,) = matvec_ast(n, k)
-    return (store(out.src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
+    return (store(matvec_ast(n, k)[0].src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
-def attention_ast(d: int = 64, max_len: int = 1024, i: sint | None = None) -> tuple[LazyOp, ...]:
+def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
     """scores[j] = sum_k q[k] * keys[j, k] / sqrt(d) for j < i: one query against the first i keys of a KV cache
-    of max_len. i is a Variable (the number of tokens so far) unless given: one program for every length."""
-    i = Variable("i", 1, max_len) if i is None else i
+    of max_len. i is a Variable (the number of tokens so far): one program for every length."""
+    i = Variable("i", 1, max_len)
     q = ShapeTracker.from_shape((d,)).reshape((1, d)).expand((i, d))
     keys = ShapeTracker.from_shape((max_len, d)).shrink(((0, i), (0, d)))  # only the cached part is read
     dot = reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, q), load(2, keys)), (1,))
