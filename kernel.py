@@ -19,6 +19,7 @@ Only the standard library is imported at module level.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import functools
 import itertools
@@ -3843,8 +3844,6 @@ Opt.parse = staticmethod(_parse_opt)  # type: ignore[attr-defined]
 
 def parse_opt_arg(text: str) -> Opt:
     """Opt.parse for argparse: a bad opt is reported with what an opt looks like."""
-    import argparse
-
     try:
         return Opt.parse(text)
     except ValueError as e:
@@ -3853,7 +3852,6 @@ def parse_opt_arg(text: str) -> Opt:
 
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type for the command lines: an integer >= low, or an error that says so."""
-    import argparse
 
     def parse(text: str) -> int:
         try:
@@ -3867,8 +3865,6 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
     p = argparse.ArgumentParser(
         prog="python kernel.py",
         description="Watch tinygrad 0.9.1's kernel optimizer reshape classic kernels. Each axis of a kernel's shape "
