@@ -2695,7 +2695,7 @@ class _ViewMethods:
         """The view over unbound variables, and the value each bound one had."""
         bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
         unbound = {v: uv for v, (uv, _) in bound.items()}
-        return _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound)), dict(bound.values())
+        return _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound)), _bindings(bound.values())
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:

@@ -519,3 +519,13 @@ def test_substitute_reaches_a_symbolic_divisor_and_comparison():
     assert [e.substitute({i: NumNode(3)}).render() for e in (x // i, x % i, x < i)] == ["(x//3)", "(x%3)", "(x<3)"]
     node, _ = (x // i.bind(3)).unbind()
     assert all(v._val is None for v in node.vars()) and {v.expr for v in node.vars()} == {"x", "i"}
+
+
+def test_a_view_with_a_variable_bound_to_two_values_refuses_to_unbind():
+    """View.unbind agrees with ShapeTracker.var_vals: one variable bound to 3 and to 5 is an error, not one value."""
+    i = Variable("i", 1, 8)
+    v = View.create((i.bind(3), i.bind(5)))
+    for unbind in (v.unbind, ShapeTracker((v,)).unbind, lambda: ShapeTracker((v,)).var_vals):
+        with pytest.raises(ValueError, match="i is bound to both 3 and 5"):
+            unbind()
+    assert View.create((i.bind(3), 4)).unbind()[1] == {i: 3}
