@@ -3101,10 +3101,9 @@ class _LinearizerMethods:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
-    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
-    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
-    before ranking has no key (None) and its note says which condition ruled it out."""
+    """One option a heuristic weighed: its sort key (the smallest that applies is taken), the opts it would apply as
+    text (`UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the facts behind the key and the
+    choice, and whether it was taken. One ruled out before ranking has no key (None); its note says why."""
 
     key: tuple | None
     opt: str
@@ -3115,10 +3114,9 @@ class Candidate:
 @dataclass
 class Decision:
     """One choice a heuristic made: `heuristic` is the method that decided and `rule` says, in words, what it looks
-    for and how its sort key reads (or, when it declined, the condition that stopped it). `candidates` are what it
-    weighed, in the order it ranked them; `chosen` the opts it applied (empty when it declined) and `reasons` one
-    short reason for each, the step table's text; `step` how many opts were applied before it. Recording changes
-    no decision."""
+    for and how its sort key reads (or, when it declined, what stopped it). `candidates` are what it weighed, in
+    ranked order; `chosen` the opts it applied and `reasons` one short reason for each (the step table's text);
+    `step` how many opts were applied before it. Recording changes no decision."""
 
     heuristic: str
     rule: str
@@ -3130,8 +3128,7 @@ class Decision:
 
 @_methods_of(Kernel)
 class _ExplainMethods:
-    """Kernel methods that file and write a Decision (and the image-only heuristic steps). Each *_weighed method
-    returns the arguments after `heuristic` of the heuristic's _decided call."""
+    """Each *_weighed method returns the arguments after `heuristic` of its heuristic's _decided call."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
@@ -3147,9 +3144,8 @@ class _ExplainMethods:
         why: str | Callable[[int, Opt], str] = "",
         chosen: list[Opt] | None = None,
     ) -> None:
-        """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
-        since `step` unless `chosen` says otherwise, each with the reason `why` gives (the step table's text): the
-        same for every opt, or why(j, opt) for the j-th."""
+        """Record what a heuristic weighed (no rule: nothing to record). It chose the opts applied since `step` unless
+        `chosen` says otherwise, each for the reason `why` gives: the same for all, or why(j, opt) for the j-th."""
         if rule is None:
             return
         chosen = self.applied_opts[step:] if chosen is None else chosen
@@ -3234,8 +3230,7 @@ class _ExplainMethods:
 
     def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
         """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end): each
-        sort key with the strides it was computed from (the first taken), then every output axis that was ruled
-        out, with the condition that ruled it out."""
+        sort key with the strides it was computed from (the first taken), then each output axis ruled out, and why."""
         counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
         if upcasted_axis is None:
             return (f"stop: {counted} < 1024",)
@@ -3345,8 +3340,7 @@ class _ExplainMethods:
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
     def _image_output_upcast(self) -> None:
-        """An image output is written a pixel at a time: upcast its first unit-stride axis whose size is a multiple
-        of 4 (sort key: the axis number)."""
+        """required_optimizations' image step: its first unit-stride axis of a multiple of 4 (sort key: the axis)."""
         step = len(self.applied_opts)
         axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
         check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
