@@ -1955,7 +1955,7 @@ class Kernel:
     # ========================================================================================================
     # Each heuristic applies its opts with apply_opt, as tinygrad's do, and then files what it weighed for
     # `demo --explain` in one call to _decided (a Decision of Candidates). The text of that record is written by
-    # the appendix's methods (_decided and the *_weighed and _note_* ones), and the image-only steps are there too.
+    # the appendix's methods (_decided and the *_weighed ones), and the image-only steps are there too.
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
@@ -2019,9 +2019,9 @@ class Kernel:
                 for opt in mv_opts:
                     if opt.amt > 1:  # a knob set to 1 turns its opt off
                         self.apply_opt(opt)
-                self._note_matvec(step, weighed, g)
+                self._decided(step, "_matvec", *weighed)
                 return True
-        self._note_matvec(step, weighed)
+        self._decided(step, "_matvec", *weighed)
         return False
 
     def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
@@ -2831,17 +2831,15 @@ class _LinearizerMethods:
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
 
-# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`): each heuristic files
-# it with one call to _decided; these methods write its rule, Candidates and reasons, and hold the heuristics'
-# image-only steps. They are attached to Kernel after it --
+# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`), and the heuristics'
+# image-only steps: Kernel methods, attached to it after it --
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One option a heuristic weighed, as data: its sort key (the heuristic takes the smallest that applies), the
-    opt or opts it would apply (as text: `UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the
-    facts the key and the choice were computed from, and whether it was taken. A candidate the heuristic ruled out
-    before ranking has no key (None) and its note says which condition ruled it out."""
+    """One option a heuristic weighed: its sort key (the smallest that applies is taken), the opts it would apply as
+    text (`UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the facts behind the key and the
+    choice, and whether it was taken. One ruled out before ranking has no key (None); its note says why."""
 
     key: tuple | None
     opt: str
@@ -2851,12 +2849,10 @@ class Candidate:
 
 @dataclass
 class Decision:
-    """One choice a heuristic made, recorded for `python kernel.py demo NAME --explain`.
-
-    `heuristic` is the method that decided and `rule` says, in words, what it looks for and how its sort key reads
-    (or, when it declined, the condition that stopped it). `candidates` are what it weighed (see Candidate), in the
-    order it ranked them. `chosen` lists the opts it applied (empty when it declined) and `reasons` one short reason
-    for each, the step table's text. `step` is how many opts were applied before it. Recording changes no decision."""
+    """One choice a heuristic made: `heuristic` is the method that decided and `rule` says, in words, what it looks
+    for and how its sort key reads (or, when it declined, what stopped it). `candidates` are what it weighed, in
+    ranked order; `chosen` the opts it applied and `reasons` one short reason for each (the step table's text);
+    `step` how many opts were applied before it. Recording changes no decision."""
 
     heuristic: str
     rule: str
@@ -2868,8 +2864,7 @@ class Decision:
 
 @_methods_of(Kernel)
 class _ExplainMethods:
-    """Kernel methods that file and write a Decision (and the image-only heuristic steps). Each *_weighed method
-    returns the arguments after `heuristic` of the heuristic's _decided call."""
+    """Each *_weighed method returns the arguments after `heuristic` of its heuristic's _decided call."""
 
     @property
     def heuristic_log(self) -> list[tuple[Opt, str]]:
@@ -2885,9 +2880,8 @@ class _ExplainMethods:
         why: str | Callable[[int, Opt], str] = "",
         chosen: list[Opt] | None = None,
     ) -> None:
-        """Record what a heuristic weighed (a Decision; no rule: nothing to record). Its choice is every opt applied
-        since `step` unless `chosen` says otherwise, each with the reason `why` gives (the step table's text): the
-        same for every opt, or why(j, opt) for the j-th."""
+        """Record what a heuristic weighed (no rule: nothing to record). It chose the opts applied since `step` unless
+        `chosen` says otherwise, each for the reason `why` gives: the same for all, or why(j, opt) for the j-th."""
         if rule is None:
             return
         chosen = self.applied_opts[step:] if chosen is None else chosen
@@ -2903,43 +2897,30 @@ class _ExplainMethods:
         """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
         return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
 
-    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple[str, list[Candidate]]:
-        """_matvec's rule and what it weighs on each global axis, before it applies anything."""
-        reduce_size, ret = self.full_shape[self.first_reduce], []
+    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple:
+        """_matvec's record, before it applies anything: each global axis, the first one that divides taken."""
+        reduce_size, block, candidates = self.full_shape[self.first_reduce], blocksize * rows, []
         for g in range(self.global_dims):
             opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
             opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            size, block = self.full_shape[g], blocksize * rows
+            size, done = self.full_shape[g], any(c.taken for c in candidates)
             note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
             note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
-            ret.append(Candidate((g,), " ".join(opts), note))
-        rule = (
-            f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides by "
-            f"{threads} threads"
-        )
-        return rule, ret
-
-    def _note_matvec(self, step: int, weighed: tuple[str, list[Candidate]], taken: int | None = None) -> None:
-        """_matvec's record: the global axis it took (None: none did) and why each opt it applied."""
-        rule, candidates = weighed
-        if taken is None:
-            self._decided(step, "_matvec", "no: " + rule + ": none does", candidates)
-            return
+            taken = not done and reduce_size % threads == 0 and size % block == 0
+            candidates.append(Candidate((g,), " ".join(opts), note, taken))
+        rule = f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce "
+        rule += f"divides by {threads} threads"
+        if not any(c.taken for c in candidates):
+            return "no: " + rule + ": none does", candidates
         why = {
-            OptOps.GROUP: "matvec: {amt} threads share each output's reduce (GROUP)",
-            OptOps.LOCAL: "matvec: {amt} threads per work-group along axis {axis}",
-            OptOps.UPCAST: "matvec: each thread computes {amt} outputs along axis {axis}",
+            OptOps.GROUP: "{amt} threads share each output's reduce (GROUP)",
+            OptOps.LOCAL: "{amt} threads per work-group along axis {axis}",
+            OptOps.UPCAST: "each thread computes {amt} outputs along axis {axis}",
         }
-        candidates = [replace(c, taken=c.key == (taken,)) for c in candidates]
-        self._decided(step, "_matvec", rule, candidates, lambda j, o: why[o.op].format(amt=o.amt, axis=o.axis))
+        return rule, candidates, lambda j, o: "matvec: " + why[o.op].format(amt=o.amt, axis=o.axis)
 
     def _grouping_weighed(
-        self,
-        step: int,
-        outputs: int | None = None,
-        sizes: Sequence[int] = (),
-        tried: dict[int, KernelOptError] | None = None,
-        before: tuple[int, ...] = (),
+        self, step: int, outputs: int | None = None, sizes: Sequence = (), tried: dict | None = None, before: tuple = ()
     ) -> tuple:
         """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
         reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
@@ -2953,13 +2934,13 @@ class _ExplainMethods:
             else:
                 why = "more than 2 output axes" if fr > 2 else "the output is already written 4 at a time"
             return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
-        taken, candidates, done, tried = self.applied_opts[step:], [], False, tried or {}
+        taken, candidates = self.applied_opts[step:], []
         for sz in sizes:
             if Opt(OptOps.GROUPTOP, 0, sz) in taken:
-                note, done = "divides the reduce axis, fits local memory", True
-            elif done:
+                note = "divides the reduce axis, fits local memory"
+            elif any(c.taken for c in candidates):
                 note = "not tried"
-            elif sz in tried:
+            elif sz in (tried or {}):
                 note = f"rejected: {tried[sz]}"
             else:
                 note = f"doesn't divide the reduce axis ({before[fr]})"
@@ -2985,8 +2966,7 @@ class _ExplainMethods:
 
     def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
         """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end): each
-        sort key with the strides it was computed from (the first taken), then every output axis that was ruled
-        out, with the condition that ruled it out."""
+        sort key with the strides it was computed from (the first taken), then each output axis ruled out, and why."""
         counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
         if upcasted_axis is None:
             return (f"stop: {counted} < 1024",)
@@ -2996,9 +2976,7 @@ class _ExplainMethods:
             strides = ", ".join(f"{self._buf_name(i)} {_txt(s[axis])}" for i, s in enumerate(last_strides))
             note = f"{self._stride0(self._broadcast_bufs(axis))}; last views' strides: {strides}"
             weighed.append(Candidate(key, f"UPCAST:{axis}:{amt}", note, taken=not weighed))
-        for axis in range(self.first_reduce):
-            if any(key[2] == axis for key in choices):
-                continue
+        for axis in sorted(set(range(self.first_reduce)) - {key[2] for key in choices}):
             size, zero = self.full_shape[axis], [i for i, s in enumerate(last_strides) if s[axis] == 0]
             if axis in upcasted_axis:
                 why = "upcast already by this heuristic"
@@ -3017,19 +2995,15 @@ class _ExplainMethods:
             return f"stop: {counted}, but no output axis qualifies", weighed
         _, _, axis, amt = choices[0]
         why = f"{self._stride0(self._broadcast_bufs(axis))} on axis {axis}: upcast {amt} to reuse its loads"
-        rule = (
-            f"{counted} >= 1024; key (buffers moving along the axis, sum of their last views' strides, axis, "
-            "amount), smallest first"
-        )
-        return rule, weighed, why
+        key = "(buffers moving along the axis, sum of their last views' strides, axis, amount)"
+        return f"{counted} >= 1024; key {key}, smallest first", weighed, why
 
     def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
         """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
         if s is None:
-            elements = prod(self.full_shape[-self.upcasted :]) if self.upcasted else 1
-            if elements >= 64:
-                return (f"no: {elements} upcast elements >= 64 (registers)",)
-            return (f"no: {elements} upcast elements > 4, and a reduce axis is upcast already (registers)",)
+            elements = prod(self.full_shape[self.shape_len - self.upcasted :])
+            why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
+            return (f"no: {elements} upcast elements {why} (registers)",)
         if isinstance(s, int):
             whole, by4 = f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", f"by 4: {s} % 4 = {s % 4}"
         else:
@@ -3050,9 +3024,7 @@ class _ExplainMethods:
             return rule, [], "nothing upcast yet: upcast the last axis by 4"
         return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
 
-    def _locals_weighed(
-        self, ranking: list[tuple[bool, int]] | None = None, to_local: list[tuple[int, int]] | None = None
-    ) -> tuple:
+    def _locals_weighed(self, ranking: list | None = None, to_local: list | None = None) -> tuple:
         """_locals' record, before it applies anything: each axis in ranked order, with which buffers have stride 0
         on it and which size fits or why none does (no ranking: NOLOCALS=1 turned locals off)."""
         if ranking is None or to_local is None:
@@ -3061,11 +3033,10 @@ class _ExplainMethods:
         candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
         for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
             size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            divisors = [x for x in sizes if size % x == 0]
-            fits = [x for x in divisors if so_far * x <= 128]
+            sz, divisors = chosen.get(axis), [x for x in sizes if size % x == 0]
             zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if fits:
-                what = f"{fits[0]} fits ({so_far}*{fits[0]} <= 128 threads)"
+            if sz:  # the first of the sizes that divides and keeps the work-group <= 128 threads
+                what = f"{sz} fits ({so_far}*{sz} <= 128 threads)"
             elif not isinstance(size, int):
                 what = f"symbolic size {_txt(size)}: no size divides it"
             elif not divisors:
@@ -3073,7 +3044,6 @@ class _ExplainMethods:
             else:
                 what = f"no size fits: {so_far} threads already, {so_far}*{divisors[-1]} > 128"  # the smallest
             note = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}"
-            sz = chosen.get(axis)
             so_far *= sz or 1
             opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
             candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
@@ -3082,15 +3052,12 @@ class _ExplainMethods:
 
     def _tc_weighed(self, weighed: list[Candidate], tc: TensorCore, combos: list, axis: int, opt_level: int) -> tuple:
         """_apply_tc_opt's record once `tc` fits: the tensor cores weighed, this one with its (N, M, K) picks."""
-        picks = [
-            f"{'<-' if j == axis else ''}N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for j, (n, m, kk) in enumerate(combos)
-        ]
+        picks = [f"N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for n, m, kk in combos]
+        picks[axis] = "<-" + picks[axis]
         weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
-        rule = (
-            "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
-            f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
-            "counting from the last"
-        )
+        rule = "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
+        rule += f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
+        rule += "counting from the last"
         why = "tensor core: unroll K; upcast and local N, M for the warp"
         return rule, weighed, why, [Opt(OptOps.TC, axis, opt_level)]
 
@@ -3109,8 +3076,7 @@ class _ExplainMethods:
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
     def _image_output_upcast(self) -> None:
-        """An image output is written a pixel at a time: upcast its first unit-stride axis whose size is a multiple
-        of 4 (sort key: the axis number)."""
+        """required_optimizations' image step: its first unit-stride axis of a multiple of 4 (sort key: the axis)."""
         step = len(self.applied_opts)
         axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
         check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
@@ -3139,19 +3105,15 @@ class _ExplainMethods:
     def _image_float4(self) -> None:
         """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll by 4 its first unit-stride axis
         whose size is a multiple of 4 (sort key: the axis number)."""
-        for i, buf in enumerate(self.bufs):
-            if not isinstance(buf.dtype, ImageDType):
-                continue
-            step, fr, why = len(self.applied_opts), self.first_reduce, ""
-            axes4 = [a for a in self.sts[i].unit_stride_axes(ignore_valid=True) if self.sts[i].shape[a] % 4 == 0]
-            candidates = [
-                Candidate((a,), f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4", "unit stride") for a in axes4
-            ]
+        for i in [i for i, buf in enumerate(self.bufs) if isinstance(buf.dtype, ImageDType)]:
+            step, fr, st, why = len(self.applied_opts), self.first_reduce, self.sts[i], ""
+            axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
+            opts = [Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4) for a in axes4]
+            candidates = [Candidate((a,), str(opt), "unit stride") for a, opt in zip(axes4, opts)]
             if axes4 and max(axes4) < self.shape_len - self.upcasted and axes4[0] not in self.upcast_in_mid_reduce_axes:
-                a = axes4[0]
-                self.apply_opt(Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4))
+                self.apply_opt(opts[0])
                 candidates[0] = replace(candidates[0], taken=True)
-                why = f"image {self._buf_name(i)}: {'upcast' if a < fr else 'unroll'} its unit-stride axis by 4"
+                why = f"image {self._buf_name(i)}: {opts[0].op.name.lower()} its unit-stride axis by 4"
             rule = f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)"
             self._decided(step, "_image_float4", rule, candidates, why)
 
