@@ -378,25 +378,38 @@ class _Search:
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
-        """Round 0 times the starting kernels, each next round the kernels one action from the beam (the `amt`
-        fastest) until one gains less than min_progress or the time is up; returns the rounds, and if it was up."""
-        beam, rounds, candidates = [], [], starts  # the beam: (time, number, kernel, program), the fastest first
+        """Round 0 times the starting kernels, each next round the kernels one action from the beam, until no line
+        gains min_progress or the time is up; returns the rounds, and if it was up. A line is a starting kernel and
+        its descendants: the beam is the round's `amt` fastest and the fastest of each line that still improves
+        (README, "Beam search": a line that starts slower can end faster)."""
+        line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
+        line_best, best = [math.inf] * len(starts), (math.inf, 0, self.k, None)
+        rounds, candidates = [], starts
         while True:
-            best_s, dropped = (beam[0][0] if beam else math.inf), len(self.why_dropped)
+            dropped = len(self.why_dropped)
             programs, counts = self.compile(candidates)
-            ranked = sorted(self.time_all(programs, best_s), key=lambda x: x[:2])
+            ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
             counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
-            out_of_time = time.perf_counter() > self.deadline
-            improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
-            if ranked and ranked[0][0] < best_s:  # faster: the new beam (a little faster only: kept, not searched on)
-                beam = ranked[:amt] if improved else ranked[:1]
+            best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
+            fastest: dict[int, tuple] = {}  # each line's fastest kernel of this round
+            for x in ranked:
+                fastest.setdefault(line[id(x[2])], x)
+            alive = {n for n, x in fastest.items() if x[0] < line_best[n] - min_progress}
+            for n in alive:
+                line_best[n] = fastest[n][0]
+            beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
+            beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
-            best = beam[0] if beam else (math.inf, 0, self.k)
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
             on_round(rounds[-1])
-            if not improved or out_of_time:
+            out_of_time = time.perf_counter() > self.deadline
+            if not alive or out_of_time:
                 return rounds, out_of_time
-            candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
+            candidates = []
+            for _, _, parent, _ in beam:
+                for kern in kernel_actions(parent):
+                    line[id(kern)] = line[id(parent)]
+                    candidates.append(kern)
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
         """Time the FINALISTS fastest (and the heuristics' kernel, `also`) again in FINAL_PASSES passes, each a median

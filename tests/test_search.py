@@ -478,3 +478,31 @@ def test_the_warm_up_buffers_are_filled_once_per_search_not_once_per_candidate(f
     result = S.search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
     assert sum(r.compiled for r in result.rounds) >= 4
     assert 1 <= len(fills) <= 3 and len({id(b) for b in fills}) == len(fills)  # one per buffer (out, a, b), once
+
+
+def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
+    """The heuristics' kernel (10) has no faster neighbour; the bare kernel (100) is slower, but its line leads to a
+    kernel of 5 in two steps. One beam of the two fastest (tinygrad's rule) stops after round 1, when nothing beat 10;
+    here the bare kernel's line goes on while it improves, and finds 5. (Times made up; nothing compiles or runs.)"""
+    base = Kernel(*elementwise_ast(64))
+    fake: dict[int, tuple[float, list[Kernel]]] = {}  # each kernel's made-up time and neighbours
+
+    def kern(t: float, children: tuple[Kernel, ...] = ()) -> Kernel:
+        k = base.copy()
+        fake[id(k)] = (t, list(children))
+        return k
+
+    b2 = kern(5.0)
+    bare, heuristics = kern(100.0, (kern(50.0, (b2,)),)), kern(10.0, (kern(12.0), kern(11.0)))
+    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
+    counts = {"candidates": 0, "compiled": 0, "duplicates": 0}
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], counts))
+
+    def time_all(self, programs, cutoff):
+        self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
+        return self.timed[len(self.timed) - len(programs) :]
+
+    monkeypatch.setattr(S._Search, "time_all", time_all)
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, None, lambda *a: None)
+    rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
+    assert [r.best_s for r in rounds] == [10.0, 10.0, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
