@@ -168,17 +168,14 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
-def _time_candidate(
-    k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs=3, max_global_size=None, var_vals=None
-) -> float:
+def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, runs=3, var_vals=None) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
     groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
 
-    def once(max_groups: int | None) -> float:  # a launch of at most max_groups work-groups, its time scaled up
-        size, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
+    def once(size: list[int], factor: int = 1) -> float:  # a launch of `size` work-groups, its time times factor
         launch.global_size = [g * n for g, n in zip(size, local)]
         if prg.local_size is None:  # the runtime groups the items, as _Launch does
             launch.local_size = runtime_local_size(launch.global_size)
@@ -186,14 +183,14 @@ def _time_candidate(
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    if max_global_size is None and prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    if prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(PROBE_GLOBAL_SIZE)) > stop_above:
+        if (probe := once(*_test_global_size(groups, PROBE_GLOBAL_SIZE))) > stop_above:
             return probe
     best = math.inf
     for _ in range(runs):
-        best = min(best, once(max_global_size))
+        best = min(best, once(groups))
         if best > stop_above:
             break
     return best
@@ -281,7 +278,7 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -294,8 +291,6 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
-    if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
-        raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
     try:
         values = var_values(k, var_vals)
     except ValueError as e:
@@ -311,18 +306,17 @@ class _Search:
     """One search's state (what was compiled and timed so far) and its steps: compile a round's kernels, time them,
     run the rounds, the runoff, and verify the fastest."""
 
-    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, max_global_size, progress):
+    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
-        self.max_global_size, self.progress, self.begin = max_global_size, progress, begin
+        self.progress, self.begin = progress, begin
         self.deadline = self.begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args = device_limits(), {}
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.why_dropped: list[str] = []
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
-    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf, test_size: bool = True) -> float:
-        size = self.max_global_size if test_size else None
-        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, size, self.var_vals)
+    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
+        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, self.var_vals)
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
         """Compile the kernels not seen before; returns the new programs and the counts."""
@@ -394,7 +388,7 @@ class _Search:
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:
-                runs = [self.time(kern, prg, test_size=False) for _ in range(FINAL_RUNS)]
+                runs = [self.time(kern, prg) for _ in range(FINAL_RUNS)]
                 medians[n].append(statistics.median(runs))
         again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
@@ -424,7 +418,6 @@ def search(
     timeout: float | None = None,
     cache: bool = True,
     workers: int | None = None,
-    max_global_size: int | None = None,
     min_progress: float = 1e-8,
     from_heuristics: bool = True,
     on_round=None,
@@ -433,24 +426,23 @@ def search(
     """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
-    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare
-    k starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
-    `max_global_size`: tinygrad's capped timing (off); `on_round(SearchRound)` and `on_progress(phase, done, total)`
-    report. The answer is verified, k never changed; a search that timed no kernel raises SearchError rather than
-    hand k back as if chosen; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
+    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare k
+    starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
+    `on_round(SearchRound)` and `on_progress(phase, done, total)` report. The answer is verified, k never changed; a
+    search that timed no kernel raises SearchError; a kernel without elements comes back as it is."""
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
-    settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
+    settings = (min_progress, from_heuristics, sorted(var_vals.items()))
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
     if hit is not None:
         # written only after verification, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # one compile thread per core this process may run on
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, on_progress or (lambda *_: None))
+    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
