@@ -3,10 +3,7 @@
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
 times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
 and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME` shows one search, round by round (`--help`: its options).
-"""
-
-from __future__ import annotations
+`python search.py NAME` shows one search, round by round (`--help`: its options)."""
 
 import argparse
 import contextlib
@@ -54,6 +51,7 @@ COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest a
 PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
+_cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
 def search_actions() -> list[Opt]:
@@ -111,11 +109,8 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]]) -> tupl
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
             infos, dev = {b.idx: b for b in buffers(k.ast)}, get_device()
-            sizes = [max(1, infos[idx].size * np_dtype(infos[idx].dtype).itemsize) for idx, _ in prg.args]
-            args = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
-            for (idx, _), buf, size in zip(prg.args, args, sizes):  # ones: no integer division by zero
-                one = np.ones(1, np_dtype(infos[idx].dtype))
-                cl.enqueue_fill_buffer(dev.queue, buf, one.view(np.uint8) if one.dtype == np.bool_ else one, 0, size)
+            ones = [np.ones(max(1, infos[idx].size), np_dtype(infos[idx].dtype)) for idx, _ in prg.args]
+            args = [cl.Buffer(dev.ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=x) for x in ones]  # ones: no division by 0
             with _device_lock:  # a kernel object is shared by every thread that built the same source
                 event = kern(dev.queue, prg.local_size, prg.local_size, *args)
             event.wait()
@@ -254,9 +249,6 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
         return path, None
 
 
-_cache_warned = False  # an unwritable cache is said once per process, not once per search
-
-
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
     """Remember a verified search (the opts it added, and their time); where the cache can't be written (a read-only
     folder, KERNELPY_CACHE naming a file) warn once and go on: the search's answer matters more than remembering it."""
@@ -303,16 +295,13 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
 
 
 class _Search:
-    """One search's state (what was compiled and timed so far) and its steps: compile a round's kernels, time them,
-    run the rounds, the runoff, and verify the fastest."""
+    """One search's state (what was compiled and timed so far) and its steps, from compiling a round to verifying."""
 
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
-        self.progress, self.begin = progress, begin
-        self.deadline = self.begin + timeout if timeout is not None else math.inf
-        self.limits, self.device_args = device_limits(), {}
+        self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
+        self.limits, self.device_args, self.why_dropped = device_limits(), {}, []
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
-        self.why_dropped: list[str] = []
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
@@ -320,13 +309,12 @@ class _Search:
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
         """Compile the kernels not seen before; returns the new programs and the counts."""
-        fresh = []
+        fresh, programs = [], []
         for kern in kernels:
             if (key := _state_key(kern)) not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
         results = _compile_all(fresh, self.limits, self.workers, self.deadline, self.progress)
-        programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
                 self.why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
@@ -370,8 +358,7 @@ class _Search:
             improved = bool(ranked) and ranked[0][0] < best_s - min_progress  # best_s: inf in round 0
             if ranked and ranked[0][0] < best_s:  # faster: the new beam (a little faster only: kept, not searched on)
                 beam = ranked[:amt] if improved else ranked[:1]
-            seconds = time.perf_counter() - self.begin
-            best = beam[0] if beam else (math.inf, 0, self.k)
+            best, seconds = (beam[0] if beam else (math.inf, 0, self.k)), time.perf_counter() - self.begin
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
             on_round(rounds[-1])
             if not improved or out_of_time:
@@ -379,17 +366,15 @@ class _Search:
             candidates = [kern for _, _, b, _ in beam for kern in kernel_actions(b)]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) again in FINAL_PASSES passes, each a median
-        of FINAL_RUNS launches, and rank them by their best median (README, "Beam search": a CPU's times are bimodal,
-        and other work only adds time), the rest behind them; returns the ranking and the number of finalists. A
-        kernel whose best launch was over twice the fastest's is no finalist: it can't win (as a round's early stop)."""
+        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) within 2x of the fastest (a slower one can't
+        win) again, in FINAL_PASSES passes of FINAL_RUNS launches, and rank them by best median (README, "Beam search":
+        a CPU's times are bimodal, other work only adds time), the rest behind; returns (ranking, finalists)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:
-                runs = [self.time(kern, prg) for _ in range(FINAL_RUNS)]
-                medians[n].append(statistics.median(runs))
+                medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
         again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
@@ -410,19 +395,9 @@ class _Search:
         raise VerificationError(f"no kernel the search timed verified, the last: {self.why_dropped[-1]}")
 
 
-def search(
-    k: Kernel,
-    *inputs: np.ndarray,
-    amt: int = 2,
-    var_vals: dict | None = None,
-    timeout: float | None = None,
-    cache: bool = True,
-    workers: int | None = None,
-    min_progress: float = 1e-8,
-    from_heuristics: bool = True,
-    on_round=None,
-    on_progress=None,
-) -> SearchResult:
+def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None,
+           cache: bool = True, workers: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
+           on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
     """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
@@ -437,8 +412,7 @@ def search(
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
     settings = (min_progress, from_heuristics, sorted(var_vals.items()))
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
-    if hit is not None:
-        # written only after verification, by this same code (the key holds its hash) on this AST and device
+    if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # one compile thread per core this process may run on
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -446,9 +420,8 @@ def search(
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
-    ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
-    if not out_of_time:
-        ranked, finalists = s.runoff(ranked, heuristics)
+    ranked = sorted(s.timed, key=lambda x: x[:2])
+    ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
@@ -482,16 +455,13 @@ class _SearchDisplay:
         self.round = r.number + 1
         counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
         counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", *self.kernel(r.best))
+        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
 
-    def kernel(self, k: Kernel, width: int = 0) -> list[str]:
-        """k's shape (coloured where `out` takes colour: kernel.use_color), padded to `width` columns, and its opts."""
+    def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
+        """Say the fields, k's shape (padded to `width`, coloured where `out` takes colour) and its opts two spaces
+        apart, on one line where it fits the terminal; else a field that doesn't fit starts a line indented by 6."""
         shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
-        return [shape + " " * (width - ansilen(shape)), _opts_text(k)]
-
-    def line(self, *fields: str) -> None:
-        """Say the fields on one line, two spaces apart, where it fits the terminal; else a field that doesn't fit
-        starts a new line, indented by 6 (one wider than that line: wrapped at its spaces)."""
+        fields = (*fields, shape + " " * (width - ansilen(shape)), _opts_text(k))
         lines = fit("  " + fields[0], self.width, hang=6)
         for field in fields[1:]:
             if ansilen(lines[-1]) + 2 + ansilen(field) <= self.width:
@@ -509,9 +479,7 @@ def _opts_text(k: Kernel) -> str:
     return ", ".join(str(o) for o in k.applied_opts) or "no opts"
 
 
-def search_demo(
-    name: str, amt: int = 2, opts: Sequence[Opt] | None = None, target: str | None = None, out=None, **options
-) -> SearchResult:
+def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
     """`python search.py`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then time the
     hand-coded and the searched kernel side by side. The options are search()'s (timeout, cache, ...)."""
     if name not in DEMOS:
@@ -533,17 +501,16 @@ def search_demo(
         display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
         runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
-        display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
+        display.line(runoff + f"best {_ms(result.time_s).strip()}", k=result.kernel)
     rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
         times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-        display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
-    display.say(
-        f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
-        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified"
-    )
+        display.line(f"{label:10s} {_ms(times[label])}", k=k, width=width)
+    timed = sum(r.timed for r in result.rounds)
+    totals = f"search {result.seconds:.1f} s, {timed} kernels timed, {result.dropped} dropped; verified"
+    display.say(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; {totals}")
     return result
 
 
