@@ -3,10 +3,7 @@
 Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
 times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
 and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME` shows one search, round by round (`--help`: its options).
-"""
-
-from __future__ import annotations
+`python search.py NAME` shows one search, round by round (`--help`: its options)."""
 
 import argparse
 import contextlib
@@ -54,6 +51,7 @@ COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest a
 PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
+_cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
 def search_actions() -> list[Opt]:
@@ -182,17 +180,14 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
-def _time_candidate(
-    k: Kernel, prg: Program, inputs, device_args: dict, stop_above: float, runs=3, max_global_size=None, var_vals=None
-) -> float:
+def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, runs=3, var_vals=None) -> float:
     """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
     can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
     groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
 
-    def once(max_groups: int | None) -> float:  # a launch of at most max_groups work-groups, its time scaled up
-        size, factor = _test_global_size(groups, max_groups) if max_groups else (groups, 1)
+    def once(size: list[int], factor: int = 1) -> float:  # a launch of `size` work-groups, its time times factor
         launch.global_size = [g * n for g, n in zip(size, local)]
         if prg.local_size is None:  # the runtime groups the items, as _Launch does
             launch.local_size = runtime_local_size(launch.global_size)
@@ -200,14 +195,14 @@ def _time_candidate(
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
-    if max_global_size is None and prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
+    if prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
         # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(PROBE_GLOBAL_SIZE)) > stop_above:
+        if (probe := once(*_test_global_size(groups, PROBE_GLOBAL_SIZE))) > stop_above:
             return probe
     best = math.inf
     for _ in range(runs):
-        best = min(best, once(max_global_size))
+        best = min(best, once(groups))
         if best > stop_above:
             break
     return best
@@ -271,9 +266,6 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
         return path, None
 
 
-_cache_warned = False  # an unwritable cache is said once per process, not once per search
-
-
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
     """Remember a verified search (the opts it added, and their time); where the cache can't be written (a read-only
     folder, KERNELPY_CACHE naming a file) warn once and go on: the search's answer matters more than remembering it."""
@@ -295,7 +287,7 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -308,8 +300,6 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
-    if max_global_size is not None and (not isinstance(max_global_size, int) or max_global_size < 1):
-        raise SearchError(f"max_global_size must be an integer >= 1, got {max_global_size!r}")
     try:
         values = var_values(k, var_vals)
     except ValueError as e:
@@ -322,31 +312,26 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_si
 
 
 class _Search:
-    """One search's state (what was compiled and timed so far) and its steps: compile a round's kernels, time them,
-    run the rounds, the runoff, and verify the fastest."""
+    """One search's state (what was compiled and timed so far) and its steps, from compiling a round to verifying."""
 
-    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, max_global_size, progress):
+    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
-        self.max_global_size, self.progress, self.begin = max_global_size, progress, begin
-        self.deadline = self.begin + timeout if timeout is not None else math.inf
-        self.limits, self.device_args, self.ones = device_limits(), {}, _ones(k)
+        self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
+        self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], _ones(k)
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
-        self.why_dropped: list[str] = []
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
-    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf, test_size: bool = True) -> float:
-        size = self.max_global_size if test_size else None
-        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, size, self.var_vals)
+    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
+        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, self.var_vals)
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
         """Compile the kernels not seen before; returns the new programs and the counts."""
-        fresh = []
+        fresh, programs = [], []
         for kern in kernels:
             if (key := _state_key(kern)) not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
         results = _compile_all(fresh, self.limits, self.ones, self.workers, self.deadline, self.progress)
-        programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
                 self.why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
@@ -412,17 +397,15 @@ class _Search:
                     candidates.append(kern)
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) again in FINAL_PASSES passes, each a median
-        of FINAL_RUNS launches, and rank them by their best median (README, "Beam search": a CPU's times are bimodal,
-        and other work only adds time), the rest behind them; returns the ranking and the number of finalists. A
-        kernel whose best launch was over twice the fastest's is no finalist: it can't win (as a round's early stop)."""
+        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) within 2x of the fastest (a slower one can't
+        win) again, in FINAL_PASSES passes of FINAL_RUNS launches, and rank them by best median (README, "Beam search":
+        a CPU's times are bimodal, other work only adds time), the rest behind; returns (ranking, finalists)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
         for _ in range(FINAL_PASSES):
             for _, n, kern, prg in finalists:
-                runs = [self.time(kern, prg, test_size=False) for _ in range(FINAL_RUNS)]
-                medians[n].append(statistics.median(runs))
+                medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
         again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
@@ -443,47 +426,33 @@ class _Search:
         raise VerificationError(f"no kernel the search timed verified, the last: {self.why_dropped[-1]}")
 
 
-def search(
-    k: Kernel,
-    *inputs: np.ndarray,
-    amt: int = 2,
-    var_vals: dict | None = None,
-    timeout: float | None = None,
-    cache: bool = True,
-    workers: int | None = None,
-    max_global_size: int | None = None,
-    min_progress: float = 1e-8,
-    from_heuristics: bool = True,
-    on_round=None,
-    on_progress=None,
-) -> SearchResult:
+def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None,
+           cache: bool = True, workers: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
+           on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
     """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
-    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare
-    k starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
-    `max_global_size`: tinygrad's capped timing (off); `on_round(SearchRound)` and `on_progress(phase, done, total)`
-    report. The answer is verified, k never changed; a search that timed no kernel raises SearchError rather than
-    hand k back as if chosen; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, max_global_size, min_progress)
+    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare k
+    starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
+    `on_round(SearchRound)` and `on_progress(phase, done, total)` report. The answer is verified, k never changed; a
+    search that timed no kernel raises SearchError; a kernel without elements comes back as it is."""
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
-    settings = (max_global_size, min_progress, from_heuristics, sorted(var_vals.items()))
+    settings = (min_progress, from_heuristics, sorted(var_vals.items()))
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
-    if hit is not None:
-        # written only after verification, by this same code (the key holds its hash) on this AST and device
+    if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # one compile thread per core this process may run on
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    s = _Search(k, inputs, var_vals, begin, timeout, workers, max_global_size, on_progress or (lambda *_: None))
+    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
-    ranked, finalists = sorted(s.timed, key=lambda x: x[:2]), 0
-    if not out_of_time:
-        ranked, finalists = s.runoff(ranked, heuristics)
+    ranked = sorted(s.timed, key=lambda x: x[:2])
+    ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
@@ -517,16 +486,13 @@ class _SearchDisplay:
         self.round = r.number + 1
         counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
         counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", *self.kernel(r.best))
+        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
 
-    def kernel(self, k: Kernel, width: int = 0) -> list[str]:
-        """k's shape (coloured where `out` takes colour: kernel.use_color), padded to `width` columns, and its opts."""
+    def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
+        """Say the fields, k's shape (padded to `width`, coloured where `out` takes colour) and its opts two spaces
+        apart, on one line where it fits the terminal; else a field that doesn't fit starts a line indented by 6."""
         shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
-        return [shape + " " * (width - ansilen(shape)), _opts_text(k)]
-
-    def line(self, *fields: str) -> None:
-        """Say the fields on one line, two spaces apart, where it fits the terminal; else a field that doesn't fit
-        starts a new line, indented by 6 (one wider than that line: wrapped at its spaces)."""
+        fields = (*fields, shape + " " * (width - ansilen(shape)), _opts_text(k))
         lines = fit("  " + fields[0], self.width, hang=6)
         for field in fields[1:]:
             if ansilen(lines[-1]) + 2 + ansilen(field) <= self.width:
@@ -544,9 +510,7 @@ def _opts_text(k: Kernel) -> str:
     return ", ".join(str(o) for o in k.applied_opts) or "no opts"
 
 
-def search_demo(
-    name: str, amt: int = 2, opts: Sequence[Opt] | None = None, target: str | None = None, out=None, **options
-) -> SearchResult:
+def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
     """`python search.py`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then time the
     hand-coded and the searched kernel side by side. The options are search()'s (timeout, cache, ...)."""
     if name not in DEMOS:
@@ -568,17 +532,16 @@ def search_demo(
         display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:
         runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
-        display.line(runoff + f"best {_ms(result.time_s).strip()}", *display.kernel(result.kernel))
+        display.line(runoff + f"best {_ms(result.time_s).strip()}", k=result.kernel)
     rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
         times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-        display.line(f"{label:10s} {_ms(times[label])}", *display.kernel(k, width))
-    display.say(
-        f"  speedup {times['hand-coded'] / times['searched']:.2f}x; search {result.seconds:.1f} s, "
-        f"{sum(r.timed for r in result.rounds)} kernels timed, {result.dropped} dropped; verified"
-    )
+        display.line(f"{label:10s} {_ms(times[label])}", k=k, width=width)
+    timed = sum(r.timed for r in result.rounds)
+    totals = f"search {result.seconds:.1f} s, {timed} kernels timed, {result.dropped} dropped; verified"
+    display.say(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; {totals}")
     return result
 
 

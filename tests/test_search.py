@@ -169,7 +169,6 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
         ({"amt": True}, "amt"),
         ({"timeout": 0}, "timeout"),
         ({"workers": -1}, "workers"),
-        ({"max_global_size": 0}, "max_global_size"),
         ({"timeout": "5"}, "timeout"),
         ({"min_progress": None}, "min_progress"),
         ({"min_progress": -1.0}, "min_progress"),
@@ -300,9 +299,6 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     sizes.clear()
     S._time_candidate(k, prg, inputs, {}, stop_above=1e9)
     assert sizes == [S.PROBE_GLOBAL_SIZE] + [1 << 20] * 3  # the probe, then the best of three full launches
-    sizes.clear()
-    S._time_candidate(k, prg, inputs, {}, stop_above=1e9, max_global_size=1 << 16)
-    assert sizes == [1 << 16] * 3  # tinygrad's test size: every launch partial, scaled up
 
 
 def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
@@ -433,7 +429,7 @@ def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     lucky, steady = k.copy(), k.copy()
     launches = {id(lucky): iter([0.5, 2.0, 2.0] + [2.0] * 30), id(steady): iter([1.0] * 40)}
     monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
-    s = S._Search(k, (), {}, time.perf_counter(), None, 0, None, lambda *a: None)
+    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     slow = k.copy()  # over twice the fastest launch in its round: it can't win, and is not timed again
     ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
     assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
@@ -503,6 +499,6 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
         return self.timed[len(self.timed) - len(programs) :]
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
-    s = S._Search(base, (), {}, time.perf_counter(), None, 0, None, lambda *a: None)
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 10.0, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
