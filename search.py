@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,28 +109,20 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            args = [ones(idx) for idx, _ in prg.args]
+            args = [ones[idx] for idx, _ in prg.args]
             with _device_lock:  # a kernel object is shared by every thread that built the same source
                 event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
             event.wait()
     return i, prg, ""
 
 
-def _ones(k: Kernel) -> Callable[[int], cl.Buffer]:
-    """The warm-up launches' arguments: buffer idx of k as a device buffer of ones (no integer division by zero),
-    made at its first use and shared by every candidate of a search (filling a fresh one per candidate cost more
-    than the compile: 0.18 s against 0.03 s for add 16M)."""
-    infos, made, lock = {b.idx: b for b in buffers(k.ast)}, {}, threading.Lock()
-
-    def ones(idx: int) -> cl.Buffer:
-        with lock:
-            if idx not in made:
-                dev, dtype = get_device(), np_dtype(infos[idx].dtype)
-                size, one = max(1, infos[idx].size * dtype.itemsize), np.ones(1, dtype)
-                made[idx] = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size)
-                cl.enqueue_fill_buffer(dev.queue, made[idx], one.view(np.uint8) if dtype == np.bool_ else one, 0, size)
-            return made[idx]
-
+def _ones(k: Kernel) -> dict[int, cl.Buffer]:
+    """The warm-up launches' arguments, made once per search: each buffer of k as a device buffer of ones (no integer
+    division by zero). A fresh set per candidate cost more than the compile (0.18 s against 0.03 s for add 16M)."""
+    dev, ones = get_device(), {}
+    for b in buffers(k.ast):
+        with contextlib.suppress(Exception):  # a symbolic size or an image: no warm-up (_compile_candidate)
+            ones[b.idx] = cl.Buffer(dev.ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=np.ones(b.size, np_dtype(b.dtype)))
     return ones
 
 
@@ -368,20 +360,16 @@ class _Search:
         its descendants: the beam is the round's `amt` fastest and the fastest of each line that still improves
         (README, "Beam search": a line that starts slower can end faster)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
-        line_best, best = [math.inf] * len(starts), (math.inf, 0, self.k, None)
-        rounds, candidates = [], starts
+        line_best, best, rounds, candidates = {}, (math.inf, 0, self.k, None), [], starts
         while True:
             dropped = len(self.why_dropped)
             programs, counts = self.compile(candidates)
             ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
             counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
-            fastest: dict[int, tuple] = {}  # each line's fastest kernel of this round
-            for x in ranked:
-                fastest.setdefault(line[id(x[2])], x)
-            alive = {n for n, x in fastest.items() if x[0] < line_best[n] - min_progress}
-            for n in alive:
-                line_best[n] = fastest[n][0]
+            fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
+            alive = {n for n, x in fastest.items() if x[0] < line_best.get(n, math.inf) - min_progress}
+            line_best |= {n: fastest[n][0] for n in alive}
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
@@ -390,11 +378,9 @@ class _Search:
             out_of_time = time.perf_counter() > self.deadline
             if not alive or out_of_time:
                 return rounds, out_of_time
-            candidates = []
-            for _, _, parent, _ in beam:
-                for kern in kernel_actions(parent):
-                    line[id(kern)] = line[id(parent)]
-                    candidates.append(kern)
+            children = [(kern, parent) for _, _, parent, _ in beam for kern in kernel_actions(parent)]
+            line |= {id(kern): line[id(parent)] for kern, parent in children}
+            candidates = [kern for kern, _ in children]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
         """Time the FINALISTS fastest (and the heuristics' kernel, `also`) within 2x of the fastest (a slower one can't
