@@ -1,9 +1,7 @@
-"""search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py).
-
-Each round applies every action (one more opt) to every kernel kept so far, compiles the new kernels in threads,
-times them on the device and keeps the `amt` fastest; the answer is verified against runtime.py's numpy reference
-and remembered in a disk cache (README, "Beam search"). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME` shows one search, round by round (`--help`: its options)."""
+"""search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py). Each round
+applies every action (one more opt) to the kernels kept so far, compiles the new ones in threads, times them and keeps
+the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache (README, "Beam
+search"). `beam_search(k, *inputs, amt=2)` is the short form; `python search.py NAME` shows a search round by round."""
 
 import argparse
 import contextlib
@@ -90,18 +88,15 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
 
 
 def _state_key(k: Kernel) -> tuple:
-    """Everything rendering reads from a kernel besides its AST: two kernels with the same key render the same.
-    (A TensorCore holds lists: its repr is the hashable part.)"""
+    """Everything rendering reads from a kernel but its AST: the same key, the same code (TensorCore: its repr)."""
     views = tuple(st.views for st in k.sts)
     return (views, k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces, k.dont_use_locals, repr(k.tensor_core))
 
 
-# -- compiling candidates: in threads ------------------------------------------------------------------------------
-# Threads (README, "Beam search"): the compiler lets go of Python's lock, and a process would rerun the user's script.
+# -- compiling candidates: in threads (README: the compiler lets go of Python's lock; a process reruns the script) --
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -> tuple[int, Program | None, str]:
-    """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group
-    function for a local size at its first launch: the timing measures the kernel alone); returns (i, the program
-    or None, why it failed)."""
+    """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
+    for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name)
@@ -114,16 +109,6 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -
                 event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
             event.wait()
     return i, prg, ""
-
-
-def _ones(k: Kernel) -> dict[int, cl.Buffer]:
-    """The warm-up launches' arguments, made once per search: each buffer of k as a device buffer of ones (no integer
-    division by zero). A fresh set per candidate cost more than the compile (0.18 s against 0.03 s for add 16M)."""
-    dev, ones = get_device(), {}
-    for b in buffers(k.ast):
-        with contextlib.suppress(Exception):  # a symbolic size or an image: no warm-up (_compile_candidate)
-            ones[b.idx] = cl.Buffer(dev.ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=np.ones(b.size, np_dtype(b.dtype)))
-    return ones
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
@@ -247,8 +232,7 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
     try:
         with open(path) as f:
             entry = json.load(f)
-        t = entry["time_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+        if isinstance(t := entry["time_s"], bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
             return path, None  # not a time: written by something else, or damaged
         found = k.copy()
         for op, axis, amount in entry["opts"]:
@@ -309,7 +293,11 @@ class _Search:
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
-        self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], _ones(k)
+        self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
+        for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
+            with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
+                ones = np.ones(b.size, np_dtype(b.dtype))
+                self.ones[b.idx] = cl.Buffer(get_device().ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=ones)
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
