@@ -2469,12 +2469,8 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     TernaryOps.WHERE: lambda c, a, b: a if c else b,
     TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
-_ON_BOOLS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.NEG: operator.not_,
-    BinaryOps.ADD: operator.or_,
-    BinaryOps.MUL: operator.and_,
-    BinaryOps.MAX: operator.or_,
-}
+_ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
+_ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
 
 def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
