@@ -1570,8 +1570,7 @@ class Kernel:
         colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
         colors += ["white" if i in mid else "green" for i in range(fr, fr + self.group_for_reduces)]
         colors += ["red"] * (up - (fr + self.group_for_reduces))
-        reduced = [s != o for s, o in zip(self.full_shape, self.sts[0].shape)]
-        colors += ["magenta" if reduced[i] else "yellow" for i in range(up, self.shape_len)]
+        colors += ["magenta" if s != o else "yellow" for s, o in zip(self.full_shape[up:], self.sts[0].shape[up:])]
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
@@ -1766,9 +1765,8 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        image_output = self.bufs[0].dtype.name.startswith("image")
-        ok = image_output and not self.float4_axis(0) and self.group_for_reduces != 0 and self.first_reduce <= 2
-        check(ok and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
+        ok = self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces != 0
+        check(ok and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
         check(axes[0] == axis, "wrong axis")
@@ -1911,9 +1909,7 @@ class Kernel:
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
         try:
-            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
-            if self.tensor_core_opts is None:
-                return True
+            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))  # (it sets tensor_core_opts)
             if extra_opts is not None:
                 for opt in extra_opts:
                     self.apply_opt(opt)
@@ -1954,13 +1950,11 @@ class Kernel:
             self._image_float4(output=True)  # image-only: in the appendix
 
     def hand_coded_optimizations(self) -> None:
-        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
+        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where an opt
+        fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the kernel as it was.
 
         Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
-        derived (tinygrad's own comments say these branches "need to be optional and benchmarked").
-
-        All or nothing: where an opt fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the
-        kernel as it was."""
+        derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
         state = self._state()
         try:
             self._hand_coded()
@@ -2681,9 +2675,10 @@ class _ViewMethods:
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
-    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values."""
+    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values (the pairs
+    are taken in name and value order: a set of variables gives the same dict, and the same error, every run)."""
     ret: dict[Variable, int] = {}
-    for var, val in pairs:
+    for var, val in sorted(pairs, key=lambda pair: (pair[0].expr, pair[1])):
         if ret.setdefault(var, val) != val:
             raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
     return ret
@@ -2982,15 +2977,12 @@ class _ExplainMethods:
             elements = prod(self.full_shape[self.shape_len - self.upcasted :])
             why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
             return (f"no: {elements} upcast elements {why} (registers)",)
-        if isinstance(s, int):
-            whole, by4 = f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", f"by 4: {s} % 4 = {s % 4}"
+        if isinstance(s, int):  # the note on each amount (0: whole)
+            notes = {0: f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", 4: f"by 4: {s} % 4 = {s % 4}"}
         else:
-            whole, by4 = f"whole: size {s} is symbolic", f"by 4: size {s} is symbolic"
-        took = chosen[0].amt if chosen else None  # 0: whole, 4: by 4
-        candidates = [
-            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 4),
-        ]
+            notes = {0: f"whole: size {s} is symbolic", 4: f"by 4: size {s} is symbolic"}
+        took = chosen[0].amt if chosen else None
+        candidates = [Candidate((j,), f"UNROLL:{axis}:{amt}", notes[amt], took == amt) for j, amt in enumerate(notes)]
         reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         return rule, candidates, lambda j, o: "long reduce axis: unroll the loop by 4" if o.amt == 4 else reasons[j]
