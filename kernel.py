@@ -38,9 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
 
-# ============================================================================================================
-# helpers
-# ============================================================================================================
+# ==== helpers ===============================================================================================
 
 
 def prod(xs: Iterable[int]) -> int:
@@ -97,9 +95,7 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
     return [list(range(st, ed)) for st, ed in zip([0] + split[:-1], split[:-1] + [len(old_shape)])]
 
 
-# ============================================================================================================
-# dtypes
-# ============================================================================================================
+# ==== dtypes ================================================================================================
 
 
 @dataclass(frozen=True, order=True)
@@ -180,9 +176,7 @@ INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
 
-# ============================================================================================================
-# ops: the kernel's AST
-# ============================================================================================================
+# ==== ops: the kernel's AST =================================================================================
 
 
 # tinygrad 0.9.1's members in its order, numbered from 1 as its `auto()` numbers them
@@ -278,9 +272,7 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
 
 
-# ============================================================================================================
-# symbolic: index expressions with known bounds
-# ============================================================================================================
+# ==== symbolic: index expressions with known bounds =========================================================
 # An index into a buffer is an integer expression of the loop variables idx0, idx1, ... Every node knows its
 # smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of
 # something already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` when b < 8, like terms merge.
@@ -860,9 +852,7 @@ render_python: dict[type, Callable[..., str]] = {
 }
 
 
-# ============================================================================================================
-# View: one strided, offset, masked window onto a flat buffer
-# ============================================================================================================
+# ==== View: one strided, offset, masked window onto a flat buffer ===========================================
 # A View maps an index (i0, i1, ...) of `shape` to the flat buffer position offset + sum(i_k * strides[k]).
 # If there is a mask, element i is valid only when mask[k][0] <= i_k < mask[k][1] on every axis; invalid
 # elements read as 0 (that is how padding is expressed without copying).
@@ -1187,9 +1177,7 @@ class View:
         return View.create(vm1.shape, tuple(strides), sum(o * s for o, s in zip(origin, vm2.strides)) + vm2.offset)
 
 
-# ============================================================================================================
-# ShapeTracker: a stack of Views
-# ============================================================================================================
+# ==== ShapeTracker: a stack of Views ========================================================================
 # Most movement ops change only the last View. A reshape that one View can't express (for example merging two
 # axes of a transposed buffer) pushes a new contiguous View on top: the index is computed through the top view,
 # then unravelled through each older view in turn.
@@ -1327,9 +1315,7 @@ class ShapeTracker:
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-# ============================================================================================================
-# Kernel: every buffer's ShapeTracker on one common shape
-# ============================================================================================================
+# ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
 # The Kernel keeps one ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all with the same number of axes.
 # `full_shape` is the shape of the iteration space (taken from an input of the reduce); the output's shape is
 # the same with the reduced axes set to 1. Every optimization is a reshape + permute applied to all of them at
@@ -1656,9 +1642,7 @@ class Kernel:
                     ret.append((s[i], st[i]))
         self.sts = [st.reshape(tuple(size for size, _ in m)) for st, m in zip(self.sts, merged)]  # not the fake one
 
-    # ========================================================================================================
-    # OptOps: apply_opt
-    # ========================================================================================================
+    # ==== OptOps: apply_opt =================================================================================
 
     def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
         """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
@@ -1811,9 +1795,7 @@ class Kernel:
         smem_sz, max_sz = amt * acc_sz * upcast_sz * local_sz, self.opts.shared_max
         check(smem_sz <= max_sz, f"exceeds maximum shared memory size: needs {smem_sz}, max {max_sz}")
 
-    # ========================================================================================================
-    # tensor cores
-    # ========================================================================================================
+    # ==== tensor cores ======================================================================================
 
     def _create_tc_opts(
         self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int, weighed: list | None = None
@@ -1938,9 +1920,7 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt))
             self._decided(step, "apply_tensor_cores", *self._tc_upcast_weighed(tc_dim, tco.axes[tc_dim], size, amt))
 
-    # ========================================================================================================
-    # heuristics: tinygrad 0.9.1's hand-coded optimizations
-    # ========================================================================================================
+    # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
     # Each heuristic applies its opts with apply_opt, as tinygrad's do, then files what it weighed for `demo --explain`
     # in one call to _decided (a Decision of Candidates); the appendix writes that text, and has the image-only steps.
 
@@ -2178,9 +2158,7 @@ class Kernel:
         self._decided(step, "_locals", *weighed)
 
 
-# ============================================================================================================
-# targets
-# ============================================================================================================
+# ==== targets ===============================================================================================
 
 
 def _metal_tensor_cores() -> list[TensorCore]:
@@ -3151,9 +3129,7 @@ def use_color(out=None) -> bool:
     return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
 
 
-# ============================================================================================================
-# building kernels by hand
-# ============================================================================================================
+# ==== building kernels by hand ==============================================================================
 # A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement ops (reshape,
 # permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs: matmul_ast views both operands on
 # the common shape (M, N, K), and sums over axis 2.
@@ -3320,9 +3296,7 @@ DEMOS: dict[str, Demo] = {
 }
 
 
-# ============================================================================================================
-# demo: python kernel.py demo [NAME] [--opt OP:AXIS:AMT ...] [--target T] [--explain | --loops [--steps] | --map]
-# ============================================================================================================
+# ==== demo: python kernel.py demo [NAME] [--opt ...] [--target T] [--explain | --loops [--steps] | --map] ===
 # Four views of one optimization (the step table, --explain, --loops and --map, each a function below): they read
 # only the Kernel's public state and its `decisions`.
 
