@@ -38,9 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
 
-# ============================================================================================================
-# helpers
-# ============================================================================================================
+# ==== helpers ===============================================================================================
 
 
 def prod(xs: Iterable[int]) -> int:
@@ -55,10 +53,6 @@ def dedup(xs: Iterable[T]) -> list[T]:
 
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
     return [x for xs in xss for x in xs]
-
-
-def all_same(xs: Sequence[Any]) -> bool:
-    return all(x == xs[0] for x in xs)
 
 
 def round_up(num: int, amt: int) -> int:
@@ -101,9 +95,7 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
     return [list(range(st, ed)) for st, ed in zip([0] + split[:-1], split[:-1] + [len(old_shape)])]
 
 
-# ============================================================================================================
-# dtypes
-# ============================================================================================================
+# ==== dtypes ================================================================================================
 
 
 @dataclass(frozen=True, order=True)
@@ -184,9 +176,7 @@ INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
 
-# ============================================================================================================
-# ops: the kernel's AST
-# ============================================================================================================
+# ==== ops: the kernel's AST =================================================================================
 
 
 # tinygrad 0.9.1's members in its order, numbered from 1 as its `auto()` numbers them
@@ -199,9 +189,9 @@ BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: re
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 
-def _check_field(owner: str, name: str, value: Any, ok: bool, want: str) -> None:
+def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
     if not ok:
-        raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
+        raise ValueError(f"{type(obj).__name__}: {name} must be {want}, got {getattr(obj, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -282,9 +272,7 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
 
 
-# ============================================================================================================
-# symbolic: index expressions with known bounds
-# ============================================================================================================
+# ==== symbolic: index expressions with known bounds =========================================================
 # An index into a buffer is an integer expression of the loop variables idx0, idx1, ... Every node knows its
 # smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of
 # something already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` when b < 8, like terms merge.
@@ -864,9 +852,7 @@ render_python: dict[type, Callable[..., str]] = {
 }
 
 
-# ============================================================================================================
-# View: one strided, offset, masked window onto a flat buffer
-# ============================================================================================================
+# ==== View: one strided, offset, masked window onto a flat buffer ===========================================
 # A View maps an index (i0, i1, ...) of `shape` to the flat buffer position offset + sum(i_k * strides[k]).
 # If there is a mask, element i is valid only when mask[k][0] <= i_k < mask[k][1] on every axis; invalid
 # elements read as 0 (that is how padding is expressed without copying).
@@ -1191,9 +1177,7 @@ class View:
         return View.create(vm1.shape, tuple(strides), sum(o * s for o, s in zip(origin, vm2.strides)) + vm2.offset)
 
 
-# ============================================================================================================
-# ShapeTracker: a stack of Views
-# ============================================================================================================
+# ==== ShapeTracker: a stack of Views ========================================================================
 # Most movement ops change only the last View. A reshape that one View can't express (for example merging two
 # axes of a transposed buffer) pushes a new contiguous View on top: the index is computed through the top view,
 # then unravelled through each older view in turn.
@@ -1219,8 +1203,7 @@ class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
 
     views: tuple[View, ...]
-    # invert, consecutive, var_vals, unbind, real_size, at_values and indices (numpy): the optimizer doesn't call
-    # them (runtime.py, search.py, the demo and the tests do), so they are in the appendix
+    # invert, consecutive, var_vals, unbind, real_size, at_values and indices (numpy): in the appendix (see there)
 
     @staticmethod
     def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -1332,9 +1315,7 @@ class ShapeTracker:
         return ShapeTracker(self.views[:-1] + (new_view,))
 
 
-# ============================================================================================================
-# Kernel: every buffer's ShapeTracker on one common shape
-# ============================================================================================================
+# ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
 # The Kernel keeps one ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all with the same number of axes.
 # `full_shape` is the shape of the iteration space (taken from an input of the reduce); the output's shape is
 # the same with the reduced axes set to 1. Every optimization is a reshape + permute applied to all of them at
@@ -1343,9 +1324,8 @@ class ShapeTracker:
 #   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
 #   0             global_dims  first_reduce                               shape_len - upcasted
 #
-# COLOR_LEGEND is the project's one legend (README.md's colour table is it): the colours of colored_shape(),
-# tinygrad's eight chunks of a kernel's shape, with what each becomes in runtime.py's OpenCL C. Yellow and magenta
-# axes are both registers (the last `upcasted` axes), in the order their opts were applied.
+# COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of colored_shape(), tinygrad's eight
+# chunks of a shape, and what each becomes in OpenCL C; the yellow and magenta ones (registers) are the last `upcasted`.
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
@@ -1464,13 +1444,12 @@ class Target:
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
         for name in ("supports_float4", "has_local", "has_shared"):
-            _check_field("Target", name, getattr(self, name), isinstance(getattr(self, name), bool), "True or False")
+            _check_field(self, name, isinstance(getattr(self, name), bool), "True or False")
         for name in ("global_max", "local_max"):  # None: no limit
             sizes = getattr(self, name)
             ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
-            _check_field("Target", name, sizes, ok, "None (no limit) or a tuple of ints >= 1")
-        shared_max = self.shared_max
-        _check_field("Target", "shared_max", shared_max, is_int(shared_max) and shared_max >= 0, "an int >= 0")
+            _check_field(self, name, ok, "None (no limit) or a tuple of ints >= 1")
+        _check_field(self, "shared_max", is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0")
 
 
 class Kernel:
@@ -1495,8 +1474,7 @@ class Kernel:
         self.outbufs = [x.arg for x in ast]
         loads = dedup(x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST))
         self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + loads
-        # the full shape comes from a buffer read before a reduce (it has the reduce axes at full size): the first
-        # buffer of the first reduce op
+        # the full shape comes from the first buffer the first reduce op reads (it has the reduce axes at full size)
         self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
         self.full_buf_index = self.bufs.index(self.earlybufs[0]) if self.earlybufs else 0
         self.sts: list[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
@@ -1578,8 +1556,7 @@ class Kernel:
         colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
         colors += ["white" if i in mid else "green" for i in range(fr, fr + self.group_for_reduces)]
         colors += ["red"] * (up - (fr + self.group_for_reduces))
-        reduced = [s != o for s, o in zip(self.full_shape, self.sts[0].shape)]
-        colors += ["magenta" if reduced[i] else "yellow" for i in range(up, self.shape_len)]
+        colors += ["magenta" if s != o else "yellow" for s, o in zip(self.full_shape[up:], self.sts[0].shape[up:])]
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
@@ -1665,9 +1642,7 @@ class Kernel:
                     ret.append((s[i], st[i]))
         self.sts = [st.reshape(tuple(size for size, _ in m)) for st, m in zip(self.sts, merged)]  # not the fake one
 
-    # ========================================================================================================
-    # OptOps: apply_opt
-    # ========================================================================================================
+    # ==== OptOps: apply_opt =================================================================================
 
     def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
         """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
@@ -1774,9 +1749,8 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        image_output = self.bufs[0].dtype.name.startswith("image")
-        ok = image_output and not self.float4_axis(0) and self.group_for_reduces != 0 and self.first_reduce <= 2
-        check(ok and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
+        ok = self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces != 0
+        check(ok and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
         check(axes[0] == axis, "wrong axis")
@@ -1821,9 +1795,7 @@ class Kernel:
         smem_sz, max_sz = amt * acc_sz * upcast_sz * local_sz, self.opts.shared_max
         check(smem_sz <= max_sz, f"exceeds maximum shared memory size: needs {smem_sz}, max {max_sz}")
 
-    # ========================================================================================================
-    # tensor cores
-    # ========================================================================================================
+    # ==== tensor cores ======================================================================================
 
     def _create_tc_opts(
         self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int, weighed: list | None = None
@@ -1878,7 +1850,7 @@ class Kernel:
             combos: list = []  # the first reduce's (N, M, K) candidates, for the Decision
             tc_opts = self._create_tc_opts(self.reduceop, tc, axis, opt_level, combos)
             others = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops[1:]]
-            check(all_same([tc_opts] + others), "can only fuse reduces with the same tensor core options")
+            check(all(x == tc_opts for x in others), "can only fuse reduces with the same tensor core options")
             if tc_opts is None:
                 weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
                 continue
@@ -1919,9 +1891,7 @@ class Kernel:
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
         try:
-            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
-            if self.tensor_core_opts is None:
-                return True
+            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))  # (it sets tensor_core_opts)
             if extra_opts is not None:
                 for opt in extra_opts:
                     self.apply_opt(opt)
@@ -1950,26 +1920,21 @@ class Kernel:
                 self.apply_opt(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt))
             self._decided(step, "apply_tensor_cores", *self._tc_upcast_weighed(tc_dim, tco.axes[tc_dim], size, amt))
 
-    # ========================================================================================================
-    # heuristics: tinygrad 0.9.1's hand-coded optimizations
-    # ========================================================================================================
-    # Each heuristic applies its opts with apply_opt, as tinygrad's do, and then files what it weighed for
-    # `demo --explain` in one call to _decided (a Decision of Candidates). The text of that record is written by
-    # the appendix's methods (_decided and the *_weighed ones), and the image-only steps are there too.
+    # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
+    # Each heuristic applies its opts with apply_opt, as tinygrad's do, then files what it weighed for `demo --explain`
+    # in one call to _decided (a Decision of Candidates); the appendix writes that text, and has the image-only steps.
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
         if isinstance(self.bufs[0].dtype, ImageDType):
-            self._image_output_upcast()  # image-only: in the appendix
+            self._image_float4(output=True)  # image-only: in the appendix
 
     def hand_coded_optimizations(self) -> None:
-        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch.
+        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where an opt
+        fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the kernel as it was.
 
         Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
-        derived (tinygrad's own comments say these branches "need to be optional and benchmarked").
-
-        All or nothing: where an opt fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the
-        kernel as it was."""
+        derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
         state = self._state()
         try:
             self._hand_coded()
@@ -2087,12 +2052,14 @@ class Kernel:
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
         step, upcast_elements = len(self.applied_opts), prod(self.full_shape[self.shape_len - self.upcasted :])
         to_upcast: list[int] = []
+        elements: dict[int, int] = {}  # the upcast elements there would be with each small masked axis added
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
             if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):  # not symbolic
-                if upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size <= 7 * 7:
+                elements[axis] = upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size
+                if elements[axis] <= 7 * 7:
                     to_upcast.append(axis)
-        weighed = self._masked_weighed(to_upcast)  # the --explain record: in the appendix
+        weighed = self._masked_weighed(elements, to_upcast)  # the --explain record: in the appendix
         for axis in to_upcast[::-1]:
             self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
         self._decided(step, "_upcast_masked_axes", *weighed)
@@ -2191,9 +2158,7 @@ class Kernel:
         self._decided(step, "_locals", *weighed)
 
 
-# ============================================================================================================
-# targets
-# ============================================================================================================
+# ==== targets ===============================================================================================
 
 
 def _metal_tensor_cores() -> list[TensorCore]:
@@ -2241,10 +2206,7 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips, each piece called by name from one line of Part 1 marked
-# "in the appendix": validation (buffer fields, AST, Opt and movement-op arguments, PADTO's zeros), Target's TC
-# knobs, the View and ShapeTracker methods the optimizer doesn't call, the Kernel methods only tinygrad's linearizer
-# uses, the --explain record, colours and the command line's plumbing, then the AST builders and the demo.
+# Appendix: what Part 1 relies on and a first read skips, each piece called from one line marked "in the appendix"
 # ============================================================================================================
 
 
@@ -2253,12 +2215,11 @@ def optimize(k: Kernel) -> Kernel:
 
 def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
     """A field of the wrong kind fails here, naming it; a ConstBuffer's value must also fit its dtype."""
-    owner = type(buf).__name__
     if isinstance(buf, MemBuffer):
-        _check_field(owner, "idx", buf.idx, is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
+        _check_field(buf, "idx", is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
         object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
-    _check_field(owner, "dtype", buf.dtype, isinstance(buf.dtype, DType), "a DType")
-    _check_field(owner, "st", buf.st, isinstance(buf.st, ShapeTracker), "a ShapeTracker")
+    _check_field(buf, "dtype", isinstance(buf.dtype, DType), "a DType")
+    _check_field(buf, "st", isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):
         return
     if (why := const_out_of_range(buf.val, buf.dtype)) is not None:
@@ -2480,12 +2441,8 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     TernaryOps.WHERE: lambda c, a, b: a if c else b,
     TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
-_ON_BOOLS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.NEG: operator.not_,
-    BinaryOps.ADD: operator.or_,
-    BinaryOps.MUL: operator.and_,
-    BinaryOps.MAX: operator.or_,
-}
+_ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
+_ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
 
 def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
@@ -2568,15 +2525,12 @@ def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mas
     return shape, mask
 
 
-def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...]:
-    """The sizes a reshape compares: from an int shape to a symbolic one, each Variable at the value it is bound to."""
-    if all_int(v.shape) and not all(type(x) is int for x in new_shape):
+def _bound_sizes(v: View, new_shape: tuple[sint, ...]) -> tuple[sint, ...] | None:
+    """The sizes a reshape of a non-empty int shape to a symbolic one compares: each Variable at the value it is bound
+    to. None for any other reshape (symbolic to symbolic: the products must be the same expression)."""
+    if 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape):
         return tuple(x.unbind()[1] if isinstance(x, Variable) else x for x in new_shape)
-    return new_shape  # (symbolic to symbolic: the products must be the same expression)
-
-
-def _to_symbolic(v: View, new_shape: tuple[sint, ...]) -> bool:
-    return 0 not in v.shape and all_int(v.shape) and not all(type(x) is int for x in new_shape)
+    return None
 
 
 # Each movement op's rules on its argument, checked in order (what it needs: holds(view, arg)). A View's movement op
@@ -2610,10 +2564,10 @@ MOVEMENT_RULES: dict[str, dict[str, Callable[[View, Any], bool]]] = {
     "reshape": {
         "sizes must be non-negative ints or symbolic": lambda v, a: all(is_sint(s) and lower_bound(s) >= 0 for s in a),
         "can't reshape an empty view to a non-empty one": lambda v, a: 0 not in v.shape or 0 in a,
-        "a symbolic size must be a bound Variable": lambda v, a: not _to_symbolic(v, a) or all_int(_bound_sizes(v, a)),
-        "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a)),
+        "a symbolic size must be a bound Variable": lambda v, a: all_int(_bound_sizes(v, a) or ()),
+        "sizes differ": lambda v, a: 0 in v.shape or prod(v.shape) == prod(_bound_sizes(v, a) or a),
         "a non-contiguous view can only be given a symbolic shape of the same sizes": lambda v, a: (
-            not _to_symbolic(v, a) or v.contiguous or v.shape == _bound_sizes(v, a)
+            v.contiguous or v.shape == (_bound_sizes(v, a) or v.shape)
         ),
     },
 }
@@ -2699,9 +2653,10 @@ class _ViewMethods:
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
-    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values."""
+    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values (the pairs
+    are taken in name and value order: a set of variables gives the same dict, and the same error, every run)."""
     ret: dict[Variable, int] = {}
-    for var, val in pairs:
+    for var, val in sorted(pairs, key=lambda pair: (pair[0].expr, pair[1])):
         if ret.setdefault(var, val) != val:
             raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
     return ret
@@ -2784,10 +2739,9 @@ class _EvaluateMethods:
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
 
-# -- the Kernel methods only tinygrad's linearizer uses (codegen/linearizer.py in 0.9.1: runtime.py renders without
-# them, and test_teaching.py pins what they do): LocalBuffer and alias_buffer are the tensor-core operands' local
-# copies in Linearizer.linearize, acc_offsets picks each element's accumulator register (in render_reduceop),
-# get_float4_upcast_dim the vector loads and stores (in global_load, global_store).
+# -- the Kernel methods only tinygrad's linearizer uses (0.9.1: alias_buffer in linearize, acc_offsets in
+# render_reduceop, get_float4_upcast_dim in global_load and global_store): runtime.py renders without them, and
+# test_teaching.py pins what they do --
 
 
 @dataclass(frozen=True)
@@ -2950,15 +2904,12 @@ class _ExplainMethods:
         why = f"{count} <= 2048: {taken[0].amt} threads share each output's reduce" if taken else ""
         return rule + " (key: -size)", candidates, why
 
-    def _masked_weighed(self, to_upcast: list[int]) -> tuple:
+    def _masked_weighed(self, elements: dict[int, int], to_upcast: list[int]) -> tuple:
         """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
-        candidates, upcast = [], prod(self.full_shape[self.shape_len - self.upcasted :])
-        for axis in range(self.first_reduce):
-            size = self.full_shape[axis]
-            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
-                elements = upcast * prod(self.full_shape[j] for j in to_upcast if j < axis) * size
-                note = f"size {size}, masked: {elements} elements {'<=' if elements <= 7 * 7 else '>'} 49"
-                candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
+        candidates = []
+        for axis, n in elements.items():
+            note = f"size {self.full_shape[axis]}, masked: {n} elements {'<=' if n <= 7 * 7 else '>'} 49"
+            candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
         if not candidates:
             return ("no: no masked output axis of size <= 7",)
         rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
@@ -3004,15 +2955,12 @@ class _ExplainMethods:
             elements = prod(self.full_shape[self.shape_len - self.upcasted :])
             why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
             return (f"no: {elements} upcast elements {why} (registers)",)
-        if isinstance(s, int):
-            whole, by4 = f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", f"by 4: {s} % 4 = {s % 4}"
+        if isinstance(s, int):  # the note on each amount (0: whole)
+            notes = {0: f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", 4: f"by 4: {s} % 4 = {s % 4}"}
         else:
-            whole, by4 = f"whole: size {s} is symbolic", f"by 4: size {s} is symbolic"
-        took = chosen[0].amt if chosen else None  # 0: whole, 4: by 4
-        candidates = [
-            Candidate((0,), f"UNROLL:{axis}:0", whole, took == 0),
-            Candidate((1,), f"UNROLL:{axis}:4", by4, took == 4),
-        ]
+            notes = {0: f"whole: size {s} is symbolic", 4: f"by 4: size {s} is symbolic"}
+        took = chosen[0].amt if chosen else None
+        candidates = [Candidate((j,), f"UNROLL:{axis}:{amt}", notes[amt], took == amt) for j, amt in enumerate(notes)]
         reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
         return rule, candidates, lambda j, o: "long reduce axis: unroll the loop by 4" if o.amt == 4 else reasons[j]
@@ -3075,19 +3023,6 @@ class _ExplainMethods:
 
     # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
 
-    def _image_output_upcast(self) -> None:
-        """required_optimizations' image step: its first unit-stride axis of a multiple of 4 (sort key: the axis)."""
-        step = len(self.applied_opts)
-        axes4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True) if self.sts[0].shape[i] % 4 == 0]
-        check(len(axes4) >= 1, f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
-        if all(x < self.shape_len - self.upcasted for x in axes4) and axes4[0] not in self.upcast_in_mid_reduce_axes:
-            self.apply_opt(Opt(OptOps.UPCAST, axes4[0], 4))
-        note, taken = "unit stride, a multiple of 4", self.applied_opts[step:]
-        candidates = [Candidate((a,), f"UPCAST:{a}:4", note, Opt(OptOps.UPCAST, a, 4) in taken) for a in axes4]
-        rule = "image output: the first unit-stride axis (key: axis)"
-        why = "image output: upcast its unit-stride axis by 4 (one pixel)"
-        self._decided(step, "required_optimizations", rule, candidates, why)
-
     def _image_upcast_mid(self) -> None:
         """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
         mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
@@ -3102,20 +3037,24 @@ class _ExplainMethods:
             rule = "image output: its only unit-stride axis, by 4 (one pixel)"
             self._decided(step, "_grouping", rule, why="image output: upcast mid-reduce by 4")
 
-    def _image_float4(self) -> None:
-        """Every image buffer is read a pixel (4 floats) at a time: upcast or unroll by 4 its first unit-stride axis
-        whose size is a multiple of 4 (sort key: the axis number)."""
-        for i in [i for i, buf in enumerate(self.bufs) if isinstance(buf.dtype, ImageDType)]:
+    def _image_float4(self, output: bool = False) -> None:
+        """An image is read and written a pixel (4 floats) at a time: upcast (unroll, on a reduce axis) by 4 its first
+        unit-stride axis whose size is a multiple of 4 (sort key: the axis number). For every image buffer, or with
+        `output` (required_optimizations' step) for the output, which must have such an axis."""
+        for i in [0] if output else [i for i, buf in enumerate(self.bufs) if isinstance(buf.dtype, ImageDType)]:
             step, fr, st, why = len(self.applied_opts), self.first_reduce, self.sts[i], ""
             axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
+            check(bool(axes4) or not output, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
             opts = [Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4) for a in axes4]
-            candidates = [Candidate((a,), str(opt), "unit stride") for a, opt in zip(axes4, opts)]
+            name, note = ("output", "unit stride, a multiple of 4") if output else (self._buf_name(i), "unit stride")
+            candidates = [Candidate((a,), str(opt), note) for a, opt in zip(axes4, opts)]
             if axes4 and max(axes4) < self.shape_len - self.upcasted and axes4[0] not in self.upcast_in_mid_reduce_axes:
                 self.apply_opt(opts[0])
                 candidates[0] = replace(candidates[0], taken=True)
-                why = f"image {self._buf_name(i)}: {opts[0].op.name.lower()} its unit-stride axis by 4"
-            rule = f"image {self._buf_name(i)}: its first unit-stride axis (key: axis)"
-            self._decided(step, "_image_float4", rule, candidates, why)
+                why = f"image {name}: {opts[0].op.name.lower()} its unit-stride axis by 4"
+                why += " (one pixel)" if output else ""
+            rule = f"image {name}: {'the' if output else 'its'} first unit-stride axis (key: axis)"
+            self._decided(step, "required_optimizations" if output else "_image_float4", rule, candidates, why)
 
 
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
@@ -3190,16 +3129,10 @@ def use_color(out=None) -> bool:
     return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
 
 
-# ============================================================================================================
-# building kernels by hand
-# ============================================================================================================
-# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement
-# ops (reshape, permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs. For example a
-# matmul C = A @ B with A (M, K) and B (K, N) views both operands on the common shape (M, N, K):
-#
-#   A: from_shape((M, K)).reshape((M, 1, K)).expand((M, N, K))        strides (K, 0, 1)
-#   B: from_shape((K, N)).permute((1, 0)).reshape((1, N, K)).expand(...)  strides (0, 1, N)
-#   C: SUM over axis 2 of A * B, stored through from_shape((M, N, 1))
+# ==== building kernels by hand ==============================================================================
+# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement ops (reshape,
+# permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs: matmul_ast views both operands on
+# the common shape (M, N, K), and sums over axis 2.
 
 
 def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
@@ -3258,8 +3191,8 @@ def matmul_ast(
     m: int = 512, n: int = 512, k: int = 512, dtype: DType = dtypes.float32, acc_dtype: DType | None = None
 ) -> tuple[LazyOp, ...]:
     """out[i, j] = sum_k a[i, k] * b[k, j]; with acc_dtype, the products are cast to it before the sum"""
-    a = ShapeTracker.from_shape((m, k)).reshape((m, 1, k)).expand((m, n, k))
-    b = ShapeTracker.from_shape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    a = ShapeTracker.from_shape((m, k)).reshape((m, 1, k)).expand((m, n, k))  # strides (k, 0, 1)
+    b = ShapeTracker.from_shape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))  # strides (0, 1, n)
     product = alu(BinaryOps.MUL, load(1, a, dtype), load(2, b, dtype))
     if acc_dtype is not None and acc_dtype != dtype:
         product = alu(UnaryOps.CAST, product, arg=acc_dtype)
@@ -3363,12 +3296,9 @@ DEMOS: dict[str, Demo] = {
 }
 
 
-# ============================================================================================================
-# demo: python kernel.py demo [NAME] [--opt OP:AXIS:AMT ...] [--target T] [--explain | --loops [--steps] | --map]
-# ============================================================================================================
-# Four views of the same optimization: the step table (one line per opt), --explain (each buffer's strides after
-# each opt and what every heuristic weighed), --loops (the kernel as a loop nest) and --map (which work-group, thread
-# and register computes each output element). They read only the Kernel's public state and its `decisions`.
+# ==== demo: python kernel.py demo [NAME] [--opt ...] [--target T] [--explain | --loops [--steps] | --map] ===
+# Four views of one optimization (the step table, --explain, --loops and --map, each a function below): they read
+# only the Kernel's public state and its `decisions`.
 
 
 def legend() -> str:
@@ -3522,8 +3452,7 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
     for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
         keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-        kw = max((len(x) for x in keys), default=0)
-        ww = max((len(rename(c.opt)) for c in d.candidates), default=0)
+        kw, ww = max((len(x) for x in keys), default=0), max((len(rename(c.opt)) for c in d.candidates), default=0)
         lines.append(f"    {d.heuristic}: {rename(d.rule)}")
         for key, c in zip(keys, d.candidates):
             mark = "->" if c.taken else "  "
@@ -3565,21 +3494,6 @@ def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str]
     if x.op is TernaryOps.WHERE:
         return f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
     return f"{x.op.name.lower()}({', '.join(srcs)})"
-
-
-def _nest_lines(rows: Sequence[tuple[int, str, str]], width: int) -> list[str]:
-    """A loop nest's (depth, code, comment) rows as lines, the comments in one column; a comment that would run past
-    `width` goes on a line of its own above its code."""
-    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
-    column = min(max(fits, default=0), 72)
-    out = []
-    for d, code, comment in rows:
-        text = "  " + "  " * d + code
-        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-        if comment and ansilen(line) > width:
-            out.append("  " + "  " * d + "# " + comment)
-        out.append(line if comment and ansilen(line) <= width else text)
-    return out
 
 
 def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
@@ -3652,7 +3566,16 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         idx, valid = k.sts[i].expr_idxs(late)
         store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
         add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    return _nest_lines(rows, width)
+    # the comments in one column; a comment that would run past `width` goes on a line of its own above its code
+    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+    column, out = min(max(fits, default=0), 72), []
+    for d, code, comment in rows:
+        text = "  " + "  " * d + code
+        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+        if comment and ansilen(line) > width:
+            out.append("  " + "  " * d + "# " + comment)
+        out.append(line if comment and ansilen(line) <= width else text)
+    return out
 
 
 # -- --map: who computes each output element --
