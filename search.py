@@ -47,6 +47,7 @@ ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCA
 
 COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
 PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
+LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
@@ -344,11 +345,10 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next round the kernels one action from the beam, until no line
-        gains min_progress or the time is up; returns the rounds, and if it was up. A line is a starting kernel and
-        its descendants: the beam is the round's `amt` fastest and the fastest of each line that still improves
-        (README, "Beam search": a line that starts slower can end faster)."""
+        gains over LINE_GAIN (and min_progress) or the time is up; returns the rounds, and if it was up. The beam: the
+        `amt` fastest, and the fastest of each line (a start and its descendants) still improving (README)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
-        line_best, best, rounds, candidates = {}, (math.inf, 0, self.k, None), [], starts
+        line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
         while True:
             dropped = len(self.why_dropped)
             programs, counts = self.compile(candidates)
@@ -356,8 +356,8 @@ class _Search:
             counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
-            alive = {n for n, x in fastest.items() if x[0] < line_best.get(n, math.inf) - min_progress}
-            line_best |= {n: fastest[n][0] for n in alive}
+            alive = {n for n, x in fastest.items() if x[0] < line_best[n] * (1 - LINE_GAIN) - min_progress}
+            line_best = [fastest[n][0] if n in alive else t for n, t in enumerate(line_best)]
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
