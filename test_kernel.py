@@ -549,6 +549,7 @@ class TestOptOps:
 # ============================================================================================================
 
 matmul_64 = matmul_ast(64, 64, 64)  # the kernel most rejections below start from
+image_mv = image_matvec_ast(256, 64)  # and the one UPCASTMID needs (an image, its reduce grouped)
 REJECTIONS = [
     # (kernel, target, opts that apply, the rejected opt, a fragment of the reason)
     ("not_using_locals", elementwise_ast(4096), "opencl", [Opt(NOLOCALS)], Opt(LOCAL, 0, 4), "not using locals"),
@@ -585,25 +586,11 @@ REJECTIONS = [
     ("upcast_tc_locals", matmul_64, "metal", [Opt(TC, 0, 0)], Opt(UPCAST, 2, 2), "can't upcast TC locals"),
     ("upcast_more_than_8", matmul_64, "opencl", [], Opt(UPCAST, 0, 16), "don't upcast more than 8"),
     ("upcastmid_not_image", matmul_64, "opencl", [], Opt(UPCASTMID, 0, 4), "invalid upcast mid reduce"),
-    (
-        "upcastmid_not_grouped",
-        image_matvec_ast(256, 64),
-        "opencl",
-        [],
-        Opt(UPCASTMID, 0, 4),
-        "invalid upcast mid reduce",
-    ),
-    (
-        "upcastmid_wrong_axis",
-        image_matvec_ast(256, 64),
-        "opencl",
-        [Opt(GROUP, 0, 16)],
-        Opt(UPCASTMID, 1, 4),
-        "wrong axis",
-    ),
+    ("upcastmid_not_grouped", image_mv, "opencl", [], Opt(UPCASTMID, 0, 4), "invalid upcast mid reduce"),
+    ("upcastmid_wrong_axis", image_mv, "opencl", [Opt(GROUP, 0, 16)], Opt(UPCASTMID, 1, 4), "wrong axis"),
     (
         "upcastmid_not_4",
-        image_matvec_ast(256, 64),
+        image_mv,
         "opencl",
         [Opt(GROUP, 0, 16)],
         Opt(UPCASTMID, 0, 2),

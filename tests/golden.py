@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import pytest
+
 import kernel as K
 from tests.corpus import build_kernel, opt_of
 
@@ -73,6 +75,11 @@ def check_heuristics(case) -> None:
     k = build_kernel(case)
     k.hand_coded_optimizations()
     assert_state(k, case["hand_coded"])
+
+
+def with_tensor_cores(cases: list, ids: list[str]) -> list:
+    """The cases that recorded apply_tensor_cores(1), as pytest params under their ids."""
+    return [pytest.param(case, id=i) for i, case in zip(ids, cases) if "tensor_cores" in case]
 
 
 def check_tensor_cores(case) -> None:

@@ -18,6 +18,7 @@ import pytest
 import kernel as K
 from tests.corpus import case_id, load_corpus
 from tests.golden import check_construction, check_heuristics, check_sequences, check_tensor_cores, views_of
+from tests.golden import with_tensor_cores
 
 ST_CHAINS = load_corpus("shapetracker.json")["chains"]
 KERNEL_CASES = load_corpus("kernels.json")["cases"]
@@ -86,10 +87,7 @@ def test_hand_coded_optimizations_match_tinygrad(case):
     check_heuristics(case)
 
 
-TC_CASES = [(i, c) for i, c in zip(CASE_IDS, CASES) if "tensor_cores" in c]
-
-
-@pytest.mark.parametrize("case", [c for _, c in TC_CASES], ids=[i for i, _ in TC_CASES])
+@pytest.mark.parametrize("case", with_tensor_cores(CASES, CASE_IDS))
 def test_tensor_cores_match_tinygrad(case):
     check_tensor_cores(case)
 

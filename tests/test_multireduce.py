@@ -30,7 +30,7 @@ from kernel import TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, Redu
 from kernel import const, load, matmul_ast, reduce, store
 from tests.corpus import build_kernel, case_id, load_corpus
 from tests.golden import accepted_kernels, check_construction, check_heuristics, check_sequences, check_tensor_cores
-from tests.golden import replay, state_of
+from tests.golden import replay, state_of, with_tensor_cores
 from tests.test_fuzz import verify_random_opts
 
 MR_CASES = load_corpus("multireduce.json")["cases"]
@@ -65,10 +65,7 @@ def test_multireduce_heuristics_match_tinygrad(case):
     check_heuristics(case)
 
 
-TC_CASES = [(i, c) for i, c in zip(ALL_IDS, ALL_CASES) if "tensor_cores" in c]
-
-
-@pytest.mark.parametrize("case", [c for _, c in TC_CASES], ids=[i for i, _ in TC_CASES])
+@pytest.mark.parametrize("case", with_tensor_cores(ALL_CASES, ALL_IDS))
 def test_multireduce_tensor_cores_match_tinygrad(case):
     check_tensor_cores(case)
 
