@@ -13,6 +13,7 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import io
 import itertools
@@ -1077,11 +1078,32 @@ def build(src: str, name: str):
     except cl.Error as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
+    return _keep({src: getattr(program, name)})[src]
+
+
+def build_together(sources: Sequence[tuple[str, str]]) -> None:
+    """Compile the (source, kernel name) pairs of one prelude as one OpenCL program, each kernel renamed apart: a build
+    has a fixed cost, most of a small kernel's compile (the beam search's candidates). build() then finds each; where
+    the joint build fails it compiles them one by one, and names the one that doesn't build."""
     with _programs_lock:
-        kern = _programs[src] = getattr(program, name)
+        groups: dict[str, list[tuple[str, str]]] = {}  # prelude (helpers, notes) -> its kernels not built yet
+        for src, name in dict(sources).items():
+            if src not in _programs:
+                groups.setdefault(src[: src.index(f"__kernel void {name}(")], []).append((src, name))
+    for prelude, group in (g for g in groups.items() if len(g[1]) > 1):
+        renamed = [src[len(prelude) :].replace(f" {name}(", f" {name}_{i}(", 1) for i, (src, name) in enumerate(group)]
+        with contextlib.suppress(cl.Error):
+            program = cl.Program(get_device().ctx, prelude + "".join(renamed)).build()
+            _keep({src: getattr(program, f"{name}_{i}") for i, (src, name) in enumerate(group)})
+
+
+def _keep(kernels: dict[str, Any]) -> dict[str, Any]:
+    """Remember built kernels by source, dropping the least recently used beyond PROGRAM_CACHE_SIZE."""
+    with _programs_lock:
+        _programs.update(kernels)
         while len(_programs) > PROGRAM_CACHE_SIZE:
             _programs.popitem(last=False)
-    return kern
+    return kernels
 
 
 def runtime_local_size(global_size: Sequence[int]) -> list[int]:

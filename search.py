@@ -9,6 +9,7 @@ import functools
 import hashlib
 import json
 import math
+import numbers
 import os
 import queue
 import statistics
@@ -30,7 +31,7 @@ from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen,
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
-from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
+from runtime import build_together, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
@@ -41,12 +42,12 @@ ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 
 ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-# ... and ours beyond it (README, "Beam search"): 8 outputs a thread along any axis (two float4s of a contiguous one),
-# and work-groups 32 wide along any axis, which tinygrad's list reaches in one step only on axis 0
+# ... and ours (README, "More actions"): 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: axis 0)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
 
 COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
-PROBE_GLOBAL_SIZE = 65536  # work-groups of the first, partial launch of a large kernel
+COMPILE_BATCH = 8  # candidates built as one program (a build has a fixed cost; 4-8 save most of it, measured)
+PROBE_GLOBAL_SIZE = 4096  # a kernel with more work-groups is first timed on a part (tuned: 65536 cost matmul 1024 1.8x)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
@@ -95,62 +96,72 @@ def _state_key(k: Kernel) -> tuple:
 
 
 # -- compiling candidates: in threads (README: the compiler lets go of Python's lock; a process reruns the script) --
-def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -> tuple[int, Program | None, str]:
-    """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
-    for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
+def _compile_batch(batch: list[tuple[int, Kernel]], limits: tuple[int, list[int]], ones) -> list[tuple]:
+    """Render the candidates, build them as one program (runtime.build_together), launch one work-group of each on
+    `ones` (PoCL compiles a work-group function at its first launch); returns [(number, program or None, why)]."""
+    out, rendered = [], []
+    for i, k in batch:
+        with _dropped(out, i):
+            rendered.append((i, render(k, limits)))
+    build_together([(prg.src, prg.name) for _, prg in rendered])
+    for i, prg in rendered:
+        with _dropped(out, i):
+            kern = build(prg.src, prg.name)
+            out.append((i, prg, ""))
+            if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
+                with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
+                    args = [ones[idx] for idx, _ in prg.args]
+                    with _device_lock:  # a kernel object is shared by every thread that built the same source
+                        event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
+                    event.wait()
+    return out
+
+
+@contextlib.contextmanager
+def _dropped(out: list, i: int):
+    """Candidate i's error, whatever it is, becomes its entry (i, None, why) in `out`."""
     try:
-        prg = render(k, limits)
-        kern = build(prg.src, prg.name)
-    except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            args = [ones[idx] for idx, _ in prg.args]
-            with _device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
-            event.wait()
-    return i, prg, ""
+        yield
+    except Exception as e:
+        out.append((i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels, in `workers` threads (0: here), until the deadline; returns [(number, program, why)]."""
-    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
+    """Compile the kernels in batches, in `workers` threads (0: here), to the deadline; returns [(i, program, why)]."""
+    size = max(1, min(COMPILE_BATCH, math.ceil(len(kernels) / max(workers, 1))))
+    todo = deque(list(enumerate(kernels))[n : n + size] for n in range(0, len(kernels), size))
+    results, done = [], queue.SimpleQueue()
 
     def work() -> None:
-        with contextlib.suppress(IndexError):  # no kernel left
-            while not stop.is_set():
-                done.put(_compile_candidate(*todo.popleft(), limits, ones))  # popleft: thread-safe
+        with contextlib.suppress(IndexError):  # no batch left (or the rest given up on)
+            while time.perf_counter() <= deadline:
+                for r in _compile_batch(todo.popleft(), limits, ones):  # popleft: thread-safe
+                    done.put(r)
 
-    # daemon threads: one stuck in a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(kernels)))]
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(todo)))]  # daemon: below
     for t in threads:
         t.start()
-    last_answer = time.perf_counter()
+    if not threads:  # workers=0: here
+        work()
     try:
         while len(results) < len(kernels):
-            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next kernel here
-                done.put(_compile_candidate(*todo.popleft(), limits, ones))
-            try:
-                results.append(done.get(timeout=0.05))
-                progress("compiling", len(results), len(kernels))
-                last_answer = time.perf_counter()
+            try:  # an answer before the deadline, and within COMPILE_TIMEOUT of the last one
+                results.append(done.get(timeout=max(0.0, min(COMPILE_TIMEOUT, deadline - time.perf_counter()))))
             except queue.Empty:
-                if time.perf_counter() > deadline:
-                    return results
-                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                late = time.perf_counter() > deadline  # out of time: the rest were not compiled, and are not dropped
+                return results + ([] if late else [(i, None, why) for i in range(len(kernels)) if i not in answered])
+            progress("compiling", len(results), len(kernels))
         return results
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        stop.set()  # the threads take no new kernel
+        todo.clear()  # the threads take no new batch
         for t in threads:
-            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
+            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind: a daemon never blocks the exit
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
 def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[list[int], int]:
-    """tinygrad's _get_test_global_size: halve the last dim above 16 until at most max_global_size work-groups run;
-    returns the smaller size and the factor a time is scaled by."""
+    """tinygrad's _get_test_global_size: halve the last dim above 16 to at most max_global_size work-groups."""
     size, factor = list(global_size), 1
     while prod(size) > max_global_size and (halvable := [d for d in range(len(size)) if size[d] > 16]):
         size[halvable[-1]] //= 2
@@ -158,9 +169,9 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
-def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, runs=3, var_vals=None) -> float:
-    """The fastest of `runs` launches, in seconds; stops after a launch slower than `stop_above` (such a kernel
-    can't be kept, and a slow kernel is what makes a search slow)."""
+def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
+    """One launch's seconds; a large kernel's launch is skipped when a probe of it is slower than `stop_above`
+    (such a kernel can't be kept, and a slow kernel is what makes a search slow)."""
     launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
     groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
@@ -174,16 +185,12 @@ def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: fl
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
     if prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
-        # a probe: part of the launch, its time scaled up. A part finds more of its data in the cache than the
-        # whole does, so the probe errs fast, not slow: when even it is too slow, the full launches are skipped
-        if (probe := once(*_test_global_size(groups, PROBE_GLOBAL_SIZE))) > stop_above:
+        # a probe: a part of the launch (a 16th at least, so a launch's fixed cost stays small), its time scaled up;
+        # a part finds more of its data in the cache, so it errs fast: when even it is too slow, the launch is skipped
+        part = max(PROBE_GLOBAL_SIZE, prod(groups) // 16)
+        if (probe := once(*_test_global_size(groups, part))) > stop_above:
             return probe
-    best = math.inf
-    for _ in range(runs):
-        best = min(best, once(groups))
-        if best > stop_above:
-            break
-    return best
+    return once(groups)
 
 
 # -- what a search returns, and its disk cache -------------------------------------------------------------------
@@ -223,9 +230,8 @@ class SearchResult:
 
 
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
-    """The file of this search in cache_dir(), named by a hash of everything its answer depends on (the text of
-    kernel.py, runtime.py and search.py too: a result found by other code is not reused), and the kernel and time
-    it remembers, or None: no entry, or one this code can't replay (then the search runs again and writes it anew)."""
+    """This search's file in cache_dir(), named by a hash of all its answer depends on (the code too), and the kernel
+    and time it remembers, or None: no entry, or one this code can't replay (the search runs again, writes it anew)."""
     code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
     actions, device = [str(a) for a in search_actions()], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
@@ -244,8 +250,8 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
 
 
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
-    """Remember a verified search (the opts it added, and their time); where the cache can't be written (a read-only
-    folder, KERNELPY_CACHE naming a file) warn once and go on: the search's answer matters more than remembering it."""
+    """Remember a verified search (the opts it added, their time); where the cache can't be written (a read-only folder,
+    KERNELPY_CACHE naming a file) warn once and go on: the answer matters more than remembering it."""
     global _cache_warned
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
@@ -260,10 +266,6 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
 def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
@@ -271,9 +273,9 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
         raise SearchError(f"beam_search searches a Kernel, got {type(k).__name__}")
     if isinstance(amt, bool) or not isinstance(amt, int) or amt < 1:
         raise SearchError(f"amt (kernels kept per round) must be an integer >= 1, got {amt!r}")
-    if timeout is not None and (not _is_number(timeout) or not timeout > 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0):
         raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-    if not _is_number(min_progress) or not 0 <= min_progress < math.inf:
+    if isinstance(min_progress, bool) or not isinstance(min_progress, numbers.Real) or not 0 <= min_progress < math.inf:
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
@@ -303,7 +305,7 @@ class _Search:
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
-        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, 1, self.var_vals)
+        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals)
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
         """Compile the kernels not seen before; returns the new programs and the counts."""
@@ -344,9 +346,8 @@ class _Search:
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
-        """Round 0 times the starting kernels, each next round the kernels one action from the beam, until no line
-        gains over LINE_GAIN (and min_progress) or the time is up; returns the rounds, and if it was up. The beam: the
-        `amt` fastest, and the fastest of each line (a start and its descendants) still improving (README)."""
+        """Round 0 times the starting kernels, each next one the kernels an action from the beam (README: the `amt`
+        fastest, and each improving line's fastest) until no line improves; returns the rounds, and if time ran out."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
         while True:
@@ -371,9 +372,8 @@ class _Search:
             candidates = [kern for kern, _ in children]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest (and the heuristics' kernel, `also`) within 2x of the fastest (a slower one can't
-        win) again, in FINAL_PASSES passes of FINAL_RUNS launches, and rank them by best median (README, "Beam search":
-        a CPU's times are bimodal, other work only adds time), the rest behind; returns (ranking, finalists)."""
+        """Time the FINALISTS fastest and `also` (the heuristics' kernel) within 2x of the fastest again, in passes, and
+        rank them by best median (README: times are bimodal), the rest behind; returns (ranking, finalists)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
@@ -405,11 +405,11 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
            on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
     """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
-    Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when a round
-    gains less than `min_progress` seconds (tinygrad's 0.01 us) or after `timeout` seconds (the best so far). A bare k
-    starts beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache (cache_dir());
-    `on_round(SearchRound)` and `on_progress(phase, done, total)` report. The answer is verified, k never changed; a
-    search that timed no kernel raises SearchError; a kernel without elements comes back as it is."""
+    Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when no line
+    gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
+    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
+    `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
+    raises SearchError; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     begin = time.perf_counter()
     if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies

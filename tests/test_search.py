@@ -5,6 +5,7 @@ Small kernels and amt=1 keep them fast; most compile in this process (workers=0)
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import subprocess
@@ -295,10 +296,42 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
 
     monkeypatch.setattr(R._Launch, "launch", counting_launch)
     assert S._time_candidate(k, prg, inputs, {}, stop_above=0.0) > 0
-    assert sizes == [S.PROBE_GLOBAL_SIZE]  # one partial launch said enough
+    assert sizes == [(1 << 20) // 16]  # one partial launch said enough: a 16th, more than PROBE_GLOBAL_SIZE
     sizes.clear()
     S._time_candidate(k, prg, inputs, {}, stop_above=1e9)
-    assert sizes == [S.PROBE_GLOBAL_SIZE] + [1 << 20] * 3  # the probe, then the best of three full launches
+    assert sizes == [(1 << 20) // 16, 1 << 20]  # the probe, then the full launch
+    sizes.clear()
+    k = Kernel(*elementwise_ast(2 * S.PROBE_GLOBAL_SIZE))
+    S._time_candidate(k, R.render(k, limits), R.random_inputs(k), {}, stop_above=0.0)
+    assert sizes == [S.PROBE_GLOBAL_SIZE]  # a smaller kernel's probe: PROBE_GLOBAL_SIZE work-groups, half of it
+    sizes.clear()
+    k = Kernel(*elementwise_ast(S.PROBE_GLOBAL_SIZE))
+    S._time_candidate(k, R.render(k, limits), R.random_inputs(k), {}, stop_above=0.0)
+    assert sizes == [S.PROBE_GLOBAL_SIZE]  # no more work-groups than a probe: no probe
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_candidates_compile_in_batches_and_a_bad_one_drops_alone(workers, monkeypatch):
+    kernels = S.kernel_actions(Kernel(*matmul_ast(32, 32, 32 + workers)))  # sources no other test builds
+    bad = kernels[3]
+    real_render, real_program, built = S.render, R.cl.Program, []
+
+    def render(k, limits=None):
+        if k is bad:
+            raise ValueError("the test refuses this one")
+        return real_render(k, limits)
+
+    def program(ctx, src):
+        built.append(src.count("__kernel"))
+        return real_program(ctx, src)
+
+    monkeypatch.setattr(S, "render", render)
+    monkeypatch.setattr(R.cl, "Program", program)
+    results = S._compile_all(kernels, R.device_limits(), {}, workers, math.inf, lambda *_: None)
+    assert sorted(i for i, _, _ in results) == list(range(len(kernels)))  # each candidate answered once
+    assert [why for i, prg, why in results if prg is None] == ["ValueError: the test refuses this one"]
+    size = min(S.COMPILE_BATCH, math.ceil(len(kernels) / max(workers, 1)))
+    assert len(built) == math.ceil(len(kernels) / size) and max(built) == size  # a program per batch
 
 
 def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
