@@ -187,8 +187,7 @@ def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: fl
     if prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
         # a probe: a part of the launch (a 16th at least, so a launch's fixed cost stays small), its time scaled up;
         # a part finds more of its data in the cache, so it errs fast: when even it is too slow, the launch is skipped
-        part = max(PROBE_GLOBAL_SIZE, prod(groups) // 16)
-        if (probe := once(*_test_global_size(groups, part))) > stop_above:
+        if (probe := once(*_test_global_size(groups, max(PROBE_GLOBAL_SIZE, prod(groups) // 16)))) > stop_above:
             return probe
     return once(groups)
 
@@ -299,8 +298,9 @@ class _Search:
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
             with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
-                ones = np.ones(b.size, np_dtype(b.dtype))
-                self.ones[b.idx] = cl.Buffer(get_device().ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=ones)
+                one, dev = np.ones(1, np_dtype(b.dtype)), get_device()  # filled on the device: no host copy to upload
+                self.ones[b.idx] = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(1, b.size) * one.itemsize)
+                cl.enqueue_fill_buffer(dev.queue, self.ones[b.idx], one, 0, max(1, b.size) * one.itemsize).wait()
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 

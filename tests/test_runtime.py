@@ -558,15 +558,17 @@ def test_an_element_the_kernel_never_writes_stays_poisoned_and_fails(monkeypatch
         R.verify(k, x)
 
 
-def test_where_the_true_value_is_the_poison_a_second_poison_catches_the_gap(monkeypatch):
-    """An int copy whose element 5 is the largest int, the first poison: unwritten, it would look right. verify
-    launches again with the second poison (the smallest int), and that launch shows the gap."""
-    k = Kernel(store(load(1, ShapeTracker.from_shape((16,)), dtypes.int)))
-    x = np.arange(16, dtype=np.int32)
-    x[5] = np.iinfo(np.int32).max
+@pytest.mark.parametrize("dtype", [dtypes.int, dtypes.float], ids=lambda d: d.name)
+def test_where_the_true_value_is_the_poison_a_second_poison_catches_the_gap(monkeypatch, dtype):
+    """A copy whose element 5 is the first poison (the largest int; NaN): unwritten, it would look right. verify
+    launches again with the second poison (the smallest int; -1232.0), and that launch shows the gap."""
+    k = Kernel(store(load(1, ShapeTracker.from_shape((16,)), dtype)))
+    x = np.arange(16, dtype=R.np_dtype(dtype))
+    x[5] = np.iinfo(np.int32).max if dtype == dtypes.int else np.nan
     _skipping_element_5(monkeypatch, k)
-    assert R.run(k, x)[0][5] == x[5]  # the first poison hides the gap
-    with pytest.raises(R.VerificationError, match="at index 5: got -2147483648, expected 2147483647"):
+    assert R.run(k, x)[0].view(np.uint32)[5] == x.view(np.uint32)[5]  # the first poison hides the gap, bit for bit
+    second = "-2147483648, expected 2147483647" if dtype == dtypes.int else "-1232.0, expected nan"
+    with pytest.raises(R.VerificationError, match=f"at index 5: got {second}"):
         R.verify(k, x)
 
 

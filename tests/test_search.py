@@ -499,14 +499,18 @@ def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few
             return getattr(cl, name)
 
         def Buffer(self, *args, **kwargs):  # noqa: N802 - pyopencl's name
-            made.append(kwargs.get("hostbuf"))
-            return cl.Buffer(*args, **kwargs)
+            made.append(cl.Buffer(*args, **kwargs))
+            return made[-1]
 
     monkeypatch.setattr(S, "cl", CountingCL())
     k = Kernel(*elementwise_ast(4096))
     result = S.search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
     assert sum(r.compiled for r in result.rounds) >= 4
-    assert len(made) == 3 and all(np.all(x == 1) for x in made)  # one per buffer (out, a, b), all ones
+    assert len(made) == 3  # one per buffer (out, a, b) ...
+    for buf in made[1:]:  # ... the inputs all ones (out holds what the warm-ups wrote: 1 + 1)
+        got = np.zeros(buf.size // 4, np.float32)
+        cl.enqueue_copy(R.get_device().queue, got, buf).wait()
+        assert got.size == 4096 and np.all(got == 1)
 
 
 def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
