@@ -1082,9 +1082,8 @@ def build(src: str, name: str):
 
 
 def build_together(sources: Sequence[tuple[str, str]]) -> None:
-    """Compile the (source, kernel name) pairs of one prelude as one OpenCL program, each kernel renamed apart: a build
-    has a fixed cost, most of a small kernel's compile (the beam search's candidates). build() then finds each; where
-    the joint build fails it compiles them one by one, and names the one that doesn't build."""
+    """Build the (source, kernel name) pairs of one prelude as one program, kernels renamed apart (a build has a fixed
+    cost: most of a small kernel's); build() then finds each, or if the joint build failed builds it alone."""
     with _programs_lock:
         groups: dict[str, list[tuple[str, str]]] = {}  # prelude (helpers, notes) -> its kernels not built yet
         for src, name in dict(sources).items():
@@ -1236,6 +1235,7 @@ class _Reference:
         leaf = next(x for x in (self.reduceops[0] if self.reduceops else ast[0]).lazyops if x.op in BufferOps)
         self.full = leaf.arg.st.shape
         self.strides: dict[int, tuple] = {}
+        self.loaded: dict[LazyOp, tuple] = {}  # each load's last part read, and its values
 
     def _view(self, st, box):
         """st restricted to the box: axes where st has size 1 (reduced, or broadcast) stay whole."""
@@ -1250,12 +1250,15 @@ class _Reference:
         dt = _compute_np(x.dtype)
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             st = self._view(x.arg.st, box)
-            if x.op is BufferOps.CONST and all(v.mask is None for v in st.views):
+            if (last := self.loaded.get(x)) is not None and last[0] == st:  # the same part as the last box's: kept
+                ret = last[1]
+            elif x.op is BufferOps.CONST and all(v.mask is None for v in st.views):
                 ret = np.full((1,) * len(st.shape), x.arg.val, dt)
             else:
                 idx, valid = st.indices()
                 vals = self.data[x.arg.idx][idx] if x.op is BufferOps.LOAD else np.full(idx.shape, x.arg.val)
                 ret = np.where(valid, vals, 0).astype(dt)
+            self.loaded[x] = (st, ret)
         elif x.op in ReduceOps and any(self.full[a] == 0 for a in x.arg):  # a reduce of nothing: its identity
             shape = tuple(1 if a in x.arg else hi - lo for a, (lo, hi) in enumerate(box))
             ret = np.full(shape, _reduce_init(x.op, x.dtype), dt)
@@ -1383,10 +1386,9 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
 
 def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var_vals: dict | None = None) -> None:
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
-    computed earlier for the same AST and inputs); raises VerificationError with a readable report.
-    An element the kernel never writes keeps its poison and fails; where the true value is the poison itself, a
-    second launch with the second poison catches it. An output the STORE writes only in part (`out[4:12] = x`) is
-    compared where it is written, and must keep its poison everywhere else."""
+    computed earlier for the same AST and inputs); raises VerificationError with a readable report. An element the
+    kernel never writes keeps its poison and fails; where the true value is the poison itself, a second launch with the
+    second poison catches it. An output the STORE writes in part (`out[4:12] = x`) must keep its poison elsewhere."""
     _check_kernel(k, "verify")
     values = var_values(k, var_vals)
     ast = concrete_ast(k, values)

@@ -446,6 +446,21 @@ def test_reference_chunks_never_cut_a_reduce_and_give_the_same_answer():
     np.testing.assert_allclose(small, whole, rtol=1e-6)
 
 
+def test_reference_reads_a_load_the_boxes_do_not_move_once(monkeypatch):
+    """Boxes cut matmul's rows (axis 0): b's part, (1, 16, 32), is the same in each box and is read once; a's rows
+    are read per box (4 boxes of 16 rows). The answer is the one-box answer."""
+    ast = matmul_ast(64, 16, 32)
+    inputs = R.random_inputs(ast)
+    data = {1: np.append(inputs[0].reshape(-1), 0), 2: np.append(inputs[1].reshape(-1), 0)}
+    read, real_indices = [], ShapeTracker.indices
+    monkeypatch.setattr(ShapeTracker, "indices", lambda st: read.append(st.shape) or real_indices(st))
+    boxes, whole = np.full(64 * 16, np.nan, np.float32), np.full(64 * 16, np.nan, np.float32)
+    R._Reference(ast, data).run({0: boxes}, limit=64 * 16 * 32 // 4)
+    assert read.count((1, 16, 32)) == 1 and read.count((16, 1, 32)) == 4
+    R._Reference(ast, data).run({0: whole})
+    np.testing.assert_array_equal(boxes, whole)
+
+
 @pytest.mark.parametrize(
     "name, corpus",
     [("conv2d_pad1_2x16x28x28_k3x32", "kernels.json"), ("mr_mean_var_64x1024", "multireduce_recorded.json.gz")],
