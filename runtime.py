@@ -13,7 +13,6 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import io
 import itertools
@@ -1078,31 +1077,11 @@ def build(src: str, name: str):
     except cl.Error as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
-    return _keep({src: getattr(program, name)})[src]
-
-
-def build_together(sources: Sequence[tuple[str, str]]) -> None:
-    """Build the (source, kernel name) pairs of one prelude as one program, kernels renamed apart (a build has a fixed
-    cost: most of a small kernel's); build() then finds each, or if the joint build failed builds it alone."""
     with _programs_lock:
-        groups: dict[str, list[tuple[str, str]]] = {}  # prelude (helpers, notes) -> its kernels not built yet
-        for src, name in dict(sources).items():
-            if src not in _programs:
-                groups.setdefault(src[: src.index(f"__kernel void {name}(")], []).append((src, name))
-    for prelude, group in (g for g in groups.items() if len(g[1]) > 1):
-        renamed = [src[len(prelude) :].replace(f" {name}(", f" {name}_{i}(", 1) for i, (src, name) in enumerate(group)]
-        with contextlib.suppress(cl.Error):
-            program = cl.Program(get_device().ctx, prelude + "".join(renamed)).build()
-            _keep({src: getattr(program, f"{name}_{i}") for i, (src, name) in enumerate(group)})
-
-
-def _keep(kernels: dict[str, Any]) -> dict[str, Any]:
-    """Remember built kernels by source, dropping the least recently used beyond PROGRAM_CACHE_SIZE."""
-    with _programs_lock:
-        _programs.update(kernels)
+        kern = _programs[src] = getattr(program, name)
         while len(_programs) > PROGRAM_CACHE_SIZE:
             _programs.popitem(last=False)
-    return kernels
+    return kern
 
 
 def runtime_local_size(global_size: Sequence[int]) -> list[int]:

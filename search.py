@@ -31,7 +31,7 @@ from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen,
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
 from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
-from runtime import build_together, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
+from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
@@ -46,7 +46,6 @@ ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
 
 COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
-COMPILE_BATCH = 8  # candidates built as one program (a build has a fixed cost; 4-8 save most of it, measured)
 PROBE_GLOBAL_SIZE = 4096  # a kernel with more work-groups is first timed on a part (tuned: 65536 cost matmul 1024 1.8x)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
@@ -96,67 +95,56 @@ def _state_key(k: Kernel) -> tuple:
 
 
 # -- compiling candidates: in threads (README: the compiler lets go of Python's lock; a process reruns the script) --
-def _compile_batch(batch: list[tuple[int, Kernel]], limits: tuple[int, list[int]], ones) -> list[tuple]:
-    """Render the candidates, build them as one program (runtime.build_together), launch one work-group of each on
-    `ones` (PoCL compiles a work-group function at its first launch); returns [(number, program or None, why)]."""
-    out, rendered = [], []
-    for i, k in batch:
-        with _dropped(out, i):
-            rendered.append((i, render(k, limits)))
-    build_together([(prg.src, prg.name) for _, prg in rendered])
-    for i, prg in rendered:
-        with _dropped(out, i):
-            kern = build(prg.src, prg.name)
-            out.append((i, prg, ""))
-            if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-                with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-                    args = [ones[idx] for idx, _ in prg.args]
-                    with _device_lock:  # a kernel object is shared by every thread that built the same source
-                        event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
-                    event.wait()
-    return out
-
-
-@contextlib.contextmanager
-def _dropped(out: list, i: int):
-    """Candidate i's error, whatever it is, becomes its entry (i, None, why) in `out`."""
+def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -> tuple[int, Program | None, str]:
+    """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
+    for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
     try:
-        yield
-    except Exception as e:
-        out.append((i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+        prg = render(k, limits)
+        kern = build(prg.src, prg.name)
+    except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
+        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
+        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
+            args = [ones[idx] for idx, _ in prg.args]
+            with _device_lock:  # a kernel object is shared by every thread that built the same source
+                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
+            event.wait()
+    return i, prg, ""
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels in batches, in `workers` threads (0: here), to the deadline; returns [(i, program, why)]."""
-    size = max(1, min(COMPILE_BATCH, math.ceil(len(kernels) / max(workers, 1))))
-    todo = deque(list(enumerate(kernels))[n : n + size] for n in range(0, len(kernels), size))
-    results, done = [], queue.SimpleQueue()
+    """Compile the kernels, in `workers` threads (0: here), until the deadline; returns [(number, program, why)]."""
+    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
 
     def work() -> None:
-        with contextlib.suppress(IndexError):  # no batch left (or the rest given up on)
-            while time.perf_counter() <= deadline:
-                for r in _compile_batch(todo.popleft(), limits, ones):  # popleft: thread-safe
-                    done.put(r)
+        with contextlib.suppress(IndexError):  # no kernel left
+            while not stop.is_set():
+                done.put(_compile_candidate(*todo.popleft(), limits, ones))  # popleft: thread-safe
 
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(todo)))]  # daemon: below
+    # daemon threads: one stuck in a compiler never keeps the program from ending
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(kernels)))]
     for t in threads:
         t.start()
-    if not threads:  # workers=0: here
-        work()
+    last_answer = time.perf_counter()
     try:
         while len(results) < len(kernels):
-            try:  # an answer before the deadline, and within COMPILE_TIMEOUT of the last one
-                results.append(done.get(timeout=max(0.0, min(COMPILE_TIMEOUT, deadline - time.perf_counter()))))
+            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next kernel here
+                done.put(_compile_candidate(*todo.popleft(), limits, ones))
+            try:
+                results.append(done.get(timeout=0.05))
+                progress("compiling", len(results), len(kernels))
+                last_answer = time.perf_counter()
             except queue.Empty:
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                late = time.perf_counter() > deadline  # out of time: the rest were not compiled, and are not dropped
-                return results + ([] if late else [(i, None, why) for i in range(len(kernels)) if i not in answered])
-            progress("compiling", len(results), len(kernels))
+                if time.perf_counter() > deadline:
+                    return results
+                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
     finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
-        todo.clear()  # the threads take no new batch
+        stop.set()  # the threads take no new kernel
         for t in threads:
-            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind: a daemon never blocks the exit
+            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
@@ -298,9 +286,8 @@ class _Search:
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
             with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
-                one, dev = np.ones(1, np_dtype(b.dtype)), get_device()  # filled on the device: no host copy to upload
-                self.ones[b.idx] = cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, max(1, b.size) * one.itemsize)
-                cl.enqueue_fill_buffer(dev.queue, self.ones[b.idx], one, 0, max(1, b.size) * one.itemsize).wait()
+                ones = np.ones(b.size, np_dtype(b.dtype))
+                self.ones[b.idx] = cl.Buffer(get_device().ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=ones)
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 
 import numpy as np
 import pyopencl as cl
@@ -613,47 +612,6 @@ def test_build_failure_shows_numbered_source_and_log():
 def test_programs_are_cached_by_source():
     prg = R.render(Kernel(*elementwise_ast(32)))
     assert R.build(prg.src, prg.name) is R.build(prg.src, prg.name)
-
-
-def _counting_builds(monkeypatch) -> list[str]:
-    """Every source pyopencl is asked to build from here on."""
-    built, real = [], R.cl.Program
-
-    def program(ctx, src):
-        built.append(src)
-        return real(ctx, src)
-
-    monkeypatch.setattr(R.cl, "Program", program)
-    return built
-
-
-def _writes(n: int, tag: str) -> list[str]:
-    """n programs of one kernel name, each writing its own number (tag: sources this process never built)."""
-    return [f"__kernel void k(__global float* data0) {{\n  data0[0] = {i}.0f;  /* {tag} */\n}}\n" for i in range(n)]
-
-
-def test_build_together_builds_once_and_each_kernel_keeps_its_code(monkeypatch):
-    srcs, built = _writes(3, f"together {time.time_ns()}"), _counting_builds(monkeypatch)
-    R.build_together([(src, "k") for src in srcs])
-    assert len(built) == 1 and built[0].count("__kernel void k_") == 3  # one program, its kernels renamed apart
-    dev, out = R.get_device(), np.zeros(1, np.float32)
-    buf = R.cl.Buffer(dev.ctx, R.cl.mem_flags.READ_WRITE, 4)
-    for i, src in enumerate(srcs):
-        R.build(src, "k")(dev.queue, (1,), None, buf).wait()
-        R.cl.enqueue_copy(dev.queue, out, buf).wait()
-        assert out[0] == i  # build() found kernel i, not a neighbour: the renaming keeps each one's code
-    assert len(built) == 1  # and compiled nothing more
-
-
-def test_build_together_leaves_a_failing_batch_to_build_one_by_one(monkeypatch):
-    srcs, built = _writes(2, f"failing {time.time_ns()}"), _counting_builds(monkeypatch)
-    broken = srcs[1].replace("0] = 1.0f", "0] = undefined_thing")
-    R.build_together([(srcs[0], "k"), (broken, "k")])
-    assert len(built) == 1
-    R.build(srcs[0], "k")
-    assert len(built) == 2  # nothing of the failed batch was kept: the good kernel is compiled alone
-    with pytest.raises(R.BuildError, match="OpenCL build of k failed"):  # the broken one names itself
-        R.build(broken, "k")
 
 
 @pytest.mark.parametrize("fake", ["no platforms", "platform error"])

@@ -5,7 +5,6 @@ Small kernels and amt=1 keep them fast; most compile in this process (workers=0)
 from __future__ import annotations
 
 import io
-import math
 import os
 import re
 import subprocess
@@ -310,30 +309,6 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     assert sizes == [S.PROBE_GLOBAL_SIZE]  # no more work-groups than a probe: no probe
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_candidates_compile_in_batches_and_a_bad_one_drops_alone(workers, monkeypatch):
-    kernels = S.kernel_actions(Kernel(*matmul_ast(32, 32, 32 + workers)))  # sources no other test builds
-    bad = kernels[3]
-    real_render, real_program, built = S.render, R.cl.Program, []
-
-    def render(k, limits=None):
-        if k is bad:
-            raise ValueError("the test refuses this one")
-        return real_render(k, limits)
-
-    def program(ctx, src):
-        built.append(src.count("__kernel"))
-        return real_program(ctx, src)
-
-    monkeypatch.setattr(S, "render", render)
-    monkeypatch.setattr(R.cl, "Program", program)
-    results = S._compile_all(kernels, R.device_limits(), {}, workers, math.inf, lambda *_: None)
-    assert sorted(i for i, _, _ in results) == list(range(len(kernels)))  # each candidate answered once
-    assert [why for i, prg, why in results if prg is None] == ["ValueError: the test refuses this one"]
-    size = min(S.COMPILE_BATCH, math.ceil(len(kernels) / max(workers, 1)))
-    assert len(built) == math.ceil(len(kernels) / size) and max(built) == size  # a program per batch
-
-
 def test_a_symbolic_kernel_is_searched_at_the_values_given(few_actions):
     k = Kernel(*attention_ast(16, 64))
     inputs = R.random_inputs(k, var_vals={"i": 40})
@@ -499,18 +474,14 @@ def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few
             return getattr(cl, name)
 
         def Buffer(self, *args, **kwargs):  # noqa: N802 - pyopencl's name
-            made.append(cl.Buffer(*args, **kwargs))
-            return made[-1]
+            made.append(kwargs.get("hostbuf"))
+            return cl.Buffer(*args, **kwargs)
 
     monkeypatch.setattr(S, "cl", CountingCL())
     k = Kernel(*elementwise_ast(4096))
     result = S.search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
     assert sum(r.compiled for r in result.rounds) >= 4
-    assert len(made) == 3  # one per buffer (out, a, b) ...
-    for buf in made[1:]:  # ... the inputs all ones (out holds what the warm-ups wrote: 1 + 1)
-        got = np.zeros(buf.size // 4, np.float32)
-        cl.enqueue_copy(R.get_device().queue, got, buf).wait()
-        assert got.size == 4096 and np.all(got == 1)
+    assert len(made) == 3 and all(np.all(x == 1) for x in made)  # one per buffer (out, a, b), all ones
 
 
 def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
