@@ -987,6 +987,7 @@ _device: Device | None = None
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
 _programs_lock = threading.Lock()
+_build_lock = threading.Lock()
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
@@ -1073,7 +1074,8 @@ def build(src: str, name: str):
             _programs.move_to_end(src)
             return kern
     try:
-        program = cl.Program(get_device().ctx, src).build()  # outside the lock: builds run in parallel
+        with _build_lock:  # outside _programs_lock; one build at a time: two at once in Intel's CPU runtime sometimes
+            program = cl.Program(get_device().ctx, src).build()  # never end (README, "Beam search")
     except cl.Error as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None

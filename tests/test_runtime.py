@@ -609,6 +609,34 @@ def test_build_failure_shows_numbered_source_and_log():
     assert "   2    data0[0] = undefined_thing;" in str(e.value) and "undefined_thing" in str(e.value).split("log")[-1]
 
 
+def test_builds_run_one_at_a_time(monkeypatch):
+    """Two threads building at once in Intel's CPU runtime sometimes never finished (README): build() builds alone."""
+    import threading
+    import time
+
+    running, most, real = [0], [0], R.cl.Program
+
+    class OneAtATime:
+        def __init__(self, ctx, src):
+            self.program = real(ctx, src)
+
+        def build(self):
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            time.sleep(0.05)  # long enough for the other thread to start its build, were it allowed
+            running[0] -= 1
+            return self.program.build()
+
+    monkeypatch.setattr(R.cl, "Program", OneAtATime)
+    srcs = [f"__kernel void k{i}(__global float* data0) {{ data0[0] = {i}.0f; /* {id(running)} */ }}" for i in range(4)]
+    threads = [threading.Thread(target=R.build, args=(src, f"k{i}")) for i, src in enumerate(srcs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and all(src in R._programs for src in srcs)
+
+
 def test_programs_are_cached_by_source():
     prg = R.render(Kernel(*elementwise_ast(32)))
     assert R.build(prg.src, prg.name) is R.build(prg.src, prg.name)
