@@ -987,7 +987,7 @@ _device: Device | None = None
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
 _programs_lock = threading.Lock()
-_build_lock = threading.Lock()
+_build_lock = threading.Lock()  # one build at a time: two at once in Intel's CPU runtime sometimes never end (README)
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
@@ -1074,8 +1074,8 @@ def build(src: str, name: str):
             _programs.move_to_end(src)
             return kern
     try:
-        with _build_lock:  # outside _programs_lock; one build at a time: two at once in Intel's CPU runtime sometimes
-            program = cl.Program(get_device().ctx, src).build()  # never end (README, "Beam search")
+        with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
+            program = cl.Program(get_device().ctx, src).build()
     except cl.Error as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
+import time
 
 import numpy as np
 import pyopencl as cl
@@ -611,9 +613,6 @@ def test_build_failure_shows_numbered_source_and_log():
 
 def test_builds_run_one_at_a_time(monkeypatch):
     """Two threads building at once in Intel's CPU runtime sometimes never finished (README): build() builds alone."""
-    import threading
-    import time
-
     running, most, real = [0], [0], R.cl.Program
 
     class OneAtATime:
