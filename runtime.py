@@ -1067,16 +1067,18 @@ def device_limits() -> tuple[int, list[int]]:
     return device.max_work_group_size, list(device.max_work_item_sizes)
 
 
-def build(src: str, name: str):
-    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent."""
+def build(src: str, name: str, compiler=None):
+    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
+    `compiler(src)`, where given, compiles in another process and returns the device's binary (search.py's)."""
     with _programs_lock:  # the beam search builds in several threads at once
         if (kern := _programs.get(src)) is not None:
             _programs.move_to_end(src)
             return kern
     try:
+        binary, ctx = compiler(src) if compiler else None, get_device().ctx
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
-            program = cl.Program(get_device().ctx, src).build()
-    except cl.Error as e:
+            program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
+    except (cl.Error, BuildError) as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
     with _programs_lock:

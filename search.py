@@ -1,7 +1,7 @@
 """search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py). Each round
-applies every action (one more opt) to the kernels kept so far, compiles the new ones in threads, times them and keeps
-the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache (README, "Beam
-search"). `beam_search(k, *inputs, amt=2)` is the short form; `python search.py NAME` shows a search round by round."""
+applies every action (one more opt) to the kernels kept so far, compiles the new ones in helper processes, times them
+and keeps the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache (README,
+"Beam search"). `beam_search(k, *inputs, amt=2)` is the short form; `python search.py NAME` shows a search by rounds."""
 
 import argparse
 import contextlib
@@ -11,8 +11,11 @@ import json
 import math
 import numbers
 import os
+import pickle
 import queue
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -29,9 +32,9 @@ import kernel
 import runtime
 from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
-from runtime import NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch, build
-from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs, reference
-from runtime import render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
+from runtime import BuildError, NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch
+from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
+from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
@@ -94,13 +97,65 @@ def _state_key(k: Kernel) -> tuple:
     return (views, k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces, k.dont_use_locals, repr(k.tensor_core))
 
 
-# -- compiling candidates: in threads (README: the compiler lets go of Python's lock; a process reruns the script) --
-def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -> tuple[int, Program | None, str]:
+# -- compiling candidates: in other processes, each fed by a thread of this one ------------------------------------
+_COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; search._compile_worker()"
+
+
+class _Compiler:
+    """A process that builds OpenCL sources for this process's device and answers with the binaries: builds run side by
+    side in processes (two at once in one process sometimes never end, README) and a stuck one can be ended. It imports
+    search.py, never the user's script; it starts at its first source and ends when this process closes its input."""
+
+    proc: subprocess.Popen | None = None
+
+    def __call__(self, src: str) -> bytes:
+        if self.proc is None or self.proc.poll() is not None:
+            code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
+            self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            pickle.dump(src, self.proc.stdin)
+            self.proc.stdin.flush()
+            built, answer = pickle.load(self.proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError):  # it ended: a crash, or end() below
+            self.end()
+            raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
+        if not built:
+            raise BuildError(answer)
+        return answer
+
+    def end(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _compile_worker() -> None:
+    """What a _Compiler's process runs: build each source read from stdin and answer (True, binary) or (False, build
+    log), until stdin closes. What the driver prints goes to stderr, never among the answers on stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the search: it ends, and this process at its EOF
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    ctx = get_device().ctx
+    with contextlib.suppress(EOFError):
+        while True:
+            src = pickle.load(sys.stdin.buffer)
+            try:
+                answer = (True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
+            except cl.Error as e:
+                answer = (False, str(e))
+            pickle.dump(answer, answers)
+            answers.flush()
+
+
+_compilers: list[_Compiler] = []  # one per compile thread, kept from search to search (a start costs about 0.3 s)
+
+
+def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
     """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
     for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
     try:
         prg = render(k, limits)
-        kern = build(prg.src, prg.name)
+        kern = build(prg.src, prg.name, compiler)
     except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
@@ -113,31 +168,32 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones) -
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels, in `workers` threads (0: here), until the deadline; returns [(number, program, why)]."""
+    """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
+    why)]. A thread feeds each process, then loads its binary and warms the program up."""
     results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
+    _compilers.extend(_Compiler() for _ in range(workers - len(_compilers)))
 
-    def work() -> None:
+    def work(compiler: _Compiler | None) -> None:
         with contextlib.suppress(IndexError):  # no kernel left
             while not stop.is_set():
-                done.put(_compile_candidate(*todo.popleft(), limits, ones))  # popleft: thread-safe
+                done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
 
-    # daemon threads: one stuck in a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(kernels)))]
+    # daemon threads: one waiting on a compiler never keeps the program from ending
+    compilers = _compilers[: min(workers, len(kernels))] or [None]  # None: build in this process
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers]
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
     try:
-        while len(results) < len(kernels):
-            if not threads and time.perf_counter() <= deadline:  # workers=0: compile the next kernel here
-                done.put(_compile_candidate(*todo.popleft(), limits, ones))
+        while len(results) < len(kernels) and time.perf_counter() <= deadline:
             try:
                 results.append(done.get(timeout=0.05))
                 progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
             except queue.Empty:
-                if time.perf_counter() > deadline:
-                    return results
                 if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
+                    for compiler in _compilers:  # stuck: ended, so their threads end too (the next start anew)
+                        compiler.end()
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
                     return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
@@ -265,7 +321,7 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     if isinstance(min_progress, bool) or not isinstance(min_progress, numbers.Real) or not 0 <= min_progress < math.inf:
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise SearchError(f"workers must be an integer >= 0 (0: compile in this thread), got {workers!r}")
+        raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
         values = var_values(k, var_vals)
     except ValueError as e:
@@ -392,8 +448,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
            on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
     """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
 
-    Keeps `amt` kernels per round; compiles in `workers` threads (default one per core, 0: here); stops when no line
-    gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
+    Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
+    line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
     beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""

@@ -636,6 +636,32 @@ def test_builds_run_one_at_a_time(monkeypatch):
     assert most[0] == 1 and all(src in R._programs for src in srcs)
 
 
+def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
+    """search.py compiles in other processes: build(src, name, compiler) loads the binary compiler(src) returns, and a
+    compiler's refusal is a BuildError with the numbered source, as the device's own is."""
+    calls, ctx = [], R.get_device().ctx
+
+    def compiler(src):
+        calls.append(src)
+        return R.cl.Program(ctx, src).build().get_info(R.cl.program_info.BINARIES)[0]
+
+    src = f"__kernel void seven(__global float* data0) {{ data0[get_global_id(0)] = 7.0f; /* {time.time()} */ }}"
+    kern = R.build(src, "seven", compiler)
+    out = R.cl.Buffer(ctx, R.cl.mem_flags.READ_WRITE, 16)
+    kern(R.get_device().queue, (4,), None, out).wait()
+    got = np.empty(4, np.float32)
+    R.cl.enqueue_copy(R.get_device().queue, got, out)
+    assert calls == [src] and got.tolist() == [7.0] * 4
+
+    def refusing(src):
+        raise R.BuildError("the test's compiler refuses this")
+
+    with pytest.raises(R.BuildError) as e:
+        R.build(src.replace("seven", "eight"), "eight", refusing)
+    assert "OpenCL build of eight failed" in str(e.value) and "   1  __kernel void eight" in str(e.value)
+    assert str(e.value).endswith("the test's compiler refuses this")
+
+
 def test_programs_are_cached_by_source():
     prg = R.render(Kernel(*elementwise_ast(32)))
     assert R.build(prg.src, prg.name) is R.build(prg.src, prg.name)

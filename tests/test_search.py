@@ -1,6 +1,6 @@
 """Tests of search.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
 
-Small kernels and amt=1 keep them fast; most compile in this process (workers=0), one runs the compile threads."""
+Small kernels and amt=1 keep them fast; most compile in this process (workers=0), a few in compiler processes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -101,6 +102,61 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
     assert not other_amt.cached
 
 
+@pytest.fixture
+def own_compilers(monkeypatch):
+    """The test's compiler processes, none built before it (no program in the runtime's cache), all ended after it."""
+    compilers: list = []
+    monkeypatch.setattr(S, "_compilers", compilers)
+    monkeypatch.setattr(R, "_programs", OrderedDict())
+    yield compilers
+    for compiler in compilers:
+        compiler.end()
+
+
+def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_compilers, monkeypatch):
+    sources, real = [], S._Compiler.__call__
+
+    def counted(compiler, src):
+        sources.append((compiler.proc.pid if compiler.proc else None, src))
+        return real(compiler, src)
+
+    monkeypatch.setattr(S._Compiler, "__call__", counted)
+    k = Kernel(*elementwise_ast(4096))
+    inputs = R.random_inputs(k)
+    result = S.search(k, *inputs, amt=1, workers=2, cache=False)
+    pids = {c.proc.pid for c in own_compilers}
+    assert len(own_compilers) == 2 and os.getpid() not in pids and all(c.proc.poll() is None for c in own_compilers)
+    assert len(sources) == sum(r.compiled for r in result.rounds) > 2  # every program built came from a compiler
+    assert {pid for pid, _ in sources} - {None} <= pids  # None: a process's first source starts it
+    R.verify(result.kernel, *inputs)
+
+
+def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_compilers, monkeypatch):
+    monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(S, "COMPILE_TIMEOUT", 1)
+    k = Kernel(*elementwise_ast(4096))
+    start = time.perf_counter()
+    with pytest.raises(S.SearchError, match=r"every candidate was dropped .*no answer from the compiler in 1 s"):
+        S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
+    assert time.perf_counter() - start < 20
+    assert own_compilers and all(c.proc.poll() is not None for c in own_compilers)  # ended, not left behind
+
+
+def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_another(
+    few_actions, own_compilers, monkeypatch
+):
+    code = S._COMPILER_CODE
+    monkeypatch.setattr(S, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
+    k = Kernel(*elementwise_ast(4096))
+    inputs = R.random_inputs(k)
+    with pytest.raises(S.SearchError, match=r"the compiler's process ended \(exit status 3\)"):
+        S.search(k, *inputs, amt=1, workers=2, cache=False)
+    monkeypatch.setattr(S, "_COMPILER_CODE", code)
+    result = S.search(k, *inputs, amt=1, workers=2, cache=False)
+    assert sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
+    R.verify(result.kernel, *inputs)
+
+
 def test_time_budget_returns_the_best_so_far(cache_dir):
     k = Kernel(*matmul_ast(128, 128, 128))
     inputs = R.random_inputs(k)
@@ -122,10 +178,10 @@ def test_time_budget_returns_the_best_so_far(cache_dir):
 def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, monkeypatch):
     real_build = R.build
 
-    def build_without_float4(src, name):
+    def build_without_float4(src, name, compiler=None):
         if "float4" in src:
             raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
-        return real_build(src, name)
+        return real_build(src, name, compiler)
 
     monkeypatch.setattr(S, "build", build_without_float4)
     k = Kernel(*elementwise_ast(4096))
@@ -409,7 +465,7 @@ def test_a_kernel_without_elements_is_returned_as_it_is():
 
 
 def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kernel(few_actions, monkeypatch):
-    def build_nothing(src, name):
+    def build_nothing(src, name, compiler=None):
         raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
 
     monkeypatch.setattr(S, "build", build_nothing)
