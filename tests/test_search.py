@@ -5,6 +5,7 @@ Small kernels and amt=1 keep them fast; most compile in this process (workers=0)
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import subprocess
@@ -498,6 +499,27 @@ def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
     assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
     assert ranked[2] == (1.1, 2, slow, None)
+
+
+def test_only_the_contenders_are_timed_again(monkeypatch):
+    """After one launch each, the CONTENDERS fastest within 2x of the best get the other passes; the rest keep their
+    one time (a kernel slower than CONTENDERS others is not the round's best, and slow kernels make a search slow)."""
+    k = Kernel(*elementwise_ast(64))
+    kernels = [k.copy() for _ in range(6)]
+    firsts = dict(zip(map(id, kernels), [1.0, 1.5, 1.1, 1.9, 1.2, 2.5]))  # within 2x of 1.0 but the last
+    launches: list[int] = []
+
+    def launch(self, kern, prg, stop_above=None):
+        launches.append(id(kern))
+        return firsts[id(kern)] if launches.count(id(kern)) == 1 else firsts[id(kern)] - 0.05
+
+    monkeypatch.setattr(S._Search, "time", launch)
+    monkeypatch.setattr(S, "CONTENDERS", 3)
+    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    timed = s.time_all([(kern, None) for kern in kernels], cutoff=math.inf)
+    again = {kernels.index(next(x for x in kernels if id(x) == i)) for i in launches[len(kernels) :]}
+    assert again == {0, 2, 4} and len(launches) == len(kernels) + 3 * (S.TIMING_PASSES - 1)
+    assert sorted(t for t, *_ in timed) == [0.95, 1.05, 1.15, 1.5, 1.9, 2.5]
 
 
 def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
