@@ -188,7 +188,12 @@ def _median_seconds(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int, rounds: int = 3) -> dict[str, float]:
+SIDE_BY_SIDE_ROUNDS = 5  # medians per variant, in turn (3 left 5% between two runs of the same memory-bound kernels)
+
+
+def _time_side_by_side(
+    variants: dict[str, list[tuple[Kernel, list]]], runs: int, rounds: int = SIDE_BY_SIDE_ROUNDS
+) -> dict[str, float]:
     """Seconds per variant (the sum over its kernels): the best of `rounds` medians of `runs` launches, taken in
     turn so that a busy moment of a shared machine hits every variant alike. (Another job only ever adds time, and
     on a CPU device it can double a launch by taking a core: the lowest median is the one it didn't touch.)"""
@@ -225,7 +230,11 @@ def bench(
     compared, different = [], []
     print(
         f"device: {get_device().name}, {os.cpu_count()} cores, "
-        + (f"best of 3 medians of {runs} runs, variants in turn" if search_amt else f"median of {runs} runs")
+        + (
+            f"best of {SIDE_BY_SIDE_ROUNDS} medians of {runs} runs, variants in turn"
+            if search_amt
+            else f"median of {runs} runs"
+        )
         + (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "")
         + (f"; tinygrad's BEAM choices from {tinygrad_beam}" if beam else "")
         + "\n",
@@ -277,6 +286,7 @@ def bench(
                 note = f"{tinygrad_s[name] * 1e3:11.2f} ms  {t / tinygrad_s[name]:13.2f}"
             elif variant == "searched":
                 note = f"search {extra['search_s']:.1f} s" + (" (cached)" if extra["cached"] else "")
+                note += "  " + " | ".join(" ".join(map(str, k.applied_opts)) or "no opts" for k, _ in variants[variant])
             elif variant == "tinygrad BEAM":
                 note = f"search {extra['tinygrad_search_s']:.1f} s (tinygrad's, in its own sitting)"
             print(

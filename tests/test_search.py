@@ -524,10 +524,19 @@ def test_only_the_contenders_are_timed_again(monkeypatch):
 
 def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
-    order, medians = [], {"a": iter([3.0, 1.0, 2.0]), "b": iter([2.0, 2.5, 4.0])}
+    order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
     monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
-    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 2.0}
-    assert order == ["a", "b"] * 3
+    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
+    assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5
+
+
+def test_bench_names_the_opts_of_each_searched_kernel(few_actions, monkeypatch):
+    found = []
+    monkeypatch.setattr(bench, "search", lambda *a, **kw: found.append(S.search(*a, **kw, workers=0)) or found[-1])
+    out = io.StringIO()
+    bench.bench(["sum axis 1 4096x4096"], runs=1, out=out, search_amt=1, cache=False)
+    line = next(x for x in out.getvalue().splitlines() if re.match(r"sum axis 1 4096x4096 +searched ", x))
+    assert len(found) == 1 and line.endswith("s  " + (" ".join(map(str, found[0].kernel.applied_opts)) or "no opts"))
 
 
 def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
