@@ -188,19 +188,24 @@ def _median_seconds(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-SIDE_BY_SIDE_ROUNDS = 5  # medians per variant, in turn (3 left 5% between two runs of the same memory-bound kernels)
+# medians per variant, in turn: at least 5, and more (up to 50) while their launches add up to under 2 s. This VM's
+# memory speed changes from moment to moment (sum 16M: 0.5, 0.9 or 1.3 ms for one kernel), so a cheap kernel needs
+# medians spread over more time to meet the fast moments; with 5 in all, one variant met one that the other missed
+SIDE_BY_SIDE_ROUNDS, SIDE_BY_SIDE_SECONDS, SIDE_BY_SIDE_MOST = 5, 2.0, 50
 
 
-def _time_side_by_side(
-    variants: dict[str, list[tuple[Kernel, list]]], runs: int, rounds: int = SIDE_BY_SIDE_ROUNDS
-) -> dict[str, float]:
-    """Seconds per variant (the sum over its kernels): the best of `rounds` medians of `runs` launches, taken in
-    turn so that a busy moment of a shared machine hits every variant alike. (Another job only ever adds time, and
-    on a CPU device it can double a launch by taking a core: the lowest median is the one it didn't touch.)"""
+def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
+    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, taken in turn so
+    that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS and _SECONDS say how many).
+    (Another job only ever adds time, and on a CPU device it can double a launch by taking a core: the lowest median
+    is the one it didn't touch.)"""
     samples: dict[str, list[float]] = {v: [] for v in variants}
-    for _ in range(rounds):
+    spent, taken = 0.0, 0
+    while taken < SIDE_BY_SIDE_ROUNDS or (spent < SIDE_BY_SIDE_SECONDS and taken < SIDE_BY_SIDE_MOST):
         for variant, kernels in variants.items():
             samples[variant].append(sum(time_kernel(k, *x, runs=runs) for k, x in kernels))
+            spent += samples[variant][-1] * runs
+        taken += 1
     return {v: min(s) for v, s in samples.items()}
 
 
@@ -231,7 +236,7 @@ def bench(
     print(
         f"device: {get_device().name}, {os.cpu_count()} cores, "
         + (
-            f"best of {SIDE_BY_SIDE_ROUNDS} medians of {runs} runs, variants in turn"
+            f"best of {SIDE_BY_SIDE_ROUNDS}-{SIDE_BY_SIDE_MOST} medians of {runs} runs, variants in turn"
             if search_amt
             else f"median of {runs} runs"
         )

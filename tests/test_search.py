@@ -527,7 +527,17 @@ def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
     monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
     assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
-    assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5
+    assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
+
+
+def test_bench_takes_more_medians_of_cheap_kernels():
+    """Kernels of 5 ms (one median 4 ms): medians of 10 launches go on in turn until their launches add up to 2 s,
+    past SIDE_BY_SIDE_ROUNDS: 20 rounds of two hold 1.99 s, the 21st passes 2 s."""
+    order = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or 0.005 - 0.001 * (len(order) == 7))
+        times = bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=10)
+    assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
 
 
 def test_bench_names_the_opts_of_each_searched_kernel(few_actions, monkeypatch):
