@@ -1075,7 +1075,7 @@ def build(src: str, name: str, compiler=None):
             _programs.move_to_end(src)
             return kern
     try:
-        binary, ctx = compiler(src) if compiler else None, get_device().ctx
+        binary, ctx = (compiler(src) if compiler else None), get_device().ctx
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
             program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
     except (cl.Error, BuildError) as e:

@@ -380,8 +380,8 @@ class _Search:
             except (cl.Error, RuntimeError, ValueError) as e:
                 self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
+        contenders = sorted(best, key=best.get)[:CONTENDERS]
         for _ in range(TIMING_PASSES - 1):  # one pass at a time: launches spread over the round
-            contenders = sorted(best, key=best.get)[:CONTENDERS]
             for n in [n for n in contenders if best[n] <= 2 * min(best.values())]:
                 if time.perf_counter() > self.deadline:
                     break
