@@ -464,8 +464,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
     if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
-    if workers is None:  # one compile thread per core this process may run on
+    if workers is None:  # a compiler process per core this process may run on; none where no Python can be started
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = workers if sys.executable else 0  # an embedded Python has no executable to start
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
     # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []

@@ -158,6 +158,16 @@ def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_an
     R.verify(result.kernel, *inputs)
 
 
+def test_without_a_python_to_start_the_search_compiles_here(few_actions, own_compilers, monkeypatch):
+    """An embedded Python has no sys.executable: by default the search then builds in its own process."""
+    monkeypatch.setattr(S.sys, "executable", "")
+    k = Kernel(*elementwise_ast(4096))
+    inputs = R.random_inputs(k)
+    result = S.search(k, *inputs, amt=1, cache=False)
+    assert own_compilers == [] and sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
+    R.verify(result.kernel, *inputs)
+
+
 def test_time_budget_returns_the_best_so_far(cache_dir):
     k = Kernel(*matmul_ast(128, 128, 128))
     inputs = R.random_inputs(k)
