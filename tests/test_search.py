@@ -132,6 +132,25 @@ def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_com
     R.verify(result.kernel, *inputs)
 
 
+def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends_with_its_input(
+    own_compilers, monkeypatch
+):
+    """What the OpenCL driver prints in the process (here a print as the device is found) goes to stderr, never among
+    the answers; one process builds source after source; closing its input ends it."""
+    chatty = "real = search.get_device; search.get_device = lambda: print('driver chatter', flush=True) or real()"
+    code = S._COMPILER_CODE.replace("search._compile_worker()", chatty + "; search._compile_worker()")
+    monkeypatch.setattr(S, "_COMPILER_CODE", code)
+    compiler = S._Compiler()
+    own_compilers.append(compiler)
+    binaries, pids = [], set()
+    for n in range(3):
+        binaries.append(compiler(f"__kernel void k(__global float* d) {{ d[0] = {n}.0f; }}"))
+        pids.add(compiler.proc.pid)
+    assert len(pids) == 1 and all(isinstance(b, bytes) and b for b in binaries)
+    compiler.proc.stdin.close()
+    assert compiler.proc.wait(timeout=30) == 0
+
+
 def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_compilers, monkeypatch):
     monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
     monkeypatch.setattr(S, "COMPILE_TIMEOUT", 1)
@@ -158,12 +177,14 @@ def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_an
     R.verify(result.kernel, *inputs)
 
 
-def test_without_a_python_to_start_the_search_compiles_here(few_actions, own_compilers, monkeypatch):
-    """An embedded Python has no sys.executable: by default the search then builds in its own process."""
-    monkeypatch.setattr(S.sys, "executable", "")
+@pytest.mark.parametrize("embedded", [False, True])
+def test_workers_0_or_no_python_to_start_builds_here(embedded, few_actions, own_compilers, monkeypatch):
+    """workers=0 builds here; so does the default in an embedded Python, which has no sys.executable to start."""
+    if embedded:
+        monkeypatch.setattr(S.sys, "executable", "")
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
-    result = S.search(k, *inputs, amt=1, cache=False)
+    result = S.search(k, *inputs, amt=1, cache=False, **({} if embedded else {"workers": 0}))
     assert own_compilers == [] and sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
     R.verify(result.kernel, *inputs)
 
