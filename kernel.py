@@ -2368,6 +2368,13 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
+        if (where := _overlap(out.arg.st)) is not None:  # several threads would write one element, in no order
+            view, axes, unsure = where[0], where[1], where[2] or len(out.arg.st.views) > 1  # (a lower view: "may")
+            raise ValueError(
+                f"STORE into buffer {i} {'may write' if unsure else 'writes'} one element from several loop points "
+                f"(axes {axes} of {view}): a store must write each element once, or threads race on it"
+                + (" (this can't be shown for every size; too many points, or symbolic)" if unsure else "")
+            )
     dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
     for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
         how = "loaded" if x.op is BufferOps.LOAD else "stored"
@@ -2389,22 +2396,70 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
             )
-    # A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    # two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them.
-    bound: dict[str, int] = {}
-    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
-        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
-            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-    # An output may also be an input only when each thread reads the very element it writes (the same ShapeTracker):
-    # through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no
-    # defined order, and the result would depend on the timing.
+    # A name is one variable in a kernel: the program gets one int argument per name, so `i` bound to two values in
+    # two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5), or of two ranges, would run with either of them.
+    named: dict[str, Variable] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: v.key):
+        if (first := named.setdefault(v.expr, v)) == v:
+            continue
+        if (first.min, first.max) == (v.min, v.max) and None not in (first._val, v._val):
+            raise ValueError(f"{v.expr} is bound to both {first._val} and {v._val}")
+        raise ValueError(f"{v.expr} is two variables in this AST, {first.key} and {v.key}: a name is one variable")
+    # An output may also be an input only where each thread reads the very element it writes: elsewhere
+    # (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no defined order. And only
+    # its own STORE reads it: another would read it before or after it is written, as the stores happen to be ordered.
     stores = {out.arg.idx: out.arg.st for out in ast}
-    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
-        if x.arg.st != stores[x.arg.idx]:
+    for out, x in ((out, x) for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.idx != out.arg.idx:
+            raise ValueError(
+                f"buffer {x.arg.idx} is an output of this kernel, loaded in the value of the STORE into buffer "
+                f"{out.arg.idx}: only its own STORE may read it (the other would read it before or after it is written)"
+            )
+        if not _reads_own_elements(x.arg.st, stores[x.arg.idx]):
             raise ValueError(
                 f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it (threads would race on the other elements)"
+                "may read its output only where it writes it, each loop point the element it stores (threads "
+                "would race on the other elements)"
             )
+
+
+def _overlap(st: ShapeTracker) -> tuple[View, tuple[int, ...], bool] | None:
+    """Where st may reach one element from two valid points: (the view, its axes that collide, whether that is only
+    "may": too many points to list, or symbolic), else None. Each view, cut to its mask, is offset + sum(stride *
+    index): taken from the smallest stride up, an axis that steps past all the smaller ones reach adds new elements
+    only; for one that doesn't (a stride-0 axis never does), the elements of those axes are listed and counted."""
+    for view in st.views:
+        v = view.shrink(view.mask) if view.mask else view
+        if 0 in v.shape:
+            return None  # it reaches nothing
+        steps = [(s if lower_bound(s) >= 0 else -s, a) for a, s in enumerate(v.strides) if v.shape[a] != 1]
+        reach, axes = 0, ()
+        for step, a in sorted(steps, key=lambda x: upper_bound(x[0])):
+            axes += (a,)
+            if always_lt(reach, step):
+                reach = reach + step * (v.shape[a] - 1)
+                continue
+            sizes = [v.shape[x] for x in axes]
+            if not all_int(sizes + [v.strides[x] for x in axes]) or prod(sizes) > 1 << 16:
+                return view, axes, True
+            reached = {sum(v.strides[x] * i for x, i in zip(axes, p)) for p in itertools.product(*map(range, sizes))}
+            if len(reached) < prod(sizes):
+                return view, axes, False
+            reach = max(reached) - min(reached)
+    return None
+
+
+def _reads_own_elements(load: ShapeTracker, store: ShapeTracker) -> bool:
+    """Does the load, wherever it is valid, read the element the store writes at the same loop point? The store's
+    reduced axes (1 in its shape) stand still along the load's: a reduce reads one output element all along them.
+    Both are cut to the load's mask and compared; where that doesn't show it (say of two stacks of views): False."""
+    store = store.expand(load.shape)
+    if (mask := load.views[-1].mask) is not None:
+        load, store = load.shrink(mask), store.shrink(mask)
+    if load == store:
+        return True
+    (idx, valid), (store_idx, store_valid) = load.expr_idxs(), store.expr_idxs()
+    return idx == store_idx and (store_valid.min == 1 or store_valid == valid)
 
 
 def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:

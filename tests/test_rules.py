@@ -1,0 +1,197 @@
+"""The rules behind issue 23's kernel rules and argument checks: no store or in-place read that races, local memory
+within the target's after every opt, tinygrad's Kernel members, views of any store, and every argument and file
+checked for its kind.
+
+Each test states the rule for a class of input; a refusal names what is wrong, and what is accepted computes what
+numpy computes (runtime.verify).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import itertools
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import kernel
+import runtime as R
+from kernel import BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps
+from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, alu, const, dtypes, load, matmul_ast, reduce
+from kernel import store
+from tests.corpus import build_kernel, load_corpus, opt_of
+from tests.golden import state_of
+
+N = Variable("i", 1, 8)
+
+
+def _store_through(st: ShapeTracker, value: LazyOp | None = None, idx: int = 0) -> LazyOp:
+    """STORE into buffer idx through st, of value (default: a contiguous input of st's shape)."""
+    value = value if value is not None else load(1, ShapeTracker.from_shape(st.shape))
+    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtypes.float32, st))
+
+
+# ============================================================================================================
+# 4. a STORE writes each element from one loop point only
+# ============================================================================================================
+_RACING_STORES = {  # the store's view, what the refusal says
+    "stride 0: out[i] = x[i, j] for every j": (ShapeTracker.from_shape((4, 1)).expand((4, 8)), r"writes .*axes \(1,\)"),
+    "overlapping strides": (ShapeTracker((View.create((3, 3), (1, 1)),)), r"writes .*axes \(0, 1\)"),
+    "a symbolic number of rows, stride 0": (
+        ShapeTracker.from_shape((N, 1)).expand((N, 4)),
+        r"writes .*axes \(1,\)",
+    ),
+    "symbolic rows that overlap": (
+        ShapeTracker((View.create((N, 4), (2, 1)),)),
+        r"may write .*axes \(1, 0\).*symbolic",
+    ),
+    "stride 0 below a reshape": (
+        ShapeTracker.from_shape((4, 1)).expand((4, 3)).reshape((12,)),
+        r"may write .*axes \(1,\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_RACING_STORES))
+def test_a_store_that_writes_one_element_from_several_loop_points_is_refused(name):
+    st, says = _RACING_STORES[name]
+    with pytest.raises(ValueError, match="STORE into buffer 0 " + says):
+        Kernel(_store_through(st))
+
+
+def test_a_reduce_stored_along_a_kept_axis_with_stride_0_is_refused():
+    """sum over k of x[i, j, k], stored at out[i] for every j: the j threads race on out[i]."""
+    x = load(1, ShapeTracker.from_shape((4, 8, 16)))
+    st = ShapeTracker.from_shape((4, 1, 1)).expand((4, 8, 1))
+    with pytest.raises(ValueError, match=r"STORE into buffer 0 writes .*axes \(1,\)"):
+        Kernel(_store_through(st, reduce(ReduceOps.SUM, x, (2,))))
+
+
+_INJECTIVE_STORES = {
+    "flipped": ShapeTracker.from_shape((16,)).stride((-1,)),
+    "every second": ShapeTracker.from_shape((16,)).stride((2,)),
+    "a part: out[4:12]": ShapeTracker.from_shape((16,)).shrink(((4, 12),)),
+    "padded: writes inside its mask only": ShapeTracker.from_shape((8,)).pad(((2, 2),)),
+    "transposed": ShapeTracker.from_shape((8, 4)).permute((1, 0)),
+    "interleaved strides that never meet (3, 2)": ShapeTracker((View.create((2, 3), (3, 2)),)),
+}
+
+
+@pytest.mark.parametrize("name", list(_INJECTIVE_STORES))
+def test_a_store_that_writes_each_element_once_runs_and_verifies(name, device):
+    k = kernel.optimize(Kernel(_store_through(_INJECTIVE_STORES[name])))
+    R.verify(k, *R.random_inputs(k))
+
+
+# ============================================================================================================
+# 22. an output is read only where each loop point reads the element it writes
+# ============================================================================================================
+def _where_fold_ast() -> tuple[LazyOp, ...]:
+    """tinygrad 0.9.1's test_linearizer test_where_fold: a = ones(4, 4); a.assign(b.where(2, a)) with
+    b = a.shrink(((1, 2), None)).pad(((1, 2), None)), as tinygrad's scheduler gives it (row 1 of b reads row 1 of a:
+    the element its own thread stores; the other rows are padding)."""
+    a = ShapeTracker.from_shape((4, 4))
+    b = ShapeTracker((View.create((4, 4), (0, 1), 4, ((1, 2), (0, 4))),))
+    cond = alu(UnaryOps.CAST, load(0, b), arg=dtypes.bool)
+    return (_store_through(a, alu(TernaryOps.WHERE, cond, const(2.0, (4, 4)), load(0, a))),)
+
+
+def test_tinygrads_where_fold_kernel_runs_and_verifies(device):
+    a = np.ones((4, 4), np.float32)
+    want = [1.0] * 4 + [2.0] * 4 + [1.0] * 8  # what tinygrad's test expects
+    for opts in ([], None):  # no opts, then the heuristics'
+        k = Kernel(*_where_fold_ast())
+        if opts is None:
+            k.hand_coded_optimizations()
+        np.testing.assert_array_equal(R.run(k, a)[0].reshape(-1), want)
+        R.verify(k, a)
+
+
+def _own_row_in_a_reduce() -> tuple[LazyOp, ...]:
+    """out[i] = sum_j out[i] * x[i, j]: the reduce reads its own output element all along j."""
+    out = ShapeTracker.from_shape((4, 1))
+    x = load(1, ShapeTracker.from_shape((4, 16)))
+    return (_store_through(out, reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(0, out.expand((4, 16))), x), (1,))),)
+
+
+def test_an_output_read_at_its_own_element_in_a_reduce_is_accepted(device):
+    o, x = np.arange(4, dtype=np.float32).reshape(4, 1), np.ones((4, 16), np.float32)
+    for opts in ([], [Opt(OptOps.GROUP, 0, 4)], [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 0, 4)]):
+        k = Kernel(*_own_row_in_a_reduce())
+        for opt in opts:
+            k.apply_opt(opt)
+        R.verify(k, o, x)
+        np.testing.assert_array_equal(R.run(k, o, x)[0].reshape(-1), np.arange(4) * 16)
+
+
+def _masked_read(rows: tuple[int, int], pad: tuple[int, int]) -> tuple[LazyOp, ...]:
+    """out = where(a.shrink(rows).pad(pad), 2, out) on a (4, 4) output."""
+    a = ShapeTracker.from_shape((4, 4))
+    b = a.shrink((rows, (0, 4))).pad((pad, (0, 0)))
+    return (
+        _store_through(
+            a, alu(TernaryOps.WHERE, alu(UnaryOps.CAST, load(0, b), arg=dtypes.bool), const(2.0, (4, 4)), load(0, a))
+        ),
+    )
+
+
+def _another_stores_output() -> tuple[LazyOp, ...]:
+    st = ShapeTracker.from_shape((8,))
+    first = _store_through(st, alu(BinaryOps.ADD, load(2, st), const(1.0, (8,))))
+    return first, _store_through(st, alu(BinaryOps.MUL, load(0, st), const(2.0, (8,))), idx=1)
+
+
+_RACING_READS = {
+    "row 1 reads row 0, which row 0's threads write": (_masked_read((0, 1), (1, 2)), "stored through"),
+    "out[i] = out[i-1] + 1": (
+        (
+            _store_through(
+                ShapeTracker.from_shape((17,)).shrink(((1, 17),)),
+                alu(BinaryOps.ADD, load(0, ShapeTracker.from_shape((17,)).shrink(((0, 16),))), const(1.0, (16,))),
+            ),
+        ),
+        "stored through",
+    ),
+    "a reduce over every output element": (
+        (
+            _store_through(
+                ShapeTracker.from_shape((4, 1)),
+                reduce(ReduceOps.SUM, load(0, ShapeTracker.from_shape((1, 4)).expand((4, 4))), (1,)),
+            ),
+        ),
+        "stored through",
+    ),
+    "symbolic: out[i] = out[i+1]": (
+        (
+            _store_through(
+                ShapeTracker.from_shape((N + 1,)).shrink(((0, N),)),
+                load(0, ShapeTracker.from_shape((N + 1,)).shrink(((1, N + 1),))),
+            ),
+        ),
+        "stored through",
+    ),
+    "another STORE's output": (_another_stores_output(), "only its own STORE may read it"),
+}
+
+
+@pytest.mark.parametrize("name", list(_RACING_READS))
+def test_an_output_read_where_another_thread_writes_is_refused(name):
+    ast, says = _RACING_READS[name]
+    with pytest.raises(ValueError, match=f"buffer 0 .*{says}"):
+        Kernel(*ast)
+
+
+def test_an_output_read_through_its_own_view_where_valid_is_accepted_at_every_size(device):
+    """The masked read of test_where_fold at another row, and a symbolic in-place update: accepted, and verified."""
+    k = Kernel(*_masked_read((2, 3), (2, 1)))
+    R.verify(k, np.ones((4, 4), np.float32))
+    st = ShapeTracker.from_shape((N, 4))
+    k = Kernel(_store_through(st, alu(BinaryOps.ADD, load(0, st), const(1.0, (N, 4)))))
+    for i in (1, 5):
+        x = np.arange(4 * i, dtype=np.float32)
+        np.testing.assert_array_equal(R.run(k, x, var_vals={"i": i})[0].reshape(-1), x + 1)
