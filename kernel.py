@@ -1679,6 +1679,8 @@ class Kernel:
         fr = self.first_reduce
         fits = 0 <= self.local_dims <= fr and fr + self.group_for_reduces <= self.shape_len - self.upcasted
         check(fits, "the opt would leave more local, grouped and upcasted axes than the shape has")
+        if self.group_for_reduces:  # stricter than tinygrad: what the opt made of the __local buffers (PADTO too)
+            self._check_shared_memory(as_computed=True)
 
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
@@ -1785,10 +1787,13 @@ class Kernel:
                 padded = True
         check(padded, "nothing was padded")
 
-    def _check_shared_memory(self, amt: int) -> None:
+    def _check_shared_memory(self, amt: int = 1, as_computed: bool = False) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
-        reduce op of the kernel (each has its own __local buffer, of its own dtype)."""
-        acc_sz = sum((r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype).itemsize for r in self.reduceops)
+        reduce op of the kernel (each has its own __local buffer, of its own dtype). amt: the factor an opt is about
+        to multiply that by (tinygrad's check, before the opt). as_computed: the buffers as they are, of the dtype
+        they are computed in (half and bfloat16 in float; ours, after every opt)."""
+        dts = [r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype for r in self.reduceops]
+        acc_sz = sum(dtypes.float.itemsize if as_computed and dt in SHORT_FLOATS else dt.itemsize for dt in dts)
         fr, up = self.first_reduce, self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
         local_sz = prod(self.full_shape[fr - self.local_dims : fr + self.group_for_reduces])

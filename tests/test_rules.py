@@ -195,3 +195,104 @@ def test_an_output_read_through_its_own_view_where_valid_is_accepted_at_every_si
     for i in (1, 5):
         x = np.arange(4 * i, dtype=np.float32)
         np.testing.assert_array_equal(R.run(k, x, var_vals={"i": i})[0].reshape(-1), x + 1)
+
+
+# ============================================================================================================
+# 10. every opt keeps the __local buffers within shared_max: checked after the opt, on what it made
+# ============================================================================================================
+_C_BYTES = {"float": 4, "half": 2}
+
+
+def _local_bytes(k: Kernel) -> int:
+    """The bytes of the __local arrays the kernel's OpenCL program declares, read from its text."""
+    return sum(_C_BYTES[t] * int(n) for t, n in re.findall(r"__local (\w+) \w+\[(\d+)\];", R.render(k).src))
+
+
+def _sum_576(dt=dtypes.float32, rows: int = 64) -> tuple[LazyOp, ...]:
+    return (store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((rows, 576)), dt), (1,)), dtype=dt),)
+
+
+def test_padto_after_group_cant_grow_local_memory_past_shared_max():
+    """The stock target (32,768 bytes): 18,432 bytes of __local floats, whose green axis PADTO pads from 9 to 32.
+    tinygrad 0.9.1 doesn't check the memory after a PADTO and renders `__local float temp[16384]` (65,536 bytes)."""
+    k = Kernel(*_sum_576(rows=512))
+    for opt in [Opt(OptOps.GROUP, 0, 9), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 0, 8)]:
+        k.apply_opt(opt)
+    assert _local_bytes(k) == 18432
+    before = state_of(k)
+    with pytest.raises(KernelOptError, match="exceeds maximum shared memory size: needs 65536, max 32768"):
+        k.apply_opt(Opt(OptOps.PADTO, 2, 32))
+    assert state_of(k) == before
+
+
+# each opt kind that can grow the __local buffers, after the opts that make a grouped kernel (GROUP:0:9 of a
+# 64x576 sum: 9 floats); (kernel, opts before, the opt). The test sets shared_max to just under what the opt needs.
+G9 = Opt(OptOps.GROUP, 0, 9)
+_GROWING = {
+    "PADTO of the green axis": (_sum_576(), [G9], Opt(OptOps.PADTO, 1, 16)),
+    "PADTO of a cyan axis": (_sum_576(rows=48), [Opt(OptOps.LOCAL, 0, 3), G9], Opt(OptOps.PADTO, 1, 4)),
+    "UPCAST": (_sum_576(), [G9], Opt(OptOps.UPCAST, 0, 4)),
+    "LOCAL": (_sum_576(), [G9], Opt(OptOps.LOCAL, 0, 4)),
+    "GROUP": (_sum_576(), [G9], Opt(OptOps.GROUP, 0, 4)),
+    "GROUPTOP of half (kept in float)": (_sum_576(dtypes.half), [], Opt(OptOps.GROUPTOP, 0, 16)),
+    "UPCASTMID of an image": (
+        kernel.image_matvec_ast(256, 576),
+        [Opt(OptOps.GROUP, 0, 16)],
+        Opt(OptOps.UPCASTMID, 0, 4),
+    ),
+    "LOCAL after a tensor core's shape (TC=2)": (
+        matmul_ast(64, 64, 64),
+        [Opt(OptOps.TC, 0, 0), Opt(OptOps.GROUP, 0, 4)],
+        Opt(OptOps.LOCAL, 0, 2),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_GROWING))
+def test_an_opt_is_refused_where_the_local_memory_it_makes_passes_shared_max(name, monkeypatch):
+    """The opt is accepted at a shared_max of exactly what the rendered program then declares, and refused, with
+    that size, changing nothing, at one byte less."""
+    monkeypatch.setenv("TC", "2")  # tensor cores' shape without tensor cores: GROUP may follow (shapes only here)
+    ast, before, opt = _GROWING[name]
+    target = kernel.TARGETS["metal" if opt.op is OptOps.LOCAL and before[0].op is OptOps.TC else "opencl"]
+    big = Kernel(*ast, opts=dataclasses.replace(target, shared_max=1 << 30))
+    for o in [*before, opt]:
+        big.apply_opt(o)
+    need = _local_bytes(big)
+    for shared_max, ok in ((need, True), (need - 1, False)):
+        k = Kernel(*ast, opts=dataclasses.replace(target, shared_max=shared_max))
+        for o in before:
+            k.apply_opt(o)
+        was = state_of(k)
+        if ok:
+            k.apply_opt(opt)
+            assert _local_bytes(k) == need <= shared_max
+            continue
+        with pytest.raises(KernelOptError, match=f"exceeds maximum shared memory size: needs {need}, max {need - 1}"):
+            k.apply_opt(opt)
+        assert state_of(k) == was
+
+
+def test_every_state_of_random_opts_keeps_its_local_memory_within_shared_max():
+    """Random opts on grouped kernels and a small shared_max: after every accepted opt, the program's __local arrays
+    fit; an UNROLL never grows them (the unrolled axis is a reduce axis: 1 in the output, which they are shaped by)."""
+    import random
+
+    target = dataclasses.replace(kernel.TARGETS["opencl"], shared_max=2048)
+    kinds = (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.PADTO, OptOps.UPCASTMID)
+    pool = [Opt(op, axis, amt) for op in kinds for axis in range(3) for amt in (0, 2, 4, 9, 16, 32)]
+    rng, accepted, refused = random.Random(0), set(), set()
+    starts = [(_sum_576(), 9), (_sum_576(dtypes.half), 9), (kernel.image_matvec_ast(256, 576), 16)]
+    for (ast, group), _ in itertools.product(starts, range(40)):
+        k = Kernel(*ast, opts=target)
+        for opt in [Opt(OptOps.GROUP, 0, group), *rng.choices(pool, k=6)]:
+            before = _local_bytes(k)
+            try:
+                k.apply_opt(opt)
+            except KernelOptError as e:
+                refused |= {opt.op} if "shared memory" in str(e) else set()
+                continue
+            accepted.add(opt.op)
+            assert _local_bytes(k) <= 2048, k.applied_opts
+            assert opt.op is not OptOps.UNROLL or _local_bytes(k) <= before
+    assert set(kinds) <= accepted and {OptOps.UPCAST, OptOps.LOCAL} <= refused
