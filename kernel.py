@@ -2799,9 +2799,9 @@ class _EvaluateMethods:
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
 
-# -- the Kernel methods only tinygrad's linearizer uses (0.9.1: alias_buffer in linearize, acc_offsets in
-# render_reduceop, get_float4_upcast_dim in global_load and global_store): runtime.py renders without them, and
-# test_teaching.py pins what they do --
+# -- the Kernel members only tinygrad's linearizer and search use (0.9.1: alias_buffer in linearize, acc_offsets in
+# render_reduceop, get_float4_upcast_dim in global_load and global_store, membufs in search; shape_offsets, also in
+# a heuristic that counts the upcasts another way here): runtime.py renders without them; tests pin what they do --
 
 
 @dataclass(frozen=True)
@@ -2815,6 +2815,16 @@ class LocalBuffer:
 
 @_methods_of(Kernel)
 class _LinearizerMethods:
+    @property
+    def membufs(self) -> list[MemBuffer]:
+        """The buffers in global memory, outputs first: no CONSTs, no local buffers."""
+        return [x for x in self.bufs if isinstance(x, MemBuffer)]
+
+    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
+        """Every combination of indices into buffer i's upcasted axes, the last axis's index first; [()] without any."""
+        upcasted = self.sts[i].shape[self.shape_len - self.upcasted :][::-1]
+        return itertools.product(*[range(s) for s in upcasted]) if self.upcasted > 0 else [()]
+
     def acc_offsets(self, i: int) -> list[int]:
         """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
         ax = self.upcasted_axis(i)[::-1]
