@@ -3573,7 +3573,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
     depth = 0
     idxs = [
-        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) and s else max(getattr(s, "max", 2) - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
     var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
@@ -3653,15 +3653,16 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
 
 def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
-    st, colors = k.sts[0], k.colors()
-    strides, offset = st.real_strides(), st.views[-1].offset
-    axes = [a for a in range(k.shape_len) if st.shape[a] != 1]
-    ranges = [range(min(st.shape[a], max(want) // strides[a] + 1) if strides[a] else 1) for a in axes]
+    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
+    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
+    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
+    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
+              zip(axes, bounds)]  # fmt: skip
     cells: dict[int, dict[str, list[int]]] = {}
     for values in itertools.product(*ranges):
-        flat = offset + sum(v * strides[a] for v, a in zip(values, axes))
+        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
         if flat in want and flat not in cells:
-            cells[flat] = {c: [v for v, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
     return cells
 
 
@@ -3671,9 +3672,13 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
     if not all(isinstance(s, int) for s in k.full_shape):
         return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
-    if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
+    if 0 in st.shape:
+        return ["  (the output has no elements: there is nothing to map)"]
+    if len(st.views) > 1 or any(s < 0 for s in st.views[-1].strides):
         return ["  (the map needs an output written through one plain view)"]
-    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
+    v = st.views[-1]  # where it isn't contiguous, the buffer as far as the store reaches: its last element, plus 1
+    last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
+    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
     group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
@@ -3705,9 +3710,12 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     cells = _output_cells(k, {f for row in flat for f in row})
     lines = [f"  {title}", ("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip()]
     for r, row in enumerate(flat):
-        body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
+        texts = [label(cells[f]) if f in cells else "-" for f in row]  # "-": an element the store leaves as it was
+        body = "".join(text + " " * (cell_width + 1 - ansilen(text)) for text in texts)
         lines.append(f"  {row[0] if rows_total is None else r:>6}  {body.rstrip()}")
     lines.append("  each cell: " + ", ".join(f"{g} = {what}" for g, _, what in parts))
+    if any(f not in cells for row in flat for f in row):
+        lines.append("  - = an element this kernel doesn't write (its store covers part of the buffer)")
     if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "

@@ -325,3 +325,42 @@ def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
     assert list(k.shape_offsets(1)) == list(itertools.product(range(4), range(2)))
     k.apply_opt(Opt(OptOps.UPCAST, 1, 4))
     assert list(k.shape_offsets(0)) == [(a, 0, c) for a in range(4) for c in range(2)]
+
+
+# ============================================================================================================
+# 16. --loops and --map of any store: 0-size axes anywhere, partial, strided and padded stores
+# ============================================================================================================
+@pytest.mark.parametrize("shape, axes", [((4, 0), (1,)), ((0, 4), (1,)), ((0, 0), (0, 1)), ((4, 0, 3), (1,))])
+def test_loops_and_map_of_a_reduce_with_a_0_size_axis(shape, axes):
+    k = Kernel(store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape(shape)), axes)))
+    loops = "\n".join(kernel.ansistrip(line) for line in kernel.loop_nest(k))
+    for a, s in enumerate(k.full_shape):
+        assert re.search(rf"for \w+{a} in range\({s}\)", loops) or s == 1, (a, s, loops)
+    outputs = kernel.prod(s for a, s in enumerate(shape) if a not in axes)
+    assert ("the output has no elements" in "\n".join(kernel.output_map(k))) == (outputs == 0)
+
+
+# the store, and for each element of the buffer the work-group that writes it (None: none does)
+_STORES = {
+    "out[4:12] = x": (ShapeTracker.from_shape((16,)).shrink(((4, 12),)), [None] * 4 + list(range(8))),
+    "out[::2] = x": (ShapeTracker.from_shape((16,)).stride((2,)), [g // 2 if g % 2 == 0 else None for g in range(15)]),
+    "out = x padded by 2 each side": (ShapeTracker.from_shape((8,)).pad(((2, 2),)), list(range(2, 10))),
+    "out[:, 2:6] = x": (
+        ShapeTracker.from_shape((4, 8)).shrink(((0, 4), (2, 6))),
+        [f"{r},{c - 2}" if 2 <= c < 6 else None for r in range(4) for c in range(8)][:30],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_STORES))
+def test_the_map_of_a_store_to_part_of_its_buffer_says_who_writes_each_element(name):
+    st, writers = _STORES[name]
+    k = Kernel(_store_through(st))
+    lines = [kernel.ansistrip(line) for line in kernel.output_map(k, width=200)]
+    rows = [line for line in lines[2:] if re.match(r"\s+\d+\s", line)]  # each: its first index, then its cells
+    cells = [c for line in rows for c in line.split()[1:]]
+    assert cells == ["-" if w is None else f"g{w}" for w in writers], lines
+    assert any(line.strip().startswith("- = an element this kernel doesn't write") for line in lines) == (
+        None in writers
+    )
+    assert "data0[" in "\n".join(kernel.loop_nest(k))
