@@ -189,9 +189,14 @@ BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: re
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 
-def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
+def check_arg(where: str, name: str, value: Any, ok: bool, want: str) -> None:
+    """An argument or field of the wrong kind or range: a ValueError naming where, which one and what it must be."""
     if not ok:
-        raise ValueError(f"{type(obj).__name__}: {name} must be {want}, got {getattr(obj, name)!r}")
+        raise ValueError(f"{where}: {name} must be {want}, got {value!r}")
+
+
+def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
+    check_arg(type(obj).__name__, name, getattr(obj, name), ok, want)
 
 
 @dataclass(frozen=True)
@@ -1646,6 +1651,7 @@ class Kernel:
 
     def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
         """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
+        check_arg("apply_opt", "append_opt", append_opt, isinstance(append_opt, bool), "True or False")
         state = self._state()
         try:
             self._apply_opt(opt, append_opt)
@@ -1892,6 +1898,7 @@ class Kernel:
         The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
         only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
+        check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)  # their kinds and ranges: in the appendix
         tc_opt = self.opts.tc_opt if tc_opt is None else tc_opt
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
@@ -2562,6 +2569,20 @@ def check_opt_args(opt: Opt) -> None:
         check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
     else:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
+
+
+def is_opts(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(o, Opt) for o in x)
+
+
+def check_tc_args(use_tensor_cores: Any, extra_opts: Any, axis: Any, tc_opt: Any) -> None:
+    """apply_tensor_cores's arguments: a wrong kind or range is a ValueError naming it, not a quiet False."""
+    ok = is_int(use_tensor_cores) and use_tensor_cores in (0, 1, 2)
+    check_arg("apply_tensor_cores", "use_tensor_cores", use_tensor_cores, ok, "0, 1 or 2")
+    check_arg("apply_tensor_cores", "axis", axis, is_int(axis) and axis >= 0, "an int >= 0")
+    ok = tc_opt is None or (is_int(tc_opt) and tc_opt in (0, 1, 2))
+    check_arg("apply_tensor_cores", "tc_opt", tc_opt, ok, "None (the target's), 0, 1 or 2")
+    check_arg("apply_tensor_cores", "extra_opts", extra_opts, extra_opts is None or is_opts(extra_opts), "None or Opts")
 
 
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
@@ -3745,10 +3766,19 @@ def demo_kernel(
     Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in order,
     and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain", "loops" (with
     every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
-    out = out or sys.stdout
-    width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
+    checks = [  # every argument, before anything is printed
+        ("target", target, target is None or target in TARGETS, "None (the kernel's) or one of " + ", ".join(TARGETS)),
+        ("opts", opts, opts is None or is_opts(opts), "None (the heuristics) or a list of Opts"),
+        ("view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map"),
+        ("every_step", every_step, isinstance(every_step, bool), "True or False"),
+        ("width", width, width is None or (is_int(width) and width >= 1), "None (the terminal's) or an int >= 1"),
+    ]  # fmt: skip
+    for arg in checks:
+        check_arg("demo_kernel", *arg)
+    out = out or sys.stdout
+    width = width or terminal_width(out)
     d = DEMOS[name]
     target = target or d.target
     k = Kernel(*d.build(), opts=TARGETS[target])
@@ -3782,8 +3812,6 @@ def demo_kernel(
         lines += [""] + loop_nest(k, d.buffers, width)
     elif view == "map":
         lines += [""] + output_map(k, d.buffers, width=width)
-    elif view not in ("steps", "explain", "loops"):
-        raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k, rejected
 

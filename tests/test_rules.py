@@ -364,3 +364,78 @@ def test_the_map_of_a_store_to_part_of_its_buffer_says_who_writes_each_element(n
         None in writers
     )
     assert "data0[" in "\n".join(kernel.loop_nest(k))
+
+
+# ============================================================================================================
+# every public function's arguments checked by kind and range; one name is one Variable in an AST
+# ============================================================================================================
+def _bad_calls(k: Kernel) -> dict:
+    ast = kernel.elementwise_ast(16)
+    x = [np.zeros(16, np.float32)] * 2
+    demo = functools.partial(kernel.demo_kernel, "matmul", out=io.StringIO())
+    return {  # the call, what the ValueError names
+        "apply_opt append_opt": (lambda: k.apply_opt(Opt(OptOps.UPCAST, 0, 4), append_opt="no"), "append_opt"),
+        "TC use_tensor_cores True": (lambda: k.apply_tensor_cores(True), "use_tensor_cores must be 0, 1 or 2"),
+        "TC use_tensor_cores 3": (lambda: k.apply_tensor_cores(3), "use_tensor_cores must be 0, 1 or 2"),
+        "TC axis -1": (lambda: k.apply_tensor_cores(1, axis=-1), "axis must be an int >= 0"),
+        "TC axis 0.0": (lambda: k.apply_tensor_cores(1, axis=0.0), "axis must be an int >= 0"),
+        "TC tc_opt 3": (lambda: k.apply_tensor_cores(1, tc_opt=3), "tc_opt must be None"),
+        "TC extra_opts strings": (lambda: k.apply_tensor_cores(1, extra_opts=["UPCAST:0:4"]), "extra_opts"),
+        "demo target": (lambda: demo(target="gpu"), "target must be None"),
+        "demo opts strings": (lambda: demo(opts=["UPCAST:0:4"]), "opts must be None"),
+        "demo one Opt": (lambda: demo(opts=Opt(OptOps.UPCAST, 0, 4)), "opts must be None"),
+        "demo view": (lambda: demo(view="tree"), "view must be steps, explain, loops or map"),
+        "demo every_step": (lambda: demo(every_step="yes"), "every_step must be True or False"),
+        "demo width 0": (lambda: demo(width=0), "width must be None"),
+        "random_inputs seed -1": (lambda: R.random_inputs(ast, seed=-1), "seed must be an int >= 0"),
+        "random_inputs seed 1.5": (lambda: R.random_inputs(ast, seed=1.5), "seed must be an int >= 0"),
+        "run second_poison": (lambda: R.run(Kernel(*ast), *x, second_poison="yes"), "second_poison"),
+        "time_kernel runs 0": (lambda: R.time_kernel(Kernel(*ast), *x, runs=0), "runs must be an int >= 1"),
+        "time_kernel warmup -1": (lambda: R.time_kernel(Kernel(*ast), *x, warmup=-1), "warmup must be an int >= 0"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_calls(Kernel(*matmul_ast(16, 16, 16)))))
+def test_a_bad_argument_is_a_value_error_naming_it_and_changes_nothing(name):
+    k = Kernel(*matmul_ast(16, 16, 16))
+    call, says = _bad_calls(k)[name]
+    before = state_of(k)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        call()
+    assert state_of(k) == before
+
+
+def _two_slices(a: kernel.sint, b: kernel.sint) -> tuple[LazyOp, ...]:
+    """x[a:a+4] + x[b:b+4] of a 64-element x."""
+    sa, sb = (ShapeTracker.from_shape((64,)).shrink(((v, v + 4),)) for v in (a, b))
+    return (store(alu(BinaryOps.ADD, load(1, sa), load(1, sb))),)
+
+
+@pytest.mark.parametrize(
+    "a, b, says",
+    [
+        (Variable("i", 1, 16), Variable("i", 1, 32), r"i is two variables in this AST, i\[1-16\] and i\[1-32\]"),
+        (Variable("i", 1, 16).bind(3), Variable("i", 1, 16).bind(5), "i is bound to both 3 and 5"),
+        (
+            Variable("i", 1, 16),
+            Variable("i", 1, 16).bind(4),
+            r"i is two variables in this AST, i\[1-16=4\] and i\[1-16\]",
+        ),
+        (Variable("i", 1, 16).bind(3), Variable("i", 1, 32).bind(3), "i is two variables"),
+    ],
+)
+def test_one_name_is_one_variable_in_an_ast(a, b, says):
+    with pytest.raises(ValueError, match=says):
+        Kernel(*_two_slices(a, b))
+    Kernel(*_two_slices(a, a))  # the same variable twice: one
+
+
+def test_one_name_is_one_variable_in_a_constant_too():
+    i = Variable("i", 1, 16)
+    value = alu(
+        BinaryOps.ADD,
+        load(1, ShapeTracker.from_shape((i,)), dtypes.int32),
+        const(Variable("i", 1, 8), (i,), dtypes.int32),
+    )
+    with pytest.raises(ValueError, match="i is two variables"):
+        Kernel(store(value, dtype=dtypes.int32))
