@@ -439,3 +439,78 @@ def test_one_name_is_one_variable_in_a_constant_too():
     )
     with pytest.raises(ValueError, match="i is two variables"):
         Kernel(store(value, dtype=dtypes.int32))
+
+
+# ============================================================================================================
+# every file the project reads is checked down to the type of each value
+# ============================================================================================================
+def _damage_entry(entry: dict, other: dict) -> dict[str, str]:
+    """Ways a search's cache file may be damaged, from its entry as written (and another search's)."""
+    changed = [["UPCAST", 0, 2]] if entry["opts"] != [["UPCAST", 0, 2]] else [["UPCAST", 0, 4]]
+    return {
+        "opts changed (they still apply)": json.dumps({**entry, "opts": changed}),
+        "time changed": json.dumps({**entry, "time_s": entry["time_s"] / 2}),
+        "no check": json.dumps({"opts": entry["opts"], "time_s": entry["time_s"]}),
+        "another search's file": json.dumps(other),
+        "an axis that is a bool": json.dumps({**entry, "opts": [["UPCAST", True, 4]]}),
+        "not an object": json.dumps([entry["opts"], entry["time_s"]]),
+        "opts not a list": json.dumps({**entry, "opts": "UPCAST"}),
+        "not JSON": "{opts: [",
+    }
+
+
+def test_a_damaged_search_cache_entry_is_said_and_searched_again(cache_dir, device, monkeypatch):
+    import search as S
+
+    monkeypatch.setattr(S, "ACTIONS", [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 4)])
+    k, other = Kernel(*kernel.elementwise_ast(256)), Kernel(*kernel.elementwise_ast(512))
+    inputs = R.random_inputs(k)
+    first = S.search(k, *inputs, amt=1, workers=0)
+    S.search(other, *R.random_inputs(other), amt=1, workers=0)
+    paths = sorted(cache_dir.glob("beam/*.json"), key=lambda p: p.stat().st_mtime)
+    path, written, other_entry = paths[0], paths[0].read_text(), json.loads(paths[1].read_text())
+    for how, text in _damage_entry(json.loads(written), other_entry).items():
+        path.write_text(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            again = S.search(k, *inputs, amt=1, workers=0)
+        said = [str(w.message) for w in caught if "is damaged" in str(w.message)]
+        assert not again.cached and len(said) == 1 and str(path) in said[0], how
+        R.verify(again.kernel, *inputs)
+        assert S.search(k, *inputs, amt=1, workers=0).cached, how  # written anew
+    path.write_text(written)
+    assert S.search(k, *inputs, amt=1, workers=0).kernel.applied_opts == first.kernel.applied_opts
+
+
+def _a_case() -> dict:
+    return json.loads(json.dumps(load_corpus("kernels.json")["cases"][0]))  # a copy to damage
+
+
+_DAMAGED_CASES = {  # a change to the first golden case, and where the error says it is
+    "a size that is a string": (lambda c: c["ast"][0]["arg"]["st"][0]["shape"].__setitem__(0, "4"), "shape[0]"),
+    "a size that is a float": (lambda c: c["ast"][0]["arg"]["st"][0]["strides"].__setitem__(0, 1.0), "strides[0]"),
+    "an unknown op": (lambda c: c["ast"][0].__setitem__("op", "BinaryOps.POW"), "ast[0].op"),
+    "a buffer idx that is a bool": (lambda c: c["ast"][0]["arg"].__setitem__("idx", True), "ast[0].arg.idx"),
+    "a dtype that isn't one": (lambda c: c["ast"][0]["arg"].__setitem__("dtype", "is_float"), "ast[0].arg.dtype"),
+    "a view with an extra field": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("extra", 1), "ast[0].arg.st[0]"),
+    "a mul of three": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"mul": [1, 2, 3]}), "offset"),
+    "an unknown target": (lambda c: c.__setitem__("target", "tpu"), "case"),
+    "a src that isn't a list": (lambda c: c["ast"][0].__setitem__("src", {}), "ast[0].src"),
+}
+
+
+@pytest.mark.parametrize("name", list(_DAMAGED_CASES))
+def test_a_damaged_corpus_case_is_a_value_error_naming_where(name):
+    damage, where = _DAMAGED_CASES[name]
+    case = _a_case()
+    build_kernel(case)  # as it is: fine
+    damage(case)
+    with pytest.raises(ValueError, match=re.escape(where)):
+        build_kernel(case)
+
+
+@pytest.mark.parametrize("opt", [["UPCAST", 0], ["UPCAST", 0.0, 4], ["POW", 0, 4], ["UPCAST", False, 4], "UPCAST:0:4"])
+def test_a_damaged_corpus_opt_is_a_value_error(opt):
+    with pytest.raises(ValueError, match="opt: expected"):
+        opt_of(opt)
+    assert opt_of(["UPCAST", 0, 4]) == Opt(OptOps.UPCAST, 0, 4)
