@@ -2380,12 +2380,11 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
-        if (where := _overlap(out.arg.st)) is not None:  # several threads would write one element, in no order
-            view, axes, unsure = where[0], where[1], where[2] or len(out.arg.st.views) > 1  # (a lower view: "may")
+        if where := _overlap(out.arg.st):  # several threads would write one element, in no order
+            how = "may write" if where[2] or len(out.arg.st.views) > 1 else "writes"  # (a lower view: "may")
             raise ValueError(
-                f"STORE into buffer {i} {'may write' if unsure else 'writes'} one element from several loop points "
-                f"(axes {axes} of {view}): a store must write each element once, or threads race on it"
-                + (" (this can't be shown for every size; too many points, or symbolic)" if unsure else "")
+                f"STORE into buffer {i} {how} one element from several loop points (axes {where[1]} of {where[0]}"
+                f"{', too many points or symbolic to list' * (how != 'writes')}): threads would race on it"
             )
     dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
     for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
@@ -2412,37 +2411,32 @@ def verify_lazyop(*ast: LazyOp) -> None:
     # two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5), or of two ranges, would run with either of them.
     named: dict[str, Variable] = {}
     for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: v.key):
-        if (first := named.setdefault(v.expr, v)) == v:
-            continue
-        if (first.min, first.max) == (v.min, v.max) and None not in (first._val, v._val):
-            raise ValueError(f"{v.expr} is bound to both {first._val} and {v._val}")
-        raise ValueError(f"{v.expr} is two variables in this AST, {first.key} and {v.key}: a name is one variable")
+        if (u := named.setdefault(v.expr, v)) != v:
+            rebound = (u.min, u.max) == (v.min, v.max) and None not in (u._val, v._val)
+            two = f"is two variables in this AST, {u.key} and {v.key}: a name is one variable"
+            raise ValueError(f"{v.expr} " + (f"is bound to both {u._val} and {v._val}" if rebound else two))
     # An output may also be an input only where each thread reads the very element it writes: elsewhere
     # (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no defined order. And only
     # its own STORE reads it: another would read it before or after it is written, as the stores happen to be ordered.
     stores = {out.arg.idx: out.arg.st for out in ast}
     for out, x in ((out, x) for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
         if x.arg.idx != out.arg.idx:
-            raise ValueError(
-                f"buffer {x.arg.idx} is an output of this kernel, loaded in the value of the STORE into buffer "
-                f"{out.arg.idx}: only its own STORE may read it (the other would read it before or after it is written)"
-            )
+            why = f"loaded in the value of the STORE into buffer {out.arg.idx}: only its own STORE may read it"
+            raise ValueError(f"buffer {x.arg.idx} is an output of this kernel, {why} (the other may run after it)")
         if not _reads_own_elements(x.arg.st, stores[x.arg.idx]):
             raise ValueError(
-                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it, each loop point the element it stores (threads "
-                "would race on the other elements)"
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: each loop "
+                "point may read its output only where it writes it (threads would race on the other elements)"
             )
 
 
 def _overlap(st: ShapeTracker) -> tuple[View, tuple[int, ...], bool] | None:
-    """Where st may reach one element from two valid points: (the view, its axes that collide, whether that is only
-    "may": too many points to list, or symbolic), else None. Each view, cut to its mask, is offset + sum(stride *
-    index): taken from the smallest stride up, an axis that steps past all the smaller ones reach adds new elements
-    only; for one that doesn't (a stride-0 axis never does), the elements of those axes are listed and counted."""
+    """Where st may reach one element from two valid points: (the view, its axes that collide, whether only "may":
+    too many points to list, or symbolic), else None. Each view, cut to its mask, is offset + sum(stride * index):
+    taken from the smallest stride up, an axis that steps past all that the smaller ones reach adds new elements only;
+    for one that doesn't (a stride-0 axis never does), the elements of those axes are listed and counted."""
     for view in st.views:
-        v = view.shrink(view.mask) if view.mask else view
-        if 0 in v.shape:
+        if 0 in (v := view.shrink(view.mask) if view.mask else view).shape:
             return None  # it reaches nothing
         steps = [(s if lower_bound(s) >= 0 else -s, a) for a, s in enumerate(v.strides) if v.shape[a] != 1]
         reach, axes = 0, ()
@@ -2489,25 +2483,14 @@ def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes
 # Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
 # are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
 _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.EXP2: lambda a: 2.0**a,
-    UnaryOps.LOG2: math.log2,
-    UnaryOps.SIN: math.sin,
-    UnaryOps.SQRT: math.sqrt,
-    UnaryOps.NEG: operator.neg,
-    UnaryOps.RECIP: lambda a: 1 / a,
-    BinaryOps.ADD: operator.add,
-    BinaryOps.MUL: operator.mul,
-    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
+    UnaryOps.EXP2: lambda a: 2.0**a, UnaryOps.LOG2: math.log2, UnaryOps.SIN: math.sin, UnaryOps.SQRT: math.sqrt,
+    UnaryOps.NEG: operator.neg, UnaryOps.RECIP: lambda a: 1 / a, BinaryOps.ADD: operator.add,
+    BinaryOps.MUL: operator.mul, BinaryOps.IDIV: lambda a, b: math.trunc(a / b), BinaryOps.MOD: math.fmod,
     BinaryOps.MAX: lambda a, b: a if a != a or a > b else b,  # numpy's maximum: a nan wins
-    BinaryOps.MOD: math.fmod,
-    BinaryOps.CMPLT: operator.lt,
-    BinaryOps.CMPNE: operator.ne,
-    BinaryOps.XOR: operator.xor,
-    BinaryOps.SHR: operator.rshift,
-    BinaryOps.SHL: operator.lshift,
-    TernaryOps.WHERE: lambda c, a, b: a if c else b,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
+    BinaryOps.CMPLT: operator.lt, BinaryOps.CMPNE: operator.ne, BinaryOps.XOR: operator.xor,
+    BinaryOps.SHR: operator.rshift, BinaryOps.SHL: operator.lshift,
+    TernaryOps.WHERE: lambda c, a, b: a if c else b, TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}  # fmt: skip
 _ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
 _ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
@@ -2571,18 +2554,16 @@ def check_opt_args(opt: Opt) -> None:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
 
 
-def is_opts(x: Any) -> bool:
-    return isinstance(x, (list, tuple)) and all(isinstance(o, Opt) for o in x)
-
-
-def check_tc_args(use_tensor_cores: Any, extra_opts: Any, axis: Any, tc_opt: Any) -> None:
+def check_tc_args(use_tensor_cores: Any, extra: Any, axis: Any, tc_opt: Any) -> None:
     """apply_tensor_cores's arguments: a wrong kind or range is a ValueError naming it, not a quiet False."""
-    ok = is_int(use_tensor_cores) and use_tensor_cores in (0, 1, 2)
-    check_arg("apply_tensor_cores", "use_tensor_cores", use_tensor_cores, ok, "0, 1 or 2")
-    check_arg("apply_tensor_cores", "axis", axis, is_int(axis) and axis >= 0, "an int >= 0")
-    ok = tc_opt is None or (is_int(tc_opt) and tc_opt in (0, 1, 2))
-    check_arg("apply_tensor_cores", "tc_opt", tc_opt, ok, "None (the target's), 0, 1 or 2")
-    check_arg("apply_tensor_cores", "extra_opts", extra_opts, extra_opts is None or is_opts(extra_opts), "None or Opts")
+    opts_ok = extra is None or (isinstance(extra, (list, tuple)) and all(isinstance(o, Opt) for o in extra))
+    for name, x, ok, want in [
+        ("use_tensor_cores", use_tensor_cores, is_int(use_tensor_cores) and use_tensor_cores in (0, 1, 2), "0, 1 or 2"),
+        ("axis", axis, is_int(axis) and axis >= 0, "an int >= 0"),
+        ("tc_opt", tc_opt, tc_opt is None or (is_int(tc_opt) and tc_opt in (0, 1, 2)), "None, 0, 1 or 2"),
+        ("extra_opts", extra, opts_ok, "None or a list of Opts"),
+    ]:
+        check_arg("apply_tensor_cores", name, x, ok, want)
 
 
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
@@ -3768,15 +3749,8 @@ def demo_kernel(
     every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    checks = [  # every argument, before anything is printed
-        ("target", target, target is None or target in TARGETS, "None (the kernel's) or one of " + ", ".join(TARGETS)),
-        ("opts", opts, opts is None or is_opts(opts), "None (the heuristics) or a list of Opts"),
-        ("view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map"),
-        ("every_step", every_step, isinstance(every_step, bool), "True or False"),
-        ("width", width, width is None or (is_int(width) and width >= 1), "None (the terminal's) or an int >= 1"),
-    ]  # fmt: skip
-    for arg in checks:
-        check_arg("demo_kernel", *arg)
+    check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
+    check_arg("demo_kernel", "view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map")
     out = out or sys.stdout
     width = width or terminal_width(out)
     d = DEMOS[name]
