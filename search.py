@@ -290,10 +290,9 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
         for op, axis, amount in opts:  # [name, axis, amount]: OptOps[name], and Opt checks the kinds of the two
             found.apply_opt(Opt(OptOps[op], axis, amount))
         return path, (found, float(t))
-    except FileNotFoundError:
-        return path, None
     except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError) as e:  # (JSON nested too deep)
-        warnings.warn(f"the search cache's {path} is damaged ({type(e).__name__}: {e}): searching again", stacklevel=3)
+        if os.path.isfile(path):  # (no entry there, or no folder: nothing to say)
+            warnings.warn(f"the search cache file {path} is damaged ({type(e).__name__}: {e})", stacklevel=3)
         return path, None
 
 
