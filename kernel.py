@@ -2381,10 +2381,10 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
         if where := _overlap(out.arg.st):  # several threads would write one element, in no order
-            how = "may write" if where[2] or len(out.arg.st.views) > 1 else "writes"  # (a lower view: "may")
+            how = "may write" if where[2] or len(out.arg.st.views) > 1 else "writes"  # unlisted, or a lower view
             raise ValueError(
-                f"STORE into buffer {i} {how} one element from several loop points (axes {where[1]} of {where[0]}"
-                f"{', too many points or symbolic to list' * (how != 'writes')}): threads would race on it"
+                f"STORE into buffer {i} {how} one element from several loop points (axes {where[1]} of {where[0]}): "
+                "threads would race on it"
             )
     dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
     for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
