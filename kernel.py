@@ -1410,14 +1410,29 @@ class TensorCore:
     def __str__(self) -> str:
         return "_".join(["WMMA"] + [str(d) for d in self.dims] + [self.dtype_in.name, self.dtype_out.name])
 
+    def steps(self) -> list[tuple[OptOps, int, int]]:
+        """The opts that shape a kernel for this core, as (op, N 0 / M 1 / K 2, amount): unroll K by its size,
+        upcast the part of N and of M that the warp's threads don't cover, then a LOCAL for each of `threads`."""
+        threads = [prod(amt for d, amt in self.threads if d == i) for i in range(2)]
+        upcasts = [(OptOps.UPCAST, i, self.dims[i] // threads[i]) for i in range(2) if self.dims[i] > threads[i]]
+        return [(OptOps.UNROLL, 2, self.dims[2])] + upcasts + [(OptOps.LOCAL, d, amt) for d, amt in self.threads]
+
+    def describe(self) -> str:
+        """Its steps in words: 'unroll K by 8, upcast N by 2, local N 2 M 4 N 2 M 2 (a warp of 32 threads)'."""
+        said = [f"{op.name.lower()} {'NMK'[d]} by {amt}" for op, d, amt in self.steps() if op is not OptOps.LOCAL]
+        warp = " ".join(f"{'NM'[d]} {amt}" for d, amt in self.threads)
+        return f"{', '.join(said)}, local {warp} (a warp of {prod(a for _, a in self.threads)} threads)"
+
 
 @dataclass
 class TensorCoreOptions:
-    """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist)."""
+    """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist); and, ours,
+    the buffers of A and B (which differ between reduces that take the core the same way)."""
 
     axes: tuple[int, ...]
     axes_exist: tuple[bool, ...]
     axis_pads: tuple[tuple[int, int], ...]
+    bufs: tuple[int, int] = field(default=(0, 0), compare=False)
 
     def fix_axes(self, removed_axis: int) -> None:
         """An axis of size 1 was removed: shift the N and M axes after it, and forget one that was removed."""
@@ -1455,6 +1470,41 @@ class Target:
             ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
             _check_field(self, name, ok, "None (no limit) or a tuple of ints >= 1")
         _check_field(self, "shared_max", is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One option a heuristic weighs: the opts taking it applies; its sort key (the heuristic takes the smallest;
+    None: ruled out, the note says why); the facts behind the key, in words; and each opt's reason for the step
+    table. A heuristic gets them, with its rule (a Weighing), from its one `*_candidates` method."""
+
+    key: tuple | None
+    opts: tuple[Opt, ...]
+    note: str
+    why: tuple[str, ...] = ()
+    name: str = ""  # what it is where that is not its opts: a tensor core, an axis no size fits
+
+    def __str__(self) -> str:
+        return self.name or " ".join(map(str, self.opts))
+
+
+Weighing = tuple[str, list[Candidate]]  # a heuristic's rule ("no: ..." where it declines) and its candidates
+
+
+def best(candidates: list[Candidate]) -> Candidate | None:
+    """The candidate a heuristic takes: the smallest key of those not ruled out."""
+    return min((c for c in candidates if c.key is not None), key=lambda c: c.key, default=None)
+
+
+def dividing(op: OptOps, axis: int, size: sint, amts: Sequence[int], why: str, key: Callable = lambda d: (-d,)):
+    """A Candidate for each amount, `op` on `axis` by it, ruled out unless it divides `size`."""
+    note = [f"{sym_render(size)} % {d} = {sym_render(size % d)}" for d in amts]
+    return [Candidate(key(d) if size % d == 0 else None, (Opt(op, axis, d),), n, (why,)) for d, n in zip(amts, note)]
+
+
+def first_failed(*checks: tuple[Any, str]) -> str | None:
+    """The reason of the first (failed, reason) that failed, or None: a heuristic's conditions in their order."""
+    return next((why for failed, why in checks if failed), None)
 
 
 class Kernel:
@@ -1495,7 +1545,6 @@ class Kernel:
         self.tensor_core_opts: TensorCoreOptions | None = None
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
-        self.decisions: list[Decision] = []  # what each heuristic weighed (demo --explain prints it)
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
@@ -1511,7 +1560,7 @@ class Kernel:
 
     # -- the state an opt changes, so a rejected opt can put it back --
     OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
-    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core", "decisions")
+    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core")
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
@@ -1663,12 +1712,16 @@ class Kernel:
         check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
         check(0 not in self.full_shape, f"the kernel has no elements (shape {self.full_shape}): no opt applies")
         uses_locals = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID)
-        check(not (self.dont_use_locals and uses_locals), "not using locals")
+        check(
+            not (self.dont_use_locals and uses_locals),
+            f"not using locals: NOLOCALS was applied, {opt.op.name} needs them",
+        )
         if opt.op is OptOps.TC:
             check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
-            check(len(self.applied_opts) == 0, "tensor core opts must be first")
-            check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, "must have tensor cores or TC=2")
-            check(self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt), "no tensor core available")
+            check(not self.applied_opts, f"tensor core opts must be first: {len(self.applied_opts)} applied already")
+            why = f"the {self.opts.device} target has none, and TC is {self.opts.tc}"
+            check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, f"must have tensor cores or TC=2: {why}")
+            self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt)  # or KernelOptError: no tensor core fits
             self.applied_opts.append(opt)
             return
         axis, amt = self._opt_axis_amount(opt)
@@ -1695,9 +1748,11 @@ class Kernel:
         if opt.op is OptOps.NOLOCALS:
             return -1, -1
         axis = opt.real_axis(self)
-        check(axis < len(self.full_shape), f"invalid axis: {axis} is not one of the {len(self.full_shape)} axes")
+        counted = "" if axis == opt.axis else f" ({opt.op.name} counts {opt.axis} from axis {axis - opt.axis})"
+        check(axis < len(self.full_shape), f"invalid axis: {axis}{counted} is not one of the {self.shape_len} axes")
         amt = opt.amt if opt.amt != 0 else self.full_shape[axis]
-        check(isinstance(amt, int) and amt != 1, "shift/padto of amt 1 or Node is meaningless")  # a whole symbolic axis
+        what = f"amount {amt}" if isinstance(amt, int) else f"the whole axis, of symbolic size {sym_render(amt)}"
+        check(isinstance(amt, int) and amt != 1, f"shift/padto of amt 1 or Node is meaningless: {what}")
         if opt.op is not OptOps.PADTO:  # PADTO makes the axis a multiple of amt; every other op splits it by amt
             size = self.full_shape[axis]
             check(size % amt == 0, f"no longer valid shift: {amt} does not divide axis {axis} ({size})")
@@ -1709,8 +1764,10 @@ class Kernel:
     def _opt_local(self, axis: int, amt: int) -> None:
         """LOCAL (cyan): split a global axis; the new piece becomes threads of one work-group.
         LOCAL:0:8 on (64 64 64) -> (8 64 8 64), blue blue cyan red: 8 threads share a work-group along axis 0."""
-        check(self.opts.has_local, "target does not support local")
-        check(axis < self.global_dims, f"local is for globals: axis {axis} is past the {self.global_dims} globals")
+        check(self.opts.has_local, f"target does not support local: the {self.opts.device} target has no local threads")
+        check(
+            axis < self.global_dims, f"local is for globals: axis {axis} is not one of the {self.global_dims} globals"
+        )
         self.shift_to(axis, amt, insert_before=self.first_reduce)
         self.local_dims += 1
 
@@ -1719,9 +1776,10 @@ class Kernel:
         and the partial results meet in local memory. GROUP:0:16 on (64 64) -> (64 16 4), blue green red:
         the 16 threads are the fast part of the split, so thread t reduces elements t, t+16, t+32, t+48
         (interleaved: neighbouring threads read neighbouring elements)."""
-        check(self.opts.has_local and self.opts.has_shared, "target does not support local or shared mem")
-        ungrouped = range(self.first_reduce + self.group_for_reduces, self.shape_len - self.upcasted)
-        check(axis in ungrouped, f"must be reduce axis to group: axis {axis} is not an ungrouped reduce axis")
+        no = f"the {self.opts.device} target has no {'local memory' if self.opts.has_local else 'local threads'}"
+        check(self.opts.has_local and self.opts.has_shared, f"target does not support local or shared mem: {no}")
+        ungrouped = list(range(self.first_reduce + self.group_for_reduces, self.shape_len - self.upcasted))
+        check(axis in ungrouped, f"must be reduce axis to group: axis {axis} is not in the ungrouped ones, {ungrouped}")
         check(not self.tensor_core, "can't group with tensor cores")
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
@@ -1757,11 +1815,10 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        ok = self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces != 0
-        check(ok and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1, "invalid upcast mid reduce")
+        check((why := self._upcast_mid_blocked()) is None, f"invalid upcast mid reduce: {why}")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-        check(axes[0] == axis, "wrong axis")
+        check(axes[0] == axis, f"wrong axis: the output's unit-stride axis is {axes[0]}, not {axis}")
         check(amt == 4, "don't upcast mid anything but 4")
         self.shift_to(axis, amt, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
@@ -1771,27 +1828,30 @@ class Kernel:
         every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
         size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
         (64 64), BLUE red."""
-        why = "NOLOCALS is meaningless if target does not support local or already not using locals"
-        check(self.opts.has_local and not self.dont_use_locals, why)
-        check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
+        why = f"the {self.opts.device} target has no local threads" if not self.opts.has_local else "it is applied"
+        check(self.opts.has_local and not self.dont_use_locals, f"NOLOCALS is meaningless: {why}")
+        why = f"{self.local_dims} local and {self.group_for_reduces} grouped axes"
+        check(self.local_dims == 0 and self.group_for_reduces == 0, f"can't have no locals with locals: {why}")
         self.dont_use_locals = True
 
     def _opt_padto(self, axis: int, amt: int) -> None:
         """PADTO (no new colour): pad an axis up to a multiple of amt; the padding reads as 0, so later splits by
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(not self.vars, "does not work with symbolic shape")
-        check(axis < self.shape_len - self.upcasted, "cannot pad upcasted")
+        check(axis < self.shape_len - self.upcasted, f"cannot pad upcasted: axis {axis} is upcast")
         if self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:  # in the appendix
             raise KernelOptError(f"cannot pad: {why}")  # padding a reduce axis adds zeros to every SUM
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
                 continue  # reduced in this buffer
-            check(st.shape[axis] > amt // 4, f"pad adds more than quadruple the work {st.shape[axis]=} > {amt//4=}")
-            if ru := round_up(st.shape[axis], amt) - st.shape[axis]:
+            size, ru = st.shape[axis], round_up(st.shape[axis], amt) - st.shape[axis]
+            why = f"{self._buf_name(i)}'s axis {axis} of {size} becomes {size + ru} ({size} <= {amt}//4)"
+            check(size > amt // 4, f"pad would at least quadruple the work: {why}")
+            if ru:
                 self.sts[i] = st.pad(((0, 0),) * axis + ((0, ru),) + ((0, 0),) * (len(st.shape) - axis - 1))
                 padded = True
-        check(padded, "nothing was padded")
+        check(padded, f"nothing was padded: axis {axis} is a multiple of {amt} wherever it isn't reduced")
 
     def _check_shared_memory(self, amt: int = 1, as_computed: bool = False) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
@@ -1808,13 +1868,10 @@ class Kernel:
 
     # ==== tensor cores ======================================================================================
 
-    def _create_tc_opts(
-        self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int, weighed: list | None = None
-    ) -> TensorCoreOptions | None:
+    def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> TensorCoreOptions | None:
         """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K.
 
-        Every (N, M, K) combination is a candidate; `axis` picks one counting from the last (0: the last). The
-        combinations are added to `weighed` when it is given (for Decision)."""
+        Every (N, M, K) combination is a candidate; `axis` picks one counting from the last (0: the last)."""
         has_cast = tc.dtype_in != tc.dtype_out
         if has_cast and not (reduceop.src[0].op is UnaryOps.CAST and reduceop.src[0].arg == tc.dtype_out):
             return None
@@ -1839,52 +1896,57 @@ class Kernel:
         if not (axis_buf0 and axis_buf1 and ((self.shape_len - self.first_reduce) == 1 or opt_level >= 1)):
             return None
         choices = list(itertools.product(axis_buf0, axis_buf1, range(self.first_reduce, self.shape_len)))
-        if weighed is not None:
-            weighed.extend(choices[::-1])
         if not axis < len(choices):
             return None
         s0, s1, s2 = choices[-(axis + 1)][0][0], choices[-(axis + 1)][1][0], choices[-(axis + 1)][2]
         axis_pads = tuple((x, tc.dims[i]) for i, x in enumerate([s0, s1, s2]) if self.full_shape[x] % tc.dims[i] != 0)
         if axis_pads and opt_level < 2:
             return None
-        self.bufs_for_tensor_core[reduceop] = (buf0, buf1)
-        return TensorCoreOptions(axes=(s0, s1, s2), axes_exist=(True, True), axis_pads=axis_pads)
+        return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads, bufs=(buf0, buf1))
 
-    def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> bool:
-        """Shape the kernel for the first tensor core that fits: unroll K, upcast N and M, make the warp's locals."""
-        if not (use_tensor_cores and self.opts.has_local and self.reduceop and self.reduceop.op is ReduceOps.SUM):
-            return False
-        weighed: list[Candidate] = []
-        for tc in self.opts.tensor_cores:
-            state = self._state()
-            # every reduce op runs on the same tensor core, so each must fit it the same way
-            combos: list = []  # the first reduce's (N, M, K) candidates, for the Decision
-            tc_opts = self._create_tc_opts(self.reduceop, tc, axis, opt_level, combos)
-            others = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops[1:]]
-            check(all(x == tc_opts for x in others), "can only fuse reduces with the same tensor core options")
-            if tc_opts is None:
-                weighed.append(Candidate((len(weighed),), str(tc), "doesn't fit this reduce (dtypes, shape or axis)"))
+    def _apply_tc_opt_candidates(self, use_tensor_cores: int, axis: int, opt_level: int) -> Weighing:
+        """The target's tensor cores in its order (key), each ruled out unless every reduce fits it the same way
+        (_create_tc_opts) and its padding applies; the note names N, M, K and the core's steps."""
+        r, device = self.reduceop, self.opts.device
+        if why := first_failed(
+            (not use_tensor_cores, "TC=0 (environment)"),
+            (not self.opts.has_local, f"the {device} target has no local threads"),
+            (r is None or r.op is not ReduceOps.SUM, "the kernel has no SUM reduce"),
+            (not self.opts.tensor_cores, f"the {device} target has no tensor cores"),
+        ):
+            return f"no: {why}", []
+        candidates = []
+        for i, tc in enumerate(self.opts.tensor_cores):
+            fits = [self._create_tc_opts(x, tc, axis, opt_level) for x in self.reduceops]
+            check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
+            pads = [Opt(OptOps.PADTO, a, d) for a, d in tco.axis_pads] if (tco := fits[0]) else []
+            if tco is None or (refused := self._refusal(pads)):
+                why = f"fits padded, but {refused}" if tco else "doesn't fit: its dtypes, a MUL of loads, axes or sizes"
+                candidates.append(Candidate(None, (), why, name=str(tc)))
                 continue
-            tco = self.tensor_core_opts = tc_opts  # the opts below shift its axes as they remove size-1 axes
-            try:
-                for pad_axis, dim in tco.axis_pads:
-                    self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
-            except KernelOptError:
-                self._restore(state)
-                continue
-            self.apply_opt(Opt(OptOps.UNROLL, tco.axes[2] - self.first_reduce, tc.dims[2]), append_opt=False)
-            for i in range(2):  # upcast what the warp's threads don't cover of N and M
-                threads = prod(amt for d, amt in tc.threads if d == i)
-                if tc.dims[i] > threads:
-                    self.apply_opt(Opt(OptOps.UPCAST, tco.axes[i], tc.dims[i] // threads), append_opt=False)
-            for tc_dim, tc_amt in tc.threads:
-                self.apply_opt(Opt(OptOps.LOCAL, tco.axes[tc_dim], tc_amt), append_opt=False)
-            if use_tensor_cores == 1:
-                self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
-            record = self._tc_weighed(weighed, tc, combos, axis, opt_level)  # the --explain record: in the appendix
-            self._decided(len(self.applied_opts), "apply_tensor_cores", *record)
-            return True
-        return False
+            nmk = ", ".join(f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes))
+            shape = "; ".join([f"pad axis {o.axis} to a multiple of {o.amt}" for o in pads] + [tc.describe()])
+            why = (f"tensor core: {shape}",)
+            candidates.append(Candidate((i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {shape}", why, str(tc)))
+        rule = "the first that fits SUM(MUL(A, B)) (key: the target's order); N: an axis A has stride 0 on, M: one B"
+        return f"{rule} has, K: a reduce axis; the TC opt's axis ({axis}) picks a choice from the last", candidates
+
+    def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:
+        """Shape the kernel for the first tensor core that fits (_apply_tc_opt_candidates), or raise KernelOptError:
+        pad the axes it needs padded, then apply its steps (TensorCore.steps) to its N, M and K axes."""
+        rule, candidates = self._apply_tc_opt_candidates(use_tensor_cores, axis, opt_level)
+        why = "; ".join(f"{c}: {c.note}" for c in candidates) or rule.removeprefix("no: ")
+        check((c := best(candidates)) is not None, f"no tensor core available: {why}")
+        tc = self.opts.tensor_cores[c.key[0]]
+        fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
+        self.bufs_for_tensor_core = {r: tco.bufs for r, tco in zip(self.reduceops, fits)}
+        tco = self.tensor_core_opts = fits[0]  # the opts below shift its axes as they remove size-1 axes
+        for pad_axis, dim in tco.axis_pads:
+            self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
+        for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
+            self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), append_opt=False)
+        if use_tensor_cores == 1:
+            self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
 
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
@@ -1910,40 +1972,59 @@ class Kernel:
                 return True
             for tc_dim in (1, 0):  # upcast M, then N, by the largest of 5, 4, 3, 2 that divides it
                 self.late_upcast_tc(tc_dim)
-            tco = self.tensor_core_opts
-            if self.tensor_core and tco.axes_exist[0]:  # and make some of N local
-                step, size = len(self.applied_opts), self.full_shape[tco.axes[0]]
-                taken = next((upc for upc in (4, 2) if size % upc == 0), None)
-                if taken is not None:
-                    self.apply_opt(Opt(OptOps.LOCAL, tco.axes[0], taken))
-                self._decided(step, "apply_tensor_cores", *self._tc_local_weighed(tco.axes[0], size, taken))
+            self._take(self._late_local_tc_candidates())  # and make some of N local
             return True
         except KernelOptError:
             return False
 
     def late_upcast_tc(self, tc_dim: int) -> None:
-        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it (sort
-        key: the amount, largest first); the list is tinygrad's, tuned rather than derived."""
+        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it; the list
+        is tinygrad's, tuned rather than derived."""
+        self._take(self._late_upcast_tc_candidates(tc_dim))
+
+    def _late_upcast_tc_candidates(self, tc_dim: int) -> Weighing:
+        """The amounts 5, 4, 3, 2 for N (0) or M (1) (key: -amount), each ruled out unless it divides."""
+        tco, dim = self.tensor_core_opts, "NM"[tc_dim]
+        if tco is None or not tco.axes_exist[tc_dim]:
+            return f"no: {'no tensor core' if tco is None else f'{dim} is used up (its axis has size 1)'}", []
+        axis, size = tco.axes[tc_dim], self.full_shape[tco.axes[tc_dim]]
+        candidates = dividing(OptOps.UPCAST, axis, size, (5, 4, 3, 2), f"tensor core: upcast {dim} for reuse")
+        return f"upcast {dim} (axis {axis}) by the largest of 5, 4, 3, 2 that divides it (tuned)", candidates
+
+    def _late_local_tc_candidates(self) -> Weighing:
+        """The amounts 4, 2 of N as more local threads (key: -amount), each ruled out unless it divides."""
         tco = self.tensor_core_opts
-        if tco is not None and tco.axes_exist[tc_dim]:
-            step, size = len(self.applied_opts), self.full_shape[tco.axes[tc_dim]]
-            amt = next(d for d in (5, 4, 3, 2, 1) if size % d == 0)
-            if amt != 1:
-                self.apply_opt(Opt(OptOps.UPCAST, tco.axes[tc_dim], amt))
-            self._decided(step, "apply_tensor_cores", *self._tc_upcast_weighed(tc_dim, tco.axes[tc_dim], size, amt))
+        if self.tensor_core is None or tco is None or not tco.axes_exist[0]:
+            return f"no: {'N is used up (its axis has size 1)' if self.tensor_core else 'TC=2: no tensor core'}", []
+        axis, size = tco.axes[0], self.full_shape[tco.axes[0]]
+        candidates = dividing(OptOps.LOCAL, axis, size, (4, 2), "tensor core: more of N as local threads")
+        return f"N (axis {axis}) as local threads: the first of 4, 2 that divides", candidates
 
     # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
-    # Each heuristic applies its opts with apply_opt, as tinygrad's do, then files what it weighed for `demo --explain`
-    # in one call to _decided (a Decision of Candidates); the appendix writes that text, and has the image-only steps.
+    # Each branch gets what it weighs from one method, `<branch>_candidates`: its Candidates with their sort keys,
+    # and its rule in words (or, starting "no:", why it declines). The branch takes the smallest key (`_take`) and
+    # applies it with apply_opt, as tinygrad's code does; `demo --explain` prints what those methods returned
+    # (`weighed`, in the appendix, records their calls), so it shows what the branches weighed, not a retelling.
+
+    def _take(self, weighing: Weighing) -> Candidate | None:
+        """Apply the opts of the candidate with the smallest key (`best`), if any is not ruled out; return it."""
+        if (c := best(weighing[1])) is not None:
+            for opt in c.opts:
+                self.apply_opt(opt)
+        return c
 
     def required_optimizations(self) -> None:
         """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
         if isinstance(self.bufs[0].dtype, ImageDType):
-            self._image_float4(output=True)  # image-only: in the appendix
+            weighing = self._image_float4_candidates(0)
+            check(bool(weighing[1]), f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
+            self._take(weighing)
 
     def hand_coded_optimizations(self) -> None:
-        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where an opt
-        fails (after NOLOCALS, or a second time) it raises KernelOptError and leaves the kernel as it was.
+        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where one of
+        its opts fails (a LOCAL after NOLOCALS, say) it raises KernelOptError and leaves the kernel as it was. Like
+        tinygrad's, it runs on a kernel that has opts already and adds what still applies (run twice, `sum` gets
+        a second GROUPTOP:0:16).
 
         Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
         derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
@@ -1961,7 +2042,7 @@ class Kernel:
         if self._matvec():
             return
         self._grouping()
-        self._image_float4()  # image-only: in the appendix
+        self._image_float4()
         if self.group_for_reduces:
             return  # no more opts once a reduce is grouped
         self._upcast_masked_axes()
@@ -1970,9 +2051,29 @@ class Kernel:
         self._default_upcast()
         self._locals()
 
+    def _refusal(self, opts: Sequence[Opt]) -> str | None:
+        """Why apply_opt refuses one of these opts, tried in order on a copy; None if it takes them all."""
+        trial = self.copy()
+        try:
+            for opt in opts:
+                trial.apply_opt(opt)
+        except KernelOptError as e:
+            return f"apply_opt refuses {opt}: {e}"
+        return None
+
+    def _buf_name(self, i: int) -> str:
+        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
+        buf = self.bufs[i]
+        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
+
+    def _stride0(self, idxs: list[int]) -> str:
+        """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
+        return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
+
     def _matvec(self) -> bool:
         """A matrix-vector product (SUM of MUL of two LOADs, the first contiguous along the reduce): group the
         reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread.
+        True (the heuristics end here) if it applied.
 
         Sort key: the global axis number; the first axis whose size divides by MV_BLOCKSIZE * MV_ROWS_PER_THREAD
         while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
@@ -1980,52 +2081,57 @@ class Kernel:
         hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
         elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
         with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
+        return self._take(self._matvec_candidates()) is not None
+
+    def _matvec_candidates(self) -> Weighing:
+        """The first of _matvec's conditions that fails, or each global axis (key: the axis), ruled out unless it
+        and the reduce divide (a knob set to 1 turns its opt off)."""
         mv, blocksize = getenv("MV", 1), getenv("MV_BLOCKSIZE", 4, minimum=1)
         threads, rows = getenv("MV_THREADS_PER_ROW", 8, minimum=1), getenv("MV_ROWS_PER_THREAD", 4, minimum=1)
-        step = len(self.applied_opts)
-        if self.reduceop is None:
-            return False
-        if (why_not := self._not_matvec(mv, blocksize, threads, rows)) is not None:
-            self._decided(step, "_matvec", f"no: {why_not}")
-            return False
-        weighed = self._matvec_weighed(blocksize, threads, rows)  # the --explain record: in the appendix
-        reduce_divides = self.full_shape[self.first_reduce] % threads == 0
-        for g in range(self.global_dims):
-            if reduce_divides and self.full_shape[g] % (blocksize * rows) == 0:
-                mv_opts = [Opt(OptOps.GROUP, 0, threads), Opt(OptOps.LOCAL, g, blocksize), Opt(OptOps.UPCAST, g, rows)]
-                for opt in mv_opts:
-                    if opt.amt > 1:  # a knob set to 1 turns its opt off
-                        self.apply_opt(opt)
-                self._decided(step, "_matvec", *weighed)
-                return True
-        self._decided(step, "_matvec", *weighed)
-        return False
-
-    def _not_matvec(self, mv: int, blocksize: int, threads: int, rows: int) -> str | None:
-        """The first of _matvec's conditions that fails, in words, or None if the kernel is a matvec it handles."""
-        r, fr, mul = self.reduceop, self.first_reduce, self.reduceop.src[0]
-        for failed, why in (
-            (not self.opts.has_local, "the target has no local threads"),
+        r, fr, device = self.reduceop, self.first_reduce, self.opts.device
+        mul = r.src[0] if r is not None else None
+        if why := first_failed(
+            (not self.opts.has_local, f"the {device} target has no local threads"),
             (mv == 0, "MV=0 (environment)"),
             (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
-            (r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
+            (r is None, "the kernel has no reduce"),
+            (r is not None and r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
             (len(self.full_shape) < 2, "the kernel has only one axis"),
-            (not self.opts.has_shared, "the target has no local memory"),
-            (mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
-            (any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources are not both LOADs"),
+            (not self.opts.has_shared, f"the {device} target has no local memory"),
+            (mul is not None and mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
+            (mul is not None and any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources aren't 2 LOADs"),
             (fr >= self.shape_len, "every reduced axis has size 1"),
         ):
-            if failed:
-                return why
+            return f"no: {why}", []
         i0, i1 = (self.bufs.index(s.arg) for s in mul.src)
-        st0, st1 = self.sts[i0], self.sts[i1]
-        strides0, strides1 = st0.real_strides(), st1.real_strides()
+        (st0, strides0), (st1, strides1) = ((self.sts[i], self.sts[i].real_strides()) for i in (i0, i1))
+        a, b = self._buf_name(i0), self._buf_name(i1)
         if strides0[fr] != 1:
-            return f"{self._buf_name(i0)} has stride {strides0[fr]} on the reduce axis, not 1"
-        expanded0 = any(s > 1 and st == 0 for s, st in zip(st0.shape, strides0))
-        if expanded0 and any(s > 1 and st == 0 for s, st in zip(st1.shape, strides1)):
-            return f"both {self._buf_name(i0)} and {self._buf_name(i1)} have a stride-0 axis: a matrix-matrix product"
-        return None
+            return f"no: {a} has stride {strides0[fr]} on the reduce axis, not 1", []
+        if all(any(s > 1 and x == 0 for s, x in zip(st.shape, xs)) for st, xs in ((st0, strides0), (st1, strides1))):
+            return f"no: both {a} and {b} have a stride-0 axis: a matrix-matrix product", []
+        reduce_size, block, candidates = self.full_shape[fr], blocksize * rows, []
+        for g in range(self.global_dims):
+            size = self.full_shape[g]
+            pairs = [(Opt(OptOps.GROUP, 0, threads), f"{threads} threads share each output's reduce (GROUP)")]
+            pairs += [(Opt(OptOps.LOCAL, g, blocksize), f"{blocksize} threads per work-group along axis {g}")]
+            pairs += [(Opt(OptOps.UPCAST, g, rows), f"each thread computes {rows} outputs along axis {g}")]
+            opts, why = zip(*((o, f"matvec: {w}") for o, w in pairs if o.amt > 1))
+            note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
+            note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
+            key = (g,) if reduce_size % threads == 0 and size % block == 0 else None
+            candidates.append(Candidate(key, opts, note, why))
+        if not candidates:
+            return "no: no global axis to take the rows", []
+        rule = f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides "
+        rule += f"by {threads} threads; GROUP, not GROUPTOP (hard-coded): {a} has stride 1 on the reduce, so GROUP's "
+        return rule + "neighbouring threads read neighbouring elements; taking one ends the heuristics", candidates
+
+    def _grouping_blocked(self) -> str | None:
+        """Why no reduce is split across threads here (tinygrad's test before _grouping and its image step)."""
+        if not (self.opts.has_local and self.opts.has_shared):
+            return f"the {self.opts.device} target has no {'local memory' if self.opts.has_local else 'local threads'}"
+        return None if all_int(self.sts[0].shape[: self.first_reduce]) else "the number of outputs is symbolic"
 
     def _grouping(self) -> None:
         """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
@@ -2037,24 +2143,85 @@ class Kernel:
         outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
         256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
         smarter way")."""
-        step, before, tried = len(self.applied_opts), self.full_shape, {}  # before, tried: for the record
-        if not (self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce])):
-            self._decided(step, "_grouping", *self._grouping_weighed(step))  # the --explain record: in the appendix
-            return
-        outputs = prod(self.sts[0].shape[: self.first_reduce])
-        sizes = []
-        if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len:
-            sizes = [256, 16] if outputs <= 32 else [16] if outputs <= 2048 else []
-        for sz in sizes:
-            if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1 for st in self.sts):
-                try:
-                    self.apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
-                    break
-                except KernelOptError as e:
-                    tried[sz] = e  # too much shared memory: try the next size
-        self._decided(step, "_grouping", *self._grouping_weighed(step, outputs, sizes, tried, before))
+        self._take(self._grouping_candidates())
         if self.bufs[0].dtype.name.startswith("image"):
-            self._image_upcast_mid()  # image-only: in the appendix
+            self._take(self._upcast_mid_candidates())  # the image step
+
+    def _grouping_candidates(self) -> Weighing:
+        """Why _grouping declines, or the sizes it tries (key: -size), each ruled out unless it divides every
+        buffer's reduce axis and apply_opt takes it (shared memory)."""
+        if why := self._grouping_blocked():
+            return f"no: {why}", []
+        fr, outputs = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce])
+        count = f"{outputs} output" + "s" * (outputs != 1)
+        if why := first_failed(
+            (self.float4_axis(0), "the output is written 4 at a time already"),
+            (fr > 2, f"{fr} output axes, more than 2"),
+            (fr + 1 > self.shape_len, "no axis after the outputs (nothing to reduce)"),
+            (outputs > 2048, f"{count} > 2048: enough work-groups without splitting the reduce"),
+        ):
+            return f"no: {why}", []
+        candidates, size = [], self.full_shape[fr]
+        for sz in [256, 16] if outputs <= 32 else [16]:
+            opt, why = Opt(OptOps.GROUPTOP, 0, sz), f"{count} <= 2048: {sz} threads share each output's reduce"
+            if not all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in self.sts):
+                candidates.append(Candidate(None, (opt,), f"{sz} doesn't divide the reduce axis ({sym_render(size)})"))
+            elif refused := self._refusal([opt]):
+                candidates.append(Candidate(None, (opt,), refused))
+            else:
+                note = f"divides the reduce axis ({sym_render(size)}); apply_opt takes it"
+                candidates.append(Candidate((-sz,), (opt,), note, (why,)))
+        tried = "256, then 16" if outputs <= 32 else f"16 ({outputs} > 32; 256 is tried only with <= 32)"
+        rule = f"{count} <= 2048, too few work-groups to fill a GPU: GROUPTOP the reduce by {tried}, the first that "
+        rule += "divides and fits (key: -size; the reduce's length is not tested); once grouped, only the image steps"
+        return rule + " follow", candidates
+
+    def _upcast_mid_blocked(self) -> str | None:
+        """Why UPCASTMID can't apply (tinygrad's one test, in apply_opt and in _grouping's image step), or None."""
+        return first_failed(
+            (not self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
+            (self.float4_axis(0), "the output is written 4 at a time already"),
+            (self.group_for_reduces == 0, "the reduce is not grouped"),
+            (self.first_reduce > 2, "more than 2 output axes"),
+            (prod(self.sts[0].shape) <= 1, "there is one output"),
+        )
+
+    def _upcast_mid_candidates(self) -> Weighing:
+        """_grouping's image step: once the reduce is grouped, the output's only unit-stride axis by 4 mid-reduce
+        (UPCASTMID), ruled out unless 4 divides it, so the grouped result is written a pixel at a time."""
+        if why := self._grouping_blocked() or self._upcast_mid_blocked():
+            return f"no: {why}", []
+        axes = self.sts[0].unit_stride_axes()
+        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+        why, axis = "image output: upcast mid-reduce by 4", axes[0]
+        candidates = dividing(OptOps.UPCASTMID, axis, self.sts[0].shape[axis], (4,), why, lambda _: (axis,))
+        return "image output: its only unit-stride axis, by 4 (one pixel)", candidates
+
+    def _image_float4(self) -> None:
+        """Every image buffer is read and written a pixel (4 floats) at a time: upcast its pixel axis by 4 (unroll it,
+        on a reduce axis), buffer by buffer."""
+        for i, buf in enumerate(self.bufs):
+            if isinstance(buf.dtype, ImageDType):
+                self._take(self._image_float4_candidates(i))
+
+    def _image_float4_candidates(self, i: int) -> Weighing:
+        """Image buffer i's unit-stride axes whose size divides by 4 (key: the axis): all ruled out where one of them
+        is upcast already or the first is upcast mid-reduce."""
+        st, fr, up, name = self.sts[i], self.first_reduce, self.shape_len - self.upcasted, self._buf_name(i)
+        axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
+        if not axes4:
+            return f"no: image {name} has no unit-stride axis whose size divides by 4", []
+        blocked = first_failed(
+            (any(a >= up for a in axes4), "; one of them is upcast already"),
+            (axes4 and axes4[0] in self.upcast_in_mid_reduce_axes, "; the first is upcast mid-reduce"),
+        )
+        candidates = []
+        for a in axes4:
+            opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
+            why = f"image {name}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
+            note = f"size {sym_render(st.shape[a])}{blocked or ''}"
+            candidates.append(Candidate(None if blocked else (a,), (opt,), note, (why,)))
+        return f"image {name}: its first unit-stride axis whose size divides by 4 (key: axis), by 4", candidates
 
     def _upcast_masked_axes(self) -> None:
         """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
@@ -2062,19 +2229,22 @@ class Kernel:
         Every output axis of size <= 7 that some buffer masks is taken, from the left, while the upcast elements
         (those already upcast times these) stay <= 7 * 7; then they are applied right to left. 7 and 7 * 7 are
         tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
-        step, upcast_elements = len(self.applied_opts), prod(self.full_shape[self.shape_len - self.upcasted :])
-        to_upcast: list[int] = []
-        elements: dict[int, int] = {}  # the upcast elements there would be with each small masked axis added
+        for c in [c for c in self._upcast_masked_axes_candidates()[1] if c.key is not None][::-1]:
+            self.apply_opt(c.opts[0])
+
+    def _upcast_masked_axes_candidates(self) -> Weighing:
+        """Each small masked output axis (key: the axis), ruled out beyond 49 upcast elements; all others are taken."""
+        upcast_elements, to_upcast, candidates = prod(self.full_shape[self.shape_len - self.upcasted :]), [], []
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
             if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):  # not symbolic
-                elements[axis] = upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size
-                if elements[axis] <= 7 * 7:
-                    to_upcast.append(axis)
-        weighed = self._masked_weighed(elements, to_upcast)  # the --explain record: in the appendix
-        for axis in to_upcast[::-1]:
-            self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
-        self._decided(step, "_upcast_masked_axes", *weighed)
+                n = upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size
+                to_upcast += [axis] if n <= 7 * 7 else []
+                note = f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49"
+                why = (f"small masked axis {axis}: upcast it whole",)
+                candidates.append(Candidate((axis,) if n <= 49 else None, (Opt(OptOps.UPCAST, axis, 0),), note, why))
+        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
+        return rule if candidates else "no: no masked output axis of size <= 7", candidates
 
     def _upcast_broadcast_axes(self) -> None:
         """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
@@ -2086,24 +2256,49 @@ class Kernel:
         moving buffers, and axis 1's strides 1 + 1 beat axis 0's 512 + 512, so axis 1 goes first); then the lower
         axis; then the amount, 3 before 4 (plain tuple order: a 384 matmul is upcast by 3). Strides are those of
         each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
-        upcasted_axis: set = set()
-        while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
-            step, choices = len(self.applied_opts), []
-            for axis, amt in itertools.product(range(self.first_reduce), [3, 4]):
-                if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
-                    continue
-                if self._broadcast_bufs(axis):
-                    strides = [st.views[-1].strides[axis] for st in self.sts]
-                    choices.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
-            weighed = self._broadcast_weighed(threads, upcasted_axis, sorted(choices))  # in the appendix
-            if not choices:
-                self._decided(step, "_upcast_broadcast_axes", *weighed)
-                return
-            _, _, axis, amt = sorted(choices)[0]
-            self.apply_opt(Opt(OptOps.UPCAST, axis, amt))
-            upcasted_axis.add(axis)
-            self._decided(step, "_upcast_broadcast_axes", *weighed)
-        self._decided(len(self.applied_opts), "_upcast_broadcast_axes", *self._broadcast_weighed(threads))
+        upcasted_axis: set[int] = set()
+        while (c := self._take(self._upcast_broadcast_axes_candidates(upcasted_axis))) is not None:
+            upcasted_axis.add(c.opts[0].axis)
+
+    def _upcast_broadcast_axes_candidates(self, upcasted_axis: set[int]) -> Weighing:
+        """One round: each (axis, amount) that qualifies, by its key, and each output axis ruled out, and why."""
+        threads, fr = prod(self.sts[0].shape[: self.first_reduce]), self.first_reduce
+        counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
+        if not threads >= 1024:
+            return f"stop: {counted} < 1024", []
+        keys, up, last = [], self.shape_len - self.upcasted, [st.views[-1].strides for st in self.sts]
+        for axis, amt in itertools.product(range(fr), [3, 4]):
+            if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
+                continue
+            if self._broadcast_bufs(axis):
+                strides = [s[axis] for s in last]
+                keys.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
+        candidates = []
+        for key in sorted(keys):
+            stride0, (axis, amt) = self._stride0(self._broadcast_bufs(key[2])), key[2:]
+            strides = ", ".join(f"{self._buf_name(i)} {sym_render(s[axis])}" for i, s in enumerate(last))
+            note = f"{stride0}; last views' strides: {strides}"
+            why = (f"{stride0} on axis {axis}: upcast {amt} to reuse its loads",)
+            candidates.append(Candidate(key, (Opt(OptOps.UPCAST, axis, amt),), note, why))
+        for axis in sorted(set(range(fr)) - {key[2] for key in keys}):
+            size, zero = self.full_shape[axis], [i for i, s in enumerate(last) if s[axis] == 0]
+            if axis in upcasted_axis:
+                why = "upcast already by this heuristic"
+            elif not isinstance(size, int):
+                why = f"symbolic size {sym_render(size)}"
+            elif size % 3 and size % 4:
+                why = f"size {size} divides by neither 3 nor 4"
+            elif not zero:
+                why = "no buffer has stride 0 on it"
+            else:
+                pairs = [(i, up + j) for i in zero for j, x in enumerate(self.upcasted_axis(i)) if x[1] == 0]
+                where = ", ".join(f"{self._buf_name(i)} on axis {a}" for i, a in pairs)
+                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({where})"
+            candidates.append(Candidate(None, (), f"ruled out: {why}", name=f"axis {axis}"))
+        if not keys:
+            return f"stop: {counted}, but no output axis qualifies", candidates
+        key = "(buffers moving along the axis, sum of their last views' strides, axis, amount)"
+        return f"{counted} >= 1024; key {key}, smallest first", candidates
 
     def _broadcast_bufs(self, axis: int) -> list[int]:
         """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
@@ -2116,30 +2311,49 @@ class Kernel:
         Only while few registers are in use: the full buffer has <= 4 upcast elements or none of its upcast axes is
         a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
         64 are tuned bounds on code size and registers."""
-        step, upcast_elements = len(self.applied_opts), prod(self.full_shape[self.shape_len - self.upcasted :])
-        if self.first_reduce >= self.shape_len - self.upcasted:
-            return  # no reduce loop left: all of it is unrolled already
-        upcasts_a_reduce = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
-        if upcast_elements >= 64 or (upcast_elements > 4 and upcasts_a_reduce):  # too many registers in use already
-            self._decided(step, "_unroll_reduce", *self._unroll_weighed())  # the --explain record: in the appendix
-            return
-        axis = len(self.full_unupcasted_shape) - 1 - self.first_reduce
-        if (s := self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):  # a symbolic loop isn't unrolled
-            self.apply_opt(Opt(OptOps.UNROLL, axis, 0))
-            if self.first_reduce < self.shape_len - self.upcasted and s <= 3:  # a reduce loop is left to unroll
-                if isinstance(s2 := self.full_unupcasted_shape[-1], int) and s2 <= 3:
-                    self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - self.first_reduce, 0))
-        elif s % 4 == 0:
-            self.apply_opt(Opt(OptOps.UNROLL, axis, 4))
-        self._decided(step, "_unroll_reduce", *self._unroll_weighed(s, axis, self.applied_opts[step:]))
+        if (c := self._take(self._unroll_reduce_candidates())) is not None and c.opts[0].amt == 0:
+            self._take(self._unroll_reduce_candidates(second=True))
+
+    def _unroll_reduce_candidates(self, second: bool = False) -> Weighing:
+        """The last reduce axis whole (key 0, if <= 32) or by 4 (key 1, if 4 divides it); `second`: after a whole one
+        (now the last axis) of size <= 3, the next reduce axis whole if it is <= 3 too."""
+        fr, up = self.first_reduce, self.shape_len - self.upcasted
+        if fr >= up:
+            return "no: no reduce loop left to unroll", []
+        s, opt = self.full_unupcasted_shape[-1], Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0)
+        if second:
+            if (first := self.full_shape[-1]) > 3:
+                return f"no second axis: the one unrolled whole is {first} > 3", []
+            small, why = isinstance(s, int) and s <= 3, "tiny reduce: unroll the next reduce axis whole too"
+            rule, note = (
+                f"tiny reduce ({first} <= 3): the next reduce axis whole too, if it is <= 3",
+                f"size {sym_render(s)} ",
+            )
+            return rule, [Candidate((0,) if small else None, (opt,), note + ("<= 3" if small else "> 3"), (why,))]
+        elements = prod(self.full_shape[up:])
+        if elements >= 64 or (elements > 4 and any(r for _, _, r in self.upcasted_axis(self.full_buf_index))):
+            why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
+            return f"no: {elements} upcast elements {why} (registers)", []
+        short, why = isinstance(s, int) and s <= 32, f"short reduce axis ({s}): unroll it whole"  # not a symbolic one
+        size = f"size {sym_render(s)} " + ("is symbolic" if not isinstance(s, int) else "<= 32" if short else "> 32")
+        whole = Candidate((0,) if short else None, (opt,), f"whole: {size}", (why,))
+        by4 = dividing(OptOps.UNROLL, opt.axis, s, (4,), "long reduce axis: unroll the loop by 4", lambda _: (1,))
+        return "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)", [
+            whole,
+            *by4,
+        ]
 
     def _default_upcast(self) -> None:
-        """Nothing upcast yet: upcast the last output axis by 4 if it divides (4: one float4)."""
-        step = len(self.applied_opts)
-        if self.upcasted == 0 and self.full_unupcasted_shape:
-            if self.full_unupcasted_shape[-1] % 4 == 0:
-                self.apply_opt(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape) - 1, 4))
-            self._decided(step, "_default_upcast", *self._default_upcast_weighed(step))  # in the appendix
+        """Nothing upcast yet: upcast the last axis by 4 if 4 divides it."""
+        self._take(self._default_upcast_candidates())
+
+    def _default_upcast_candidates(self) -> Weighing:
+        """The last axis by 4, ruled out unless 4 divides it; none if something is upcast already."""
+        if self.upcasted or not self.full_unupcasted_shape:
+            return f"no: upcast axes already ({self.upcasted})" if self.upcasted else "no: the shape has no axes", []
+        axis, s = len(self.full_unupcasted_shape) - 1, self.full_unupcasted_shape[-1]
+        why = "nothing upcast yet: upcast the last axis by 4"
+        return "nothing upcast yet: the last axis by 4", dividing(OptOps.UPCAST, axis, s, (4,), why, lambda _: (0,))
 
     def _locals(self) -> None:
         """Make work-groups of at most 128 threads from up to 3 global axes; or NOLOCALS=1 turns locals off.
@@ -2148,26 +2362,48 @@ class Kernel:
         the right. Each axis in turn gets the first size of [32 (axis 0 only), 16, 8, 4, 3, 2] that divides it and
         keeps the work-group <= 128 threads; the first 3 axes that got one are applied in axis order. 128 threads
         and the sizes are tuned (they fit every target's work-group limit); 3 is the launch's number of dims."""
-        if not self.opts.has_local:
+        taken = [c.opts[0] for c in self._locals_candidates()[1] if c.key is not None][:3]  # the first 3 ranked
+        if taken == [Opt(OptOps.NOLOCALS)]:  # NOLOCALS=1 (environment)
+            self.apply_opt(taken[0])
             return
-        step = len(self.applied_opts)
-        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            self.apply_opt(Opt(OptOps.NOLOCALS))
-            self._decided(step, "_locals", *self._locals_weighed())  # the --explain record: in the appendix
-            return
-        ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
-        to_local: list[tuple[int, int]] = []
-        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
-            sizes = ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            if fits := [x for x in sizes if self.full_shape[axis] % x == 0 and prod(s for _, s in to_local) * x <= 128]:
-                to_local.append((axis, fits[0]))
-        weighed = self._locals_weighed(ranking, to_local)  # the --explain record: in the appendix
         deleted = 0
-        for axis, sz in sorted(to_local[:3]):
+        for axis, sz in sorted((o.axis, o.amt) for o in taken):
             whole = sz == self.full_shape[axis - deleted]  # a whole axis is gone after the opt
             self.apply_opt(Opt(OptOps.LOCAL, axis - deleted, sz))
             deleted += whole
-        self._decided(step, "_locals", *weighed)
+
+    def _locals_candidates(self) -> Weighing:
+        """Each global axis in ranked order (its key) with the first size that fits (ruled out if none); or NOLOCALS."""
+        if not self.opts.has_local:
+            return f"no: the {self.opts.device} target has no local threads", []
+        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            why = "NOLOCALS=1: no work-groups of the kernel's own"
+            return "NOLOCALS=1 (environment)", [Candidate((0,), (Opt(OptOps.NOLOCALS),), "asked for", (why,))]
+        if not self.first_reduce:
+            return "no: no output axis to make local (one output)", []
+        ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
+        candidates, threads = [], 1  # threads: those of the axes ranked before that got a size
+        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
+            size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            fits = [x for x in sizes if size % x == 0 and threads * x <= 128]
+            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+            if fits:
+                what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
+            elif not isinstance(size, int):
+                what = f"symbolic size {sym_render(size)}: no size divides it"
+            elif not (divisors := [x for x in sizes if size % x == 0]):
+                what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
+            else:
+                what = f"no size fits: {threads} threads already, {threads}*{divisors[-1]} > 128"  # the smallest
+            note, key = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}", (-int(broadcast), -axis)
+            if fits:
+                why = (f"work-group: {fits[0]} threads along axis {{axis}}",)
+                candidates.append(Candidate(key, (Opt(OptOps.LOCAL, axis, fits[0]),), note, why))
+                threads *= fits[0]
+            else:
+                candidates.append(Candidate(None, (), note, name=f"axis {axis}"))
+        rule = "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; sizes "
+        return rule + "[32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads", candidates
 
 
 # ==== targets ===============================================================================================
@@ -2857,278 +3093,6 @@ class _LinearizerMethods:
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
 
-# -- the record of what each heuristic weighed (Kernel.decisions, printed by `demo --explain`), and the heuristics'
-# image-only steps: Kernel methods, attached to it after it --
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One option a heuristic weighed: its sort key (the smallest that applies is taken), the opts it would apply as
-    text (`UPCAST:1:4`, `GROUP:0:8 LOCAL:0:4 UPCAST:0:4`, a tensor core's name), the facts behind the key and the
-    choice, and whether it was taken. One ruled out before ranking has no key (None); its note says why."""
-
-    key: tuple | None
-    opt: str
-    note: str
-    taken: bool = False
-
-
-@dataclass
-class Decision:
-    """One choice a heuristic made: `heuristic` is the method that decided and `rule` says, in words, what it looks
-    for and how its sort key reads (or, when it declined, what stopped it). `candidates` are what it weighed, in
-    ranked order; `chosen` the opts it applied and `reasons` one short reason for each (the step table's text);
-    `step` how many opts were applied before it. Recording changes no decision."""
-
-    heuristic: str
-    rule: str
-    candidates: list[Candidate]
-    chosen: list[Opt]
-    step: int
-    reasons: list[str] = field(default_factory=list)
-
-
-@_methods_of(Kernel)
-class _ExplainMethods:
-    """Each *_weighed method returns the arguments after `heuristic` of its heuristic's _decided call."""
-
-    @property
-    def heuristic_log(self) -> list[tuple[Opt, str]]:
-        """(opt, why) for each opt the heuristics chose, in order: read off the decisions."""
-        return [(opt, why) for d in self.decisions for opt, why in zip(d.chosen, d.reasons)]
-
-    def _decided(
-        self,
-        step: int,
-        heuristic: str,
-        rule: str | None,
-        candidates: list[Candidate] | None = None,
-        why: str | Callable[[int, Opt], str] = "",
-        chosen: list[Opt] | None = None,
-    ) -> None:
-        """Record what a heuristic weighed (no rule: nothing to record). It chose the opts applied since `step` unless
-        `chosen` says otherwise, each for the reason `why` gives: the same for all, or why(j, opt) for the j-th."""
-        if rule is None:
-            return
-        chosen = self.applied_opts[step:] if chosen is None else chosen
-        reasons = [why if isinstance(why, str) else why(j, opt) for j, opt in enumerate(chosen)]
-        self.decisions.append(Decision(heuristic, rule, candidates or [], list(chosen), step, reasons))
-
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _stride0(self, idxs: list[int]) -> str:
-        """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
-        return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
-
-    def _matvec_weighed(self, blocksize: int, threads: int, rows: int) -> tuple:
-        """_matvec's record, before it applies anything: each global axis, the first one that divides taken."""
-        reduce_size, block, candidates = self.full_shape[self.first_reduce], blocksize * rows, []
-        for g in range(self.global_dims):
-            opts = [f"GROUP:0:{threads}", f"LOCAL:{g}:{blocksize}", f"UPCAST:{g}:{rows}"]
-            opts = [o for o, amt in zip(opts, (threads, blocksize, rows)) if amt > 1]
-            size, done = self.full_shape[g], any(c.taken for c in candidates)
-            note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-            note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
-            taken = not done and reduce_size % threads == 0 and size % block == 0
-            candidates.append(Candidate((g,), " ".join(opts), note, taken))
-        rule = f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce "
-        rule += f"divides by {threads} threads"
-        if not any(c.taken for c in candidates):
-            return "no: " + rule + ": none does", candidates
-        why = {
-            OptOps.GROUP: "{amt} threads share each output's reduce (GROUP)",
-            OptOps.LOCAL: "{amt} threads per work-group along axis {axis}",
-            OptOps.UPCAST: "each thread computes {amt} outputs along axis {axis}",
-        }
-        return rule, candidates, lambda j, o: "matvec: " + why[o.op].format(amt=o.amt, axis=o.axis)
-
-    def _grouping_weighed(
-        self, step: int, outputs: int | None = None, sizes: Sequence = (), tried: dict | None = None, before: tuple = ()
-    ) -> tuple:
-        """_grouping's record: the sizes it tried (rejected by apply_opt, taken, not tried, or not dividing the
-        reduce axis of the shape `before` it), or why it did not group (rule None: nothing to record)."""
-        fr = self.first_reduce
-        if outputs is None:  # no local memory, or a symbolic number of outputs
-            symbolic = self.opts.has_local and self.opts.has_shared and fr < self.shape_len
-            return ("no: the number of outputs is symbolic" if symbolic else None,)
-        if not sizes:
-            if outputs > 2048:
-                why = f"{outputs} outputs > 2048: enough work-groups without splitting the reduce"
-            else:
-                why = "more than 2 output axes" if fr > 2 else "the output is already written 4 at a time"
-            return (f"no: {why}" if fr + 1 <= self.shape_len else None,)
-        taken, candidates = self.applied_opts[step:], []
-        for sz in sizes:
-            if Opt(OptOps.GROUPTOP, 0, sz) in taken:
-                note = "divides the reduce axis, fits local memory"
-            elif any(c.taken for c in candidates):
-                note = "not tried"
-            elif sz in (tried or {}):
-                note = f"rejected: {tried[sz]}"
-            else:
-                note = f"doesn't divide the reduce axis ({before[fr]})"
-            candidates.append(Candidate((-sz,), f"GROUPTOP:0:{sz}", note, Opt(OptOps.GROUPTOP, 0, sz) in taken))
-        count = f"{outputs} output" if outputs == 1 else f"{outputs} outputs"
-        rule = f"{count} <= 2048 (the reduce's length is not tested): GROUPTOP the reduce by the first size that fits"
-        why = f"{count} <= 2048: {taken[0].amt} threads share each output's reduce" if taken else ""
-        return rule + " (key: -size)", candidates, why
-
-    def _masked_weighed(self, elements: dict[int, int], to_upcast: list[int]) -> tuple:
-        """_upcast_masked_axes' record, before it applies: each small masked axis with its count of elements."""
-        candidates = []
-        for axis, n in elements.items():
-            note = f"size {self.full_shape[axis]}, masked: {n} elements {'<=' if n <= 7 * 7 else '>'} 49"
-            candidates.append(Candidate((axis,), f"UPCAST:{axis}:0", note, axis in to_upcast))
-        if not candidates:
-            return ("no: no masked output axis of size <= 7",)
-        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        return rule, candidates, lambda j, o: f"small masked axis {o.axis}: upcast it whole"
-
-    def _broadcast_weighed(self, threads: sint, upcasted_axis: set | None = None, choices: Sequence = ()) -> tuple:
-        """_upcast_broadcast_axes' record of one round, before it applies (no upcasted_axis: the loop's end): each
-        sort key with the strides it was computed from (the first taken), then each output axis ruled out, and why."""
-        counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
-        if upcasted_axis is None:
-            return (f"stop: {counted} < 1024",)
-        weighed, up, last_strides = [], self.shape_len - self.upcasted, [st.views[-1].strides for st in self.sts]
-        for key in choices:
-            _, _, axis, amt = key
-            strides = ", ".join(f"{self._buf_name(i)} {_txt(s[axis])}" for i, s in enumerate(last_strides))
-            note = f"{self._stride0(self._broadcast_bufs(axis))}; last views' strides: {strides}"
-            weighed.append(Candidate(key, f"UPCAST:{axis}:{amt}", note, taken=not weighed))
-        for axis in sorted(set(range(self.first_reduce)) - {key[2] for key in choices}):
-            size, zero = self.full_shape[axis], [i for i, s in enumerate(last_strides) if s[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {_txt(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                pairs = [(i, up + j) for i in zero for j, x in enumerate(self.upcasted_axis(i)) if x[1] == 0]
-                where = ", ".join(f"{self._buf_name(i)} on axis {a}" for i, a in pairs)
-                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({where})"
-            weighed.append(Candidate(None, f"axis {axis}", f"ruled out: {why}"))
-        if not choices:
-            return f"stop: {counted}, but no output axis qualifies", weighed
-        _, _, axis, amt = choices[0]
-        why = f"{self._stride0(self._broadcast_bufs(axis))} on axis {axis}: upcast {amt} to reuse its loads"
-        key = "(buffers moving along the axis, sum of their last views' strides, axis, amount)"
-        return f"{counted} >= 1024; key {key}, smallest first", weighed, why
-
-    def _unroll_weighed(self, s: sint | None = None, axis: int = 0, chosen: Sequence[Opt] = ()) -> tuple:
-        """_unroll_reduce's record: why it declined (s None: too many registers), or its two candidates."""
-        if s is None:
-            elements = prod(self.full_shape[self.shape_len - self.upcasted :])
-            why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
-            return (f"no: {elements} upcast elements {why} (registers)",)
-        if isinstance(s, int):  # the note on each amount (0: whole)
-            notes = {0: f"whole: size {s} {'<= 32' if s <= 32 else '> 32'}", 4: f"by 4: {s} % 4 = {s % 4}"}
-        else:
-            notes = {0: f"whole: size {s} is symbolic", 4: f"by 4: size {s} is symbolic"}
-        took = chosen[0].amt if chosen else None
-        candidates = [Candidate((j,), f"UNROLL:{axis}:{amt}", notes[amt], took == amt) for j, amt in enumerate(notes)]
-        reasons = (f"short reduce axis ({s}): unroll it whole", "tiny reduce: unroll the next reduce axis whole too")
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        return rule, candidates, lambda j, o: "long reduce axis: unroll the loop by 4" if o.amt == 4 else reasons[j]
-
-    def _default_upcast_weighed(self, step: int) -> tuple:
-        """_default_upcast's record: it upcast the last axis by 4, or why not."""
-        if self.applied_opts[step:]:
-            rule = "nothing upcast yet: the last axis by 4 (a float4 where contiguous)"
-            return rule, [], "nothing upcast yet: upcast the last axis by 4"
-        return (f"no: the last axis ({self.full_unupcasted_shape[-1]}) isn't a multiple of 4",)
-
-    def _locals_weighed(self, ranking: list | None = None, to_local: list | None = None) -> tuple:
-        """_locals' record, before it applies anything: each axis in ranked order, with which buffers have stride 0
-        on it and which size fits or why none does (no ranking: NOLOCALS=1 turned locals off)."""
-        if ranking is None or to_local is None:
-            why = "NOLOCALS=1: no work-groups of the kernel's own"
-            return "NOLOCALS=1 (environment): no work-groups of the kernel's own", [], why
-        candidates, chosen, so_far = [], dict(to_local), 1  # so_far: threads of the axes ranked before
-        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-            size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            sz, divisors = chosen.get(axis), [x for x in sizes if size % x == 0]
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if sz:  # the first of the sizes that divides and keeps the work-group <= 128 threads
-                what = f"{sz} fits ({so_far}*{sz} <= 128 threads)"
-            elif not isinstance(size, int):
-                what = f"symbolic size {_txt(size)}: no size divides it"
-            elif not divisors:
-                what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-            else:
-                what = f"no size fits: {so_far} threads already, {so_far}*{divisors[-1]} > 128"  # the smallest
-            note = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}"
-            so_far *= sz or 1
-            opt = f"LOCAL:{axis}:{sz}" if sz else f"axis {axis}"
-            candidates.append(Candidate((-int(broadcast), -axis), opt, note, taken=(axis, sz) in to_local[:3]))
-        rule = "key (-broadcast, -axis), smallest first; sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
-        return rule, candidates, lambda j, o: f"work-group: {o.amt} threads along axis {o.axis}"
-
-    def _tc_weighed(self, weighed: list[Candidate], tc: TensorCore, combos: list, axis: int, opt_level: int) -> tuple:
-        """_apply_tc_opt's record once `tc` fits: the tensor cores weighed, this one with its (N, M, K) picks."""
-        picks = [f"N=axis {n[0]} M=axis {m[0]} K=axis {kk}" for n, m, kk in combos]
-        picks[axis] = "<-" + picks[axis]
-        weighed.append(Candidate((len(weighed),), str(tc), "fits: " + ", ".join(picks), taken=True))
-        rule = "the first tensor core that fits SUM(MUL(A, B)) (key: the target's order); N is an axis A has stride 0 "
-        rule += f"on, M one B has stride 0 on, K a reduce axis; the TC opt's axis ({axis}) picks a combination "
-        rule += "counting from the last"
-        why = "tensor core: unroll K; upcast and local N, M for the warp"
-        return rule, weighed, why, [Opt(OptOps.TC, axis, opt_level)]
-
-    def _tc_upcast_weighed(self, tc_dim: int, axis: int, size: int, amt: int) -> tuple:
-        """late_upcast_tc's record: the amounts 5, 4, 3, 2 with their remainders."""
-        weighed = [Candidate((-d,), f"UPCAST:{axis}:{d}", f"{size} % {d} = {size % d}", d == amt) for d in (5, 4, 3, 2)]
-        rule = f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)"
-        return rule, weighed, f"tensor core: upcast {'NM'[tc_dim]} for reuse"
-
-    def _tc_local_weighed(self, axis: int, size: int, taken: int | None) -> tuple:
-        """apply_tensor_cores' record of N's local threads: the amounts 4, 2 with their remainders."""
-        weighed = [Candidate((-u,), f"LOCAL:{axis}:{u}", f"{size} % {u} = {size % u}", u == taken) for u in (4, 2)]
-        rule = "N as local threads: the first of 4, 2 that divides"
-        return rule, weighed, "tensor core: more of N as local threads"
-
-    # -- the image-only steps of the heuristics (required_optimizations, _grouping and _hand_coded call them) --
-
-    def _image_upcast_mid(self) -> None:
-        """_grouping's image step: once the reduce is grouped, upcast the output's only unit-stride axis by 4
-        mid-reduce (UPCASTMID), so the grouped result is written a pixel at a time."""
-        grouped = self.group_for_reduces and self.first_reduce <= 2 and prod(self.sts[0].shape) > 1
-        if self.float4_axis(0) or not grouped:
-            return
-        axes = self.sts[0].unit_stride_axes()
-        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-        if self.sts[0].shape[axes[0]] % 4 == 0:
-            step = len(self.applied_opts)
-            self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
-            rule = "image output: its only unit-stride axis, by 4 (one pixel)"
-            self._decided(step, "_grouping", rule, why="image output: upcast mid-reduce by 4")
-
-    def _image_float4(self, output: bool = False) -> None:
-        """An image is read and written a pixel (4 floats) at a time: upcast (unroll, on a reduce axis) by 4 its first
-        unit-stride axis whose size is a multiple of 4 (sort key: the axis number). For every image buffer, or with
-        `output` (required_optimizations' step) for the output, which must have such an axis."""
-        for i in [0] if output else [i for i, buf in enumerate(self.bufs) if isinstance(buf.dtype, ImageDType)]:
-            step, fr, st, why = len(self.applied_opts), self.first_reduce, self.sts[i], ""
-            axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
-            check(bool(axes4) or not output, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
-            opts = [Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4) for a in axes4]
-            name, note = ("output", "unit stride, a multiple of 4") if output else (self._buf_name(i), "unit stride")
-            candidates = [Candidate((a,), str(opt), note) for a, opt in zip(axes4, opts)]
-            if axes4 and max(axes4) < self.shape_len - self.upcasted and axes4[0] not in self.upcast_in_mid_reduce_axes:
-                self.apply_opt(opts[0])
-                candidates[0] = replace(candidates[0], taken=True)
-                why = f"image {name}: {opts[0].op.name.lower()} its unit-stride axis by 4"
-                why += " (one pixel)" if output else ""
-            rule = f"image {name}: {'the' if output else 'its'} first unit-stride axis (key: axis)"
-            self._decided(step, "required_optimizations" if output else "_image_float4", rule, candidates, why)
-
-
 # -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
 
 
@@ -3428,6 +3392,66 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 # -- --explain: strides and decisions --
 
 
+@dataclass
+class Decision:
+    """One call of a heuristic's candidates method: `heuristic`, the method that called it; the `rule` and the
+    `candidates` it returned; `state`, a copy of the kernel it looked at, and `step`, its number of applied opts;
+    `chosen`, the opts applied after the call until the next one (what the heuristic took); which candidates
+    those are (`taken`); and the step table's reason for each chosen opt (`reasons`)."""
+
+    heuristic: str
+    rule: str
+    candidates: list[Candidate]
+    state: Kernel
+    step: int
+    chosen: list[Opt]
+    taken: list[bool]
+    reasons: list[str]
+
+
+def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[Kernel, list[Decision]]:
+    """Run `heuristics` (by default optimize: tensor cores, else hand_coded_optimizations) on a copy of k; return
+    that copy and a Decision for each call of a `*_candidates` method, the one function each heuristic chooses by.
+    The heuristics record nothing: here the copy's candidates methods are wrapped to note each call."""
+    replay, calls, names = k.copy(), [], [n for n in dir(Kernel) if n.endswith("_candidates")]
+
+    def spy(method: Callable[..., Weighing]) -> Callable[..., Weighing]:
+        def call(*args: Any, **kwargs: Any) -> Weighing:
+            state = replay.copy()
+            for name in names:
+                del state.__dict__[name]  # the snapshot calls its own methods
+            heuristic = sys._getframe(1).f_code.co_name  # the method that called: the heuristic
+            calls.append((heuristic, state, weighing := method(*args, **kwargs)))
+            return weighing
+
+        return call
+
+    for name in names:
+        setattr(replay, name, spy(getattr(replay, name)))
+    heuristics(replay)
+    ends = [len(state.applied_opts) for _, state, _ in calls[1:]] + [len(replay.applied_opts)]
+    decisions = []
+    for (heuristic, state, (rule, candidates)), end in zip(calls, ends):
+        step, chosen = len(state.applied_opts), replay.applied_opts[len(state.applied_opts) : end]
+        decisions.append(Decision(heuristic, rule, candidates, state, step, chosen, *_taken(state, candidates, chosen)))
+    return replay, decisions
+
+
+def _taken(state: Kernel, candidates: list[Candidate], chosen: list[Opt]) -> tuple[list[bool], list[str]]:
+    """Which candidates the chosen opts are, and each opt's reason: an opt belongs to the first candidate that
+    lists it, one not ruled out if there is one. _locals applies its LOCALs in axis order, and a whole axis it
+    takes is gone from the shape the next counts in: such an axis is counted back here."""
+    taken, reasons, deleted = [False] * len(candidates), [], 0
+    order = sorted(range(len(candidates)), key=lambda j: candidates[j].key is None)  # those not ruled out first
+    for applied in chosen:
+        opt = replace(applied, axis=applied.axis + deleted) if applied.op is OptOps.LOCAL else applied
+        deleted += opt.op is OptOps.LOCAL and opt.amt == state.full_shape[opt.axis]
+        if (j := next((j for j in order if opt in candidates[j].opts), None)) is not None:
+            taken[j] = True  # a reason's {axis} is the axis the opt was applied on
+        reasons.append("" if j is None else candidates[j].why[candidates[j].opts.index(opt)].format(axis=applied.axis))
+    return taken, reasons
+
+
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
     it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
@@ -3523,12 +3547,14 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
     for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
-        keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-        kw, ww = max((len(x) for x in keys), default=0), max((len(rename(c.opt)) for c in d.candidates), default=0)
+        keys, labels = (
+            ["-" if c.key is None else str(c.key) for c in d.candidates],
+            [rename(str(c)) for c in d.candidates],
+        )
+        kw, ww = max(map(len, keys), default=0), max(map(len, labels), default=0)
         lines.append(f"    {d.heuristic}: {rename(d.rule)}")
-        for key, c in zip(keys, d.candidates):
-            mark = "->" if c.taken else "  "
-            lines.append(f"      {mark} {key:<{kw}}  {rename(c.opt):<{ww}}  {rename(c.note)}".rstrip())
+        for key, label, c, taken in zip(keys, labels, d.candidates, d.taken):
+            lines.append(f"      {'->' if taken else '  '} {key:<{kw}}  {label:<{ww}}  {rename(c.note)}".rstrip())
     return lines
 
 
@@ -3758,8 +3784,8 @@ def demo_kernel(
     k = Kernel(*d.build(), opts=TARGETS[target])
     steps, decisions = [(o, "") for o in opts or []], []
     if opts is None:
-        tuned = optimize(k.copy())
-        steps, decisions = tuned.heuristic_log, tuned.decisions
+        decisions = weighed(k)[1]
+        steps = [(opt, why) for d in decisions for opt, why in zip(d.chosen, d.reasons)]
     rename, rows, rejected = _renamer(k, d.buffers), [], []
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):

@@ -49,15 +49,23 @@ def _plain(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
 
-def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int = 1000) -> str:
+def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int = 1000, target=None) -> str:
     """What the demo prints (wide: one sentence per line, unless `width` says otherwise)."""
     out = io.StringIO()
-    kernel.demo_kernel(name, opts=list(opts) if opts else None, out=out, view=view, every_step=every_step, width=width)
+    kernel.demo_kernel(name, target, list(opts) if opts else None, out, view, every_step, width)
     return out.getvalue()
 
 
-def decision(k: Kernel, heuristic: str, step: int) -> kernel.Decision:
-    return next(d for d in k.decisions if d.heuristic == heuristic and d.step == step)
+def weighed(ast, target: str = "opencl", heuristics=optimize) -> tuple[Kernel, list[kernel.Decision]]:
+    """The kernel `heuristics` tuned, and what they weighed (kernel.weighed)."""
+    return kernel.weighed(Kernel(*ast, opts=TARGETS[target]), heuristics)
+
+
+def decision(decisions: list[kernel.Decision], heuristic: str, step: int) -> kernel.Decision:
+    return next(d for d in decisions if d.heuristic == heuristic and d.step == step)
+
+
+HAND_CODED = Kernel.hand_coded_optimizations
 
 
 # ============================================================================================================
@@ -72,71 +80,82 @@ def corpus_kernels():
 
 
 def test_decisions_account_for_every_heuristic_opt_in_order():
-    """Over the corpus, the opts the decisions chose, in order, are exactly the opts the heuristics applied."""
+    """Over the corpus, the opts the decisions chose, in order, are exactly the opts the heuristics applied, and
+    the copy `weighed` ran them on gets the opts a plain run gets: recording changes no decision."""
     for name, ast, target in corpus_kernels():
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        chosen = [o for d in k.decisions for o in d.chosen]
-        assert chosen == k.applied_opts, name
-        assert all(d.step <= len(k.applied_opts) for d in k.decisions), name
+        tuned, decisions = weighed(ast, target, HAND_CODED)
+        assert [o for d in decisions for o in d.chosen] == tuned.applied_opts, name
+        plain = Kernel(*ast, opts=TARGETS[target])
+        plain.hand_coded_optimizations()
+        assert plain.applied_opts == tuned.applied_opts, name
+        assert all(d.step == len(d.state.applied_opts) <= len(tuned.applied_opts) for d in decisions), name
 
 
-def test_a_copy_records_its_own_decisions():
-    k = optimize(Kernel(*matmul_ast(64, 64, 64)))
-    c = k.copy()
-    c.decisions.append(kernel.Decision("x", "y", [], [], 0))
-    assert len(c.decisions) == len(k.decisions) + 1  # the copy has its own list
+def test_weighed_leaves_the_kernel_it_is_given_as_it_was():
+    k = Kernel(*matmul_ast(64, 64, 64))
+    tuned, decisions = kernel.weighed(k)
+    assert k.applied_opts == [] and tuned.applied_opts and decisions
+    assert all("_candidates" not in vars(d.state) for d in decisions)  # a snapshot is a plain kernel
 
 
 def test_matmul_upcast_axis_tie_is_broken_by_the_sum_of_strides():
     """Both axes have 2 moving buffers; axis 1's strides sum to 1 + 1, axis 0's to 512 + 512."""
-    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
-    d = decision(k, "_upcast_broadcast_axes", 0)
+    d = decision(weighed(matmul_ast(512, 512, 512))[1], "_upcast_broadcast_axes", 0)
     assert [c.key for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
-    assert [c.taken for c in d.candidates] == [True, False]
+    assert d.taken == [True, False]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 4)]
     assert "data1 has stride 0" in d.candidates[0].note  # a (buffer 1) is broadcast along axis 1
 
 
 def test_matmul_384_upcasts_by_3_because_the_amount_is_in_the_sort_key():
-    k = optimize(Kernel(*matmul_ast(384, 384, 384)))
-    d = decision(k, "_upcast_broadcast_axes", 0)
+    d = decision(weighed(matmul_ast(384, 384, 384))[1], "_upcast_broadcast_axes", 0)
     assert [c.key for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
     assert d.chosen == [Opt(OptOps.UPCAST, 1, 3)]
 
 
 def test_matvec_decision_names_its_rule_and_candidates():
-    k = optimize(Kernel(*matvec_ast(1024, 768)))
-    d = decision(k, "_matvec", 0)
+    d = decision(weighed(matvec_ast(1024, 768))[1], "_matvec", 0)
     assert d.chosen == [Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]
-    assert d.candidates == [
-        kernel.Candidate((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0", True)
+    assert [(c.key, str(c), c.note) for c in d.candidates] == [
+        ((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0")
     ]
+    assert d.taken == [True]
+    assert "GROUP, not GROUPTOP (hard-coded): data1 has stride 1 on the reduce" in d.rule
 
 
 def test_heuristics_that_decline_say_why():
-    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
-    why = {d.heuristic: d.rule for d in k.decisions if not d.chosen}
+    why = {d.heuristic: d.rule for d in weighed(matmul_ast(512, 512, 512))[1] if not d.chosen}
     assert "matrix-matrix product" in why["_matvec"]
     assert "262144 outputs > 2048" in why["_grouping"]
 
 
+def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks():
+    """Issue 24: on clang, _matvec, _grouping and _locals decline because the target has no local threads, and each
+    says so by name; every branch of hand_coded_optimizations that ran has a decision, declines included."""
+    decisions = weighed(kernel.sum_ast((4096,)), "clang")[1]
+    rules = {d.heuristic: d.rule for d in decisions}
+    for heuristic in ("_matvec", "_grouping", "_locals"):
+        assert rules[heuristic] == "no: the CLANG target has no local threads", heuristic
+    assert set(rules) == {"_matvec", "_grouping", "_upcast_masked_axes", "_upcast_broadcast_axes", "_unroll_reduce"} | {
+        "_default_upcast",
+        "_locals",
+    }
+    out = demo("sum", "explain", target="clang")
+    assert "_grouping: no: the CLANG target has no local threads" in out
+
+
 def test_locals_decision_ranks_broadcast_axes_first_from_the_right():
-    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
-    d = next(d for d in k.decisions if d.heuristic == "_locals")
-    assert [(c.key, c.opt, c.taken) for c in d.candidates] == [
-        ((-1, -1), "LOCAL:1:16", True),
-        ((-1, 0), "LOCAL:0:8", True),
-    ]
+    d = next(d for d in weighed(matmul_ast(512, 512, 512))[1] if d.heuristic == "_locals")
+    assert [(c.key, str(c)) for c in d.candidates] == [((-1, -1), "LOCAL:1:16"), ((-1, 0), "LOCAL:0:8")]
+    assert d.taken == [True, True]
     assert d.chosen == [Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 1, 16)]  # applied in axis order
 
 
 def test_tensor_core_decision_lists_the_cores_and_axes_weighed():
-    k = optimize(Kernel(*matmul_ast(256, 256, 256), opts=TARGETS["metal"]))
-    d = k.decisions[0]
-    assert d.heuristic == "apply_tensor_cores" and d.chosen == [Opt(OptOps.TC, 0, 0)]
-    assert d.candidates[0].opt == "WMMA_8_8_8_float_float" and d.candidates[0].taken
-    assert "<-N=axis 1 M=axis 0 K=axis 2" in d.candidates[0].note
+    d = weighed(matmul_ast(256, 256, 256), "metal")[1][0]
+    assert d.heuristic == "_apply_tc_opt" and d.chosen == [Opt(OptOps.TC, 0, 0)]
+    assert str(d.candidates[0]) == "WMMA_8_8_8_float_float" and d.taken[0]
+    assert d.candidates[0].note.startswith("N = axis 1 (256), M = axis 0 (256), K = axis 2 (256): unroll K by 8")
 
 
 # ============================================================================================================
@@ -525,59 +544,6 @@ def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
             assert ids == c_ids, label
 
 
-def _replayed(k: Kernel, step: int) -> Kernel:
-    """A fresh kernel of k's AST with k's first `step` opts: the state a decision at `step` looked at."""
-    fresh = Kernel(*k.ast, opts=k.opts)
-    for opt in k.applied_opts[:step]:
-        fresh.apply_opt(opt)
-    return fresh
-
-
-def test_broadcast_keys_and_exclusions_are_recomputed_from_the_state_the_heuristic_saw():
-    """_upcast_broadcast_axes: each key is (buffers moving, sum of strides, axis, amount) from the last views'
-    strides its note prints; the first is taken and is the opt applied; every axis ruled out names a condition
-    that holds in that state (the strides of upcast axes read with real_strides, not the heuristic's helper)."""
-    seen = set()
-    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        decided = [d for d in k.decisions if d.heuristic == "_upcast_broadcast_axes"]
-        for d in decided:
-            state = _replayed(k, d.step)
-            up = state.shape_len - state.upcasted
-            ranked = [c for c in d.candidates if c.key is not None]
-            for c in ranked:
-                axis, amt = c.key[2], c.key[3]
-                strides = [st.views[-1].strides[axis] for st in state.sts]
-                assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt), name
-                printed = [x.split(" ")[-1] for x in c.note.split("strides: ")[1].split(", ")]
-                assert printed == [kernel._txt(s) for s in strides], name
-                assert c.opt == f"UPCAST:{axis}:{amt}"
-            assert [c.taken for c in d.candidates] == [c is d.candidates[0] and bool(ranked) for c in d.candidates]
-            assert [str(o) for o in d.chosen] == [c.opt for c in ranked[:1]], name
-            for c in d.candidates:
-                if c.key is not None:
-                    continue
-                axis = int(c.opt.split()[1])
-                zero = [i for i, st in enumerate(state.sts) if st.views[-1].strides[axis] == 0]
-                size = state.full_shape[axis]
-                why = c.note
-                seen.add(why.split()[2] if "already on an upcast axis" not in why else "buffers")
-                if "upcast already" in why:
-                    assert any(
-                        c.opt == f"UPCAST:{axis}:{a}" for e in decided for c in e.candidates if c.taken for a in (3, 4)
-                    )
-                elif "symbolic" in why:
-                    assert not isinstance(size, int)
-                elif "divides by neither" in why:
-                    assert size % 3 and size % 4
-                elif "no buffer has stride 0" in why:
-                    assert not zero
-                else:
-                    assert zero and all(any(s == 0 for s in state.sts[i].real_strides()[up:]) for i in zero), why
-    assert seen >= {"upcast", "symbolic", "buffers"}  # "ruled out: upcast already ...", "ruled out: symbolic size"
-
-
 def test_the_broadcast_stop_line_names_what_stopped_it():
     """Issue 14 item 2: matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
     for name in ("matmul", "broadcast", "conv2d", "attention"):
@@ -601,9 +567,8 @@ def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
 
 def test_the_broadcast_rule_counts_threads_not_outputs():
     """Issue 14 item 5: after UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
-    k = optimize(Kernel(*matmul_ast(512, 512, 512)))
-    d = decision(k, "_upcast_broadcast_axes", 1)
-    state = _replayed(k, 1)
+    d = decision(weighed(matmul_ast(512, 512, 512))[1], "_upcast_broadcast_axes", 1)
+    state = d.state
     outputs = kernel.prod(state.sts[0].shape)
     per_thread = kernel.prod(state.sts[0].shape[state.shape_len - state.upcasted :])
     assert d.rule.startswith(f"{outputs // per_thread} threads (outputs outside the upcast axes) >= 1024")
@@ -612,11 +577,11 @@ def test_the_broadcast_rule_counts_threads_not_outputs():
 
 def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
     """Issue 14 item 6: a 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
-    k = optimize(Kernel(*kernel.sum_ast((16,))))
+    k, decisions = weighed(kernel.sum_ast((16,)))
     assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
-    d = decision(k, "_grouping", 0)
+    d = decision(decisions, "_grouping", 0)
     assert "the reduce's length is not tested" in d.rule
-    assert all("long" not in why for _, why in k.heuristic_log)
+    assert all("long" not in why for d in decisions for why in d.reasons)
 
 
 def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
@@ -634,29 +599,11 @@ def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
         assert f"lidx1*{threads}" in terms and f"ridx2*{loop}" in terms
 
 
-def test_every_decision_marks_its_taken_candidates_as_data():
-    """A decision that applied nothing took no candidate; one that applied opts took at least one, and the taken
-    ones' opts are among those it applied (no matching of text against the chosen opts)."""
-    for name, ast, target in corpus_kernels():
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        for d in k.decisions:
-            taken = [c for c in d.candidates if c.taken]
-            assert all(isinstance(c, kernel.Candidate) for c in d.candidates)
-            if not d.chosen:
-                assert not taken, (name, d.heuristic)
-            elif d.candidates and d.heuristic not in ("_locals", "apply_tensor_cores"):
-                assert taken and {o for c in taken for o in c.opt.split()} <= {str(o) for o in d.chosen}, name
-        assert k.heuristic_log == [(o, why) for d in k.decisions for o, why in zip(d.chosen, d.reasons)]
-        assert [o for o, _ in k.heuristic_log] == k.applied_opts, name
-
-
 def test_matvec_step_reasons_are_true_of_the_final_kernel():
     """Issue 14 item 10: no reason claims what a later opt changes ('4 rows per work-group' was true only until the
     UPCAST): a work-group of the final matvec writes 16 outputs, 4 per thread, as the README and --map say."""
     for name in ("matvec", "image"):
-        k = optimize(Kernel(*DEMOS[name].build()))
-        why = dict((str(o), w) for o, w in k.heuristic_log)
+        why = {str(o): w for d in weighed(DEMOS[name].build())[1] for o, w in zip(d.chosen, d.reasons)}
         assert why["LOCAL:0:4"] == "matvec: 4 threads per work-group along axis 0"
         assert why["UPCAST:0:4"] == "matvec: each thread computes 4 outputs along axis 0"
     k = optimize(Kernel(*matvec_ast(1024, 768)))
@@ -726,9 +673,8 @@ def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
 def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
     out = demo("attention", "explain")
     assert "symbolic size i: no size divides it" in out and "no size fits" not in out
-    k = Kernel(*kernel.attention_ast(64, 1024))
-    k.hand_coded_optimizations()
-    assert "symbolic size" in " ".join(c.note for d in k.decisions for c in d.candidates if d.heuristic == "_locals")
+    decisions = weighed(kernel.attention_ast(64, 1024), heuristics=HAND_CODED)[1]
+    assert "symbolic size" in " ".join(c.note for d in decisions for c in d.candidates if d.heuristic == "_locals")
 
 
 def test_map_says_the_launch_numbers_blue_axes_the_other_way_round():
@@ -796,9 +742,274 @@ def test_map_labels_are_the_ids_that_write_each_output_in_the_rendered_c():
     assert checked >= 100
 
 
+def test_the_accumulators_loops_counts_are_the_rendered_cs():
+    """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
+    the C declares for the reduce, for every one-reduce kernel of the fact checks."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        if len(k.reduceops) != 1 or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"# registers: (\d+) accumulator\(s\) per thread", nest)
+        count = int(m.group(1)) if m else 1
+        src = R.render(k).src.split("\n")
+        body = src.index(next(x for x in src if x.startswith("__kernel")))
+        head = src[: next(i for i, x in enumerate(src) if i > body and re.search(r"for \(|barrier|data0", x))]
+        widths = [int(w or 1) for w, _ in re.findall(r"float(\d?) (acc\d+) =", "\n".join(head))]
+        assert sum(widths) == count, (label, count, widths)
+        checked += 1
+    assert checked >= 40
+
+
+def test_the_green_finish_of_loops_is_the_guard_of_the_rendered_c():
+    """--loops' `if lidxN == 0:  # the first of the T green threads finishes` is the C's `if (lidxN==0)` guard,
+    T the product of the green axes' sizes."""
+    R = pytest.importorskip("runtime")
+    checked = 0
+    for label, k in STATES:
+        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]
+        if not green or k.vars:
+            continue
+        nest = "\n".join(kernel.loop_nest(k, width=10_000))
+        m = re.search(r"if (.+?):\s+# the first of the (\d+) green threads finishes", nest)
+        assert m and int(m.group(2)) == kernel.prod(k.full_shape[a] for a in green), label
+        guard = "&&".join(f"(lidx{a}==0)" if len(green) > 1 else f"lidx{a}==0" for a in green)
+        assert m.group(1) == " and ".join(f"lidx{a} == 0" for a in green)
+        assert f"if ({guard})" in R.render(k).src or len(green) > 1, label
+        checked += 1
+    assert checked >= 10
+
+
+# ============================================================================================================
+# each heuristic's rule predicts its decision: on kernels the heuristics reach (the demo kernels at several sizes
+# on every target, the golden corpus, each after a random prefix of opts), every decision's candidates, keys and
+# notes are facts of the state the heuristic saw, recomputed here from its ShapeTrackers and sizes, and what it
+# took is what its rule says it takes: the smallest key of those not ruled out (_locals: the first 3; masked
+# axes: all). HEURISTICS_FUZZ=N tries N random kernels (default 40).
+# ============================================================================================================
+
+SIZES = [
+    (elementwise_ast, [(4096,), (30,), (1 << 20,)]),
+    (kernel.broadcast_ast, [(256, 256), (7, 96), (1024, 3)]),
+    (kernel.sum_ast, [((16,),), ((1 << 20,),), ((64, 64), (1,)), ((512, 256), (0,)), ((3, 5, 7), (2,))]),
+    (matvec_ast, [(1024, 768), (256, 64), (64, 40), (4096, 4096)]),
+    (matmul_ast, [(16, 16, 16), (64, 48, 32), (384, 384, 384), (20, 20, 2), (512, 512, 512)]),
+    (kernel.conv2d_ast, [(), (1, 4, 6, 6, 3), (2, 3, 5, 5, 8, 3, 1, 2)]),
+    (kernel.mean_var_ast, [(512, 256), (64, 1024), (8, 8)]),
+    (kernel.image_matvec_ast, [(256, 64), (64, 256)]),
+    (kernel.attention_ast, [(64, 1024), (8, 16)]),
+]
+PREFIXES = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in (0, 1) for amt in (0, 2, 4)]
+PREFIXES += [Opt(op, 0, amt) for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP) for amt in (0, 2, 4, 16)]
+PREFIXES += [Opt(OptOps.NOLOCALS), Opt(OptOps.PADTO, 0, 32), Opt(OptOps.PADTO, 1, 8), Opt(OptOps.UPCASTMID, 0, 4)]
+
+
+def _tc_first(tc_opt: int):
+    """optimize with this tc_opt: tensor cores first, else the hand-coded heuristics."""
+    return lambda k: k.apply_tensor_cores(1, tc_opt=tc_opt) or k.hand_coded_optimizations()
+
+
+def _weighed_kernels(count: int, seed: int = 24):
+    """(label, tuned kernel, decisions): every corpus kernel; then `count` random ones, a demo builder at one of its
+    sizes on a random target, after 0 to 2 random opts that apply (none: with tensor cores first, tc_opt 0-2)."""
+    import random
+
+    rng = random.Random(seed)
+    for name, ast, target in corpus_kernels():
+        yield (name, *weighed(ast, target, HAND_CODED))
+    for n in range(count):
+        build, sizes = rng.choice(SIZES)
+        args, target = rng.choice(sizes), rng.choice(list(TARGETS))
+        k = Kernel(*build(*args), opts=TARGETS[target])
+        prefix = []
+        for opt in rng.sample(PREFIXES, rng.choice((0, 0, 1, 2))):
+            try:
+                k.apply_opt(opt)
+                prefix.append(opt)
+            except kernel.KernelOptError:
+                pass
+        heuristics = HAND_CODED if prefix else _tc_first(rng.choice((0, 1, 2)))
+        try:
+            yield (f"{build.__name__}{args} {target} {' '.join(map(str, prefix))}", *kernel.weighed(k, heuristics))
+        except kernel.KernelOptError:
+            continue  # hand_coded_optimizations refused the prefix (a LOCAL after NOLOCALS): it changed nothing
+
+
+WEIGHED = list(
+    _weighed_kernels(int(os.environ.get("HEURISTICS_FUZZ", 40)), int(os.environ.get("HEURISTICS_FUZZ_SEED", 24)))
+)
+
+
+def _predicted(d: kernel.Decision) -> list[bool]:
+    """The candidates the rule takes: the smallest key of those not ruled out; _locals the first 3; masked: all."""
+    keyed = sorted((c.key, j) for j, c in enumerate(d.candidates) if c.key is not None)
+    n = len(keyed) if d.heuristic == "_upcast_masked_axes" else 3 if d.heuristic == "_locals" else 1
+    return [j in {j for _, j in keyed[:n]} for j in range(len(d.candidates))]
+
+
+def _in_the_state_seen(d: kernel.Decision) -> list[str]:
+    """The chosen opts, each LOCAL's axis counted in the shape the heuristic saw: applied one by one to a copy of it,
+    a LOCAL that takes a whole global axis removes that axis, so the next ones count one lower."""
+    k, origin, opts = d.state.copy(), list(range(d.state.shape_len)), []
+    for o in d.chosen:
+        opts.append(str(Opt(o.op, origin[o.axis], o.amt) if o.op is OptOps.LOCAL else o))
+        if o.op is OptOps.LOCAL and k.full_shape[o.axis] == o.amt:
+            origin.pop(o.axis)
+        k.apply_opt(o)
+    return sorted(opts)
+
+
+def test_the_check_reaches_every_heuristic_and_its_declines():
+    seen = {(d.heuristic, bool(d.chosen)) for _, _, ds in WEIGHED for d in ds}
+    for h in ("_matvec", "_grouping", "_upcast_masked_axes", "_upcast_broadcast_axes", "_unroll_reduce", "_locals"):
+        assert {(h, True), (h, False)} <= seen, h
+    assert {("_default_upcast", True), ("_apply_tc_opt", True), ("late_upcast_tc", True)} <= seen
+    assert {("required_optimizations", True), ("_image_float4", True), ("apply_tensor_cores", True)} <= seen
+    assert len(WEIGHED) >= 236 + 30
+
+
+def test_each_heuristic_takes_what_its_rule_predicts():
+    """Keyed candidates are listed in key order; the taken ones are the ones the rule predicts, and their opts are
+    exactly the opts applied after the decision; a decision without candidates declines ('no:', 'stop:') and
+    applies nothing; every opt applied has a reason."""
+    for label, tuned, decisions in WEIGHED:
+        assert [o for d in decisions for o in d.chosen] == tuned.applied_opts[len(decisions[0].state.applied_opts) :]
+        for d in decisions:
+            keys = [c.key for c in d.candidates if c.key is not None]
+            assert keys == sorted(keys), (label, d.heuristic)
+            assert d.taken == _predicted(d), (label, d.heuristic, d.candidates, d.chosen)
+            taken = sorted(str(o) for c, t in zip(d.candidates, d.taken) if t for o in c.opts)
+            assert taken == _in_the_state_seen(d), (label, d.heuristic, d.chosen)
+            assert d.candidates or (d.rule.startswith(("no", "stop")) and not d.chosen), (label, d.heuristic)
+            assert all(d.reasons) and len(d.reasons) == len(d.chosen), (label, d.heuristic)
+            assert d.state.applied_opts == tuned.applied_opts[: d.step], label
+
+
+def _facts(d: kernel.Decision, earlier: list[kernel.Decision]) -> None:
+    """Each candidate's key, opt and note of decision d, recomputed from the state it saw."""
+    k, h, cands = d.state, d.heuristic, d.candidates
+    fr, up, last = k.first_reduce, k.shape_len - k.upcasted, [st.views[-1].strides for st in k.sts]
+    names = [f"data{b.idx}" if hasattr(b, "idx") else f"the constant {b.val}" for b in k.bufs]
+    outputs = kernel.prod(k.sts[0].shape[:fr])
+    if h == "_upcast_broadcast_axes" and cands:
+        assert d.rule.removeprefix("stop: ").startswith(f"{kernel.sym_render(outputs)} threads (outputs outside")
+        for c in cands:
+            if c.key is not None:
+                axis, amt = c.key[2:]
+                strides = [s[axis] for s in last]
+                assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt) and k.full_shape[axis] % amt == 0
+                assert c.note.split("strides: ")[1] == ", ".join(
+                    f"{n} {kernel._txt(s)}" for n, s in zip(names, strides)
+                )
+                assert str(c) == f"UPCAST:{axis}:{amt}"
+                continue
+            axis, why = int(str(c).split()[1]), c.note
+            zero = [i for i, s in enumerate(last) if s[axis] == 0]
+            if "upcast already" in why:
+                assert any(f"UPCAST:{axis}:" in str(o) for e in earlier for o in e.chosen)
+            elif "symbolic" in why:
+                assert not isinstance(k.full_shape[axis], int)
+            elif "divides by neither" in why:
+                assert k.full_shape[axis] % 3 and k.full_shape[axis] % 4
+            elif "no buffer has stride 0" in why:
+                assert not zero
+            else:
+                assert zero and all(any(s == 0 for s in k.sts[i].real_strides()[up:]) for i in zero), why
+    elif h == "_locals" and cands and d.rule != "NOLOCALS=1 (environment)":
+        axes = [-c.key[1] if c.key else int(str(c).split()[1]) for c in cands]
+        broadcast = {a: any(s[a] == 0 for s in last) for a in range(fr)}
+        assert axes == sorted(range(fr), key=lambda a: (-broadcast[a], -a))
+        threads = 1
+        for axis, c in zip(axes, cands):
+            size, sizes = k.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
+            fits = [x for x in sizes if size % x == 0 and threads * x <= 128]  # symbolic: 3*i % 3 == 0
+            assert (str(c), c.key) == (
+                (f"LOCAL:{axis}:{fits[0]}", (-int(broadcast[axis]), -axis)) if fits else (f"axis {axis}", None)
+            )
+            threads *= fits[0] if fits else 1
+    elif h == "_grouping" and cands and cands[0].opts[0].op is OptOps.GROUPTOP:
+        sizes = [256, 16] if outputs <= 32 else [16]
+        assert [str(c) for c in cands] == [f"GROUPTOP:0:{sz}" for sz in sizes] and f"{outputs} output" in d.rule
+        for sz, c in zip(sizes, cands):
+            fits = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in k.sts)
+            try:
+                k.copy().apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
+            except kernel.KernelOptError:
+                fits = False
+            assert (c.key == (-sz,)) == fits
+    elif h == "_matvec" and cands:
+        for g, c in enumerate(cands):
+            assert str(c) == f"GROUP:0:8 LOCAL:{g}:4 UPCAST:{g}:4"
+            assert (c.key == (g,)) == (k.full_shape[fr] % 8 == 0 and k.full_shape[g] % 16 == 0)
+    elif h == "_unroll_reduce" and cands:
+        s = k.full_unupcasted_shape[-1]
+        if d.rule.startswith("tiny"):
+            assert k.full_shape[-1] <= 3 and (cands[0].key is not None) == (isinstance(s, int) and s <= 3)
+        else:
+            assert cands[0].note.startswith(f"whole: size {kernel._txt(s)} ")
+            assert (cands[0].key is not None) == (isinstance(s, int) and s <= 32)
+            assert isinstance(s, int) <= ((cands[1].key is not None) == (s % 4 == 0))
+    elif h == "_upcast_masked_axes":
+        small = [a for a in range(fr) if isinstance(k.full_shape[a], int) and k.full_shape[a] <= 7]
+        assert [c.opts[0].axis for c in cands] == [a for a in small if any(st.axis_is_masked(a) for st in k.sts)]
+        elements = kernel.prod(k.full_shape[up:])
+        for c in cands:
+            n = elements * k.full_shape[c.opts[0].axis]
+            assert f"masked: {n} elements" in c.note and (c.key is not None) == (n <= 49)
+            elements = n if c.key is not None else elements
+    elif h == "_default_upcast" and cands:
+        s = k.full_unupcasted_shape[-1]
+        assert k.upcasted == 0 and str(cands[0]) == f"UPCAST:{len(k.full_unupcasted_shape) - 1}:4"
+        assert (cands[0].key is not None) == (s % 4 == 0)
+    elif h in ("late_upcast_tc", "apply_tensor_cores") and cands:
+        for c in cands:
+            axis, amt = c.opts[0].axis, c.opts[0].amt
+            assert axis in k.tensor_core_opts.axes and (c.key is not None) == (k.full_shape[axis] % amt == 0)
+    elif h == "_apply_tc_opt" and any(c.key is not None for c in cands):
+        mul = k.reduceop.src[0].src[0] if k.reduceop.src[0].op is kernel.UnaryOps.CAST else k.reduceop.src[0]
+        a, b = (
+            k.sts[k.bufs.index(x.arg if x.op is kernel.BufferOps.LOAD else x.src[0].arg)].real_strides()
+            for x in mul.src
+        )
+        for c in (c for c in cands if c.key is not None):
+            n, m, kk = (int(x) for x in re.findall(r"[NMK] = axis (\d+)", c.note))
+            assert a[n] == 0 and b[m] == 0 and kk >= fr, c.note
+    elif h in ("required_optimizations", "_image_float4"):
+        i = next(j for j, n in enumerate(names) if re.search(rf"image {n}\b", d.rule))
+        st = k.sts[i]
+        axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
+        assert [c.key or (a,) for c, a in zip(cands, axes4)] == [(a,) for a in axes4] and len(cands) == len(axes4)
+        assert [str(c) for c in cands] == [f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4" for a in axes4]
+
+
+def test_every_candidate_key_and_note_is_a_fact_of_the_state_the_heuristic_saw():
+    for label, _, decisions in WEIGHED:
+        for j, d in enumerate(decisions):
+            try:
+                _facts(d, [e for e in decisions[:j] if e.heuristic == d.heuristic])
+            except AssertionError as e:
+                raise AssertionError(f"{label}: {d.heuristic}: {d.rule}") from e
+
+
+def test_explain_prints_each_decision_as_the_heuristics_returned_it():
+    """--explain's lines under a state are the decisions taken looking at it: `heuristic: rule`, then a line per
+    candidate with its key (- if ruled out), opts and note, `->` on the taken ones, as weighed() recorded them."""
+    for name, demo_kernel in DEMOS.items():
+        out = demo(name, "explain").splitlines()
+        rename = kernel._renamer(Kernel(*demo_kernel.build()), demo_kernel.buffers)
+        at = 0
+        for d in weighed(demo_kernel.build(), demo_kernel.target)[1]:
+            at = out.index(f"    {d.heuristic}: {rename(d.rule)}", at) + 1
+            for c, taken, line in zip(d.candidates, d.taken, out[at:]):
+                key, label, note = (re.escape(x) for x in ("-" if c.key is None else str(c.key), str(c), c.note))
+                mark = "->" if taken else "  "
+                assert re.fullmatch(rf"      {mark} {key} +{rename(label)} +{rename(note)}", line), (name, line)
+
+
 def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
-    """Is the step table's reason for `opt` true of k, the kernel just before it (the heuristic's code path:
-    the opt, its axis and amount, and the sizes and strides the reason names)?"""
+    """Is the step table's reason for `opt` true of k, the kernel just before it (the opt, its axis and amount, and
+    the sizes and strides the reason names)?"""
     axis = opt.real_axis(k) if opt.axis is not None else None
     size = k.full_shape[axis] if axis is not None else None
     patterns = {
@@ -824,10 +1035,12 @@ def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
             k.upcasted == 0 and opt == Opt(OptOps.UPCAST, len(k.full_unupcasted_shape) - 1, 4)
         ),
         r"small masked axis (\d+): upcast it whole": lambda a: opt == Opt(OptOps.UPCAST, int(a), 0) and size <= 7,
-        r"image (data\d+): (upcast|unroll) its unit-stride axis by 4": lambda b, op: (
-            opt.amt == 4 and opt.op.name.lower() == op
+        r"image data(\d+): (upcast|unroll) its unit-stride axis by 4 \(one pixel\)": lambda b, op: (
+            opt.amt == 4
+            and opt.op.name.lower() == op
+            and k.sts[[getattr(x, "idx", None) for x in k.bufs].index(int(b))].shape[axis] % 4 == 0
         ),
-        r"image output: upcast .*by 4.*": lambda: opt.op in (OptOps.UPCAST, OptOps.UPCASTMID) and opt.amt == 4,
+        r"image output: upcast mid-reduce by 4": lambda: opt.op is OptOps.UPCASTMID and opt.amt == 4,
         r"tensor core: .*": lambda: opt.op in (OptOps.TC, OptOps.UPCAST, OptOps.LOCAL),
         r"NOLOCALS=1: no work-groups of the kernel's own": lambda: opt.op is OptOps.NOLOCALS,
     }
@@ -838,83 +1051,9 @@ def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
 
 
 def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
-    for name, ast, target in corpus_kernels() + [(n, d.build(), d.target) for n, d in DEMOS.items()]:
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        state = Kernel(*ast, opts=TARGETS[target])
-        for opt, why in k.heuristic_log:
-            assert _reason_holds(why, opt, state), (name, opt, why)
-            state.apply_opt(opt)
-
-
-def test_the_accumulators_loops_counts_are_the_rendered_cs():
-    """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
-    the C declares for the reduce, for every one-reduce kernel of the fact checks."""
-    R = pytest.importorskip("runtime")
-    checked = 0
-    for label, k in STATES:
-        if len(k.reduceops) != 1 or k.vars:
-            continue
-        nest = "\n".join(kernel.loop_nest(k, width=10_000))
-        m = re.search(r"# registers: (\d+) accumulator\(s\) per thread", nest)
-        count = int(m.group(1)) if m else 1
-        src = R.render(k).src.split("\n")
-        body = src.index(next(x for x in src if x.startswith("__kernel")))
-        head = src[: next(i for i, x in enumerate(src) if i > body and re.search(r"for \(|barrier|data0", x))]
-        widths = [int(w or 1) for w, _ in re.findall(r"float(\d?) (acc\d+) =", "\n".join(head))]
-        assert sum(widths) == count, (label, count, widths)
-        checked += 1
-    assert checked >= 40
-
-
-def test_every_sort_key_printed_is_recomputed_from_the_state_the_heuristic_saw():
-    """The keys of _locals ((-broadcast, -axis): broadcast if some buffer's last view has stride 0 on the axis),
-    _matvec ((axis,)) and _grouping ((-size,)), recomputed from the kernel at the decision's step; and the
-    candidates are printed in key order."""
-    for name, ast, target in corpus_kernels():
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        for d in k.decisions:
-            state = _replayed(k, d.step)
-            keys = [c.key for c in d.candidates if c.key is not None]
-            if d.heuristic == "_locals" and keys:
-                for c in d.candidates:
-                    axis = -c.key[1]
-                    broadcast = any(st.views[-1].strides[axis] == 0 for st in state.sts)
-                    assert c.key == (-int(broadcast), -axis), name
-                    assert c.opt == f"axis {axis}" or c.opt.startswith(f"LOCAL:{axis}:")
-            elif d.heuristic == "_matvec" and keys:
-                assert keys == [(g,) for g in range(state.global_dims)], name
-            elif d.heuristic == "_grouping" and keys:
-                assert [f"GROUPTOP:0:{-key[0]}" for key in keys] == [c.opt for c in d.candidates], name
-            if d.heuristic in ("_locals", "_upcast_broadcast_axes", "_grouping", "_unroll_reduce"):
-                assert keys == sorted(keys), (name, d.heuristic)
-
-
-def test_the_green_finish_of_loops_is_the_guard_of_the_rendered_c():
-    """--loops' `if lidxN == 0:  # the first of the T green threads finishes` is the C's `if (lidxN==0)` guard,
-    T the product of the green axes' sizes."""
-    R = pytest.importorskip("runtime")
-    checked = 0
-    for label, k in STATES:
-        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]
-        if not green or k.vars:
-            continue
-        nest = "\n".join(kernel.loop_nest(k, width=10_000))
-        m = re.search(r"if (.+?):\s+# the first of the (\d+) green threads finishes", nest)
-        assert m and int(m.group(2)) == kernel.prod(k.full_shape[a] for a in green), label
-        guard = "&&".join(f"(lidx{a}==0)" if len(green) > 1 else f"lidx{a}==0" for a in green)
-        assert m.group(1) == " and ".join(f"lidx{a} == 0" for a in green)
-        assert f"if ({guard})" in R.render(k).src or len(green) > 1, label
-        checked += 1
-    assert checked >= 10
-
-
-def test_unroll_notes_name_the_size_the_heuristic_tested():
-    for name, ast, target in corpus_kernels():
-        k = Kernel(*ast, opts=TARGETS[target])
-        k.hand_coded_optimizations()
-        for d in (d for d in k.decisions if d.heuristic == "_unroll_reduce" and d.candidates):
-            size = _replayed(k, d.step).full_unupcasted_shape[-1]
-            assert d.candidates[0].note.startswith(f"whole: size {size} "), name
-            assert d.candidates[0].taken == (isinstance(size, int) and size <= 32), name
+    for label, _, decisions in WEIGHED:
+        for d in decisions:
+            state = d.state.copy()
+            for opt, why in zip(d.chosen, d.reasons):
+                assert _reason_holds(why, opt, state), (label, opt, why)
+                state.apply_opt(opt)
