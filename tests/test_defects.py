@@ -552,6 +552,30 @@ def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
         assert k.applied_opts[: len(before[0])] == before[0]
 
 
+def test_the_readme_says_what_running_the_heuristics_on_an_optimized_kernel_does():
+    """Issue 24 item 3: a second run, or one after NOLOCALS, adds what still applies (as tinygrad's does); it raises,
+    changing nothing, only where one of its opts fails. The README's examples are what happens."""
+    runs = {}
+    for name, first in (("sum", "again"), ("sum", "nolocals"), ("matmul", "nolocals")):
+        k = Kernel(*kernel.DEMOS[name].build())
+        k.hand_coded_optimizations() if first == "again" else k.apply_opt(Opt(OptOps.NOLOCALS))
+        before = list(k.applied_opts)
+        try:
+            k.hand_coded_optimizations()
+            runs[name, first] = [str(o) for o in k.applied_opts[len(before) :]]
+        except KernelOptError as e:
+            assert k.applied_opts == before
+            runs[name, first] = str(e)
+    assert runs["sum", "again"] == ["GROUPTOP:0:16"] and runs["sum", "nolocals"] == ["UNROLL:0:4"]
+    assert runs["matmul", "nolocals"].startswith("not using locals") and "LOCAL" in runs["matmul", "nolocals"]
+    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
+    assert "(after NOLOCALS, or a second time, it raises and changes nothing)" not in readme
+    assert (
+        "run twice, `sum` gets a second GROUPTOP:0:16; after NOLOCALS, `matmul` raises (its LOCAL is refused) "
+        "and `sum` gets UNROLL:0:4" in readme
+    )
+
+
 # ============================================================================================================
 # 14. command lines: one line naming the option or variable; colour only where it is seen; quiet broken pipes
 # ============================================================================================================
