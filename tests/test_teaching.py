@@ -1057,3 +1057,44 @@ def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
             for opt, why in zip(d.chosen, d.reasons):
                 assert _reason_holds(why, opt, state), (label, opt, why)
                 state.apply_opt(opt)
+
+
+@pytest.mark.parametrize("target", ["metal", "cuda"])
+@pytest.mark.parametrize("tc_opt", [0, 1, 2])
+def test_the_tensor_core_step_names_the_opts_it_applied(target, tc_opt):
+    """Issue 24 item 9: the TC step's sentence is its core's steps: K unrolled by the magenta axis's size, the
+    yellow axes N or M by their sizes, the cyan (warp) axes N or M in order, and the padding; N being an axis A has
+    stride 0 on and M one B has, read off the kernel after the step. Every core of the target, sizes that fit and
+    (tc_opt 2) sizes that must be padded."""
+    checked = 0
+    for tc in TARGETS[target].tensor_cores:
+        acc = tc.dtype_out if tc.dtype_out != tc.dtype_in else None
+        for size in (64, 60):
+            k = Kernel(*matmul_ast(size, size, size, tc.dtype_in, acc), opts=TARGETS[target])
+            try:
+                tuned, decisions = kernel.weighed(k, lambda k: k.apply_opt(Opt(OptOps.TC, 0, tc_opt)))
+            except kernel.KernelOptError:
+                assert size % 8 and tc_opt < 2  # only tc_opt 2 pads
+                continue
+            d = decisions[0]
+            (c,) = [c for c, t in zip(d.candidates, d.taken) if t]
+            said = c.note.split(": ", 1)[1]
+            assert str(c) == str(tuned.tensor_core) == str(tc) and d.reasons == [f"tensor core: {said}"]
+            # before: N is the axis A has stride 0 on, M the one B has, K the reduce; each is padded if it must be
+            a, b = (k.sts[i].real_strides() for i in tuned.bufs_for_tensor_core[tuned.reduceop])
+            nmk = [a.index(0), b.index(0), k.first_reduce]
+            pads = [f"pad axis {x} to a multiple of {n}" for x, n in zip(nmk, tc.dims) if k.full_shape[x] % n]
+            # after: each register and cyan axis is N or M by which of A and B has stride 0 on it
+            colors, shape = tuned.colors(), tuned.full_shape
+            a, b = (tuned.sts[i].real_strides(ignore_valid=True) for i in tuned.bufs_for_tensor_core[tuned.reduceop])
+            dim = ["N" if a[j] == 0 else "M" if b[j] == 0 else "K" for j in range(tuned.shape_len)]
+            steps = [f"{'unroll' if c == 'magenta' else 'upcast'} {dim[j]} by {shape[j]}" for j, c in enumerate(colors)]
+            steps = [x for x, c in zip(steps, colors) if c in ("magenta", "yellow")]
+            warp = [j for j, c in enumerate(colors) if c == "cyan"]
+            local = f"local {' '.join(f'{dim[j]} {shape[j]}' for j in warp)}"
+            expected = "; ".join(pads + [", ".join(steps + [local])])
+            expected += f" (a warp of {kernel.prod(shape[j] for j in warp)} threads)"
+            assert said == expected, (tc, size)
+            assert "upcast and local N, M" not in said
+            checked += 1
+    assert checked >= 2
