@@ -319,7 +319,8 @@ def _float_to_int(src: str, dst: str) -> str:
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
 _TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
-   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest, in scalar code. */
+   portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest in plain C,
+   {how}. */
 """
 
 
@@ -760,7 +761,9 @@ class _Renderer:
         variables = kernel_vars(k.ast)
         params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
         name, body = kernel_name(k), "\n".join(self.lines)
-        note = _TC_NOTE.format(device=k.opts.device) if any(o.op is OptOps.TC for o in k.applied_opts) else ""
+        vectors = sorted(set(re.findall(r"\b(?:float|half)[248]\b", body)))  # the C's own vector types, if any
+        how = f"with {' and '.join(vectors)} vectors" if vectors else "in scalar code"
+        note = _TC_NOTE.format(device=k.opts.device, how=how) if any(o.op is OptOps.TC for o in k.applied_opts) else ""
         sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
         called = set(re.findall(r"\b(\w+)\(", body))  # the helpers it calls are defined before the kernel
         prelude = (sampler if self.images else "") + "".join(_HELPERS[n] for n in sorted(called & _HELPERS.keys()))

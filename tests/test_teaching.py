@@ -393,6 +393,27 @@ def test_tensor_core_kernel_header_says_it_is_plain_multiply_adds():
     assert "TC=2" in src
 
 
+def test_the_tensor_core_header_names_the_vector_types_its_c_uses():
+    """Issue 24 item 10: `show tc_matmul` said "in scalar code" above float2 registers and loads. The header names
+    the vector types of the C below it, and says scalar code only where there are none, for every core."""
+    runtime = pytest.importorskip("runtime")
+    seen = set()
+    for target in ("metal", "cuda"):
+        for tc in TARGETS[target].tensor_cores:
+            acc = tc.dtype_out if tc.dtype_out != tc.dtype_in else None
+            for extra in ([], None):  # the TC opt alone, and with its follow-up opts
+                k = Kernel(*matmul_ast(64, 64, 64, tc.dtype_in, acc), opts=TARGETS[target])
+                assert k.apply_tensor_cores(1, extra_opts=extra)
+                header, body = runtime.render(k).src.split("*/\n", 1)
+                vectors = sorted(set(re.findall(r"\b(?:float|half)[248]\b", body)))
+                assert ("in scalar code" in header) == (not vectors), (tc, header)
+                assert all(v in header for v in vectors), (tc, header)
+                seen.add(bool(vectors))
+    assert True in seen
+    tc_matmul = Kernel(*DEMOS["tc_matmul"].build(), opts=TARGETS[DEMOS["tc_matmul"].target])
+    assert "with float2 vectors" in runtime.render(optimize(tc_matmul)).src.split("*/")[0]
+
+
 def test_both_command_lines_name_the_target_the_same_way(capsys):
     runtime = pytest.importorskip("runtime")
     assert runtime.main(["show", "matmul"]) == 0
