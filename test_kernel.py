@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import pytest
 
@@ -30,6 +31,7 @@ from kernel import (
     ShapeTracker,
     UnaryOps,
     alu,
+    attention_ast,
     broadcast_ast,
     const,
     conv2d_ast,
@@ -621,6 +623,9 @@ REJECTIONS = [
     ),
     ("pad_max_reduce", max_ast(), "opencl", [], Opt(PADTO, 1, 32), "cannot pad"),
     ("pad_more_than_quadruple", matmul_ast(15, 15, 15), "opencl", [], Opt(PADTO, 0, 64), "at least quadruple"),
+    ("pad_exactly_quadruple", matmul_ast(512, 512, 512), "opencl", [], Opt(PADTO, 0, 2048), "at least quadruple"),
+    ("unroll_a_whole_symbolic_axis", attention_ast(), "opencl", [], Opt(UPCAST, 0, 0), "symbolic size"),
+    ("local_after_upcasts", matmul_64, "opencl", [Opt(LOCAL, 0, 4)], Opt(LOCAL, 2, 4), "is not one of the 2 globals"),
     ("pad_nothing", matmul_ast(32, 32, 32), "opencl", [], Opt(PADTO, 0, 16), "nothing was padded"),
     ("tc_not_first", matmul_64, "metal", [Opt(UPCAST, 0, 4)], Opt(TC, 0, 0), "tensor core opts must be first"),
     ("tc_on_a_sum", sum_ast((64, 64), (1,)), "metal", [], Opt(TC, 0, 0), "no tensor core available"),
@@ -638,6 +643,113 @@ def test_rejected_opt_says_why(ast, target, before, opt, reason):
     with pytest.raises(KernelOptError) as excinfo:
         k.apply_opt(opt)
     assert reason in str(excinfo.value)
+
+
+def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
+    """Is what a KernelOptError says true of k, the kernel the opt was refused on: the condition it names is the one
+    that failed, with k's own numbers?"""
+    ax = opt.real_axis(k) if opt.axis is not None else None
+    amt = (
+        (opt.amt or (k.full_shape[ax] if ax is not None and ax < k.shape_len else None))
+        if opt.amt is not None
+        else None
+    )
+    sts, fr, up, device = k.sts, k.first_reduce, k.shape_len - k.upcasted, k.opts.device
+    mid = {"the output is not an image": lambda: not k.bufs[0].dtype.name.startswith("image")}
+    mid |= {"the reduce is not grouped": lambda: k.group_for_reduces == 0}
+    no = {
+        "local threads": lambda: not k.opts.has_local,
+        "local memory": lambda: k.opts.has_local and not k.opts.has_shared,
+    }
+    patterns = {
+        r"not using locals: NOLOCALS was applied, (\w+) needs them": lambda op: k.dont_use_locals and op == opt.op.name,
+        r"invalid axis: (\d+)(?: \((\w+) counts (\d+) from axis (\d+)\))?"
+        r" is not one of the (\d+) axes": lambda a, op, n, b, s: (
+            int(a) == ax >= int(s) == k.shape_len
+            and (op is None or (op == opt.op.name and int(n) == opt.axis and int(b) == ax - opt.axis))
+        ),
+        r"shift/padto of amt 1 or Node is meaningless: amount 1": lambda: amt == 1,
+        r"shift/padto of amt 1 or Node is meaningless: the whole axis, of symbolic size (.+)": lambda s: (
+            opt.amt == 0 and not isinstance(k.full_shape[ax], int) and kernel.sym_render(k.full_shape[ax]) == s
+        ),
+        r"no longer valid shift: (\d+) does not divide axis (\d+) \((\d+)\)": lambda a, x, s: (
+            int(a) == amt and int(x) == ax and k.full_shape[ax] == int(s) and int(s) % int(a) != 0
+        ),
+        r"exceeds maximum shared memory size: needs (\d+), max (\d+)": lambda n, m: (
+            int(m) == k.opts.shared_max < int(n)
+        ),
+        r"local is for globals: axis (\d+) is not one of the (\d+) globals": lambda a, g: (
+            int(a) == ax >= int(g) == k.global_dims
+        ),
+        r"target does not support local: the (\w+) target has no local threads": lambda d: (
+            d == device and not k.opts.has_local
+        ),
+        r"target does not support local or shared mem: the (\w+) target"
+        r" has no (local threads|local memory)": lambda d, w: d == device and no[w](),
+        r"must be reduce axis to group: axis (\d+) is not in the ungrouped ones, \[(.*)\]": lambda a, xs: (
+            int(a) == ax
+            and xs == ", ".join(map(str, range(fr + k.group_for_reduces, up)))
+            and ax not in range(fr + k.group_for_reduces, up)
+        ),
+        r"can't group with tensor cores": lambda: k.tensor_core is not None,
+        r"can't upcasted already upcasted: axis (\d+) is upcasted": lambda a: int(a) == ax >= up,
+        r"don't unroll more than 32 \(asked (\d+)\)": lambda n: int(n) == amt > 32,
+        r"upcast is for non-reduce: axis (\d+) is not before the first reduce axis (\d+)": lambda a, f: (
+            int(a) == ax >= int(f) == fr
+        ),
+        r"can't upcast TC locals": lambda: k.tensor_core is not None and k.global_dims <= ax,
+        r"don't upcast more than 8 \(asked (\d+)\)": lambda n: int(n) == amt > 8,
+        r"invalid upcast mid reduce: (.+)": lambda why: mid[why](),
+        r"wrong axis: the output's unit-stride axis is (\d+), not (\d+)": lambda u, a: (
+            sts[0].unit_stride_axes() == [int(u)] != [int(a)] == [ax]
+        ),
+        r"don't upcast mid anything but 4": lambda: amt != 4,
+        r"NOLOCALS is meaningless: the (\w+) target has no local threads": lambda d: (
+            d == device and not k.opts.has_local
+        ),
+        r"NOLOCALS is meaningless: it is applied": lambda: k.dont_use_locals,
+        r"can't have no locals with locals: (\d+) local and (\d+) grouped axes": lambda n, g: (
+            (int(n), int(g)) == (k.local_dims, k.group_for_reduces) != (0, 0)
+        ),
+        r"cannot pad upcasted: axis (\d+) is upcast": lambda a: int(a) == ax >= up,
+        r"cannot pad: .+": lambda: ax >= fr,  # the reduce's source doesn't map 0 to 0 (test_defects.py checks which)
+        r"pad would at least quadruple the work: data(\d+)'s axis (\d+) of (\d+) becomes (\d+)"
+        r" \((\d+) <= (\d+)//4\)": lambda b, a, n, m, n2, p: (
+            int(a) == ax
+            and int(p) == amt
+            and n == n2
+            and int(m) >= 4 * int(n)
+            and int(m) == -(-int(n) // amt) * amt
+            and sts[[getattr(x, "idx", None) for x in k.bufs].index(int(b))].shape[ax] == int(n)
+        ),
+        r"nothing was padded: axis (\d+) is a multiple of (\d+) wherever it isn't reduced": lambda a, m: (
+            int(a) == ax and int(m) == amt and all(st.shape[ax] % amt == 0 or st.shape[ax] == 1 for st in sts)
+        ),
+        r"tensor core opts must be first: (\d+) applied already": lambda n: int(n) == len(k.applied_opts) > 0,
+        r"must have tensor cores or TC=2: the (\w+) target has none, and TC is (\d)": lambda d, tc: (
+            d == device and not k.opts.tensor_cores and int(tc) == k.opts.tc != 2
+        ),
+        r"no tensor core available: the kernel has no SUM reduce": lambda: (
+            k.reduceop is None or k.reduceop.op is not ReduceOps.SUM
+        ),
+        r"no tensor core available: (.+)": lambda why: all(f"{tc}: " in why for tc in k.opts.tensor_cores),
+    }
+    for pattern, holds in patterns.items():
+        if m := re.fullmatch(pattern, msg):
+            return bool(holds(*m.groups()))
+    raise AssertionError(f"a rejection no test checks: {msg!r}")
+
+
+@pytest.mark.parametrize(
+    "ast, target, before, opt, reason", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS]
+)
+def test_every_rejection_states_the_condition_that_failed(ast, target, before, opt, reason):
+    """Issue 24 item 12: `PADTO:0:2048` on a 512 axis said "st.shape[axis]=512 > amt//4=512", the check that failed
+    printed as if it held. Each message states the violated condition with the kernel's own numbers."""
+    k = new_kernel(ast, target, *before)
+    with pytest.raises(KernelOptError) as excinfo:
+        k.apply_opt(opt)
+    assert _rejection_holds(str(excinfo.value), k, opt), str(excinfo.value)
 
 
 @pytest.mark.parametrize(
