@@ -1417,12 +1417,6 @@ class TensorCore:
         upcasts = [(OptOps.UPCAST, i, self.dims[i] // threads[i]) for i in range(2) if self.dims[i] > threads[i]]
         return [(OptOps.UNROLL, 2, self.dims[2])] + upcasts + [(OptOps.LOCAL, d, amt) for d, amt in self.threads]
 
-    def describe(self) -> str:
-        """Its steps in words: 'unroll K by 8, upcast N by 2, local N 2 M 4 N 2 M 2 (a warp of 32 threads)'."""
-        said = [f"{op.name.lower()} {'NMK'[d]} by {amt}" for op, d, amt in self.steps() if op is not OptOps.LOCAL]
-        warp = " ".join(f"{'NM'[d]} {amt}" for d, amt in self.threads)
-        return f"{', '.join(said)}, local {warp} (a warp of {prod(a for _, a in self.threads)} threads)"
-
 
 @dataclass
 class TensorCoreOptions:
@@ -1905,8 +1899,7 @@ class Kernel:
         return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads, bufs=(buf0, buf1))
 
     def _apply_tc_opt_candidates(self, use_tensor_cores: int, axis: int, opt_level: int) -> Weighing:
-        """The target's tensor cores in its order (key), each ruled out unless every reduce fits it the same way
-        (_create_tc_opts) and its padding applies; the note names N, M, K and the core's steps."""
+        """The target's tensor cores (key: its order), each ruled out unless every reduce fits it alike, padded."""
         r, device = self.reduceop, self.opts.device
         if why := first_failed(
             (not use_tensor_cores, "TC=0 (environment)"),
@@ -1925,7 +1918,10 @@ class Kernel:
                 candidates.append(Candidate(None, (), why, name=str(tc)))
                 continue
             nmk = ", ".join(f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes))
-            shape = "; ".join([f"pad axis {o.axis} to a multiple of {o.amt}" for o in pads] + [tc.describe()])
+            said = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
+            warp, threads = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads), prod(a for _, a in tc.threads)
+            shape = "; ".join([f"pad axis {o.axis} to a multiple of {o.amt}" for o in pads] + [", ".join(said)])
+            shape += f", local {warp} (a warp of {threads} threads)"
             why = (f"tensor core: {shape}",)
             candidates.append(Candidate((i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {shape}", why, str(tc)))
         rule = "the first that fits SUM(MUL(A, B)) (key: the target's order); N: an axis A has stride 0 on, M: one B"
@@ -2001,10 +1997,8 @@ class Kernel:
         return f"N (axis {axis}) as local threads: the first of 4, 2 that divides", candidates
 
     # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
-    # Each branch gets what it weighs from one method, `<branch>_candidates`: its Candidates with their sort keys,
-    # and its rule in words (or, starting "no:", why it declines). The branch takes the smallest key (`_take`) and
-    # applies it with apply_opt, as tinygrad's code does; `demo --explain` prints what those methods returned
-    # (`weighed`, in the appendix, records their calls), so it shows what the branches weighed, not a retelling.
+    # Each branch gets its ranked Candidates and its rule ("no: ..." where it declines) from one `*_candidates`
+    # method, takes the smallest key and applies it (`_take`); `demo --explain` prints what those methods returned.
 
     def _take(self, weighing: Weighing) -> Candidate | None:
         """Apply the opts of the candidate with the smallest key (`best`), if any is not ruled out; return it."""
@@ -2022,9 +2016,8 @@ class Kernel:
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where one of
-        its opts fails (a LOCAL after NOLOCALS, say) it raises KernelOptError and leaves the kernel as it was. Like
-        tinygrad's, it runs on a kernel that has opts already and adds what still applies (run twice, `sum` gets
-        a second GROUPTOP:0:16).
+        its opts fails (a LOCAL after NOLOCALS) it raises KernelOptError, changing nothing; else, like tinygrad's, it
+        adds what still applies to the opts a kernel has (run twice, `sum` gets a second GROUPTOP:0:16).
 
         Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
         derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
@@ -2084,8 +2077,7 @@ class Kernel:
         return self._take(self._matvec_candidates()) is not None
 
     def _matvec_candidates(self) -> Weighing:
-        """The first of _matvec's conditions that fails, or each global axis (key: the axis), ruled out unless it
-        and the reduce divide (a knob set to 1 turns its opt off)."""
+        """The first of _matvec's conditions that fails, or each global axis (key: the axis), ruled out unless fit."""
         mv, blocksize = getenv("MV", 1), getenv("MV_BLOCKSIZE", 4, minimum=1)
         threads, rows = getenv("MV_THREADS_PER_ROW", 8, minimum=1), getenv("MV_ROWS_PER_THREAD", 4, minimum=1)
         r, fr, device = self.reduceop, self.first_reduce, self.opts.device
@@ -2148,8 +2140,7 @@ class Kernel:
             self._take(self._upcast_mid_candidates())  # the image step
 
     def _grouping_candidates(self) -> Weighing:
-        """Why _grouping declines, or the sizes it tries (key: -size), each ruled out unless it divides every
-        buffer's reduce axis and apply_opt takes it (shared memory)."""
+        """Why _grouping declines, or the sizes it tries (key: -size), ruled out unless they divide and fit."""
         if why := self._grouping_blocked():
             return f"no: {why}", []
         fr, outputs = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce])
@@ -2187,8 +2178,7 @@ class Kernel:
         )
 
     def _upcast_mid_candidates(self) -> Weighing:
-        """_grouping's image step: once the reduce is grouped, the output's only unit-stride axis by 4 mid-reduce
-        (UPCASTMID), ruled out unless 4 divides it, so the grouped result is written a pixel at a time."""
+        """_grouping's image step: the output's only unit-stride axis by 4 mid-reduce (UPCASTMID), a pixel at a time."""
         if why := self._grouping_blocked() or self._upcast_mid_blocked():
             return f"no: {why}", []
         axes = self.sts[0].unit_stride_axes()
@@ -2205,16 +2195,13 @@ class Kernel:
                 self._take(self._image_float4_candidates(i))
 
     def _image_float4_candidates(self, i: int) -> Weighing:
-        """Image buffer i's unit-stride axes whose size divides by 4 (key: the axis): all ruled out where one of them
-        is upcast already or the first is upcast mid-reduce."""
+        """Image buffer i's unit-stride axes whose size divides by 4 (key: the axis), by 4: a pixel at a time."""
         st, fr, up, name = self.sts[i], self.first_reduce, self.shape_len - self.upcasted, self._buf_name(i)
         axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
         if not axes4:
             return f"no: image {name} has no unit-stride axis whose size divides by 4", []
-        blocked = first_failed(
-            (any(a >= up for a in axes4), "; one of them is upcast already"),
-            (axes4 and axes4[0] in self.upcast_in_mid_reduce_axes, "; the first is upcast mid-reduce"),
-        )
+        blocked = "; one of them is upcast already" if any(a >= up for a in axes4) else ""
+        blocked = blocked or ("; the first is upcast mid-reduce" if axes4[0] in self.upcast_in_mid_reduce_axes else "")
         candidates = []
         for a in axes4:
             opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
@@ -2315,8 +2302,7 @@ class Kernel:
             self._take(self._unroll_reduce_candidates(second=True))
 
     def _unroll_reduce_candidates(self, second: bool = False) -> Weighing:
-        """The last reduce axis whole (key 0, if <= 32) or by 4 (key 1, if 4 divides it); `second`: after a whole one
-        (now the last axis) of size <= 3, the next reduce axis whole if it is <= 3 too."""
+        """The last reduce axis whole (key 0) or by 4 (key 1); `second`: after a whole one (now last), the next."""
         fr, up = self.first_reduce, self.shape_len - self.upcasted
         if fr >= up:
             return "no: no reduce loop left to unroll", []
@@ -2326,7 +2312,7 @@ class Kernel:
                 return f"no second axis: the one unrolled whole is {first} > 3", []
             small, why = isinstance(s, int) and s <= 3, "tiny reduce: unroll the next reduce axis whole too"
             rule, note = (
-                f"tiny reduce ({first} <= 3): the next reduce axis whole too, if it is <= 3",
+                f"tiny reduce ({first} <= 3): the next reduce axis whole too, if <= 3",
                 f"size {sym_render(s)} ",
             )
             return rule, [Candidate((0,) if small else None, (opt,), note + ("<= 3" if small else "> 3"), (why,))]
@@ -2339,9 +2325,8 @@ class Kernel:
         whole = Candidate((0,) if short else None, (opt,), f"whole: {size}", (why,))
         by4 = dividing(OptOps.UNROLL, opt.axis, s, (4,), "long reduce axis: unroll the loop by 4", lambda _: (1,))
         return "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)", [
-            whole,
-            *by4,
-        ]
+            whole
+        ] + by4
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last axis by 4 if 4 divides it."""
@@ -3394,10 +3379,9 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 
 @dataclass
 class Decision:
-    """One call of a heuristic's candidates method: `heuristic`, the method that called it; the `rule` and the
-    `candidates` it returned; `state`, a copy of the kernel it looked at, and `step`, its number of applied opts;
-    `chosen`, the opts applied after the call until the next one (what the heuristic took); which candidates
-    those are (`taken`); and the step table's reason for each chosen opt (`reasons`)."""
+    """One call of a `*_candidates` method: the `heuristic` that called it, the `rule` and `candidates` it returned, a
+    copy of the `state` it saw (with `step` opts applied); the opts applied until the next call (`chosen`), which
+    candidates they are (`taken`) and the step table's reason for each (`reasons`)."""
 
     heuristic: str
     rule: str
@@ -3415,33 +3399,24 @@ def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[
     The heuristics record nothing: here the copy's candidates methods are wrapped to note each call."""
     replay, calls, names = k.copy(), [], [n for n in dir(Kernel) if n.endswith("_candidates")]
 
-    def spy(method: Callable[..., Weighing]) -> Callable[..., Weighing]:
-        def call(*args: Any, **kwargs: Any) -> Weighing:
-            state = replay.copy()
-            for name in names:
-                del state.__dict__[name]  # the snapshot calls its own methods
-            heuristic = sys._getframe(1).f_code.co_name  # the method that called: the heuristic
-            calls.append((heuristic, state, weighing := method(*args, **kwargs)))
-            return weighing
-
-        return call
+    def call(name: str, *args: Any, **kwargs: Any) -> Weighing:
+        state, heuristic = replay.copy(), sys._getframe(1).f_code.co_name  # the method that called: the heuristic
+        for n in names:
+            del state.__dict__[n]  # the snapshot calls its own methods
+        calls.append((heuristic, state, weighing := getattr(Kernel, name)(replay, *args, **kwargs)))
+        return weighing
 
     for name in names:
-        setattr(replay, name, spy(getattr(replay, name)))
+        setattr(replay, name, functools.partial(call, name))
     heuristics(replay)
     ends = [len(state.applied_opts) for _, state, _ in calls[1:]] + [len(replay.applied_opts)]
-    decisions = []
-    for (heuristic, state, (rule, candidates)), end in zip(calls, ends):
-        step, chosen = len(state.applied_opts), replay.applied_opts[len(state.applied_opts) : end]
-        decisions.append(Decision(heuristic, rule, candidates, state, step, chosen, *_taken(state, candidates, chosen)))
-    return replay, decisions
+    return replay, [_decision(*c, replay.applied_opts[len(c[1].applied_opts) : end]) for c, end in zip(calls, ends)]
 
 
-def _taken(state: Kernel, candidates: list[Candidate], chosen: list[Opt]) -> tuple[list[bool], list[str]]:
-    """Which candidates the chosen opts are, and each opt's reason: an opt belongs to the first candidate that
-    lists it, one not ruled out if there is one. _locals applies its LOCALs in axis order, and a whole axis it
-    takes is gone from the shape the next counts in: such an axis is counted back here."""
-    taken, reasons, deleted = [False] * len(candidates), [], 0
+def _decision(heuristic: str, state: Kernel, weighing: Weighing, chosen: list[Opt]) -> Decision:
+    """One call's Decision: an opt chosen is the first candidate's that lists it, one not ruled out first. _locals
+    applies its LOCALs in axis order, a whole axis gone from the shape the next counts in: it is counted back here."""
+    (rule, candidates), taken, reasons, deleted = weighing, [False] * len(weighing[1]), [], 0
     order = sorted(range(len(candidates)), key=lambda j: candidates[j].key is None)  # those not ruled out first
     for applied in chosen:
         opt = replace(applied, axis=applied.axis + deleted) if applied.op is OptOps.LOCAL else applied
@@ -3449,7 +3424,7 @@ def _taken(state: Kernel, candidates: list[Candidate], chosen: list[Opt]) -> tup
         if (j := next((j for j in order if opt in candidates[j].opts), None)) is not None:
             taken[j] = True  # a reason's {axis} is the axis the opt was applied on
         reasons.append("" if j is None else candidates[j].why[candidates[j].opts.index(opt)].format(axis=applied.axis))
-    return taken, reasons
+    return Decision(heuristic, rule, candidates, state, len(state.applied_opts), chosen, taken, reasons)
 
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:

@@ -376,7 +376,7 @@ class TestSymbolicKernel:
     def test_ordered_lazyops_puts_sources_first(self):
         (root,) = attention_ast(8, 16)
         order = K.ordered_lazyops(root)
-        assert order[-1] is root
+        assert order[-1] == root  # ordered_lazyops is cached: an equal AST built earlier may answer
         assert all(order.index(s) < order.index(x) for x in order for s in x.src)
 
     def test_late_upcast_tc(self):

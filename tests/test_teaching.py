@@ -144,6 +144,16 @@ def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks()
     assert "_grouping: no: the CLANG target has no local threads" in out
 
 
+def test_explain_answers_why_16_and_why_group():
+    """Issue 24's questions, answered by --explain alone: sum_axis0 has 256 outputs, more than 32, so only 16 is
+    tried (256 only with <= 32 outputs, as the 1-output sum gets); matvec's GROUP is hard-coded, and why."""
+    axis0 = demo("sum_axis0", "explain")
+    assert "_grouping: 256 outputs <= 2048" in axis0 and "by 16 (256 > 32; 256 is tried only with <= 32)" in axis0
+    assert "_grouping: 1 output <= 2048" in demo("sum", "explain") and "by 256, then 16" in demo("sum", "explain")
+    why = "GROUP, not GROUPTOP (hard-coded): a has stride 1 on the reduce, so GROUP's neighbouring threads read"
+    assert why + " neighbouring elements" in demo("matvec", "explain")
+
+
 def test_locals_decision_ranks_broadcast_axes_first_from_the_right():
     d = next(d for d in weighed(matmul_ast(512, 512, 512))[1] if d.heuristic == "_locals")
     assert [(c.key, str(c)) for c in d.candidates] == [((-1, -1), "LOCAL:1:16"), ((-1, 0), "LOCAL:0:8")]
