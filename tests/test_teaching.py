@@ -1,8 +1,9 @@
-"""The teaching views of the demo (--explain, --loops, --map), the decisions the heuristics record for them, and the
+"""The teaching views of the demo (--explain, --loops, --map), what the heuristics weighed (kernel.weighed), and the
 Kernel methods that only tinygrad's linearizer uses.
 
-Recording a decision must never change one: test_golden.py replays the corpus with the recording in place, and
-the tests here check that the recorded choices are exactly the opts applied.
+The heuristics record nothing: weighed() runs them on a copy whose `*_candidates` methods note each call, and the
+tests here check that the copy gets the opts a plain run gets and that each decision's taken candidates are exactly
+the opts applied after it, as its rule predicts.
 
 Every kind of sentence the views print is computed from one fact (a stride, a loop's size, a vector width the
 renderer uses, a condition of a heuristic), and the last part of this file checks each fact against the kernel
