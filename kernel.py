@@ -1706,10 +1706,7 @@ class Kernel:
         check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
         check(0 not in self.full_shape, f"the kernel has no elements (shape {self.full_shape}): no opt applies")
         uses_locals = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID)
-        check(
-            not (self.dont_use_locals and uses_locals),
-            f"not using locals: NOLOCALS was applied, {opt.op.name} needs them",
-        )
+        check(not (self.dont_use_locals and uses_locals), f"not using locals: after NOLOCALS, no {opt.op.name}")
         if opt.op is OptOps.TC:
             check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
             check(not self.applied_opts, f"tensor core opts must be first: {len(self.applied_opts)} applied already")
@@ -2311,11 +2308,9 @@ class Kernel:
             if (first := self.full_shape[-1]) > 3:
                 return f"no second axis: the one unrolled whole is {first} > 3", []
             small, why = isinstance(s, int) and s <= 3, "tiny reduce: unroll the next reduce axis whole too"
-            rule, note = (
-                f"tiny reduce ({first} <= 3): the next reduce axis whole too, if <= 3",
-                f"size {sym_render(s)} ",
-            )
-            return rule, [Candidate((0,) if small else None, (opt,), note + ("<= 3" if small else "> 3"), (why,))]
+            note = f"size {sym_render(s)} {'<=' if small else '>'} 3"
+            rule = f"tiny reduce ({first} <= 3): the next reduce axis whole too, if <= 3"
+            return rule, [Candidate((0,) if small else None, (opt,), note, (why,))]
         elements = prod(self.full_shape[up:])
         if elements >= 64 or (elements > 4 and any(r for _, _, r in self.upcasted_axis(self.full_buf_index))):
             why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
@@ -2324,9 +2319,8 @@ class Kernel:
         size = f"size {sym_render(s)} " + ("is symbolic" if not isinstance(s, int) else "<= 32" if short else "> 32")
         whole = Candidate((0,) if short else None, (opt,), f"whole: {size}", (why,))
         by4 = dividing(OptOps.UNROLL, opt.axis, s, (4,), "long reduce axis: unroll the loop by 4", lambda _: (1,))
-        return "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)", [
-            whole
-        ] + by4
+        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
+        return rule, [whole, *by4]
 
     def _default_upcast(self) -> None:
         """Nothing upcast yet: upcast the last axis by 4 if 4 divides it."""

@@ -662,7 +662,7 @@ def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
         "local memory": lambda: k.opts.has_local and not k.opts.has_shared,
     }
     patterns = {
-        r"not using locals: NOLOCALS was applied, (\w+) needs them": lambda op: k.dont_use_locals and op == opt.op.name,
+        r"not using locals: after NOLOCALS, no (\w+)": lambda op: k.dont_use_locals and op == opt.op.name,
         r"invalid axis: (\d+)(?: \((\w+) counts (\d+) from axis (\d+)\))?"
         r" is not one of the (\d+) axes": lambda a, op, n, b, s: (
             int(a) == ax >= int(s) == k.shape_len
