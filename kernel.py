@@ -2744,6 +2744,14 @@ class _EvaluateMethods:
 # test_teaching.py pins what they do --
 
 
+VECTOR_WIDTHS = (2, 4)  # the widths loaded and stored as one vector (float2, float4), as tinygrad's linearizer does
+
+
+def is_vector_start(idx: Node, amt: int) -> bool:
+    """Can a vector of `amt` elements start at index idx: is idx a multiple of amt at every value of its variables?"""
+    return idx.min >= 0 and idx // amt * amt == idx
+
+
 @dataclass(frozen=True)
 class LocalBuffer:
     """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
@@ -2769,6 +2777,25 @@ class _LinearizerMethods:
         if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
             return []
         return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
+
+    def vector_axis(self, i: int) -> tuple[int | None, str]:
+        """The one vector rule, as tinygrad's global_load and global_store apply it (runtime.py renders with it, the
+        demo explains with it): buffer i is read and written as float2/float4 vectors along its only
+        get_float4_upcast_dim axis when that axis is VECTOR_WIDTHS long (an image: 4, one pixel), each vector where
+        its first index is aligned (is_vector_start). Returns (that axis, "") or (None, why there is none)."""
+        buf, axes = self.bufs[i], self.get_float4_upcast_dim(i)
+        widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+        if isinstance(buf, ConstBuffer):
+            return None, "a constant is no memory"
+        if not self.opts.supports_float4:
+            return None, f"the {self.opts.device} target has no float4"
+        if not (buf.dtype in (dtypes.float, dtypes.half) or isinstance(buf.dtype, ImageDType)):
+            return None, f"{buf.dtype.name} is not float or half"
+        if len(axes) != 1:
+            return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
+        if (amt := self.sts[i].shape[axes[0]]) not in widths:
+            return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+        return axes[0], ""
 
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
@@ -3358,28 +3385,15 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
-    it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
-    with float4, exactly one upcast axis of stride 1, of size 2 or 4 (4 for an image: one pixel), and an index
-    that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
-    buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
-    if isinstance(buf, ConstBuffer):
-        return None, "a constant is no memory"
-    if not k.opts.supports_float4:
-        return None, f"the {k.opts.device} target has no float4"
-    if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
-        return None, f"{buf.dtype.name} is not float or half"
-    axes = k.get_float4_upcast_dim(i)  # the linearizer's own choice of vector axes
-    if len(axes) != 1:
-        return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
-    axis, amt = axes[0], st.shape[axes[0]]
-    widths = (4,) if isinstance(buf.dtype, ImageDType) else (2, 4)  # runtime.py's float2 and float4
-    if amt not in widths:
-        return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+    it reads or writes float2/float4 vectors, or None; and why not). Kernel.vector_axis is the rule; here it also
+    holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
+    axis, why = k.vector_axis(i)
+    if axis is None:
+        return None, why
+    st, up, amt = k.sts[i], k.shape_len - k.upcasted, k.sts[i].shape[axis]
     loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
-    # every register but the vector's own axis, which is 0 where a vector starts
     for values in itertools.product(*(range(st.shape[a] if a != axis else 1) for a in range(up, k.shape_len))):
-        idx, _ = st.expr_idxs(loops + [NumNode(v) for v in values])
-        if idx.min < 0 or idx // amt * amt != idx:
+        if not is_vector_start(st.expr_idxs(loops + [NumNode(v) for v in values])[0], amt):
             return None, f"a vector's first index is not always a multiple of {amt}"
     return axis, ""
 
