@@ -9,10 +9,10 @@ Then the Appendix banner line, after which comes what Part 1 relies on but a fir
 into it in one line, marked "in the appendix". README.md's "Reading kernel.py" says what to read first.
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
-ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
-in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled" (the colours of
-`Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes all of its values itself, in
-registers, its loop unrolled: a loop transformation, not a type widening.
+ShapeTracker on one common iteration shape, and each optimization but NOLOCALS and PADTO reshapes and permutes that
+shape: an axis is split in two and one part moved to where it means "global", "local", "grouped", "loop" or
+"unrolled" (the colours of `Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes
+all of its values itself, in registers, its loop unrolled: a loop transformation, not a type widening.
 
 Only the standard library is imported at module level.
 """
@@ -274,9 +274,9 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
 
 # ==== symbolic: index expressions with known bounds =========================================================
 # An index into a buffer is an integer expression of the loop variables idx0, idx1, ... Every node knows its
-# smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of
-# something already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` when b < 8, like terms merge.
-# This is what lets real_strides() read the stride of each axis straight off the expression. The rules are
+# smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of something
+# already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge. This
+# is what lets real_strides() read the stride of each axis straight off the expression. The rules are
 # tinygrad 0.9.1's, so the expressions (and so every heuristic that looks at them) come out the same.
 # Floor division and modulo follow Python, and are only ever applied to non-negative values so C's truncating
 # `/` and `%` give the same result.
@@ -1328,18 +1328,21 @@ class ShapeTracker:
 # chunks of a shape, and what each becomes in OpenCL C; the yellow and magenta ones (registers) are the last `upcasted`.
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id)",
-    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
+    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
+    ", of the largest divisor <= 32 of launch dim 0 in runtime.py",
     "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
     "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
     "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
-    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers (float4 if 4 contiguous ones)",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
+    "buffer's only stride-1 upcast axis is 2 or 4 long (Kernel.vector_axis)",
 }
 
 
 class OptOps(Enum):
-    """The optimizations; each one splits an axis and moves a piece of it somewhere (see apply_opt)."""
+    """The optimizations (see apply_opt): each splits an axis (amount 0: the whole axis) and moves a piece of it
+    somewhere, but for NOLOCALS (the global axes launch as threads) and PADTO (an axis padded to a multiple)."""
 
     TC, UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO = range(1, 10)  # auto()'s values
 
@@ -1759,10 +1762,11 @@ class Kernel:
         self.group_for_reduces += 1
 
     def _opt_nolocals(self, axis: int, amt: int) -> None:
-        """NOLOCALS (BLUE): the kernel uses no local threads and sets no work-group size; the shape doesn't change,
-        every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
-        size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
-        (64 64), BLUE red."""
+        """NOLOCALS (BLUE): the kernel uses no local threads; the shape doesn't change, every global axis turns
+        bright blue and its id is a thread's get_global_id. tinygrad 0.9.1 pads the local size with 1s
+        (get_grouped_dims): it launches work-groups of 1 thread, local size [1, 1, 1]. runtime.py's program sets no
+        local size, and its launch takes the largest divisor <= 32 of launch dim 0 (the threads share nothing, so
+        any grouping computes the same). NOLOCALS on (64 64) -> (64 64), BLUE red."""
         why = "NOLOCALS is meaningless if target does not support local or already not using locals"
         check(self.opts.has_local and not self.dont_use_locals, why)
         check(self.local_dims == 0 and self.group_for_reduces == 0, "can't have no locals with locals")
@@ -3251,10 +3255,10 @@ def conv2d_ast(
 
 
 def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
-    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces, one pass over a
+    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces in one kernel
 
-    The two SUMs reduce the same shape to the same shape, so they share the kernel's loop nest; each keeps its
-    own accumulators. Buffers: 0 the means, 1 the variances, 2 the input."""
+    The two SUMs reduce the same shape to the same shape, so they share the kernel's shape and opts; each keeps its
+    own accumulators and loops over a (two passes). Buffers: 0 the means, 1 the variances, 2 the input."""
     x = load(2, ShapeTracker.from_shape((m, n)))
     inv_n = const(1 / n, (m, 1))
     mean = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, x, (1,)), inv_n)
@@ -3398,12 +3402,26 @@ def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     return axis, ""
 
 
-def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
+def _reduce_split(k: Kernel, before: Kernel, opt: Opt, i: int) -> str:
+    """GROUP's or GROUPTOP's split of a reduce axis as the C runs it, for buffer i: which steps of the axis thread t
+    takes, and the loop left over it (ridxN, its steps and their stride), or that none is left (the whole axis)."""
+    split = opt.real_axis(before)
+    size, threads = _txt(before.full_shape[split]), k.full_shape[k.first_reduce + k.group_for_reduces - 1]
+    if (rest := before.full_shape[split] // threads) == 1:
+        return f"the {threads} threads take one step each of the whole axis ({opt.op.name}: no loop is left over it)"
+    steps, n = f"thread t takes steps t, t+{threads}, ... of the {size} ({opt.op.name})", _txt(rest)
+    if opt.op is OptOps.GROUPTOP:
+        steps = f"thread t takes its own run of {n} consecutive steps of the {size}, from {n}*t (GROUPTOP)"
+    return f"{steps}; loop ridx{split + 1}: {n} steps {_txt(k.sts[i].real_strides()[split + 1])} apart"
+
+
+def axis_notes(
+    k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None, before: Kernel | None = None
+) -> list[str]:
     """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
-    no memory and gets none). `opt` is the opt that made the axis."""
+    no memory and gets none). `opt` is the opt that made the axis, `before` the kernel it was applied to."""
     colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
     color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
-    loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
     for i, st in enumerate(k.sts):
         stride, name, read = st.real_strides()[axis], names[i], i >= outputs
         if isinstance(k.bufs[i], ConstBuffer) or stride is None or (not read and color in ("green", "red", "magenta")):
@@ -3415,6 +3433,8 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
                 access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
+                if not read and vec != axis:  # runtime.py writes an image output with no aligned pixels as a buffer
+                    access = f"{size} scalar stores: the image is written as a plain buffer ({why})"
             elif vec == axis:
                 access = f"one float{size} {load}"
             else:
@@ -3425,20 +3445,22 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
         elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
             notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
-        elif color == "green":  # GROUP and GROUPTOP split the reduce differently
-            split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
-            if opt is not None and opt.op is OptOps.GROUPTOP:
-                split = "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
-            steps = st.real_strides()[loop[-1]] if loop else None
-            step = f"; a thread's loop steps are {_txt(steps)} apart" if steps is not None else ""
-            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
+        elif color == "green" and opt is not None and before is not None:  # GROUP and GROUPTOP split it differently
+            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {_reduce_split(k, before, opt, i)}")
         elif color in ("cyan", "white"):
             apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
             notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
     return notes
 
 
-def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence[Decision]) -> list[str]:
+def _explain(
+    k: Kernel,
+    opt: Opt | None,
+    why: str,
+    names: Sequence[str],
+    decisions: Sequence[Decision],
+    before: Kernel | None = None,
+) -> list[str]:
     """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
     coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
@@ -3463,7 +3485,7 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
     ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
-        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
+        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt, before)]
     for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
         keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
         kw, ww = max((len(x) for x in keys), default=0), max((len(rename(c.opt)) for c in d.candidates), default=0)
@@ -3482,7 +3504,7 @@ _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="
 _PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
 _PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
     "blue": "one work-group each",
-    "BLUE": "one thread each, no work-groups",
+    "BLUE": "one thread each (NOLOCALS: no work-group of the kernel's own)",
     "cyan": "threads of a work-group",
     "green": "threads that share one reduce",
     "white": "threads; the finishing thread unrolls it",
@@ -3524,6 +3546,9 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     regs = range(k.shape_len - k.upcasted, k.shape_len)
     yellow = [a for a in regs if colors[a] == "yellow"]
     group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+    # the first thread of the group finishes the reduce for every value of the white axes: their unrolled loops
+    white = {a: Variable(f"mid{a}", 0, shape[a] - 1) for a in group_axes if colors[a] == "white"}
+    fin = [colored(white[a].render(), "white") if a in white else v for a, v in enumerate(var)]
 
     def add(code: str, comment: str = "", open_block: bool = False) -> None:
         nonlocal depth
@@ -3534,8 +3559,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
         add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
-    def unrolled(axes: Sequence[int], comment: str) -> None:
-        loops = ", ".join(f"{var[a]} in range({_txt(shape[a])})" for a in axes)
+    def unrolled(axes: Sequence[int], comment: str, names: Sequence[str] = var) -> None:
+        loops = ", ".join(f"{names[a]} in range({_txt(shape[a])})" for a in axes)
         add(f"for {loops} (unrolled):", comment, open_block=True)
 
     for a in range(k.first_reduce + k.group_for_reduces):
@@ -3562,19 +3587,29 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
             every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
             add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
             add("barrier", "wait for every thread of the work-group")
-            first, threads = " and ".join(f"{var[a]} == 0" for a in green), prod(shape[a] for a in green)
-            add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
-            if yellow:
-                unrolled(yellow, "registers: each thread's outputs")
-            parts = "".join("[:]" if a in green else f"[{var[a]}]" for a in local)
+            first, threads = " and ".join(f"{var[a]} == 0" for a in group_axes), prod(shape[a] for a in group_axes)
+            add(
+                f"if {first}:",
+                f"the first of the {threads} {'green and white' if white else 'green'} threads finishes",
+                True,
+            )
+            if yellow or white:
+                regs_of = [f"white axis {a}: a result each" for a in white] + [
+                    "registers: each thread's outputs"
+                ] * bool(yellow)
+                unrolled([*white, *yellow], ", ".join(regs_of), fin)
+            parts = "".join("[:]" if a in green else f"[{fin[a]}]" for a in local)
             reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
-            add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
+            accs[r] = "".join([acc] + [f"[{fin[a]}]" for a in white]) + sub
+            add(f"{accs[r]} = {reduced}", "over the green threads' partial results")
             if n < len(k.reduceops) - 1:
                 depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
     # the stores' indices: the reduce axes at 0, but for the white ones and the registers
-    late = [v if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a, v in enumerate(idxs)]
+    late = [
+        white.get(a, v) if a < k.first_reduce or a in white or a in regs else NumNode(0) for a, v in enumerate(idxs)
+    ]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
@@ -3618,11 +3653,11 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
         return ["  (the map needs an output written through one plain view)"]
     logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
-    group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
+    group = "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else "work-group (blue axes)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
-        ("t", ("cyan", "white"), "thread in it (cyan axes)"),
-        ("r", ("yellow",), "register (yellow axes)"),
+        ("t", ("cyan",), "thread in it (cyan axes)"),
+        ("r", ("yellow", "white"), "register (yellow axes" + (", then white ones)" if "white" in colors else ")")),
     ]
     parts = [(g, cs, what) for g, cs, what in parts if g == "g" or any(c in colors for c in cs)]
 
@@ -3657,9 +3692,10 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
             "(get_group_id(0) is the last blue axis)"
         )
-    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if colors[a] == "green"]:
+    if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
+        which = "green and white" if "white" in colors else "green"
         lines.append(
-            f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
+            f"  and the {prod(k.full_shape[a] for a in group)} {which} threads of each cell's thread share its "
             "reduce; the first of them writes it"
         )
     return lines
@@ -3695,6 +3731,7 @@ def demo_kernel(
     rename, rows, rejected = _renamer(k, d.buffers), [], []
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
+        before = k.copy()
         try:
             if opt is not None:
                 k.apply_opt(opt)
@@ -3703,7 +3740,7 @@ def demo_kernel(
             under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
             rows.append((str(opt), f"rejected: {e}", "", under))
             continue
-        under = _explain(k, opt, why, d.buffers, decisions) if view == "explain" else []
+        under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
         if every_step and view == "loops":
             under = loop_nest(k, d.buffers, width) + [""]
         rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why), under))
@@ -3777,7 +3814,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python kernel.py demo matvec --loops       # the optimized kernel as a loop nest (--steps: after each opt)\n"
         "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
         "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
-        "axis); UNROLL and GROUP count axes from the first reduce axis; AMT 0 means the whole axis.\n"
+        "axis); AMT 0 means the whole axis. AXIS counts in the shape the opt applies to (the line above it in the "
+        "step table): from axis 0, but UNROLL from the first reduce axis (the first green, white or red one) and "
+        "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one).\n"
         "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off.",
     )
     sub = p.add_subparsers(dest="command", required=True)
@@ -3793,10 +3832,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("map", "the output as a grid: the work-group, thread and register of each element"),
     ]:
         views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
-    d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
+    d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
     args = p.parse_args(argv)
-    if args.steps and args.view != "loops":
-        p.error("--steps goes with --loops")
+    if args.steps and args.view not in ("steps", "loops"):
+        p.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    args.view = "loops" if args.steps else args.view
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
