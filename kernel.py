@@ -3269,6 +3269,8 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
+    if n % 16:
+        raise ValueError(f"an image of height 4 holds a multiple of 16 floats, not {n}")
     return (store(matvec_ast(n, k)[0].src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
@@ -3282,47 +3284,81 @@ def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
     return (store(alu(BinaryOps.MUL, dot, const(1 / math.sqrt(d), (i, 1)))),)
 
 
+def cat_ast(m: int = 256, a: int = 3, b: int = 3) -> tuple[LazyOp, ...]:
+    """out = the columns of x (m, a) then those of y (m, b): each padded with zeros to (m, a + b), then added"""
+    x, y = (ShapeTracker.from_shape((m, n)).pad(((0, 0), pad)) for n, pad in ((a, (0, b)), (b, (a, 0))))
+    return (store(alu(BinaryOps.ADD, load(1, x), load(2, y))),)
+
+
 @dataclass(frozen=True)
 class Demo:
-    """A classic kernel for the demo: what it computes, how to build it, the names `what` gives buffers 0, 1, ...
-    (the others are called data<idx>, as in the OpenCL C), and the target to show it on."""
+    """A classic kernel for the demo: what it computes (a `{}` for each size), how to build it (its sizes are the
+    builder's arguments and their defaults, which --size replaces), the names `what` gives buffers 0, 1, ... (the
+    others are called data<idx>, as in the OpenCL C), the target to show it on, and the opts it shows instead of
+    the heuristics' (none: the heuristics')."""
 
-    what: str
-    build: Callable[[], tuple[LazyOp, ...]]
+    text: str
+    build: Callable[..., tuple[LazyOp, ...]]
     buffers: tuple[str, ...]
     target: str = "opencl"
+    opts: tuple[str, ...] = ()
+    sizes = property(lambda self: self.build.__defaults__ or ())
+    what = property(lambda self: self.text.format(*self.sizes))
 
 
-# (conv2d and image are built at their builder's default sizes)
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), ("out", "a", "b")),
-    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), ("out", "a", "b")),
-    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), ("out", "a")),
-    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), ("out", "a")),
-    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), ("out", "a")),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), ("out", "a", "x")),
-    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), ("out", "a", "b")),
+    "elementwise": Demo("out[i] = a[i] + b[i], {} elements", lambda n=4096: elementwise_ast(n), ("out", "a", "b")),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], {}x{}", lambda m=256, n=256: broadcast_ast(m, n), ("out", "a", "b")),
+    "sum": Demo("out = sum of {} floats", lambda n=1 << 20: sum_ast((n,)), ("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (0,)), ("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (1,)), ("out", "a")),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}", lambda n=1024, k=768: matvec_ast(n, k), ("out", "a", "x")),
+    "matmul": Demo(
+        "out = a @ b, {0}x{2} @ {2}x{1}", lambda m=512, n=512, k=512: matmul_ast(m, n, k), ("out", "a", "b")
+    ),
     "conv2d": Demo(
-        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)", conv2d_ast, ("out", "img", "wt")
+        "3x3 conv, padding 1: {} -> {} channels on {}x{}: out = conv(img, wt)",
+        lambda cin=16, cout=32, h=32, w=32: conv2d_ast(1, cin, h, w, cout),
+        ("out", "img", "wt"),
     ),
     "tc_matmul": Demo(
-        "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
-        lambda: matmul_ast(256, 256, 256),
+        "out = a @ b, {0}x{2} @ {2}x{1} on Metal's 8x8x8 tensor cores",
+        lambda m=256, n=256, k=256: matmul_ast(m, n, k),
         ("out", "a", "b"),
         "metal",
     ),
     "image": Demo(
-        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels", image_matvec_ast, ("out", "a", "x")
+        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image 4 pixels high", image_matvec_ast, ("out", "a", "x")
     ),
     "attention": Demo(
-        "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
-        lambda: attention_ast(64, 1024),
+        "scores[j] = q . keys[j] / sqrt({0}) for the first i (a Variable, 1..{1}) keys of a KV cache, d = {0}",
+        lambda d=64, max_len=1024: attention_ast(d, max_len),
         ("scores", "q", "keys"),
     ),
     "variance": Demo(
-        "mean and variance of each row of 64x1024: two reduces in one kernel",
-        lambda: mean_var_ast(64, 1024),
+        "mean and variance of each row of {}x{}: two reduces in one kernel",
+        lambda m=64, n=1024: mean_var_ast(m, n),
         ("mean", "var", "x"),
+    ),
+    "cat": Demo("out = cat(x, y) of {0}x{1} and {0}x{2}: small masked axes", cat_ast, ("out", "x", "y")),
+    # the opts the heuristics never choose, each in a kernel of its own
+    "nolocals": Demo(
+        "out[i] = a[i] + b[i], {} elements, one thread each without work-groups of its own (NOLOCALS)",
+        lambda n=4096: elementwise_ast(n),
+        ("out", "a", "b"),
+        opts=("NOLOCALS", "UPCAST:0:4"),
+    ),
+    "padto": Demo(
+        "out = a @ b, {0}x{2} @ {2}x{1}, padded to multiples of 32 (PADTO) for 16x16 work-groups",
+        lambda m=60, n=60, k=60: matmul_ast(m, n, k),
+        ("out", "a", "b"),
+        opts=("PADTO:0:32", "PADTO:1:32", "LOCAL:0:16", "LOCAL:1:16"),
+    ),
+    "upcastmid": Demo(
+        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image; each pixel's 4 sums finished by one thread",
+        image_matvec_ast,
+        ("out", "a", "x"),
+        opts=("GROUP:0:8", "UPCASTMID:0:4"),
     ),
 }
 
@@ -3332,9 +3368,25 @@ DEMOS: dict[str, Demo] = {
 # only the Kernel's public state and its `decisions`.
 
 
+# each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
+ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
+ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
+
+
 def legend() -> str:
-    """The colour legend (COLOR_LEGEND), one line per colour."""
-    return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
+    """The colour legend (COLOR_LEGEND), one line per colour, with its letter in plain text."""
+    return "\n".join(f"  {colored(f'{c:8s}', c)}({ROLES[c][0]}) {what}" for c, what in COLOR_LEGEND.items())
+
+
+def shape_row(k: Kernel) -> str:
+    """k's shape as the step table prints it: coloured, or in plain text each size followed by its colour's letter
+    (as wide as in colour: a size of 4 or more digits gets a space before it)."""
+    if use_color():
+        return k.colored_shape()
+    sizes = [str(s) for s in k.full_shape]  # a Node: <i[1-64]>
+    return "".join(
+        " " * (len(x) > 3 and i > 0) + f"{x:>4}{ROLES[c][0]}" for i, (x, c) in enumerate(zip(sizes, k.colors()))
+    )
 
 
 def terminal_width(out: Any = None) -> int:
@@ -3365,6 +3417,10 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
         out.append(line[:cut].rstrip())
         line = " " * indent + line[cut:].lstrip(" ")
     return out + [line]
+
+
+def _txts(xs: Sequence[Any]) -> list[str]:
+    return [_txt(x) for x in xs]
 
 
 def _txt(x: Any) -> str:
@@ -3465,22 +3521,28 @@ def _explain(
     coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
     rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
-    kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
-    strides = [k.sts[i].real_strides() for i in kept]
-    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
+    rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
+    for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
+        real, last = st.real_strides(), st.views[-1].strides
+        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * (_txts(real) != _txts(last))
+    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for _, x in rows]) for a, s in enumerate(k.full_shape)]
+    letters = [""] * len(colors) if use_color() else [ROLES[c][0] for c in colors]  # plain text: the colours' letters
 
-    def row(values: Sequence[Any]) -> str:
-        return " ".join(colored(f"{_txt(v):>{w}}", c) for v, w, c in zip(values, widths, colors))
+    def row(values: Sequence[Any], marks: Sequence[str]) -> str:
+        return " ".join(colored(f"{_txt(v):>{w}}", c) + m for v, w, c, m in zip(values, widths, colors, marks))
 
-    width = max([16] + [len(bnames[i]) + 11 for i in kept])  # the label column: "  strides NAME "
-    label = "start" if opt is None else str(opt)
-    lines = [f"  {label:<{width}}{row(k.full_shape)}   {rename(why)}".rstrip()]
-    lines += [f"    {'strides ' + bnames[i]:<{width - 2}}{row(x)}" for i, x in zip(kept, strides)]
-    if opt is None and any(s is None for st in k.sts for s in st.real_strides()):
-        lines.append(
-            "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
-            "notes give the last views' strides they read"
+    width = max([16] + [len(label) + 5 for label, _ in rows])  # the label column: "    strides NAME "
+    label, blank = "start" if opt is None else str(opt), [" " * len(m) for m in letters]
+    lines = [f"  {label:<{width}}{row(k.full_shape, letters)}   {rename(why)}".rstrip()]
+    lines += [f"    {label:<{width - 2}}{row(x, blank)}".rstrip() for label, x in rows]
+    unknown, differ = any(s is None for _, x in rows for s in x), any(r[0].startswith("last") for r in rows)
+    if opt is None and (unknown or differ):
+        legend = "? = no single stride (a padding condition or a division of the index uses the axis). " * unknown
+        legend += "The heuristics read each buffer's last view's strides (st.views[-1].strides), which know "
+        legend += "neither its padding nor the views under it" + (
+            ": a `last view` row gives them where they differ" * differ
         )
+        lines.append("    " + legend)
     # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
     ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
     ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
@@ -3712,23 +3774,28 @@ def demo_kernel(
     view: str = "steps",
     every_step: bool = False,
     width: int | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> tuple[Kernel, list[tuple[Opt, str]]]:
-    """Print how the optimizer reshapes one demo kernel; return the optimized kernel and the opts rejected, with why.
-    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in order,
-    and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain", "loops" (with
-    every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
+    """Print how the optimizer reshapes one demo kernel (at `sizes`, default its own); return the optimized kernel and
+    the opts rejected, with why. Without opts the demo's opts apply, else the heuristics choose (tensor cores first,
+    as tinygrad does); opts are applied in order, and a rejected one is reported and skipped. `view` is "steps" (one
+    line per opt), "explain", "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width`
+    columns (default: terminal_width(out))."""
     out = out or sys.stdout
     width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    d = DEMOS[name]
-    target = target or d.target
-    k = Kernel(*d.build(), opts=TARGETS[target])
-    steps, decisions = [(o, "") for o in opts or []], []
-    if opts is None:
+    d, target = DEMOS[name], target or DEMOS[name].target
+    sizes = tuple(d.sizes if sizes is None else sizes)
+    if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
+        want = f"{len(d.sizes)} sizes >= 1 ({'x'.join(map(str, d.sizes))} by default)"
+        raise ValueError(f"{name} takes {want}, not {'x'.join(map(str, sizes))}")
+    k = Kernel(*d.build(*sizes), opts=TARGETS[target])
+    steps, decisions = [(o, "") for o in (opts or [Opt.parse(o) for o in d.opts])], []
+    if opts is None and not d.opts:
         tuned = optimize(k.copy())
         steps, decisions = tuned.heuristic_log, tuned.decisions
-    rename, rows, rejected = _renamer(k, d.buffers), [], []
+    rename, rows, rejected, counted, roles = _renamer(k, d.buffers), [], [], [], set()
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
         before = k.copy()
@@ -3743,14 +3810,24 @@ def demo_kernel(
         under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
         if every_step and view == "loops":
             under = loop_nest(k, d.buffers, width) + [""]
-        rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why), under))
+        rows.append(("start" if opt is None else str(opt), shape_row(k), rename(why), under))
+        if opt is not None and opt.axis is not None and opt.real_axis(before) != opt.axis:
+            counted.append(f"{opt} is axis {opt.real_axis(before)}")
+        roles.update(k.colors())
     label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
     shape_width = max(ansilen(row[1]) for row in rows) + 3
-    lines = [f"{name} [{target}]: {d.what}"]
+    lines = [f"{name} [{target}]: {d.text.format(*sizes)}"]
     for label, shape, why, under in rows:  # the reason after the shape, wrapped under its own column if there's room
         head = f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}"
         hang = ansilen(head) if why and ansilen(head) + 20 <= width else None
         lines += under if view == "explain" else fit((head + why).rstrip(), width, hang) + under
+    if counted:  # the axis numbers of UNROLL, GROUP and GROUPTOP count from a reduce axis
+        lines.append(
+            f"  ({', '.join(counted)} of the line above: UNROLL counts axes from the first reduce axis, GROUP and "
+            "GROUPTOP from the first red one, the others from 0)"
+        )
+    if not use_color():  # the colours' letters
+        lines.append("  (" + ", ".join(f"{ROLES[c][0]} {c}: {ROLES[c][1]}" for c in COLOR_LEGEND if c in roles) + ")")
     if view == "loops" and not every_step:
         lines += [""] + loop_nest(k, d.buffers, width)
     elif view == "map":
@@ -3786,6 +3863,13 @@ def parse_opt_arg(text: str) -> Opt:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def sizes_arg(text: str) -> tuple[int, ...]:
+    """--size 4096x4096 -> (4096, 4096): sizes >= 1, or an error that says what a size looks like."""
+    if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
+        raise argparse.ArgumentTypeError(f"want sizes >= 1 joined by x, such as 4096x4096: got {text!r}")
+    return tuple(int(x) for x in text.split("x"))
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type for the command lines: an integer >= low, or an error that says so."""
 
@@ -3817,7 +3901,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "axis); AMT 0 means the whole axis. AXIS counts in the shape the opt applies to (the line above it in the "
         "step table): from axis 0, but UNROLL from the first reduce axis (the first green, white or red one) and "
         "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one).\n"
-        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off.",
+        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off (then each size is "
+        "followed by its colour's letter).",
     )
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="show how kernels are optimized")
@@ -3825,6 +3910,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     opt_help = "apply these opts in order instead of the heuristics (repeatable)"
     d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
+    d.add_argument(
+        "--size", type=sizes_arg, metavar="AxB...", help="the kernel's sizes (e.g. sum_axis0 --size 4096x4096)"
+    )
     views = d.add_mutually_exclusive_group()
     for view, what in [
         ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
@@ -3835,16 +3923,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
     args = p.parse_args(argv)
     if args.steps and args.view not in ("steps", "loops"):
-        p.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    if args.size and not args.name:
+        d.error("--size goes with one kernel's name: each kernel has sizes of its own")
     args.view = "loops" if args.steps else args.view
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
-        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=14)))
     for name in [args.name] if args.name else list(DEMOS):
         if not args.name:
             print()
-        demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps)
+        try:
+            demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps, sizes=args.size)
+        except ValueError as e:  # sizes the kernel doesn't take
+            if not args.size:
+                raise
+            d.error(str(e))
     return 0
 
 

@@ -96,7 +96,8 @@ def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
 def test_demo_command_line_without_colour():
     r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", colour=False)
     assert r.returncode == 0 and "\x1b" not in r.stdout
-    assert "128  512  512    4" in r.stdout
+    assert "128b 512b 512r   4y" in r.stdout  # each size with its colour's letter (issue 24)
+    assert "(b blue: global, r red: loop, y yellow: UPCAST)" in r.stdout
 
 
 def test_demo_help_explains_the_options():
