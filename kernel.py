@@ -1021,13 +1021,13 @@ class View:
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
-        check_movement_arg("shrink", self, arg)
+        check_movement_arg("shrink", self, arg)  # in the appendix
         return self._resize(arg)
 
     @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
-        check_movement_arg("expand", self, new_shape)
+        check_movement_arg("expand", self, new_shape)  # in the appendix
         if 0 in self.shape:
             return View.create(new_shape)
         mask = None
@@ -1047,14 +1047,14 @@ class View:
     @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        check_movement_arg("permute", self, axis)
+        check_movement_arg("permute", self, axis)  # in the appendix
         mask = tuple(self.mask[a] for a in axis) if self.mask is not None else None
         return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset, mask)
 
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
-        check_movement_arg("stride", self, mul)
+        check_movement_arg("stride", self, mul)  # in the appendix
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
@@ -1069,7 +1069,7 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        check_movement_arg("reshape", self, new_shape)
+        check_movement_arg("reshape", self, new_shape)  # in the appendix
         if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
@@ -1563,10 +1563,10 @@ class Kernel:
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
-        """full_shape with each axis in its colour (plain text under NO_COLOR; colored and ansilen: in the appendix)."""
+        """full_shape with each axis in its colour (plain text under NO_COLOR)."""
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
-        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
-        return ret + " " * (pad - ansilen(ret)) if pad else ret
+        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))  # in the appendix
+        return ret + " " * (pad - ansilen(ret)) if pad else ret  # in the appendix
 
     def float4_axis(self, i: int) -> list[int]:
         """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""

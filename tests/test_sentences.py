@@ -11,6 +11,7 @@ kernel and target (about 500 states); set it higher (and SENTENCE_SEED) for a lo
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import random
@@ -591,3 +592,95 @@ def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say()
             assert len(shapes[1]) > len(shapes[0]) or s.k.colors() != s.before.colors(), s.label
     doc = " ".join(kernel.OptOps.__doc__.split())
     assert "each splits an axis" in doc and "but for NOLOCALS" in doc and "PADTO" in doc
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# instances (issue 24), and what the demo says by itself
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def demo(name: str, view: str = "steps", *opts: str, **kw) -> str:
+    out = io.StringIO()
+    parsed = [Opt.parse(o) for o in opts] if opts else None
+    kernel.demo_kernel(name, opts=parsed, out=out, view=view, width=1000, **kw)
+    return out.getvalue()
+
+
+def test_a_whole_axis_group_says_each_thread_takes_one_step_and_no_loop_is_left():
+    """Item 2: GROUP:0:0 on sum_axis1's 256-long reduce has no reduce loop in the C; each thread adds one element."""
+    for op in ("GROUP", "GROUPTOP"):
+        out = demo("sum_axis1", "explain", f"{op}:0:0")
+        assert f"the 256 threads take one step each of the whole axis ({op}: no loop is left over it)" in out
+        assert "t+256" not in out and "consecutive" not in out
+        k = Kernel(*DEMOS["sum_axis1"].build())
+        k.apply_opt(Opt.parse(f"{op}:0:0"))
+        assert "for (int ridx" not in R.render(k).src
+
+
+def test_plain_text_gives_each_size_its_colours_letter_and_lists_the_letters():
+    """Off a terminal every size of the step table carries its colour's letter (k.colors(), step by step), and the
+    line after the table says what each letter it used is, in the legend's order."""
+    for name in DEMOS:
+        d, lines = DEMOS[name], demo(name).splitlines()
+        k = Kernel(*d.build(), opts=TARGETS[d.target])
+        opts = [Opt.parse(o) for o in d.opts] or optimize(k.copy()).applied_opts
+        used = set()
+        for opt, line in zip([None, *opts], lines[1:]):
+            if opt is not None:
+                k.apply_opt(opt)
+            sizes = re.findall(r"(\d+|<[^>]*>)([a-zA-Z])(?=\s|$)", line)
+            assert [(str(s), kernel.ROLES[c][0]) for s, c in zip(k.full_shape, k.colors())] == sizes[: k.shape_len]
+            used |= set(k.colors())
+        key = ", ".join(f"{kernel.ROLES[c][0]} {c}: {kernel.ROLES[c][1]}" for c in kernel.COLOR_LEGEND if c in used)
+        assert lines[-1] == f"  ({key})", name
+
+
+def test_the_step_table_says_how_an_unroll_or_group_counts_its_axis():
+    """An opt whose axis counts from a reduce axis is named with the axis it acts on in the line above it."""
+    out = demo("matvec", "steps", "GROUP:0:8", "UNROLL:0:4", "UPCAST:0:4")
+    assert "(GROUP:0:8 is axis 1, UNROLL:0:4 is axis 1 of the line above: UNROLL counts axes from the first" in out
+    k = Kernel(*DEMOS["matvec"].build())
+    for opt, axis in (("GROUP:0:8", 1), ("UNROLL:0:4", 1)):
+        assert Opt.parse(opt).real_axis(k) == axis
+        k.apply_opt(Opt.parse(opt))
+    assert "is axis" not in demo("matvec", "steps", "LOCAL:0:4", "UPCAST:0:4")
+
+
+def test_last_view_rows_are_the_strides_the_heuristics_read_where_they_differ():
+    """--explain's `last view` rows are st.views[-1].strides, printed exactly where they differ from the real
+    strides, and the legend at the start says why they differ."""
+    seen = 0
+    for s in STATES:
+        lines = explain_lines(s)
+        rows = {x.split()[2]: x.split()[3:] for x in lines if x.startswith("    last view ")}
+        for i, st in enumerate(s.k.sts):
+            if not isinstance(s.k.bufs[i], kernel.MemBuffer):
+                continue
+            name = f"data{s.k.bufs[i].idx}"
+            last, real = [kernel._txt(x) for x in st.views[-1].strides], [kernel._txt(x) for x in st.real_strides()]
+            assert rows.get(name) == (last if last != real else None), (s.label, name)
+            seen += last != real
+        if s.opt is None and rows:
+            assert any("which know neither its padding nor the views under it" in x for x in lines), s.label
+    assert seen >= 20
+
+
+def test_the_opts_the_heuristics_never_choose_each_have_a_demo():
+    """PADTO, UPCASTMID and NOLOCALS appear under a demo's default opts, _upcast_masked_axes under the heuristics."""
+    shown = {o.op for name in DEMOS for o in kernel.demo_kernel(name, out=io.StringIO())[0].applied_opts}
+    assert {OptOps.PADTO, OptOps.UPCASTMID, OptOps.NOLOCALS} <= shown
+    k = optimize(Kernel(*DEMOS["cat"].build()))
+    assert any(d.heuristic == "_upcast_masked_axes" and d.chosen for d in k.decisions)
+    assert "small masked axis 1: upcast it whole" in demo("cat")
+
+
+def test_every_step_table_reason_is_true_on_every_target():
+    """The heuristics' reasons for every demo on every target (test_teaching checks the corpus on its own)."""
+    from tests.test_teaching import _reason_holds
+
+    for (name, d), target in itertools.product(DEMOS.items(), TARGETS):
+        k = optimize(Kernel(*d.build(), opts=TARGETS[target]))
+        state = Kernel(*d.build(), opts=TARGETS[target])
+        for opt, why in k.heuristic_log:
+            assert _reason_holds(why, opt, state), (name, target, opt, why)
+            state.apply_opt(opt)

@@ -549,9 +549,15 @@ def test_nolocals_says_what_the_runtime_launches():
     """Issue 14 item 10: NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
     largest divisor <= 32 of launch dim 0."""
     R = pytest.importorskip("runtime")
-    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] + " ".join(
-        kernel.Kernel._opt_nolocals.__doc__.split()
-    )
+    doc = " ".join(kernel.Kernel._opt_nolocals.__doc__.split())
+    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] and "largest divisor <= 32" in doc
+    # issue 24 item 1: tinygrad 0.9.1 pads the local size with 1s (get_grouped_dims): one thread a work-group
+    assert "in work-groups of 1 thread in tinygrad" in kernel.COLOR_LEGEND["BLUE"] and "local size [1, 1, 1]" in doc
+    assert "leaves the work-group size to the device" not in doc
+    nolocals = Kernel(*elementwise_ast(4096))
+    for opt in (Opt(OptOps.NOLOCALS), Opt(OptOps.UPCAST, 0, 4)):
+        nolocals.apply_opt(opt)
+    assert R.render(nolocals).local_size is None and R.render(nolocals).global_size == [1024, 1, 1]
     for dim0, group in [(96, 32), (100, 25), (7, 7), (64, 32), (33, 11)]:  # the largest divisor <= 32
         assert R.runtime_local_size([dim0, 3, 1]) == [group, 1, 1]
     k = Kernel(*elementwise_ast(96))
