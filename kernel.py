@@ -3254,7 +3254,7 @@ def conv2d_ast(
     return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, img), load(2, wt)), (4, 5, 6))),)
 
 
-def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
+def mean_var_ast(m: int = 64, n: int = 1024) -> tuple[LazyOp, ...]:
     """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces in one kernel
 
     The two SUMs reduce the same shape to the same shape, so they share the kernel's shape and opts; each keeps its
@@ -3302,20 +3302,19 @@ class Demo:
     buffers: tuple[str, ...]
     target: str = "opencl"
     opts: tuple[str, ...] = ()
-    sizes = property(lambda self: self.build.__defaults__ or ())
+    sizes = property(lambda self: tuple(x for x in self.build.__defaults__ or () if is_int(x)))  # not a dtype
     what = property(lambda self: self.text.format(*self.sizes))
 
 
+_OAB, _OAX = ("out", "a", "b"), ("out", "a", "x")  # the demos' names of their buffers 0, 1, 2
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo("out[i] = a[i] + b[i], {} elements", lambda n=4096: elementwise_ast(n), ("out", "a", "b")),
-    "broadcast": Demo("out[i, j] = a[i, j] * b[j], {}x{}", lambda m=256, n=256: broadcast_ast(m, n), ("out", "a", "b")),
+    "elementwise": Demo("out[i] = a[i] + b[i], {} elements", lambda n=4096: elementwise_ast(n), _OAB),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], {}x{}", lambda m=256, n=256: broadcast_ast(m, n), _OAB),
     "sum": Demo("out = sum of {} floats", lambda n=1 << 20: sum_ast((n,)), ("out", "a")),
     "sum_axis0": Demo("out[j] = sum_i a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (0,)), ("out", "a")),
     "sum_axis1": Demo("out[i] = sum_j a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (1,)), ("out", "a")),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}", lambda n=1024, k=768: matvec_ast(n, k), ("out", "a", "x")),
-    "matmul": Demo(
-        "out = a @ b, {0}x{2} @ {2}x{1}", lambda m=512, n=512, k=512: matmul_ast(m, n, k), ("out", "a", "b")
-    ),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}", lambda n=1024, k=768: matvec_ast(n, k), _OAX),
+    "matmul": Demo("out = a @ b, {0}x{2} @ {2}x{1}", matmul_ast, _OAB),
     "conv2d": Demo(
         "3x3 conv, padding 1: {} -> {} channels on {}x{}: out = conv(img, wt)",
         lambda cin=16, cout=32, h=32, w=32: conv2d_ast(1, cin, h, w, cout),
@@ -3324,40 +3323,33 @@ DEMOS: dict[str, Demo] = {
     "tc_matmul": Demo(
         "out = a @ b, {0}x{2} @ {2}x{1} on Metal's 8x8x8 tensor cores",
         lambda m=256, n=256, k=256: matmul_ast(m, n, k),
-        ("out", "a", "b"),
+        _OAB,
         "metal",
     ),
-    "image": Demo(
-        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image 4 pixels high", image_matvec_ast, ("out", "a", "x")
-    ),
+    "image": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image 4 pixels high", image_matvec_ast, _OAX),
     "attention": Demo(
         "scores[j] = q . keys[j] / sqrt({0}) for the first i (a Variable, 1..{1}) keys of a KV cache, d = {0}",
         lambda d=64, max_len=1024: attention_ast(d, max_len),
         ("scores", "q", "keys"),
     ),
     "variance": Demo(
-        "mean and variance of each row of {}x{}: two reduces in one kernel",
-        lambda m=64, n=1024: mean_var_ast(m, n),
-        ("mean", "var", "x"),
+        "mean and variance of each row of {}x{}: two reduces in one kernel", mean_var_ast, ("mean", "var", "x")
     ),
     "cat": Demo("out = cat(x, y) of {0}x{1} and {0}x{2}: small masked axes", cat_ast, ("out", "x", "y")),
     # the opts the heuristics never choose, each in a kernel of its own
     "nolocals": Demo(
-        "out[i] = a[i] + b[i], {} elements, one thread each without work-groups of its own (NOLOCALS)",
-        lambda n=4096: elementwise_ast(n),
-        ("out", "a", "b"),
-        opts=("NOLOCALS", "UPCAST:0:4"),
+        "out[i] = a[i] + b[i], {} elements, NOLOCALS", elementwise_ast, _OAB, opts=("NOLOCALS", "UPCAST:0:4")
     ),
     "padto": Demo(
-        "out = a @ b, {0}x{2} @ {2}x{1}, padded to multiples of 32 (PADTO) for 16x16 work-groups",
+        "out = a @ b, {0}x{2} @ {2}x{1}, padded (PADTO)",
         lambda m=60, n=60, k=60: matmul_ast(m, n, k),
-        ("out", "a", "b"),
+        _OAB,
         opts=("PADTO:0:32", "PADTO:1:32", "LOCAL:0:16", "LOCAL:1:16"),
     ),
     "upcastmid": Demo(
-        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image; each pixel's 4 sums finished by one thread",
+        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image",
         image_matvec_ast,
-        ("out", "a", "x"),
+        _OAX,
         opts=("GROUP:0:8", "UPCASTMID:0:4"),
     ),
 }
@@ -3381,12 +3373,11 @@ def legend() -> str:
 def shape_row(k: Kernel) -> str:
     """k's shape as the step table prints it: coloured, or in plain text each size followed by its colour's letter
     (as wide as in colour: a size of 4 or more digits gets a space before it)."""
-    if use_color():
-        return k.colored_shape()
-    sizes = [str(s) for s in k.full_shape]  # a Node: <i[1-64]>
-    return "".join(
-        " " * (len(x) > 3 and i > 0) + f"{x:>4}{ROLES[c][0]}" for i, (x, c) in enumerate(zip(sizes, k.colors()))
-    )
+    plain = [
+        (" " * (len(x := str(s)) > 3 and i > 0) + f"{x:>4}", ROLES[c][0])
+        for i, (s, c) in enumerate(zip(k.full_shape, k.colors()))
+    ]
+    return k.colored_shape() if use_color() else "".join(x + letter for x, letter in plain)
 
 
 def terminal_width(out: Any = None) -> int:
@@ -3417,10 +3408,6 @@ def fit(line: str, width: int, hang: int | None = None) -> list[str]:
         out.append(line[:cut].rstrip())
         line = " " * indent + line[cut:].lstrip(" ")
     return out + [line]
-
-
-def _txts(xs: Sequence[Any]) -> list[str]:
-    return [_txt(x) for x in xs]
 
 
 def _txt(x: Any) -> str:
@@ -3471,9 +3458,7 @@ def _reduce_split(k: Kernel, before: Kernel, opt: Opt, i: int) -> str:
     return f"{steps}; loop ridx{split + 1}: {n} steps {_txt(k.sts[i].real_strides()[split + 1])} apart"
 
 
-def axis_notes(
-    k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None, before: Kernel | None = None
-) -> list[str]:
+def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None, before=None) -> list[str]:
     """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
     no memory and gets none). `opt` is the opt that made the axis, `before` the kernel it was applied to."""
     colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
@@ -3509,14 +3494,7 @@ def axis_notes(
     return notes
 
 
-def _explain(
-    k: Kernel,
-    opt: Opt | None,
-    why: str,
-    names: Sequence[str],
-    decisions: Sequence[Decision],
-    before: Kernel | None = None,
-) -> list[str]:
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence, before=None) -> list[str]:
     """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
     coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
@@ -3524,7 +3502,9 @@ def _explain(
     rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
     for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
         real, last = st.real_strides(), st.views[-1].strides
-        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * (_txts(real) != _txts(last))
+        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * (
+            list(map(_txt, real)) != list(map(_txt, last))
+        )
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for _, x in rows]) for a, s in enumerate(k.full_shape)]
     letters = [""] * len(colors) if use_color() else [ROLES[c][0] for c in colors]  # plain text: the colours' letters
 
@@ -3564,13 +3544,10 @@ _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="
 # each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
 # registers are up (upcast) and un (unrolled)
 _PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
-_PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
-    "blue": "one work-group each",
-    "BLUE": "one thread each (NOLOCALS: no work-group of the kernel's own)",
-    "cyan": "threads of a work-group",
-    "green": "threads that share one reduce",
-    "white": "threads; the finishing thread unrolls it",
-}
+# what the iterations of a parallel loop over an axis of each colour are
+_PARALLEL_LOOPS = dict(blue="one work-group each", BLUE="one thread each (NOLOCALS: no work-group of the kernel's own)")
+_PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that share one reduce")
+_PARALLEL_LOOPS |= dict(white="threads; the finishing thread unrolls it")
 
 
 def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
@@ -3649,17 +3626,11 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
             every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
             add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
             add("barrier", "wait for every thread of the work-group")
-            first, threads = " and ".join(f"{var[a]} == 0" for a in group_axes), prod(shape[a] for a in group_axes)
-            add(
-                f"if {first}:",
-                f"the first of the {threads} {'green and white' if white else 'green'} threads finishes",
-                True,
-            )
+            first, which = " and ".join(f"{var[a]} == 0" for a in group_axes), "green and white" if white else "green"
+            add(f"if {first}:", f"the first of the {prod(shape[a] for a in group_axes)} {which} threads finishes", True)
             if yellow or white:
-                regs_of = [f"white axis {a}: a result each" for a in white] + [
-                    "registers: each thread's outputs"
-                ] * bool(yellow)
-                unrolled([*white, *yellow], ", ".join(regs_of), fin)
+                regs_of = [f"white axis {a}: a result each" for a in white] + ["registers: each thread's outputs"]
+                unrolled([*white, *yellow], ", ".join(regs_of[: len(white) + bool(yellow)]), fin)
             parts = "".join("[:]" if a in green else f"[{fin[a]}]" for a in local)
             reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
             accs[r] = "".join([acc] + [f"[{fin[a]}]" for a in white]) + sub
@@ -3669,9 +3640,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
     # the stores' indices: the reduce axes at 0, but for the white ones and the registers
-    late = [
-        white.get(a, v) if a < k.first_reduce or a in white or a in regs else NumNode(0) for a, v in enumerate(idxs)
-    ]
+    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *regs] else NumNode(0) for a, v in enumerate(idxs)]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
