@@ -3639,8 +3639,8 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
                 depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
-    # the stores' indices: the reduce axes at 0, but for the white ones and the registers
-    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *regs] else NumNode(0) for a, v in enumerate(idxs)]
+    # the stores' indices: the reduce axes at 0 (magenta ones too), but for the white ones
+    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *yellow] else NumNode(0) for a, v in enumerate(idxs)]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)

@@ -56,9 +56,9 @@ ACTIONS = search.ACTIONS + [Opt(OptOps.NOLOCALS)] + [Opt(OptOps.UPCASTMID, a, 4)
 
 
 def _space() -> list[State]:
-    """Each demo on each target: its heuristics' steps, then SEQUENCES random sequences of up to 5 accepted opts,
-    which start with GROUP:0:8 UPCASTMID:0:4 every other one; and on metal and cuda three more that start with a
-    tensor core, TC:0:0, TC:0:1 and TC:0:2, where one fits."""
+    """Each demo on each target: its heuristics' steps, its own opts' steps, then SEQUENCES random sequences of up to
+    5 accepted opts, which start with GROUP:0:8 UPCASTMID:0:4 every other one; and on metal and cuda three more that
+    start with a tensor core, TC:0:0, TC:0:1 and TC:0:2, where one fits."""
     rng, states = random.Random(SEED), []
     for (name, d), target in itertools.product(DEMOS.items(), TARGETS):
         k = Kernel(*d.build(), opts=TARGETS[target])
@@ -67,6 +67,11 @@ def _space() -> list[State]:
             before = k.copy()
             k.apply_opt(opt)
             states.append(State(f"{name}[{target}] heuristics {k.applied_opts}", k.copy(), opt, before))
+        k = Kernel(*d.build(), opts=TARGETS[target])
+        for opt in map(Opt.parse, d.opts):  # the demo's own opts
+            before = k.copy()
+            if _applies(k, opt):
+                states.append(State(f"{name}[{target}] {' '.join(map(str, k.applied_opts))}", k.copy(), opt, before))
         starts = [[Opt(OptOps.GROUP, 0, 8), Opt(OptOps.UPCASTMID, 0, 4)] if n % 2 else [] for n in range(SEQUENCES)]
         starts += [[Opt(OptOps.TC, 0, tc_opt)] for tc_opt in range(3) if TARGETS[target].tensor_cores]
         for start in starts:
@@ -182,9 +187,11 @@ def c_index_terms(src: str, idx: int) -> list[str]:
     return [re.sub(r"\bidx\d+\b", lambda m: f"({defs.get(m.group(0), m.group(0))})", u) for u in uses]
 
 
-def c_ids(src: str) -> dict[str, int]:
-    """Each id of the C and its size: `int gidx0 = ...;  /* blue, axis 0: 0 <= gidx0 < 64 */`."""
-    return {v: int(n) for v, n in re.findall(r"int ([gl]idx\d+) = .*?: 0 <= \1 < (\d+) \*/", src)}
+def c_ids(src: str, var_vals: dict[str, int] | None = None) -> dict[str, int]:
+    """Each id of the C and its size: `int gidx0 = ...;  /* blue, axis 0: 0 <= gidx0 < 64 */` (a symbolic size at
+    var_vals, the values of its variables)."""
+    found = re.findall(r"int ([gl]idx\d+) = .*?: 0 <= \1 < (\S+) \*/", src)
+    return {v: eval(c_to_python(n), {}, dict(var_vals)) if var_vals is not None else n for v, n in found}
 
 
 def id_samples(sizes: dict[str, int], rng: random.Random, n: int = 3) -> list[dict[str, int]]:
@@ -414,7 +421,7 @@ def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
         assert loops == set(re.findall(r"for \(int (ridx\d+) = 0; ridx\d+ < (\S+?);", s.src)), s.label
         ids = {(v, n) for v, n in re.findall(r"parallel for ([gl]idx\d+) in range\((\S+?)\):", text) if n != "1"}
         if not s.k.vars:
-            assert ids == {(v, str(n)) for v, n in c_ids(s.src).items()}, s.label
+            assert ids == set(c_ids(s.src).items()), s.label
 
 
 def test_the_accumulators_loops_counts_are_the_rendered_cs():
@@ -493,18 +500,21 @@ def _depth(line: str) -> int:
 
 
 def test_every_store_of_loops_is_where_the_rendered_c_stores_for_every_thread():
-    """--loops and the C store the same positions of the output for the same ids: the first green and white thread
-    all of its outputs (UPCASTMID's white axis included), the others none; every target, NOLOCALS, images."""
+    """--loops and the C store the same positions of every output for the same ids: the first green and white thread
+    all of its outputs (UPCASTMID's white axis included), the others none; every target, NOLOCALS, images, padded
+    and symbolic stores (at each variable's smallest and largest value), several outputs."""
     rng, checked = random.Random(SEED), 0
-    for s in plain_states():
-        if len(s.k.sts[0].views) > 1 or s.k.sts[0].views[-1].mask is not None:
-            continue
-        lines, ids = nest(s), c_ids(s.src)
-        for values in id_samples(ids, rng):
-            want = c_stores(s.src, values, s.k.bufs[0].idx, image_width(s.k))
-            assert loops_stores(lines, values) == want, (s.label, values)
-            checked += 1
-    assert checked >= 1000
+    for s in STATES:
+        lines = nest(s)
+        for var_vals in [{v.expr: x for v in s.k.vars} for x in ("min", "max")] if s.k.vars else [{}]:
+            var_vals = {v.expr: getattr(v, var_vals[v.expr]) for v in s.k.vars}
+            for values in id_samples(c_ids(s.src, var_vals), rng):  # (ids of symbolic sizes at these values)
+                for root in s.k.ast:
+                    width = root.arg.dtype.shape[1] if isinstance(root.arg.dtype, ImageDType) else None
+                    want = c_stores(s.src, values | var_vals, root.arg.idx, width)
+                    assert loops_stores(lines, values | var_vals, f"data{root.arg.idx}") == want, (s.label, values)
+                    checked += 1
+    assert checked >= 2000
 
 
 # ---------------------------------------------------------------------------------------------------------------
