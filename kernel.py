@@ -1327,7 +1327,7 @@ class ShapeTracker:
 # COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of colored_shape(), tinygrad's eight
 # chunks of a shape, and what each becomes in OpenCL C; the yellow and magenta ones (registers) are the last `upcasted`.
 COLOR_LEGEND = {
-    "blue": "global dims: one work-group per index (get_group_id)",
+    "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
     ", of the largest divisor <= 32 of launch dim 0 in runtime.py",
     "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
@@ -3544,6 +3544,14 @@ _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="
 # each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
 # registers are up (upcast) and un (unrolled)
 _PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
+_NO_GROUPS = "one thread each (the target has no local threads)"  # a blue loop of clang's: get_global_id
+
+
+def _has_groups(k: Kernel) -> bool:
+    """Does the C give the blue axes work-group ids (get_group_id), not thread ids (get_global_id)?"""
+    return k.opts.has_local and not k.dont_use_locals
+
+
 # what the iterations of a parallel loop over an axis of each colour are
 _PARALLEL_LOOPS = dict(blue="one work-group each", BLUE="one thread each (NOLOCALS: no work-group of the kernel's own)")
 _PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that share one reduce")
@@ -3603,7 +3611,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         add(f"for {loops} (unrolled):", comment, open_block=True)
 
     for a in range(k.first_reduce + k.group_for_reduces):
-        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]])
+        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]] if _has_groups(k) or a >= k.global_dims else _NO_GROUPS)
     accs: dict[LazyOp, str] = {}
     sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
     outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
@@ -3684,7 +3692,8 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
         return ["  (the map needs an output written through one plain view)"]
     logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
-    group = "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else "work-group (blue axes)"
+    group = "work-group (blue axes)" if _has_groups(k) else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
+    group = group or "thread (blue axes: the target has no local threads)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
         ("t", ("cyan",), "thread in it (cyan axes)"),
@@ -3721,7 +3730,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
-            "(get_group_id(0) is the last blue axis)"
+            f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
         )
     if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
         which = "green and white" if "white" in colors else "green"

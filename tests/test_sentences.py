@@ -362,6 +362,45 @@ def test_every_thread_note_is_the_multiplier_of_its_id_in_the_rendered_c():
     assert checked >= 100
 
 
+def c_offsets(src: str, idx: int) -> dict[str, set[int]]:
+    """The C's accesses of data<idx> as {the index's text (idxN put back, no parentheses) but its constant term: the
+    constants added to it}."""
+    found: dict[str, set[int]] = {}
+    for term in c_index_terms(src, idx):
+        flat = re.sub(r"[() ]", "", term)
+        m = re.fullmatch(r"(.*?)([+-]\d+)", flat) if not flat.isdigit() else re.fullmatch(r"()(\d+)", flat)
+        base, const = (m.group(1), int(m.group(2))) if m else (flat, 0)
+        found.setdefault(base, set()).add(const)
+    return found
+
+
+def test_every_register_note_is_the_accesses_of_the_rendered_c():
+    """A register axis's "N accesses S apart, one per register": the C reads or writes the buffer at N indices S
+    apart from one base; "has stride 0 here: one load serves all N": the C's distinct accesses of the buffer are at
+    most the registers' count over N (unmasked, non-image buffers, numeric sizes)."""
+    checked = 0
+    for s in STATES:
+        if s.k.vars:
+            continue
+        up = s.k.shape_len - s.k.upcasted
+        combos = kernel.prod(s.k.full_shape[up:])
+        for axis, i, note in notes_of(s):
+            buf, st = s.k.bufs[i], s.k.sts[i]
+            if isinstance(buf.dtype, ImageDType) or any(v.mask is not None for v in st.views) or axis < up:
+                continue
+            offsets = c_offsets(s.src, buf.idx)
+            if m := re.search(r": (\d+) accesses (\d+) apart, one per", note):
+                n, stride = int(m.group(1)), int(m.group(2))
+                runs = [c for cs in offsets.values() for c in cs if all(c + j * stride in cs for j in range(n))]
+                assert runs, (s.label, note, offsets)
+            elif m := re.search(r"has stride 0 here: one (?:load|store) serves all (\d+)", note):
+                assert sum(map(len, offsets.values())) * int(m.group(1)) <= combos, (s.label, note, offsets)
+            else:
+                continue
+            checked += 1
+    assert checked >= 200
+
+
 def test_every_group_note_names_the_steps_and_the_loop_of_the_rendered_c():
     """GROUP's and GROUPTOP's note on the reduce axis they split: which steps of the axis thread t takes (for
     GROUP t, t+N, ...: the threads' stride is the axis's own and the loop's N times it; for GROUPTOP runs of R:
@@ -419,6 +458,13 @@ def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
         text = "\n".join(nest(s))
         loops = set(re.findall(r"\bfor (ridx\d+) in range\((\S+?)\):", text))
         assert loops == set(re.findall(r"for \(int (ridx\d+) = 0; ridx\d+ < (\S+?);", s.src)), s.label
+        for a, what in re.findall(r"parallel for gidx(\d+) in range\(\S+\):\s+# \w+, axis \d+: (.*)", text):
+            fn = "get_group_id" if what == "one work-group each" else "get_global_id"  # a work-group, or a thread
+            assert re.search(rf"int gidx{a} = [^;]*{fn}\(", s.src) or f"int gidx{a} =" not in s.src, (s.label, what)
+        said = set(re.findall(r"# (\w+), axis (\d+): ", text))  # the colour of each loop and id, as the C says
+        assert said <= set(re.findall(r"/\* (\w+), axis (\d+)(?::|  \*/| \*/)", s.src)) | {
+            ("magenta", a) for _, a in said
+        }
         ids = {(v, n) for v, n in re.findall(r"parallel for ([gl]idx\d+) in range\((\S+?)\):", text) if n != "1"}
         if not s.k.vars:
             assert ids == set(c_ids(s.src).items()), s.label
@@ -559,6 +605,10 @@ def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_
             "r": [a for a in kept if colors[a] == "yellow"] + [a for a in kept if colors[a] == "white"],
         }
         group = range(s.k.first_reduce, s.k.first_reduce + s.k.group_for_reduces)
+        fn = "get_group_id" if "g = work-group" in "\n".join(lines) else "get_global_id"  # g: a work-group or a thread
+        assert all(fn in x for x in re.findall(r"int gidx\d+ = .*", s.src)), (s.label, fn)
+        if m := re.search(r"\((get_\w+)\(0\) is the last blue axis\)", "\n".join(lines)):
+            assert m.group(1) == fn and re.search(rf"int gidx{axes['g'][-1]} = [^;]*{fn}\(0\)", s.src), s.label
         cells = map_cells(lines)
         by_thread: dict[tuple, set[int]] = {}
         for flat, cell in cells.items():
@@ -586,6 +636,12 @@ def test_the_colours_come_in_the_order_the_readme_says():
     for s in STATES:
         ranks = [rank[c] for c in s.k.colors()]
         assert ranks == sorted(ranks), (s.label, s.k.colors())
+    k = Kernel(*DEMOS["upcastmid"].build())  # green and white mix: why the README says so
+    for opt in ("GROUP:0:8", "UPCASTMID:0:4", "GROUP:0:2"):
+        k.apply_opt(Opt.parse(opt))
+    assert k.colors() == ["blue", "green", "white", "green", "red"]
+    readme = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read().split())
+    assert "but green and white axes mix in the order their opts were applied" in readme
 
 
 def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say():
@@ -602,6 +658,8 @@ def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say()
             assert len(shapes[1]) > len(shapes[0]) or s.k.colors() != s.before.colors(), s.label
     doc = " ".join(kernel.OptOps.__doc__.split())
     assert "each splits an axis" in doc and "but for NOLOCALS" in doc and "PADTO" in doc
+    readme = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read().split())
+    assert "each optimization but NOLOCALS and PADTO splits an axis" in readme
 
 
 # ---------------------------------------------------------------------------------------------------------------
