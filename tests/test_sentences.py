@@ -6,7 +6,7 @@ from the search's actions (search.ACTIONS: the whole axis (amount 0), PADTO and 
 UPCASTMID on each axis, and a first TC with tc_opt 0, 1 and 2. The facts: the OpenCL C that runtime.render writes
 (its loops, ids, index terms, vector and image accesses, guards and stores), the ShapeTracker (indices(), numpy, view
 by view: not the symbolic algebra), and the colours. The default run takes SENTENCE_SEQUENCES=2 sequences per
-kernel and target (about 500 states); set it higher (and SENTENCE_SEED) for a longer search of the space.
+kernel and target (about 700 states); set it higher (and SENTENCE_SEED) for a longer search of the space.
 """
 
 from __future__ import annotations
