@@ -3373,11 +3373,8 @@ def legend() -> str:
 def shape_row(k: Kernel) -> str:
     """k's shape as the step table prints it: coloured, or in plain text each size followed by its colour's letter
     (as wide as in colour: a size of 4 or more digits gets a space before it)."""
-    plain = [
-        (" " * (len(x := str(s)) > 3 and i > 0) + f"{x:>4}", ROLES[c][0])
-        for i, (s, c) in enumerate(zip(k.full_shape, k.colors()))
-    ]
-    return k.colored_shape() if use_color() else "".join(x + letter for x, letter in plain)
+    plain = [" " * (len(x := str(s)) > 3 and i > 0) + f"{x:>4}" for i, s in enumerate(k.full_shape)]  # a Node: <i..>
+    return k.colored_shape() if use_color() else "".join(x + ROLES[c][0] for x, c in zip(plain, k.colors()))
 
 
 def terminal_width(out: Any = None) -> int:
@@ -3502,9 +3499,8 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
     for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
         real, last = st.real_strides(), st.views[-1].strides
-        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * (
-            list(map(_txt, real)) != list(map(_txt, last))
-        )
+        differs = list(map(_txt, real)) != list(map(_txt, last))
+        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * differs
     widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for _, x in rows]) for a, s in enumerate(k.full_shape)]
     letters = [""] * len(colors) if use_color() else [ROLES[c][0] for c in colors]  # plain text: the colours' letters
 
@@ -3519,8 +3515,8 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     if opt is None and (unknown or differ):
         legend = "? = no single stride (a padding condition or a division of the index uses the axis). " * unknown
         legend += "The heuristics read each buffer's last view's strides (st.views[-1].strides), which know "
-        legend += "neither its padding nor the views under it" + (
-            ": a `last view` row gives them where they differ" * differ
+        legend += (
+            "neither its padding nor the views under it" + ": a `last view` row gives them where they differ" * differ
         )
         lines.append("    " + legend)
     # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
@@ -3733,11 +3729,8 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
             f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
         )
     if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
-        which = "green and white" if "white" in colors else "green"
-        lines.append(
-            f"  and the {prod(k.full_shape[a] for a in group)} {which} threads of each cell's thread share its "
-            "reduce; the first of them writes it"
-        )
+        which = f"{prod(k.full_shape[a] for a in group)} {'green and white' if 'white' in colors else 'green'}"
+        lines.append(f"  and the {which} threads of each cell's thread share its reduce; the first of them writes it")
     return lines
 
 
@@ -3888,9 +3881,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opt_help = "apply these opts in order instead of the heuristics (repeatable)"
     d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
-    d.add_argument(
-        "--size", type=sizes_arg, metavar="AxB...", help="the kernel's sizes (e.g. sum_axis0 --size 4096x4096)"
-    )
+    d.add_argument("--size", type=sizes_arg, metavar="AxB", help="the kernel's sizes (e.g. sum_axis0 --size 4096x4096)")
     views = d.add_mutually_exclusive_group()
     for view, what in [
         ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
