@@ -231,6 +231,47 @@ def test_the_shared_memory_check_counts_every_reduce_as_the_readme_says():
     assert "(the matvec pattern); the shared-memory check counts every reduce's local buffer" in TEXT
 
 
+def _appendix_calls_unmarked() -> list[str]:
+    """The lines of Part 1 that call a function of the appendix (or a method the appendix attaches to a class)
+    without the comment that says so."""
+    import ast as pyast
+
+    src = open(os.path.join(ROOT, "kernel.py")).read()
+    lines = src.split("\n")
+    banner = next(i for i, x in enumerate(lines) if x.startswith("# Appendix")) + 1
+    tree = pyast.parse(src)
+    functions, methods = set(), set()
+    for node in tree.body:
+        if node.lineno > banner and isinstance(node, (pyast.FunctionDef, pyast.ClassDef)):
+            attached = isinstance(node, pyast.ClassDef) and any(
+                "_methods_of" in pyast.unparse(d) for d in node.decorator_list
+            )
+            functions |= set() if attached else {node.name}
+            methods |= {f.name for f in node.body if isinstance(f, pyast.FunctionDef)} if attached else set()
+    unmarked = []
+    for node in pyast.walk(tree):
+        if isinstance(node, pyast.Call) and node.lineno < banner:
+            f = node.func
+            called = (isinstance(f, pyast.Name) and f.id in functions) or (
+                isinstance(f, pyast.Attribute)
+                and isinstance(f.value, pyast.Name)
+                and f.value.id == "self"
+                and f.attr in methods
+            )
+            if called and "in the appendix" not in lines[node.lineno - 1]:
+                unmarked.append(lines[node.lineno - 1].strip())
+    return unmarked
+
+
+def test_part_1_calls_into_the_appendix_on_lines_that_say_so():
+    """README: "Where Part 1 calls it, the call is one line with a comment saying so". The heuristics' recording
+    calls (_decided, the *_weighed methods, Candidate, _buf_name) are the other half of issue 24, which takes them
+    out of the heuristics; until it lands they are the only calls left unmarked."""
+    assert "Where Part 1 calls it, the call is one line with a comment saying so" in TEXT
+    recording = re.compile(r"self\._decided\(|_weighed\(|Candidate\(|self\._buf_name\(")
+    assert [line for line in _appendix_calls_unmarked() if not recording.search(line)] == []
+
+
 def test_the_symbolic_banners_example_holds():
     """(a*8 + b) // 8 becomes a + b//8 for any b >= 0, just a when b < 8."""
     a = kernel.Variable("a", 0, 10)
