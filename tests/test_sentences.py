@@ -752,3 +752,14 @@ def test_every_step_table_reason_is_true_on_every_target():
         for opt, why in k.heuristic_log:
             assert _reason_holds(why, opt, state), (name, target, opt, why)
             state.apply_opt(opt)
+
+
+def test_the_renderer_and_the_explanation_use_the_one_vector_rule(monkeypatch):
+    """One rule, one place: runtime.py's float2/float4 accesses and --explain's vector notes both follow
+    Kernel.vector_axis; with it saying "no vector" the C has none and --explain says scalars."""
+    k = optimize(Kernel(*DEMOS["matmul"].build()))
+    assert "float4" in R.render(k).src and "one float4 load" in demo("matmul", "explain")
+    monkeypatch.setattr(Kernel, "vector_axis", lambda self, i: (None, "the rule says no"))
+    assert "float4" not in R.render(k).src and "float2" not in R.render(k).src
+    out = demo("matmul", "explain")
+    assert "one float4" not in out and "4 scalar loads (the rule says no)" in out
