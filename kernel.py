@@ -3485,6 +3485,8 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
         elif color == "green" and opt is not None and before is not None:  # GROUP and GROUPTOP split it differently
             notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {_reduce_split(k, before, opt, i)}")
+        elif color == "white" and not read:  # the first thread of the group writes them all, after the reduce
+            notes.append(f"{name} has stride {stride} here: the thread that finishes the reduce writes all {size}")
         elif color in ("cyan", "white"):
             apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
             notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
