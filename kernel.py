@@ -189,9 +189,14 @@ BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: re
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
 
 
-def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
+def check_arg(where: str, name: str, value: Any, ok: bool, want: str) -> None:
+    """An argument or field of the wrong kind or range: a ValueError naming where, which one and what it must be."""
     if not ok:
-        raise ValueError(f"{type(obj).__name__}: {name} must be {want}, got {getattr(obj, name)!r}")
+        raise ValueError(f"{where}: {name} must be {want}, got {value!r}")
+
+
+def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
+    check_arg(type(obj).__name__, name, getattr(obj, name), ok, want)
 
 
 @dataclass(frozen=True)
@@ -1649,6 +1654,7 @@ class Kernel:
 
     def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
         """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
+        check_arg("apply_opt", "append_opt", append_opt, isinstance(append_opt, bool), "True or False")
         state = self._state()
         try:
             self._apply_opt(opt, append_opt)
@@ -1682,6 +1688,8 @@ class Kernel:
         fr = self.first_reduce
         fits = 0 <= self.local_dims <= fr and fr + self.group_for_reduces <= self.shape_len - self.upcasted
         check(fits, "the opt would leave more local, grouped and upcasted axes than the shape has")
+        if self.group_for_reduces:  # stricter than tinygrad: what the opt made of the __local buffers (PADTO too)
+            self._check_shared_memory(as_computed=True)
 
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
@@ -1789,10 +1797,13 @@ class Kernel:
                 padded = True
         check(padded, "nothing was padded")
 
-    def _check_shared_memory(self, amt: int) -> None:
+    def _check_shared_memory(self, amt: int = 1, as_computed: bool = False) -> None:
         """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
-        reduce op of the kernel (each has its own __local buffer, of its own dtype)."""
-        acc_sz = sum((r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype).itemsize for r in self.reduceops)
+        reduce op of the kernel (each has its own __local buffer, of its own dtype). amt: the factor an opt is about
+        to multiply that by (tinygrad's check, before the opt). as_computed: the buffers as they are, of the dtype
+        they are computed in (half and bfloat16 in float; ours, after every opt)."""
+        dts = [r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype for r in self.reduceops]
+        acc_sz = sum(dtypes.float.itemsize if as_computed and dt in SHORT_FLOATS else dt.itemsize for dt in dts)
         fr, up = self.first_reduce, self.shape_len - self.upcasted
         upcast_sz = prod(a for a, b in zip(self.full_shape[up:], self.sts[0].shape[up:]) if a == b)
         local_sz = prod(self.full_shape[fr - self.local_dims : fr + self.group_for_reduces])
@@ -1891,6 +1902,7 @@ class Kernel:
         The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
         only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
+        check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)  # their kinds and ranges: in the appendix
         tc_opt = self.opts.tc_opt if tc_opt is None else tc_opt
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
@@ -2372,6 +2384,12 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
+        if where := _overlap(out.arg.st):  # several threads would write one element, in no order
+            how = "may write" if where[2] or len(out.arg.st.views) > 1 else "writes"  # unlisted, or a lower view
+            raise ValueError(
+                f"STORE into buffer {i} {how} one element from several loop points (axes {where[1]} of {where[0]}): "
+                "threads would race on it"
+            )
     dtype_of: dict[int, tuple[str, DType]] = {}  # a buffer is one array: one dtype wherever it is read or written
     for x in (x for out in ast for x in out.lazyops if x.op in (BufferOps.LOAD, BufferOps.STORE)):
         how = "loaded" if x.op is BufferOps.LOAD else "stored"
@@ -2393,22 +2411,65 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 + (" (one reduces the result of the other)" if nested else "")
                 + ": they would share one set of reduce loops (split them into separate kernels)"
             )
-    # A variable has one value in a kernel: the program gets one int argument per variable, so a variable bound to
-    # two values in two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5) would run with either of them.
-    bound: dict[str, int] = {}
-    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: (v.expr, v._val is None, v._val)):
-        if v._val is not None and bound.setdefault(v.expr, v._val) != v._val:
-            raise ValueError(f"{v.expr} is bound to both {bound[v.expr]} and {v._val}")
-    # An output may also be an input only when each thread reads the very element it writes (the same ShapeTracker):
-    # through another view (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no
-    # defined order, and the result would depend on the timing.
+    # A name is one variable in a kernel: the program gets one int argument per name, so `i` bound to two values in
+    # two places (`x[i:i+4] + x[i:i+4]` at i=3 and at i=5), or of two ranges, would run with either of them.
+    named: dict[str, Variable] = {}
+    for v in sorted({v for out in ast for v in out.vars()}, key=lambda v: v.key):
+        if (u := named.setdefault(v.expr, v)) != v:
+            rebound = (u.min, u.max) == (v.min, v.max) and None not in (u._val, v._val)
+            two = f"is two variables in this AST, {u.key} and {v.key}: a name is one variable"
+            raise ValueError(f"{v.expr} " + (f"is bound to both {u._val} and {v._val}" if rebound else two))
+    # An output may also be an input only where each thread reads the very element it writes: elsewhere
+    # (`out[i] = out[i-1] + 1`) a thread would read an element another thread writes, in no defined order. And only
+    # its own STORE reads it: another would read it before or after it is written, as the stores happen to be ordered.
     stores = {out.arg.idx: out.arg.st for out in ast}
-    for x in (x for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
-        if x.arg.st != stores[x.arg.idx]:
+    for out, x in ((out, x) for out in ast for x in out.lazyops if x.op is BufferOps.LOAD and x.arg.idx in stores):
+        if x.arg.idx != out.arg.idx:
+            why = f"loaded in the value of the STORE into buffer {out.arg.idx}: only its own STORE may read it"
+            raise ValueError(f"buffer {x.arg.idx} is an output of this kernel, {why} (the other may run after it)")
+        if not _reads_own_elements(x.arg.st, stores[x.arg.idx]):
             raise ValueError(
-                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: a kernel "
-                "may read its output only where it writes it (threads would race on the other elements)"
+                f"buffer {x.arg.idx} is stored through {stores[x.arg.idx]} and loaded through {x.arg.st}: each loop "
+                "point may read its output only where it writes it (threads would race on the other elements)"
             )
+
+
+def _overlap(st: ShapeTracker) -> tuple[View, tuple[int, ...], bool] | None:
+    """Where st may reach one element from two valid points: (the view, its axes that collide, whether only "may":
+    too many points to list, or symbolic), else None. Each view, cut to its mask, is offset + sum(stride * index):
+    taken from the smallest stride up, an axis that steps past all that the smaller ones reach adds new elements only;
+    for one that doesn't (a stride-0 axis never does), the elements of those axes are listed and counted."""
+    for view in st.views:
+        if 0 in (v := view.shrink(view.mask) if view.mask else view).shape:
+            return None  # it reaches nothing
+        steps = [(s if lower_bound(s) >= 0 else -s, a) for a, s in enumerate(v.strides) if v.shape[a] != 1]
+        reach, axes = 0, ()
+        for step, a in sorted(steps, key=lambda x: upper_bound(x[0])):
+            axes += (a,)
+            if always_lt(reach, step):
+                reach = reach + step * (v.shape[a] - 1)
+                continue
+            sizes = [v.shape[x] for x in axes]
+            if not all_int(sizes + [v.strides[x] for x in axes]) or prod(sizes) > 1 << 16:
+                return view, axes, True
+            reached = {sum(v.strides[x] * i for x, i in zip(axes, p)) for p in itertools.product(*map(range, sizes))}
+            if len(reached) < prod(sizes):
+                return view, axes, False
+            reach = max(reached) - min(reached)
+    return None
+
+
+def _reads_own_elements(load: ShapeTracker, store: ShapeTracker) -> bool:
+    """Does the load, wherever it is valid, read the element the store writes at the same loop point? The store's
+    reduced axes (1 in its shape) stand still along the load's: a reduce reads one output element all along them.
+    Both are cut to the load's mask and compared; where that doesn't show it (say of two stacks of views): False."""
+    store = store.expand(load.shape)
+    if (mask := load.views[-1].mask) is not None:
+        load, store = load.shrink(mask), store.shrink(mask)
+    if load == store:
+        return True
+    (idx, valid), (store_idx, store_valid) = load.expr_idxs(), store.expr_idxs()
+    return idx == store_idx and (store_valid.min == 1 or store_valid == valid)
 
 
 def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes: dict[LazyOp, tuple[int, ...]]) -> str:
@@ -2426,25 +2487,14 @@ def _reduce_used_elsewhere(srcs: Sequence[LazyOp], want: tuple[int, ...], shapes
 # Each op on Python numbers, to evaluate an AST where every buffer reads 0 (the padding of PADTO). The bool spellings
 # are the renderer's (NEG is "not", ADD "or", ...); an undefined result (a division by zero) is nan.
 _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
-    UnaryOps.EXP2: lambda a: 2.0**a,
-    UnaryOps.LOG2: math.log2,
-    UnaryOps.SIN: math.sin,
-    UnaryOps.SQRT: math.sqrt,
-    UnaryOps.NEG: operator.neg,
-    UnaryOps.RECIP: lambda a: 1 / a,
-    BinaryOps.ADD: operator.add,
-    BinaryOps.MUL: operator.mul,
-    BinaryOps.IDIV: lambda a, b: math.trunc(a / b),
+    UnaryOps.EXP2: lambda a: 2.0**a, UnaryOps.LOG2: math.log2, UnaryOps.SIN: math.sin, UnaryOps.SQRT: math.sqrt,
+    UnaryOps.NEG: operator.neg, UnaryOps.RECIP: lambda a: 1 / a, BinaryOps.ADD: operator.add,
+    BinaryOps.MUL: operator.mul, BinaryOps.IDIV: lambda a, b: math.trunc(a / b), BinaryOps.MOD: math.fmod,
     BinaryOps.MAX: lambda a, b: a if a != a or a > b else b,  # numpy's maximum: a nan wins
-    BinaryOps.MOD: math.fmod,
-    BinaryOps.CMPLT: operator.lt,
-    BinaryOps.CMPNE: operator.ne,
-    BinaryOps.XOR: operator.xor,
-    BinaryOps.SHR: operator.rshift,
-    BinaryOps.SHL: operator.lshift,
-    TernaryOps.WHERE: lambda c, a, b: a if c else b,
-    TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}
+    BinaryOps.CMPLT: operator.lt, BinaryOps.CMPNE: operator.ne, BinaryOps.XOR: operator.xor,
+    BinaryOps.SHR: operator.rshift, BinaryOps.SHL: operator.lshift,
+    TernaryOps.WHERE: lambda c, a, b: a if c else b, TernaryOps.MULACC: lambda a, b, c: a * b + c,
+}  # fmt: skip
 _ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
 _ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
@@ -2506,6 +2556,18 @@ def check_opt_args(opt: Opt) -> None:
         check(opt.amt in (0, 1, 2) and is_int(opt.amt), f"TC needs an amount (tc_opt) of 0, 1 or 2, got {opt.amt!r}")
     else:
         check(is_int(opt.amt) and opt.amt >= 0, f"{opt.op.name} needs an int amount >= 0, got {opt.amt!r}")
+
+
+def check_tc_args(use_tensor_cores: Any, extra: Any, axis: Any, tc_opt: Any) -> None:
+    """apply_tensor_cores's arguments: a wrong kind or range is a ValueError naming it, not a quiet False."""
+    opts_ok = extra is None or (isinstance(extra, (list, tuple)) and all(isinstance(o, Opt) for o in extra))
+    for name, x, ok, want in [
+        ("use_tensor_cores", use_tensor_cores, is_int(use_tensor_cores) and use_tensor_cores in (0, 1, 2), "0, 1 or 2"),
+        ("axis", axis, is_int(axis) and axis >= 0, "an int >= 0"),
+        ("tc_opt", tc_opt, tc_opt is None or (is_int(tc_opt) and tc_opt in (0, 1, 2)), "None, 0, 1 or 2"),
+        ("extra_opts", extra, opts_ok, "None or a list of Opts"),
+    ]:
+        check_arg("apply_tensor_cores", name, x, ok, want)
 
 
 def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
@@ -2743,9 +2805,9 @@ class _EvaluateMethods:
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
 
-# -- the Kernel methods only tinygrad's linearizer uses (0.9.1: alias_buffer in linearize, acc_offsets in
-# render_reduceop, get_float4_upcast_dim in global_load and global_store): runtime.py renders without them, and
-# test_teaching.py pins what they do --
+# -- the Kernel members only tinygrad's linearizer and search use (0.9.1: alias_buffer in linearize, acc_offsets in
+# render_reduceop, get_float4_upcast_dim in global_load and global_store, membufs in search; shape_offsets, also in
+# a heuristic that counts the upcasts another way here): runtime.py renders without them; tests pin what they do --
 
 
 VECTOR_WIDTHS = (2, 4)  # the widths loaded and stored as one vector (float2, float4), as tinygrad's linearizer does
@@ -2767,6 +2829,16 @@ class LocalBuffer:
 
 @_methods_of(Kernel)
 class _LinearizerMethods:
+    @property
+    def membufs(self) -> list[MemBuffer]:
+        """The buffers in global memory, outputs first: no CONSTs, no local buffers."""
+        return [x for x in self.bufs if isinstance(x, MemBuffer)]
+
+    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
+        """Every combination of indices into buffer i's upcasted axes, the last axis's index first; [()] without any."""
+        upcasted = self.sts[i].shape[self.shape_len - self.upcasted :][::-1]
+        return itertools.product(*[range(s) for s in upcasted]) if self.upcasted > 0 else [()]
+
     def acc_offsets(self, i: int) -> list[int]:
         """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
         ax = self.upcasted_axis(i)[::-1]
@@ -3584,7 +3656,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
     depth = 0
     idxs = [
-        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) else max(s.max - 1, 1))
+        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) and s else max(getattr(s, "max", 2) - 1, 1))
         for a, (s, c) in enumerate(zip(shape, colors))
     ]
     var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
@@ -3669,15 +3741,16 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
 
 def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
     """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
-    st, colors = k.sts[0], k.colors()
-    strides, offset = st.real_strides(), st.views[-1].offset
-    axes = [a for a in range(k.shape_len) if st.shape[a] != 1]
-    ranges = [range(min(st.shape[a], max(want) // strides[a] + 1) if strides[a] else 1) for a in axes]
+    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
+    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
+    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
+    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
+              zip(axes, bounds)]  # fmt: skip
     cells: dict[int, dict[str, list[int]]] = {}
     for values in itertools.product(*ranges):
-        flat = offset + sum(v * strides[a] for v, a in zip(values, axes))
+        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
         if flat in want and flat not in cells:
-            cells[flat] = {c: [v for v, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
     return cells
 
 
@@ -3687,9 +3760,13 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
     if not all(isinstance(s, int) for s in k.full_shape):
         return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
-    if any(s is None or (isinstance(s, int) and s < 0) for s in st.real_strides()) or len(st.views) > 1:
+    if 0 in st.shape:
+        return ["  (the output has no elements: there is nothing to map)"]
+    if len(st.views) > 1 or any(s < 0 for s in st.views[-1].strides):
         return ["  (the map needs an output written through one plain view)"]
-    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [st.real_size()]
+    v = st.views[-1]  # where it isn't contiguous, the buffer as far as the store reaches: its last element, plus 1
+    last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
+    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
     group = "work-group (blue axes)" if _has_groups(k) else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
     group = group or "thread (blue axes: the target has no local threads)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
@@ -3722,9 +3799,12 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     cells = _output_cells(k, {f for row in flat for f in row})
     lines = [f"  {title}", ("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip()]
     for r, row in enumerate(flat):
-        body = "".join(label(cells[f]) + " " * (cell_width + 1 - ansilen(label(cells[f]))) for f in row)
+        texts = [label(cells[f]) if f in cells else "-" for f in row]  # "-": an element the store leaves as it was
+        body = "".join(text + " " * (cell_width + 1 - ansilen(text)) for text in texts)
         lines.append(f"  {row[0] if rows_total is None else r:>6}  {body.rstrip()}")
     lines.append("  each cell: " + ", ".join(f"{g} = {what}" for g, _, what in parts))
+    if any(f not in cells for row in flat for f in row):
+        lines.append("  - = an element this kernel doesn't write (its store covers part of the buffer)")
     if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
@@ -3758,6 +3838,8 @@ def demo_kernel(
     width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
+    check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
+    check_arg("demo_kernel", "view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map")
     d, target = DEMOS[name], target or DEMOS[name].target
     sizes = tuple(d.sizes if sizes is None else sizes)
     if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
@@ -3805,8 +3887,6 @@ def demo_kernel(
         lines += [""] + loop_nest(k, d.buffers, width)
     elif view == "map":
         lines += [""] + output_map(k, d.buffers, width=width)
-    elif view not in ("steps", "explain", "loops"):
-        raise ValueError(f"unknown view {view!r}: steps, explain, loops or map")
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
     return k, rejected
 

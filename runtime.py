@@ -35,7 +35,8 @@ import pyopencl as cl
 from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
-from kernel import VECTOR_WIDTHS, is_vector_start, run_command_line, sym_infer, sym_render, verify_lazyop
+from kernel import VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer, sym_render
+from kernel import verify_lazyop
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -937,6 +938,7 @@ def _bytes(x: np.ndarray) -> np.ndarray:
 def random_inputs(k_or_ast, seed: int = 0, var_vals: dict | None = None) -> list[np.ndarray]:
     """Inputs with real data for every input buffer: floats in [-1, 1), ints in [-8, 8] but never 0 (a divisor
     of 0 would crash the device), random bools. A symbolic kernel's buffers are sized for var_vals."""
+    check_arg("random_inputs", "seed", seed, is_int(seed) and seed >= 0, "an int >= 0")
     rng = np.random.default_rng(seed)
     arrays = []
     for b in [b for b in buffers(concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))) if b.read]:
@@ -1152,6 +1154,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
     A symbolic kernel runs at var_vals ({"i": 37}; names or Variables as keys). Outputs start poisoned (see
     _poisoned; `second_poison` picks the other poison)."""
     _check_kernel(k, "run")
+    check_arg("run", "second_poison", second_poison, isinstance(second_poison, bool), "True or False")
     launch = _Launch(k, inputs, var_vals, second_poison=second_poison)
     launch.launch()
     return launch.read()
@@ -1160,6 +1163,8 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
 def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) -> float:
     """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
     _check_kernel(k, "time_kernel")
+    for name, value, low in (("runs", runs, 1), ("warmup", warmup, 0)):
+        check_arg("time_kernel", name, value, is_int(value) and value >= low, f"an int >= {low}")
     launch = _Launch(k, inputs, var_vals)
     times = []
     for i in range(warmup + runs):

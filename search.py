@@ -276,7 +276,7 @@ class SearchResult:
 
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
     """This search's file in cache_dir(), named by a hash of all its answer depends on (the code too), and the kernel
-    and time it remembers, or None: no entry, or one this code can't replay (the search runs again, writes it anew)."""
+    and time it remembers, or None: no entry, or a damaged one (a warning says so; the search runs, writes it anew)."""
     code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
     actions, device = [str(a) for a in search_actions()], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
@@ -284,14 +284,22 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
     try:
         with open(path) as f:
             entry = json.load(f)
-        if isinstance(t := entry["time_s"], bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
-            return path, None  # not a time: written by something else, or damaged
+        opts, t = entry["opts"], entry["time_s"]  # (a TypeError or KeyError where the entry isn't an object of them)
+        if entry.get("check") != _check_of(path, opts, t) or type(t) not in (int, float) or not 0 <= t < math.inf:
+            raise ValueError(f"its check {entry.get('check')!r} is not that of its opts and time ({t!r} s)")
         found = k.copy()
-        for op, axis, amount in entry["opts"]:
+        for op, axis, amount in opts:  # [name, axis, amount]: OptOps[name], and Opt checks the kinds of the two
             found.apply_opt(Opt(OptOps[op], axis, amount))
         return path, (found, float(t))
-    except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError):  # deeply nested JSON: the last
+    except (OSError, ValueError, KeyError, TypeError, KernelOptError, RecursionError) as e:  # (JSON nested too deep)
+        if os.path.isfile(path):  # (no entry there, or no folder: nothing to say)
+            warnings.warn(f"the search cache file {path} is damaged ({type(e).__name__}: {e})", stacklevel=3)
         return path, None
+
+
+def _check_of(path: str, opts, t) -> str:
+    """A digest of an entry's opts, time and file name: an entry changed, or moved from another file, fails it."""
+    return hashlib.sha256(json.dumps([os.path.basename(path), opts, t]).encode()).hexdigest()[:16]
 
 
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
@@ -302,7 +310,8 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"opts": [[o.op.name, o.axis, o.amt] for o in opts], "time_s": t}, f)
+            triples = [[o.op.name, o.axis, o.amt] for o in opts]
+            json.dump({"opts": triples, "time_s": t, "check": _check_of(path, triples, t)}, f)
         os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
     except OSError as e:
         if not _cache_warned:
