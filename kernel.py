@@ -9,10 +9,10 @@ Then the Appendix banner line, after which comes what Part 1 relies on but a fir
 into it in one line, marked "in the appendix". README.md's "Reading kernel.py" says what to read first.
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
-ShapeTracker on one common iteration shape, and each optimization reshapes and permutes that shape: an axis is split
-in two and one part moved to where it means "global", "local", "grouped", "loop" or "unrolled" (the colours of
-`Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes all of its values itself, in
-registers, its loop unrolled: a loop transformation, not a type widening.
+ShapeTracker on one common iteration shape, and each optimization but NOLOCALS and PADTO reshapes and permutes that
+shape: an axis is split in two and one part moved to where it means "global", "local", "grouped", "loop" or
+"unrolled" (the colours of `Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes
+all of its values itself, in registers, its loop unrolled: a loop transformation, not a type widening.
 
 Only the standard library is imported at module level.
 """
@@ -279,9 +279,9 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
 
 # ==== symbolic: index expressions with known bounds =========================================================
 # An index into a buffer is an integer expression of the loop variables idx0, idx1, ... Every node knows its
-# smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of
-# something already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` when b < 8, like terms merge.
-# This is what lets real_strides() read the stride of each axis straight off the expression. The rules are
+# smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of something
+# already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge. This
+# is what lets real_strides() read the stride of each axis straight off the expression. The rules are
 # tinygrad 0.9.1's, so the expressions (and so every heuristic that looks at them) come out the same.
 # Floor division and modulo follow Python, and are only ever applied to non-negative values so C's truncating
 # `/` and `%` give the same result.
@@ -1026,13 +1026,13 @@ class View:
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
-        check_movement_arg("shrink", self, arg)
+        check_movement_arg("shrink", self, arg)  # in the appendix
         return self._resize(arg)
 
     @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
-        check_movement_arg("expand", self, new_shape)
+        check_movement_arg("expand", self, new_shape)  # in the appendix
         if 0 in self.shape:
             return View.create(new_shape)
         mask = None
@@ -1052,14 +1052,14 @@ class View:
     @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        check_movement_arg("permute", self, axis)
+        check_movement_arg("permute", self, axis)  # in the appendix
         mask = tuple(self.mask[a] for a in axis) if self.mask is not None else None
         return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset, mask)
 
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
-        check_movement_arg("stride", self, mul)
+        check_movement_arg("stride", self, mul)  # in the appendix
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
@@ -1074,7 +1074,7 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        check_movement_arg("reshape", self, new_shape)
+        check_movement_arg("reshape", self, new_shape)  # in the appendix
         if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
@@ -1332,19 +1332,22 @@ class ShapeTracker:
 # COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of colored_shape(), tinygrad's eight
 # chunks of a shape, and what each becomes in OpenCL C; the yellow and magenta ones (registers) are the last `upcasted`.
 COLOR_LEGEND = {
-    "blue": "global dims: one work-group per index (get_group_id)",
-    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id); the kernel sets no work-group size",
+    "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
+    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
+    ", of the largest divisor <= 32 of launch dim 0 in runtime.py",
     "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
     "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
     "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
-    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers (float4 if 4 contiguous ones)",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
+    "buffer's only stride-1 upcast axis is 2 or 4 long (Kernel.vector_axis)",
 }
 
 
 class OptOps(Enum):
-    """The optimizations; each one splits an axis and moves a piece of it somewhere (see apply_opt)."""
+    """The optimizations (see apply_opt): each splits an axis (amount 0: the whole axis) and moves a piece of it
+    somewhere, but for NOLOCALS (the global axes launch as threads) and PADTO (an axis padded to a multiple)."""
 
     TC, UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO = range(1, 10)  # auto()'s values
 
@@ -1608,10 +1611,10 @@ class Kernel:
         return colors
 
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
-        """full_shape with each axis in its colour (plain text under NO_COLOR; colored and ansilen: in the appendix)."""
+        """full_shape with each axis in its colour (plain text under NO_COLOR)."""
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
-        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
-        return ret + " " * (pad - ansilen(ret)) if pad else ret
+        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))  # in the appendix
+        return ret + " " * (pad - ansilen(ret)) if pad else ret  # in the appendix
 
     def float4_axis(self, i: int) -> list[int]:
         """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""
@@ -1815,10 +1818,11 @@ class Kernel:
         self.group_for_reduces += 1
 
     def _opt_nolocals(self, axis: int, amt: int) -> None:
-        """NOLOCALS (BLUE): the kernel uses no local threads and sets no work-group size; the shape doesn't change,
-        every global axis turns bright blue and its id is a thread's get_global_id. tinygrad leaves the work-group
-        size to the device; runtime.py sets the largest divisor <= 32 of launch dim 0. NOLOCALS on (64 64) ->
-        (64 64), BLUE red."""
+        """NOLOCALS (BLUE): the kernel uses no local threads; the shape doesn't change, every global axis turns
+        bright blue and its id is a thread's get_global_id. tinygrad 0.9.1 pads the local size with 1s
+        (get_grouped_dims): it launches work-groups of 1 thread, local size [1, 1, 1]. runtime.py's program sets no
+        local size, and its launch takes the largest divisor <= 32 of launch dim 0 (the threads share nothing, so
+        any grouping computes the same). NOLOCALS on (64 64) -> (64 64), BLUE red."""
         why = f"the {self.opts.device} target has no local threads" if not self.opts.has_local else "it is applied"
         check(self.opts.has_local and not self.dont_use_locals, f"NOLOCALS is meaningless: {why}")
         why = f"{self.local_dims} local and {self.group_for_reduces} grouped axes"
@@ -3021,6 +3025,14 @@ class _EvaluateMethods:
 # a heuristic that counts the upcasts another way here): runtime.py renders without them; tests pin what they do --
 
 
+VECTOR_WIDTHS = (2, 4)  # the widths loaded and stored as one vector (float2, float4), as tinygrad's linearizer does
+
+
+def is_vector_start(idx: Node, amt: int) -> bool:
+    """Can a vector of `amt` elements start at index idx: is idx a multiple of amt at every value of its variables?"""
+    return idx.min >= 0 and idx // amt * amt == idx
+
+
 @dataclass(frozen=True)
 class LocalBuffer:
     """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
@@ -3056,6 +3068,25 @@ class _LinearizerMethods:
         if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
             return []
         return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
+
+    def vector_axis(self, i: int) -> tuple[int | None, str]:
+        """The one vector rule, as tinygrad's global_load and global_store apply it (runtime.py renders with it, the
+        demo explains with it): buffer i is read and written as float2/float4 vectors along its only
+        get_float4_upcast_dim axis when that axis is VECTOR_WIDTHS long (an image: 4, one pixel), each vector where
+        its first index is aligned (is_vector_start). Returns (that axis, "") or (None, why there is none)."""
+        buf, axes = self.bufs[i], self.get_float4_upcast_dim(i)
+        widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+        if isinstance(buf, ConstBuffer):
+            return None, "a constant is no memory"
+        if not self.opts.supports_float4:
+            return None, f"the {self.opts.device} target has no float4"
+        if not (buf.dtype in (dtypes.float, dtypes.half) or isinstance(buf.dtype, ImageDType)):
+            return None, f"{buf.dtype.name} is not float or half"
+        if len(axes) != 1:
+            return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
+        if (amt := self.sts[i].shape[axes[0]]) not in widths:
+            return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+        return axes[0], ""
 
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
@@ -3238,11 +3269,11 @@ def conv2d_ast(
     return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, img), load(2, wt)), (4, 5, 6))),)
 
 
-def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
-    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces, one pass over a
+def mean_var_ast(m: int = 64, n: int = 1024) -> tuple[LazyOp, ...]:
+    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces in one kernel
 
-    The two SUMs reduce the same shape to the same shape, so they share the kernel's loop nest; each keeps its
-    own accumulators. Buffers: 0 the means, 1 the variances, 2 the input."""
+    The two SUMs reduce the same shape to the same shape, so they share the kernel's shape and opts; each keeps its
+    own accumulators and loops over a (two passes). Buffers: 0 the means, 1 the variances, 2 the input."""
     x = load(2, ShapeTracker.from_shape((m, n)))
     inv_n = const(1 / n, (m, 1))
     mean = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, x, (1,)), inv_n)
@@ -3253,6 +3284,8 @@ def mean_var_ast(m: int = 512, n: int = 256) -> tuple[LazyOp, ...]:
 
 def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
     """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
+    if n % 16:
+        raise ValueError(f"an image of height 4 holds a multiple of 16 floats, not {n}")
     return (store(matvec_ast(n, k)[0].src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
 
 
@@ -3266,47 +3299,73 @@ def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
     return (store(alu(BinaryOps.MUL, dot, const(1 / math.sqrt(d), (i, 1)))),)
 
 
+def cat_ast(m: int = 256, a: int = 3, b: int = 3) -> tuple[LazyOp, ...]:
+    """out = the columns of x (m, a) then those of y (m, b): each padded with zeros to (m, a + b), then added"""
+    x, y = (ShapeTracker.from_shape((m, n)).pad(((0, 0), pad)) for n, pad in ((a, (0, b)), (b, (a, 0))))
+    return (store(alu(BinaryOps.ADD, load(1, x), load(2, y))),)
+
+
 @dataclass(frozen=True)
 class Demo:
-    """A classic kernel for the demo: what it computes, how to build it, the names `what` gives buffers 0, 1, ...
-    (the others are called data<idx>, as in the OpenCL C), and the target to show it on."""
+    """A classic kernel for the demo: what it computes (a `{}` for each size), how to build it (its sizes are the
+    builder's arguments and their defaults, which --size replaces), the names `what` gives buffers 0, 1, ... (the
+    others are called data<idx>, as in the OpenCL C), the target to show it on, and the opts it shows instead of
+    the heuristics' (none: the heuristics')."""
 
-    what: str
-    build: Callable[[], tuple[LazyOp, ...]]
+    text: str
+    build: Callable[..., tuple[LazyOp, ...]]
     buffers: tuple[str, ...]
     target: str = "opencl"
+    opts: tuple[str, ...] = ()
+    sizes = property(lambda self: tuple(x for x in self.build.__defaults__ or () if is_int(x)))  # not a dtype
+    what = property(lambda self: self.text.format(*self.sizes))
 
 
-# (conv2d and image are built at their builder's default sizes)
+_OAB, _OAX = ("out", "a", "b"), ("out", "a", "x")  # the demos' names of their buffers 0, 1, 2
 DEMOS: dict[str, Demo] = {
-    "elementwise": Demo("out[i] = a[i] + b[i], 4096 elements", lambda: elementwise_ast(4096), ("out", "a", "b")),
-    "broadcast": Demo("out[i, j] = a[i, j] * b[j], 256x256", lambda: broadcast_ast(256, 256), ("out", "a", "b")),
-    "sum": Demo("out = sum of 1M floats", lambda: sum_ast((1 << 20,)), ("out", "a")),
-    "sum_axis0": Demo("out[j] = sum_i a[i, j], 512x256", lambda: sum_ast((512, 256), (0,)), ("out", "a")),
-    "sum_axis1": Demo("out[i] = sum_j a[i, j], 512x256", lambda: sum_ast((512, 256), (1,)), ("out", "a")),
-    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], 1024x768", lambda: matvec_ast(1024, 768), ("out", "a", "x")),
-    "matmul": Demo("out = a @ b, 512x512 @ 512x512", lambda: matmul_ast(512, 512, 512), ("out", "a", "b")),
+    "elementwise": Demo("out[i] = a[i] + b[i], {} elements", lambda n=4096: elementwise_ast(n), _OAB),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], {}x{}", lambda m=256, n=256: broadcast_ast(m, n), _OAB),
+    "sum": Demo("out = sum of {} floats", lambda n=1 << 20: sum_ast((n,)), ("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (0,)), ("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (1,)), ("out", "a")),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}", lambda n=1024, k=768: matvec_ast(n, k), _OAX),
+    "matmul": Demo("out = a @ b, {0}x{2} @ {2}x{1}", matmul_ast, _OAB),
     "conv2d": Demo(
-        "3x3 conv, padding 1: 16 -> 32 channels on 32x32: out = conv(img, wt)", conv2d_ast, ("out", "img", "wt")
+        "3x3 conv, padding 1: {} -> {} channels on {}x{}: out = conv(img, wt)",
+        lambda cin=16, cout=32, h=32, w=32: conv2d_ast(1, cin, h, w, cout),
+        ("out", "img", "wt"),
     ),
     "tc_matmul": Demo(
-        "out = a @ b, 256x256 @ 256x256 on Metal's 8x8x8 tensor cores",
-        lambda: matmul_ast(256, 256, 256),
-        ("out", "a", "b"),
+        "out = a @ b, {0}x{2} @ {2}x{1} on Metal's 8x8x8 tensor cores",
+        lambda m=256, n=256, k=256: matmul_ast(m, n, k),
+        _OAB,
         "metal",
     ),
-    "image": Demo(
-        "out[i] = sum_k a[i, k] * x[k], 256x64, out an RGBA image of 4x16 pixels", image_matvec_ast, ("out", "a", "x")
-    ),
+    "image": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image 4 pixels high", image_matvec_ast, _OAX),
     "attention": Demo(
-        "scores[j] = q . keys[j] / 8 for the first i (a Variable, 1..1024) keys of a KV cache, d = 64",
-        lambda: attention_ast(64, 1024),
+        "scores[j] = q . keys[j] / sqrt({0}) for the first i (a Variable, 1..{1}) keys of a KV cache, d = {0}",
+        lambda d=64, max_len=1024: attention_ast(d, max_len),
         ("scores", "q", "keys"),
     ),
     "variance": Demo(
-        "mean and variance of each row of 64x1024: two reduces in one kernel",
-        lambda: mean_var_ast(64, 1024),
-        ("mean", "var", "x"),
+        "mean and variance of each row of {}x{}: two reduces in one kernel", mean_var_ast, ("mean", "var", "x")
+    ),
+    "cat": Demo("out = cat(x, y) of {0}x{1} and {0}x{2}: small masked axes", cat_ast, ("out", "x", "y")),
+    # the opts the heuristics never choose, each in a kernel of its own
+    "nolocals": Demo(
+        "out[i] = a[i] + b[i], {} elements, NOLOCALS", elementwise_ast, _OAB, opts=("NOLOCALS", "UPCAST:0:4")
+    ),
+    "padto": Demo(
+        "out = a @ b, {0}x{2} @ {2}x{1}, padded (PADTO)",
+        lambda m=60, n=60, k=60: matmul_ast(m, n, k),
+        _OAB,
+        opts=("PADTO:0:32", "PADTO:1:32", "LOCAL:0:16", "LOCAL:1:16"),
+    ),
+    "upcastmid": Demo(
+        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image",
+        image_matvec_ast,
+        _OAX,
+        opts=("GROUP:0:8", "UPCASTMID:0:4"),
     ),
 }
 
@@ -3316,9 +3375,21 @@ DEMOS: dict[str, Demo] = {
 # only the Kernel's public state and its `decisions`.
 
 
+# each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
+ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
+ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
+
+
 def legend() -> str:
-    """The colour legend (COLOR_LEGEND), one line per colour."""
-    return "\n".join(f"  {colored(f'{c:8s}', c)}{what}" for c, what in COLOR_LEGEND.items())
+    """The colour legend (COLOR_LEGEND), one line per colour, with its letter in plain text."""
+    return "\n".join(f"  {colored(f'{c:8s}', c)}({ROLES[c][0]}) {what}" for c, what in COLOR_LEGEND.items())
+
+
+def shape_row(k: Kernel) -> str:
+    """k's shape as the step table prints it: coloured, or in plain text each size followed by its colour's letter
+    (as wide as in colour: a size of 4 or more digits gets a space before it)."""
+    plain = [" " * (len(x := str(s)) > 3 and i > 0) + f"{x:>4}" for i, s in enumerate(k.full_shape)]  # a Node: <i..>
+    return k.colored_shape() if use_color() else "".join(x + ROLES[c][0] for x, c in zip(plain, k.colors()))
 
 
 def terminal_width(out: Any = None) -> int:
@@ -3423,38 +3494,37 @@ def _decision(heuristic: str, state: Kernel, weighing: Weighing, chosen: list[Op
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
-    it reads or writes one float2/float4 vector, or None; and why not). Its rule: a float or half buffer on a target
-    with float4, exactly one upcast axis of stride 1, of size 2 or 4 (4 for an image: one pixel), and an index
-    that is a multiple of that size wherever a vector starts. Anything else is one scalar access per element."""
-    buf, st, up = k.bufs[i], k.sts[i], k.shape_len - k.upcasted
-    if isinstance(buf, ConstBuffer):
-        return None, "a constant is no memory"
-    if not k.opts.supports_float4:
-        return None, f"the {k.opts.device} target has no float4"
-    if (buf.dtype.base if isinstance(buf.dtype, ImageDType) else buf.dtype).name not in ("float", "half"):
-        return None, f"{buf.dtype.name} is not float or half"
-    axes = k.get_float4_upcast_dim(i)  # the linearizer's own choice of vector axes
-    if len(axes) != 1:
-        return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
-    axis, amt = axes[0], st.shape[axes[0]]
-    widths = (4,) if isinstance(buf.dtype, ImageDType) else (2, 4)  # runtime.py's float2 and float4
-    if amt not in widths:
-        return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {_txt(amt)}"
+    it reads or writes float2/float4 vectors, or None; and why not). Kernel.vector_axis is the rule; here it also
+    holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
+    axis, why = k.vector_axis(i)
+    if axis is None:
+        return None, why
+    st, up, amt = k.sts[i], k.shape_len - k.upcasted, k.sts[i].shape[axis]
     loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
-    # every register but the vector's own axis, which is 0 where a vector starts
     for values in itertools.product(*(range(st.shape[a] if a != axis else 1) for a in range(up, k.shape_len))):
-        idx, _ = st.expr_idxs(loops + [NumNode(v) for v in values])
-        if idx.min < 0 or idx // amt * amt != idx:
+        if not is_vector_start(st.expr_idxs(loops + [NumNode(v) for v in values])[0], amt):
             return None, f"a vector's first index is not always a multiple of {amt}"
     return axis, ""
 
 
-def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None) -> list[str]:
+def _reduce_split(k: Kernel, before: Kernel, opt: Opt, i: int) -> str:
+    """GROUP's or GROUPTOP's split of a reduce axis as the C runs it, for buffer i: which steps of the axis thread t
+    takes, and the loop left over it (ridxN, its steps and their stride), or that none is left (the whole axis)."""
+    split = opt.real_axis(before)
+    size, threads = _txt(before.full_shape[split]), k.full_shape[k.first_reduce + k.group_for_reduces - 1]
+    if (rest := before.full_shape[split] // threads) == 1:
+        return f"the {threads} threads take one step each of the whole axis ({opt.op.name}: no loop is left over it)"
+    steps, n = f"thread t takes steps t, t+{threads}, ... of the {size} ({opt.op.name})", _txt(rest)
+    if opt.op is OptOps.GROUPTOP:
+        steps = f"thread t takes its own run of {n} consecutive steps of the {size}, from {n}*t (GROUPTOP)"
+    return f"{steps}; loop ridx{split + 1}: {n} steps {_txt(k.sts[i].real_strides()[split + 1])} apart"
+
+
+def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None, before=None) -> list[str]:
     """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
-    no memory and gets none). `opt` is the opt that made the axis."""
+    no memory and gets none). `opt` is the opt that made the axis, `before` the kernel it was applied to."""
     colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
     color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
-    loop = [a for a in range(k.shape_len) if colors[a] == "red"]  # each thread's reduce loops
     for i, st in enumerate(k.sts):
         stride, name, read = st.real_strides()[axis], names[i], i >= outputs
         if isinstance(k.bufs[i], ConstBuffer) or stride is None or (not read and color in ("green", "red", "magenta")):
@@ -3466,6 +3536,8 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
                 access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
+                if not read and vec != axis:  # runtime.py writes an image output with no aligned pixels as a buffer
+                    access = f"{size} scalar stores: the image is written as a plain buffer ({why})"
             elif vec == axis:
                 access = f"one float{size} {load}"
             else:
@@ -3476,45 +3548,49 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
         elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
             notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
-        elif color == "green":  # GROUP and GROUPTOP split the reduce differently
-            split = f"thread t takes reduce steps t, t+{size}, ... (GROUP)"
-            if opt is not None and opt.op is OptOps.GROUPTOP:
-                split = "thread t takes its own run of consecutive reduce steps (GROUPTOP)"
-            steps = st.real_strides()[loop[-1]] if loop else None
-            step = f"; a thread's loop steps are {_txt(steps)} apart" if steps is not None else ""
-            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {split}{step}")
+        elif color == "green" and opt is not None and before is not None:  # GROUP and GROUPTOP split it differently
+            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {_reduce_split(k, before, opt, i)}")
+        elif color == "white" and not read:  # the first thread of the group writes them all, after the reduce
+            notes.append(f"{name} has stride {stride} here: the thread that finishes the reduce writes all {size}")
         elif color in ("cyan", "white"):
             apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
             notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
     return notes
 
 
-def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence[Decision]) -> list[str]:
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence, before=None) -> list[str]:
     """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
     coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
     decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
     rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
-    kept = [i for i, b in enumerate(k.bufs) if not isinstance(b, ConstBuffer)]
-    strides = [k.sts[i].real_strides() for i in kept]
-    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for x in strides]) for a, s in enumerate(k.full_shape)]
+    rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
+    for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
+        real, last = st.real_strides(), st.views[-1].strides
+        differs = list(map(_txt, real)) != list(map(_txt, last))
+        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * differs
+    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for _, x in rows]) for a, s in enumerate(k.full_shape)]
+    letters = [""] * len(colors) if use_color() else [ROLES[c][0] for c in colors]  # plain text: the colours' letters
 
-    def row(values: Sequence[Any]) -> str:
-        return " ".join(colored(f"{_txt(v):>{w}}", c) for v, w, c in zip(values, widths, colors))
+    def row(values: Sequence[Any], marks: Sequence[str]) -> str:
+        return " ".join(colored(f"{_txt(v):>{w}}", c) + m for v, w, c, m in zip(values, widths, colors, marks))
 
-    width = max([16] + [len(bnames[i]) + 11 for i in kept])  # the label column: "  strides NAME "
-    label = "start" if opt is None else str(opt)
-    lines = [f"  {label:<{width}}{row(k.full_shape)}   {rename(why)}".rstrip()]
-    lines += [f"    {'strides ' + bnames[i]:<{width - 2}}{row(x)}" for i, x in zip(kept, strides)]
-    if opt is None and any(s is None for st in k.sts for s in st.real_strides()):
-        lines.append(
-            "    ? = no single stride (a padding condition or a division of the index uses the axis); the heuristics' "
-            "notes give the last views' strides they read"
+    width = max([16] + [len(label) + 5 for label, _ in rows])  # the label column: "    strides NAME "
+    label, blank = "start" if opt is None else str(opt), [" " * len(m) for m in letters]
+    lines = [f"  {label:<{width}}{row(k.full_shape, letters)}   {rename(why)}".rstrip()]
+    lines += [f"    {label:<{width - 2}}{row(x, blank)}".rstrip() for label, x in rows]
+    unknown, differ = any(s is None for _, x in rows for s in x), any(r[0].startswith("last") for r in rows)
+    if opt is None and (unknown or differ):
+        legend = "? = no single stride (a padding condition or a division of the index uses the axis). " * unknown
+        legend += "The heuristics read each buffer's last view's strides (st.views[-1].strides), which know "
+        legend += (
+            "neither its padding nor the views under it" + ": a `last view` row gives them where they differ" * differ
         )
+        lines.append("    " + legend)
     # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
     ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
     ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
-        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt)]
+        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt, before)]
     for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
         keys, labels = (
             ["-" if c.key is None else str(c.key) for c in d.candidates],
@@ -3533,13 +3609,18 @@ _INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="
 # each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
 # registers are up (upcast) and un (unrolled)
 _PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
-_PARALLEL_LOOPS = {  # what the iterations of a parallel loop over an axis of each colour are
-    "blue": "one work-group each",
-    "BLUE": "one thread each, no work-groups",
-    "cyan": "threads of a work-group",
-    "green": "threads that share one reduce",
-    "white": "threads; the finishing thread unrolls it",
-}
+_NO_GROUPS = "one thread each (the target has no local threads)"  # a blue loop of clang's: get_global_id
+
+
+def _has_groups(k: Kernel) -> bool:
+    """Does the C give the blue axes work-group ids (get_group_id), not thread ids (get_global_id)?"""
+    return k.opts.has_local and not k.dont_use_locals
+
+
+# what the iterations of a parallel loop over an axis of each colour are
+_PARALLEL_LOOPS = dict(blue="one work-group each", BLUE="one thread each (NOLOCALS: no work-group of the kernel's own)")
+_PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that share one reduce")
+_PARALLEL_LOOPS |= dict(white="threads; the finishing thread unrolls it")
 
 
 def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
@@ -3577,6 +3658,9 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     regs = range(k.shape_len - k.upcasted, k.shape_len)
     yellow = [a for a in regs if colors[a] == "yellow"]
     group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+    # the first thread of the group finishes the reduce for every value of the white axes: their unrolled loops
+    white = {a: Variable(f"mid{a}", 0, shape[a] - 1) for a in group_axes if colors[a] == "white"}
+    fin = [colored(white[a].render(), "white") if a in white else v for a, v in enumerate(var)]
 
     def add(code: str, comment: str = "", open_block: bool = False) -> None:
         nonlocal depth
@@ -3587,12 +3671,12 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
         code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
         add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
 
-    def unrolled(axes: Sequence[int], comment: str) -> None:
-        loops = ", ".join(f"{var[a]} in range({_txt(shape[a])})" for a in axes)
+    def unrolled(axes: Sequence[int], comment: str, names: Sequence[str] = var) -> None:
+        loops = ", ".join(f"{names[a]} in range({_txt(shape[a])})" for a in axes)
         add(f"for {loops} (unrolled):", comment, open_block=True)
 
     for a in range(k.first_reduce + k.group_for_reduces):
-        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]])
+        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]] if _has_groups(k) or a >= k.global_dims else _NO_GROUPS)
     accs: dict[LazyOp, str] = {}
     sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
     outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
@@ -3615,19 +3699,21 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
             every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
             add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
             add("barrier", "wait for every thread of the work-group")
-            first, threads = " and ".join(f"{var[a]} == 0" for a in green), prod(shape[a] for a in green)
-            add(f"if {first}:", f"the first of the {threads} green threads finishes", open_block=True)
-            if yellow:
-                unrolled(yellow, "registers: each thread's outputs")
-            parts = "".join("[:]" if a in green else f"[{var[a]}]" for a in local)
+            first, which = " and ".join(f"{var[a]} == 0" for a in group_axes), "green and white" if white else "green"
+            add(f"if {first}:", f"the first of the {prod(shape[a] for a in group_axes)} {which} threads finishes", True)
+            if yellow or white:
+                regs_of = [f"white axis {a}: a result each" for a in white] + ["registers: each thread's outputs"]
+                unrolled([*white, *yellow], ", ".join(regs_of[: len(white) + bool(yellow)]), fin)
+            parts = "".join("[:]" if a in green else f"[{fin[a]}]" for a in local)
             reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
-            add(f"{acc}{sub} = {reduced}", "over the green threads' partial results")
+            accs[r] = "".join([acc] + [f"[{fin[a]}]" for a in white]) + sub
+            add(f"{accs[r]} = {reduced}", "over the green threads' partial results")
             if n < len(k.reduceops) - 1:
                 depth = top
     if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
         unrolled(yellow, "registers: each thread's outputs")
-    # the stores' indices: the reduce axes at 0, but for the white ones and the registers
-    late = [v if a < k.first_reduce or colors[a] == "white" or a in regs else NumNode(0) for a, v in enumerate(idxs)]
+    # the stores' indices: the reduce axes at 0 (magenta ones too), but for the white ones
+    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *yellow] else NumNode(0) for a, v in enumerate(idxs)]
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
@@ -3676,11 +3762,12 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     v = st.views[-1]  # where it isn't contiguous, the buffer as far as the store reaches: its last element, plus 1
     last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
     logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
-    group = "thread (BLUE axes: no work-groups)" if k.dont_use_locals else "work-group (blue axes)"
+    group = "work-group (blue axes)" if _has_groups(k) else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
+    group = group or "thread (blue axes: the target has no local threads)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
-        ("t", ("cyan", "white"), "thread in it (cyan axes)"),
-        ("r", ("yellow",), "register (yellow axes)"),
+        ("t", ("cyan",), "thread in it (cyan axes)"),
+        ("r", ("yellow", "white"), "register (yellow axes" + (", then white ones)" if "white" in colors else ")")),
     ]
     parts = [(g, cs, what) for g, cs, what in parts if g == "g" or any(c in colors for c in cs)]
 
@@ -3716,13 +3803,11 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
-            "(get_group_id(0) is the last blue axis)"
+            f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
         )
-    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if colors[a] == "green"]:
-        lines.append(
-            f"  and the {prod(k.full_shape[a] for a in green)} green threads of each cell's thread share its "
-            "reduce; the first of them writes it"
-        )
+    if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
+        which = f"{prod(k.full_shape[a] for a in group)} {'green and white' if 'white' in colors else 'green'}"
+        lines.append(f"  and the {which} threads of each cell's thread share its reduce; the first of them writes it")
     return lines
 
 
@@ -3737,27 +3822,33 @@ def demo_kernel(
     view: str = "steps",
     every_step: bool = False,
     width: int | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> tuple[Kernel, list[tuple[Opt, str]]]:
-    """Print how the optimizer reshapes one demo kernel; return the optimized kernel and the opts rejected, with why.
-    Without opts the heuristics choose (tensor cores first, as tinygrad does); with opts they are applied in order,
-    and a rejected one is reported and skipped. `view` is "steps" (one line per opt), "explain", "loops" (with
-    every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
+    """Print how the optimizer reshapes one demo kernel (at `sizes`, default its own); return the optimized kernel and
+    the opts rejected, with why. Without opts the demo's opts apply, else the heuristics choose (tensor cores first,
+    as tinygrad does); opts are applied in order, and a rejected one is reported and skipped. `view` is "steps" (one
+    line per opt), "explain", "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width`
+    columns (default: terminal_width(out))."""
+    out = out or sys.stdout
+    width = width or terminal_width(out)
     if name not in DEMOS:
         raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
     check_arg("demo_kernel", "view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map")
-    out = out or sys.stdout
-    width = width or terminal_width(out)
-    d = DEMOS[name]
-    target = target or d.target
-    k = Kernel(*d.build(), opts=TARGETS[target])
-    steps, decisions = [(o, "") for o in opts or []], []
-    if opts is None:
+    d, target = DEMOS[name], target or DEMOS[name].target
+    sizes = tuple(d.sizes if sizes is None else sizes)
+    if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
+        want = f"{len(d.sizes)} sizes >= 1 ({'x'.join(map(str, d.sizes))} by default)"
+        raise ValueError(f"{name} takes {want}, not {'x'.join(map(str, sizes))}")
+    k = Kernel(*d.build(*sizes), opts=TARGETS[target])
+    steps, decisions = [(o, "") for o in (opts or [Opt.parse(o) for o in d.opts])], []
+    if opts is None and not d.opts:
         decisions = weighed(k)[1]
-        steps = [(opt, why) for d in decisions for opt, why in zip(d.chosen, d.reasons)]
-    rename, rows, rejected = _renamer(k, d.buffers), [], []
+        steps = [(opt, why) for x in decisions for opt, why in zip(x.chosen, x.reasons)]
+    rename, rows, rejected, counted, roles = _renamer(k, d.buffers), [], [], [], set()
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):
+        before = k.copy()
         try:
             if opt is not None:
                 k.apply_opt(opt)
@@ -3766,17 +3857,27 @@ def demo_kernel(
             under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
             rows.append((str(opt), f"rejected: {e}", "", under))
             continue
-        under = _explain(k, opt, why, d.buffers, decisions) if view == "explain" else []
+        under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
         if every_step and view == "loops":
             under = loop_nest(k, d.buffers, width) + [""]
-        rows.append(("start" if opt is None else str(opt), k.colored_shape(), rename(why), under))
+        rows.append(("start" if opt is None else str(opt), shape_row(k), rename(why), under))
+        if opt is not None and opt.axis is not None and opt.real_axis(before) != opt.axis:
+            counted.append(f"{opt} is axis {opt.real_axis(before)}")
+        roles.update(k.colors())
     label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
     shape_width = max(ansilen(row[1]) for row in rows) + 3
-    lines = [f"{name} [{target}]: {d.what}"]
+    lines = [f"{name} [{target}]: {d.text.format(*sizes)}"]
     for label, shape, why, under in rows:  # the reason after the shape, wrapped under its own column if there's room
         head = f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}"
         hang = ansilen(head) if why and ansilen(head) + 20 <= width else None
         lines += under if view == "explain" else fit((head + why).rstrip(), width, hang) + under
+    if counted:  # the axis numbers of UNROLL, GROUP and GROUPTOP count from a reduce axis
+        lines.append(
+            f"  ({', '.join(counted)} of the line above: UNROLL counts axes from the first reduce axis, GROUP and "
+            "GROUPTOP from the first red one, the others from 0)"
+        )
+    if not use_color():  # the colours' letters
+        lines.append("  (" + ", ".join(f"{ROLES[c][0]} {c}: {ROLES[c][1]}" for c in COLOR_LEGEND if c in roles) + ")")
     if view == "loops" and not every_step:
         lines += [""] + loop_nest(k, d.buffers, width)
     elif view == "map":
@@ -3810,6 +3911,13 @@ def parse_opt_arg(text: str) -> Opt:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def sizes_arg(text: str) -> tuple[int, ...]:
+    """--size 4096x4096 -> (4096, 4096): sizes >= 1, or an error that says what a size looks like."""
+    if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
+        raise argparse.ArgumentTypeError(f"want sizes >= 1 joined by x, such as 4096x4096: got {text!r}")
+    return tuple(int(x) for x in text.split("x"))
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type for the command lines: an integer >= low, or an error that says so."""
 
@@ -3838,8 +3946,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python kernel.py demo matvec --loops       # the optimized kernel as a loop nest (--steps: after each opt)\n"
         "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
         "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
-        "axis); UNROLL and GROUP count axes from the first reduce axis; AMT 0 means the whole axis.\n"
-        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off.",
+        "axis); AMT 0 means the whole axis. AXIS counts in the shape the opt applies to (the line above it in the "
+        "step table): from axis 0, but UNROLL from the first reduce axis (the first green, white or red one) and "
+        "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one).\n"
+        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off (then each size is "
+        "followed by its colour's letter).",
     )
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="show how kernels are optimized")
@@ -3847,6 +3958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opt_help = "apply these opts in order instead of the heuristics (repeatable)"
     d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
     d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
+    d.add_argument("--size", type=sizes_arg, metavar="AxB", help="the kernel's sizes (e.g. sum_axis0 --size 4096x4096)")
     views = d.add_mutually_exclusive_group()
     for view, what in [
         ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
@@ -3854,18 +3966,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("map", "the output as a grid: the work-group, thread and register of each element"),
     ]:
         views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
-    d.add_argument("--steps", action="store_true", help="with --loops: the loop nest after every opt")
+    d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
     args = p.parse_args(argv)
-    if args.steps and args.view != "loops":
-        p.error("--steps goes with --loops")
+    if args.steps and args.view not in ("steps", "loops"):
+        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    if args.size and not args.name:
+        d.error("--size goes with one kernel's name: each kernel has sizes of its own")
+    args.view = "loops" if args.steps else args.view
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
-        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=10)))
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=14)))
     for name in [args.name] if args.name else list(DEMOS):
         if not args.name:
             print()
-        demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps)
+        try:
+            demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps, sizes=args.size)
+        except ValueError as e:  # sizes the kernel doesn't take
+            if not args.size:
+                raise
+            d.error(str(e))
     return 0
 
 

@@ -35,7 +35,8 @@ import pyopencl as cl
 from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
-from kernel import check_arg, is_int, run_command_line, sym_infer, sym_render, verify_lazyop
+from kernel import VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer, sym_render
+from kernel import verify_lazyop
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -392,7 +393,7 @@ class _Renderer:
         self.counts: Counter = Counter()  # registers are numbered per prefix: acc0, acc1, ..., val0, ...
         self.uses = Counter(s for root in k.ast for op in root.lazyops for s in op.src)  # shared ops get a register
         self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
-        self.float4_axis = [self._float4_axis(i) for i in range(len(k.bufs))]
+        self.float4_axis = [k.vector_axis(i)[0] for i in range(len(k.bufs))]  # kernel.py's rule
         self.images: set = set()
         self.group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
         # grouped axes that the output keeps (UPCASTMID): the thread that finishes the reduce unrolls them
@@ -501,25 +502,13 @@ class _Renderer:
         what = f"data{self.k.bufs[i].idx}" if not isinstance(self.k.bufs[i], ConstBuffer) else "a constant's mask"
         return _check_int32(idx, what), _check_int32(valid, what)
 
-    def _float4_axis(self, i: int) -> int | None:
-        """The upcasted axis along which buffer i is contiguous, when loads/stores can use float2/float4."""
-        buf, st = self.k.bufs[i], self.k.sts[i]
-        floats = not isinstance(buf, ConstBuffer) and _scalar(buf.dtype).name in ("float", "half")
-        if not floats or not self.k.opts.supports_float4:
-            return None
-        axes = [a for a in st.unit_stride_axes() if a >= self.up and st.shape[a] > 1]
-        amts = (4,) if _is_image(buf.dtype) else (2, 4)
-        return axes[0] if len(axes) == 1 and st.shape[axes[0]] in amts else None
-
     def _vector_base(self, i: int, idxs: list[Any]):
         """(index, valid, component) of the aligned float2/float4 that holds element idxs of buffer i, or None."""
         if (axis := self.float4_axis[i]) is None:
             return None
         amt, comp = self.k.sts[i].shape[axis], idxs[axis].min
         idx, valid = self.exprs(i, idxs[:axis] + [NumNode(0)] + idxs[axis + 1 :])
-        if idx.min < 0 or idx // amt * amt != idx:
-            return None  # not provably a multiple of amt: stay scalar
-        return idx, valid, comp, amt
+        return (idx, valid, comp, amt) if is_vector_start(idx, amt) else None  # not provably aligned: stay scalar
 
     def load(self, i: int, idxs: list[Any]) -> str:
         buf = self.k.bufs[i]
@@ -643,7 +632,7 @@ class _Renderer:
         OpenCL compiler (PoCL at least) makes faster code of one float4 than of four floats."""
         ctype, init = _type(r.dtype)[2], _c_const(_reduce_init(r.op, r.dtype), r.dtype)
         amt = self.k.full_shape[vec_axis] if vec_axis is not None else 1
-        if amt not in (2, 4) or ctype != "float" or not self.k.opts.supports_float4:
+        if amt not in VECTOR_WIDTHS or ctype != "float" or not self.k.opts.supports_float4:
             return {c: self.declare(ctype, init, "acc") for c in combos}
         pos, vectors, accs = vec_axis - self.up, {}, {}
         for c in combos:

@@ -37,7 +37,8 @@ from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_
 from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
-# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) ...
+# The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) but its
+# 9 TC actions at TC_OPT, which search_actions() adds as a search starts (tinygrad's 141 = these 132 + 9) ...
 ACTIONS = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7) for axis in range(6)]
 ACTIONS += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
 ACTIONS += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 3, 4, 8, 13, 16, 29) for axis in range(5)]

@@ -96,7 +96,8 @@ def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
 def test_demo_command_line_without_colour():
     r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", colour=False)
     assert r.returncode == 0 and "\x1b" not in r.stdout
-    assert "128  512  512    4" in r.stdout
+    assert "128b 512b 512r   4y" in r.stdout  # each size with its colour's letter (issue 24)
+    assert "(b blue: global, r red: loop, y yellow: UPCAST)" in r.stdout
 
 
 def test_demo_help_explains_the_options():
@@ -106,6 +107,34 @@ def test_demo_help_explains_the_options():
     assert r.returncode == 0
     for word in ("--opt", "--target", "OP:AXIS:AMT"):
         assert word in r.stdout
+
+
+def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
+    """Issue 24: AXIS counts in the shape the opt applies to; UNROLL's from the first reduce axis (green ones too),
+    GROUP's from the first one not yet grouped (red): after GROUP:0:8 on matvec, UNROLL:0 is the green axis."""
+    text = " ".join(run_demo("--help", colour=False).stdout.split())
+    assert "AXIS counts in the shape the opt applies to" in text and "UNROLL and GROUP count axes from" not in text
+    assert "UNROLL from the first reduce axis (the first green, white or red one)" in text
+    assert "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one)" in text
+    k = kernel.Kernel(*kernel.matvec_ast(1024, 768))
+    k.apply_opt(kernel.Opt.parse("GROUP:0:8"))
+    assert [k.colors()[kernel.Opt.parse(o).real_axis(k)] for o in ("UNROLL:0:4", "GROUP:0:4")] == ["green", "red"]
+
+
+def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
+    """Issue 24: `--size 4096x4096` gives the README's 4096x4096 sum; a wrong count or a size the kernel can't take
+    is an error that says what it takes, and --size needs one kernel."""
+    r = run_demo("demo", "sum_axis0", "--size", "4096x4096", colour=False)
+    assert r.returncode == 0 and "sum_i a[i, j], 4096x4096" in r.stdout
+    assert [x.split()[0] for x in r.stdout.splitlines()[2:4]] == ["UNROLL:0:4", "LOCAL:0:32"]  # the README's words
+    for args, want in [
+        (("sum_axis0", "--size", "4096"), "sum_axis0 takes 2 sizes >= 1 (512x256 by default), not 4096"),
+        (("sum_axis0", "--size", "40x0"), "want sizes >= 1 joined by x"),
+        (("image", "--size", "100x64"), "a multiple of 16 floats, not 100"),
+        (("--size", "8"), "--size goes with one kernel's name"),
+    ]:
+        r = run_demo("demo", *args, colour=False)
+        assert r.returncode == 2 and want in r.stderr and not r.stdout, (args, r.stderr)
 
 
 def test_demo_bad_opt_says_what_an_opt_looks_like():

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -110,6 +111,23 @@ def test_every_difference_from_tinygrad_is_one_of_the_two_named_refusals():
     shared = {k: n for k, n in differences.items() if k[1].startswith(REFUSED_SHARED)}
     assert differences[("PADTO", REFUSED_PADTO)] == 12 and sum(shared.values()) == 2
     assert sum(differences.values()) == 14, differences
+
+
+def test_the_readme_counts_the_differences_and_names_the_shared_memory_limits():
+    """Issue 24: the README's opening counts the recorded cases' differences too (11), and the shared-memory
+    refusals name each step's own limit (49,152 on cuda, 32,768 on opencl) against the 65,536 bytes they need."""
+    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read().split())
+    counts = [sum(ok != s["ok"] for c in cases for _, s, ok, _ in replay(c)) for cases in (MR_CASES, RECORDED_CASES)]
+    assert counts == [3, 11]
+    assert f"16 kernels with two reduce ops (but for {counts[0]} opt steps" in text
+    assert f"{len(RECORDED_CASES)} more with two reduce ops (but for {counts[1]} opt steps that tinygrad" in text
+    for c in RECORDED_CASES:
+        for _, step, ok, why in replay(c):
+            if ok != step["ok"] and why.startswith(REFUSED_SHARED):
+                need, limit = (int(x) for x in re.findall(r"\d+", why))
+                opt = ":".join(map(str, step["opt"]))
+                assert f"{opt} of `{c['name']}` on {c['target']}, against {limit:,}" in text
+                assert f"accepts buffers of {need:,} bytes in all" in text
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -167,3 +167,118 @@ def test_group_and_grouptop_docstrings_give_the_threads_strides():
         k.apply_opt(Opt.parse(opt))
         assert k.sts[1].real_strides()[1] == stride
     assert "stride" in kernel.Kernel._opt_grouptop.__doc__
+
+
+# ============================================================================================================
+# the README's statements of fact (issue 24), each against what it states
+# ============================================================================================================
+
+TEXT = " ".join(open(README, encoding="utf-8").read().split())
+
+
+def test_the_colour_table_is_the_legend():
+    """The README's colour table is COLOR_LEGEND, row for row (its `code` marks aside)."""
+    rows = re.findall(r"^\| (\w+)(?: \(bright\))? \| (.+?) \| (.+?) \|$", open(README).read(), re.M)
+    table = {c: f"{axes}: {becomes}".replace("`", "") for c, axes, becomes in rows if c in kernel.COLOR_LEGEND}
+    assert table == kernel.COLOR_LEGEND
+
+
+def test_the_action_counts_are_those_of_the_search():
+    """tinygrad's 141 actions by kind are the search's actions but ours; search.ACTIONS leaves out the 9 TC ones."""
+    search = pytest.importorskip("search")
+    ours = [Opt.parse(f"UPCAST:{a}:8") for a in range(6)] + [Opt.parse(f"LOCAL:{a}:32") for a in range(1, 5)]
+    tinygrads = [o for o in search.search_actions() if o not in ours]
+    counts = {op.name: sum(o.op is op for o in tinygrads) for op in kernel.OptOps}
+    others = [
+        str(o) for o in tinygrads if o in (Opt.parse("LOCAL:0:32"), Opt.parse("UPCASTMID:1:4"), Opt.parse("TC:0:0"))
+    ]
+    said = f"{len(tinygrads)} in all: {counts['UPCAST']} UPCAST"
+    said2 = f"{counts['UNROLL']} UNROLL, {counts['LOCAL'] - 1} LOCAL, {counts['GROUPTOP']} GROUPTOP,"
+    said2 += f" {counts['GROUP']} GROUP,"
+    said3 = f"{counts['PADTO']} PADTO, {len(others)} others ({', '.join(others)}) and {counts['TC'] - 1} TC"
+    assert said in TEXT and said2 in TEXT and said3 in TEXT
+    assert len(tinygrads) == 141 and len(search.ACTIONS) - len(ours) == len(tinygrads) - 9 and counts["TC"] == 1 + 9
+    assert "ten of ours" in TEXT and len(ours) == 10 and "about 200" not in TEXT
+
+
+def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
+    R = pytest.importorskip("runtime")
+    k = Kernel(*kernel.elementwise_ast(4096))
+    k.apply_opt(Opt.parse("UPCAST:0:8"))
+    src = R.render(k).src
+    assert len(re.findall(r"data1\[", src)) == 8 and "float4" not in src and "float2" not in src
+    assert "UPCAST by 8 on any axis (8 outputs a thread: 8 scalar loads along a contiguous axis" in TEXT
+
+
+def test_variance_is_one_kernel_with_a_loop_over_x_per_reduce():
+    R = pytest.importorskip("runtime")
+    src = R.render(Kernel(*kernel.DEMOS["variance"].build())).src
+    assert src.count("for (int ridx") == 2 and src.count("__kernel") == 1
+    assert "in one kernel: `SUM(x)` and `SUM(x*x)`, each its own loop over the row (two passes over x)" in TEXT
+    assert "in one pass" not in TEXT
+
+
+def test_the_shared_memory_check_counts_every_reduce_as_the_readme_says():
+    """_check_shared_memory counts both reduces of variance (tinygrad: the first only)."""
+    one, two = Kernel(*sum_ast((64, 1024), (1,))), Kernel(*kernel.DEMOS["variance"].build())
+    needs = []
+    for k in (one, two):
+        k.opts = kernel.Target("TEST", shared_max=0)
+        with pytest.raises(kernel.KernelOptError, match="needs") as e:
+            k.apply_opt(Opt.parse("GROUP:0:16"))
+        needs.append(int(re.search(r"needs (\d+)", str(e.value)).group(1)))
+    assert needs[1] == 2 * needs[0]
+    assert "(the matvec pattern); the shared-memory check counts every reduce's local buffer" in TEXT
+
+
+def _appendix_calls_unmarked() -> list[str]:
+    """The lines of Part 1 that call a function of the appendix (or a method the appendix attaches to a class)
+    without the comment that says so."""
+    import ast as pyast
+
+    src = open(os.path.join(ROOT, "kernel.py")).read()
+    lines = src.split("\n")
+    banner = next(i for i, x in enumerate(lines) if x.startswith("# Appendix")) + 1
+    tree = pyast.parse(src)
+    functions, methods = set(), set()
+    for node in tree.body:
+        if node.lineno > banner and isinstance(node, (pyast.FunctionDef, pyast.ClassDef)):
+            attached = isinstance(node, pyast.ClassDef) and any(
+                "_methods_of" in pyast.unparse(d) for d in node.decorator_list
+            )
+            functions |= set() if attached else {node.name}
+            methods |= {f.name for f in node.body if isinstance(f, pyast.FunctionDef)} if attached else set()
+    unmarked = []
+    for node in pyast.walk(tree):
+        if isinstance(node, pyast.Call) and node.lineno < banner:
+            f = node.func
+            called = (isinstance(f, pyast.Name) and f.id in functions) or (
+                isinstance(f, pyast.Attribute)
+                and isinstance(f.value, pyast.Name)
+                and f.value.id == "self"
+                and f.attr in methods
+            )
+            if called and "in the appendix" not in lines[node.lineno - 1]:
+                unmarked.append(lines[node.lineno - 1].strip())
+    return unmarked
+
+
+def test_part_1_calls_into_the_appendix_on_lines_that_say_so():
+    """README: "Where Part 1 calls it, the call is one line with a comment saying so"; the heuristics record nothing
+    (kernel.weighed, in the appendix, notes what their candidates methods return), so there is no exception."""
+    assert "Where Part 1 calls it, the call is one line with a comment saying so" in TEXT
+    assert _appendix_calls_unmarked() == []
+
+
+def test_the_symbolic_banners_example_holds():
+    """(a*8 + b) // 8 becomes a + b//8 for any b >= 0, just a when b < 8."""
+    a = kernel.Variable("a", 0, 10)
+    assert ((a * 8 + kernel.Variable("b", 0, 7)) // 8).render() == "a"
+    assert ((a * 8 + kernel.Variable("b", 0, 20)) // 8).render() == "((b//8)+a)"
+    banner = " ".join(open(os.path.join(ROOT, "kernel.py")).read().split())
+    assert "`(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8)" in banner
+
+
+def test_the_count_of_demo_kernels_is_the_demos():
+    words = {12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen", 17: "seventeen"}
+    assert f"reshapes {words[len(kernel.DEMOS)]} classic kernels" in TEXT

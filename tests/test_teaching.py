@@ -6,11 +6,10 @@ tests here check that the copy gets the opts a plain run gets and that each deci
 the opts applied after it, as its rule predicts.
 
 Every kind of sentence the views print is computed from one fact (a stride, a loop's size, a vector width the
-renderer uses, a condition of a heuristic), and the last part of this file checks each fact against the kernel
-itself, for every demo kernel and random opt sequences: against ShapeTracker.indices() (numpy, not the symbolic
-algebra), against the OpenCL C that runtime.render writes (its loops, its ids, its vector accesses, which ids
-write which output), or against the state the heuristic looked at. A sentence with no such check fails
-test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
+renderer uses, a condition of a heuristic). The last part of this file checks the heuristics' sentences against
+the state the heuristic looked at; tests/test_sentences.py checks the views' sentences (strides, axis notes, --loops,
+--map) against ShapeTracker.indices() and the OpenCL C that runtime.render writes, over the space of states. A step
+table reason with no such check fails test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from kernel import (
     optimize,
     render_condition,
 )
+from tests import test_sentences
 from tests.common import ROOT
 from tests.corpus import lazyop_from_json, load_corpus
 
@@ -198,10 +198,10 @@ def test_explain_tells_group_from_grouptop():
     """GROUP puts the threads on the stride-1 piece (they interleave); GROUPTOP on the outer piece (contiguous runs)."""
     group = demo("sum", "explain", Opt(OptOps.GROUP, 0, 16))
     top = demo("sum", "explain", Opt(OptOps.GROUPTOP, 0, 16))
-    assert "a: neighbouring threads read 1 apart, thread t takes reduce steps t, t+16, ... (GROUP)" in group
-    assert "a thread's loop steps are 16 apart" in group
-    assert "a: neighbouring threads read 65536 apart, thread t takes its own run of consecutive reduce steps" in top
-    assert "(GROUPTOP); a thread's loop steps are 1 apart" in top
+    assert "a: neighbouring threads read 1 apart, thread t takes steps t, t+16, ... of the 1048576 (GROUP)" in group
+    assert "(GROUP); loop ridx1: 65536 steps 16 apart" in group
+    assert "a: neighbouring threads read 65536 apart, thread t takes its own run of 65536 consecutive steps" in top
+    assert "from 65536*t (GROUPTOP); loop ridx1: 65536 steps 1 apart" in top
 
 
 # ============================================================================================================
@@ -323,9 +323,15 @@ def test_every_view_runs_for_every_demo_kernel_on_bare_python(view):
     assert "\x1b[36m" in colored.stdout  # the cyan local axis
 
 
-def test_steps_goes_with_loops():
-    r = run_bare("demo", "matvec", "--steps", color=False)
-    assert r.returncode == 2 and "--steps goes with --loops" in r.stderr
+def test_steps_prints_the_loop_nest_after_every_opt_on_its_own_too():
+    """Issue 24: --steps alone is --loops --steps; with another view it says what it goes with."""
+    alone = run_bare("demo", "matvec", "--steps", color=False)
+    assert (
+        alone.returncode == 0 and alone.stdout == run_bare("demo", "matvec", "--loops", "--steps", color=False).stdout
+    )
+    assert alone.stdout.count("parallel for gidx0") == 4  # the start and three opts
+    r = run_bare("demo", "matvec", "--steps", "--map", color=False)
+    assert r.returncode == 2 and "it goes with --loops, not --map" in r.stderr
 
 
 # ============================================================================================================
@@ -433,147 +439,9 @@ def test_both_command_lines_name_the_target_the_same_way(capsys):
 
 
 # ============================================================================================================
-# every sentence from a fact, every fact checked against the kernel: the ShapeTracker (indices(), numpy), the
-# rendered OpenCL C (runtime.render), or the heuristic's code path. For every demo kernel after each heuristic
-# step, and after each accepted step of random opt sequences.
+# every sentence from a fact, every fact checked against the kernel: the heuristic's code path (the views' sentences
+# are checked in tests/test_sentences.py)
 # ============================================================================================================
-
-
-def _states() -> list[tuple[str, Kernel]]:
-    import random
-
-    rng = random.Random(14)
-    actions = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in range(3) for amt in (2, 3, 4)]
-    actions += [
-        Opt(op, axis, amt)
-        for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP)
-        for axis in range(2)
-        for amt in (0, 2, 4, 8, 16)
-    ]
-    states = []
-    for name, d in DEMOS.items():
-        k = Kernel(*d.build(), opts=TARGETS[d.target])
-        tuned = optimize(k.copy())
-        for n, opt in enumerate([None] + tuned.applied_opts):
-            if opt is not None:
-                k.apply_opt(opt)
-            states.append((f"{name} heuristics step {n}", k.copy()))
-        for seq in range(2):
-            k = Kernel(*d.build(), opts=TARGETS[d.target])
-            tried = []
-            for opt in rng.sample(actions, 10):
-                try:
-                    k.apply_opt(opt)
-                except kernel.KernelOptError:
-                    continue
-                tried.append(str(opt))
-                states.append((f"{name} {' '.join(tried)}", k.copy()))
-                if len(tried) == 3:
-                    break
-    return states
-
-
-STATES = _states()
-
-
-def test_the_fact_checks_cover_every_demo_and_random_sequences():
-    names = {label.split()[0] for label, _ in STATES}
-    assert names == set(DEMOS) and sum("heuristics" not in label for label, _ in STATES) >= 30
-
-
-def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memory():
-    """A stride `--explain` prints (real_strides) is, wherever both elements are valid, the difference of the buffer
-    positions ShapeTracker.indices() (numpy, view by view: not the symbolic algebra) gives two neighbours."""
-    np = pytest.importorskip("numpy")
-    for label, k in STATES:
-        values = {v: (v.min + v.max) // 2 for v in k.vars}
-        for i, st in enumerate(k.sts):
-            st = st.at_values(values) if values else st
-            window = st.shrink(tuple((0, min(s, 3)) for s in st.shape))
-            idx, valid = (np.asarray(x) for x in window.indices())
-            for axis, stride in enumerate(k.sts[i].real_strides()):
-                if stride is None or window.shape[axis] < 2 or not isinstance(stride, int):
-                    continue
-                lo = [slice(None)] * len(window.shape)
-                hi = list(lo)
-                lo[axis], hi[axis] = slice(0, -1), slice(1, None)
-                both = valid[tuple(lo)] & valid[tuple(hi)]
-                step = (idx[tuple(hi)] - idx[tuple(lo)])[both]
-                assert (step == stride).all(), (label, i, axis, stride, set(step.tolist()))
-
-
-def c_index_terms(src: str, idx: int) -> list[str]:
-    """The C index expressions through which buffer data<idx> is read or written, with `idxN` names put back."""
-    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
-    uses = re.findall(rf"data{idx}\[([^\]]+)\]", src) + re.findall(rf"\(data{idx}\+([^)]*(?:\([^)]*\))*[^)]*)\)", src)
-    return [re.sub(r"\bidx\d+\b", lambda m: f"({defs.get(m.group(0), m.group(0))})", u) for u in uses]
-
-
-def test_every_stride_on_a_thread_or_loop_axis_is_the_multiplier_in_the_rendered_c():
-    """Each id (gidx, lidx) and loop (ridx) of the C multiplies into a buffer's index by the stride --explain prints
-    for that axis (a bare id where the stride is 1)."""
-    R = pytest.importorskip("runtime")
-    for label, k in STATES:
-        src = R.render(k).src
-        names = {int(a): f"{p}{a}" for p, a in re.findall(r"int ([gl]idx)(\d+) = ", src)}
-        names.update({int(a): f"ridx{a}" for a in re.findall(r"for \(int ridx(\d+) =", src)})
-        for i, (buf, st) in enumerate(zip(k.bufs, k.sts)):
-            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
-                continue
-            terms = " ".join(c_index_terms(src, buf.idx))
-            for axis, stride in enumerate(st.real_strides()):
-                if axis not in names or stride in (None, 0) or not isinstance(stride, int) or not terms:
-                    continue
-                var = names[axis]
-                want = rf"(?<![\w*]){var}(?![\w*])" if stride == 1 else rf"\b{var}\*{stride}\b"
-                assert re.search(want, terms), (label, buf.idx, axis, stride, terms)
-
-
-def test_a_vector_access_is_named_exactly_where_the_rendered_c_has_one():
-    """vector_access (the fact behind "one float4 load" and "4 scalar loads (...)") against runtime.render: a buffer
-    has a float2/float4 access in the C exactly when vector_access names an axis, of that width."""
-    R = pytest.importorskip("runtime")
-    vectors = 0
-    for label, k in STATES:
-        src = R.render(k).src
-        for i, buf in enumerate(k.bufs):
-            if isinstance(buf, kernel.ConstBuffer) or isinstance(buf.dtype, kernel.ImageDType):
-                continue
-            axis, why = kernel.vector_access(k, i)
-            widths = set(re.findall(rf"(?:float|half)(\d)\*\)\(data{buf.idx}\+|_half(\d)\(.*?data{buf.idx}\+", src))
-            found = {int(a or b) for a, b in widths}
-            if axis is None:
-                assert not found and why, (label, buf.idx, why)
-            else:
-                assert found == {k.sts[i].shape[axis]}, (label, buf.idx, axis, found)
-                vectors += 1
-    assert vectors >= 10
-
-
-def test_explain_says_vector_access_only_where_the_renderer_makes_one():
-    """Issue 14 item 3: 3 and 8 neighbouring elements are scalar loads and stores in the C, and --explain says so."""
-    conv = demo("conv2d", "explain")
-    assert "wt has stride 1 here: 3 neighbouring elements, 3 scalar loads (runtime.py's vectors are 2 or 4 wide" in conv
-    assert "one vector access" not in conv
-    wide = demo("elementwise", "explain", Opt(OptOps.UPCAST, 0, 8))
-    assert "a has stride 1 here: 8 neighbouring elements, 8 scalar loads" in wide
-    assert "out has stride 1 here: 8 neighbouring elements, 8 scalar stores" in wide
-    assert "b has stride 1 here: 4 neighbouring elements, one float4 load" in demo("matmul", "explain")
-
-
-def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
-    """--loops prints `for ridxN in range(S)` and `parallel for gidxN/lidxN in range(S)`; the C has the same loops
-    (`ridxN < S`) and ids (`0 <= gidxN < S`, likewise lidxN), axis for axis (ids of size 1 aside)."""
-    R = pytest.importorskip("runtime")
-    for label, k in STATES:
-        src = R.render(k).src
-        nest = "\n".join(kernel.loop_nest(k, width=10_000))
-        loops = set(re.findall(r"\bfor (ridx\d+) in range\((\S+?)\):", nest))
-        assert loops == set(re.findall(r"for \(int (ridx\d+) = 0; ridx\d+ < (\S+?);", src)), label
-        ids = {(v, s) for v, s in re.findall(r"parallel for ([gl]idx\d+) in range\((\S+?)\):", nest) if s != "1"}
-        c_ids = set(re.findall(r"int ([gl]idx\d+) = .*?: 0 <= \1 < (\d+) \*/", src))
-        if not k.vars:
-            assert ids == c_ids, label
 
 
 def test_the_broadcast_stop_line_names_what_stopped_it():
@@ -623,11 +491,11 @@ def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
     for opt, threads, loop in ((Opt(OptOps.GROUPTOP, 0, 16), 8192, 256), (Opt(OptOps.GROUP, 0, 16), 256, 4096)):
         out = demo("sum_axis0", "explain", opt)
         note = next(x for x in out.splitlines() if "green axis 1: a:" in x)
-        assert f"neighbouring threads read {threads} apart" in note and f"loop steps are {loop} apart" in note
+        assert f"neighbouring threads read {threads} apart" in note and f"loop ridx2: 32 steps {loop} apart" in note
         assert f"({opt.op.name})" in note and "contiguous" not in note
         k = Kernel(*DEMOS["sum_axis0"].build())
         k.apply_opt(opt)
-        terms = " ".join(c_index_terms(R.render(k).src, 1))
+        terms = " ".join(test_sentences.c_index_terms(R.render(k).src, 1))
         assert f"lidx1*{threads}" in terms and f"ridx2*{loop}" in terms
 
 
@@ -660,9 +528,15 @@ def test_nolocals_says_what_the_runtime_launches():
     """Issue 14 item 10: NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
     largest divisor <= 32 of launch dim 0."""
     R = pytest.importorskip("runtime")
-    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] + " ".join(
-        kernel.Kernel._opt_nolocals.__doc__.split()
-    )
+    doc = " ".join(kernel.Kernel._opt_nolocals.__doc__.split())
+    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] and "largest divisor <= 32" in doc
+    # issue 24 item 1: tinygrad 0.9.1 pads the local size with 1s (get_grouped_dims): one thread a work-group
+    assert "in work-groups of 1 thread in tinygrad" in kernel.COLOR_LEGEND["BLUE"] and "local size [1, 1, 1]" in doc
+    assert "leaves the work-group size to the device" not in doc
+    nolocals = Kernel(*elementwise_ast(4096))
+    for opt in (Opt(OptOps.NOLOCALS), Opt(OptOps.UPCAST, 0, 4)):
+        nolocals.apply_opt(opt)
+    assert R.render(nolocals).local_size is None and R.render(nolocals).global_size == [1024, 1, 1]
     for dim0, group in [(96, 32), (100, 25), (7, 7), (64, 32), (33, 11)]:  # the largest divisor <= 32
         assert R.runtime_local_size([dim0, 3, 1]) == [group, 1, 1]
     k = Kernel(*elementwise_ast(96))
@@ -723,96 +597,6 @@ def test_verify_counts_kernels_and_runs_apart(device, capsys):
     assert "1 kernel verified (3 runs: a symbolic kernel runs at several lengths), 0 failed" in out
 
 
-def c_writes(src: str, ids: dict[str, int]) -> set[int]:
-    """The positions of data0 the rendered C writes when its ids have these values (guards not evaluated)."""
-    defs = dict(re.findall(r"int (idx\d+) = (.+?);", src))
-    stores = [(e, 1) for e in re.findall(r"data0\[([^\]]+)\] = ", src)]
-    stores += [(e, int(w)) for w, e in re.findall(r"\*\(\(__global float(\d)\*\)\(data0\+(.+?)\)\) = ", src)]
-    written = set()
-    for expr, width in stores:
-        expr = re.sub(r"\bidx\d+\b", lambda m: f"({defs[m.group(0)]})", expr)
-        value = eval(expr.replace("/", "//"), {}, dict(ids))
-        written.update(range(value, value + width))
-    return written
-
-
-def test_map_labels_are_the_ids_that_write_each_output_in_the_rendered_c():
-    """--map's g and t of each output are the work-group and thread ids whose stores in the C write it (the green
-    ids at 0: the first green thread writes), for every demo and random opt sequence with a plain output."""
-    R = pytest.importorskip("runtime")
-    checked = 0
-    for label, k in STATES:
-        st = k.sts[0]
-        if (
-            k.vars
-            or len(k.ast) > 1
-            or len(st.views) > 1
-            or st.views[-1].mask is not None
-            or k.bufs[0].dtype.name != "float"
-        ):
-            continue
-        src, colors = R.render(k).src, k.colors()
-        want = set(range(min(256, st.real_size())))
-        cells = kernel._output_cells(k, want)
-        blue = [a for a in range(k.shape_len) if colors[a] in ("blue", "BLUE") and st.shape[a] != 1]
-        threads = [a for a in range(k.shape_len) if colors[a] in ("cyan", "white") and st.shape[a] != 1]
-        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces)]
-        groups: dict[tuple, set[int]] = {}
-        for flat, cell in cells.items():
-            groups.setdefault(
-                (
-                    tuple(cell.get("blue", []) + cell.get("BLUE", [])),
-                    tuple(cell.get("cyan", []) + cell.get("white", [])),
-                ),
-                set(),
-            ).add(flat)
-        for (g, t), flats in groups.items():
-            ids = {f"gidx{a}": v for a, v in zip(blue, g)} | {f"lidx{a}": v for a, v in zip(threads, t)}
-            ids |= {f"lidx{a}": 0 for a in green}
-            assert c_writes(src, ids) & want == flats, (label, g, t)
-            checked += 1
-    assert checked >= 100
-
-
-def test_the_accumulators_loops_counts_are_the_rendered_cs():
-    """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
-    the C declares for the reduce, for every one-reduce kernel of the fact checks."""
-    R = pytest.importorskip("runtime")
-    checked = 0
-    for label, k in STATES:
-        if len(k.reduceops) != 1 or k.vars:
-            continue
-        nest = "\n".join(kernel.loop_nest(k, width=10_000))
-        m = re.search(r"# registers: (\d+) accumulator\(s\) per thread", nest)
-        count = int(m.group(1)) if m else 1
-        src = R.render(k).src.split("\n")
-        body = src.index(next(x for x in src if x.startswith("__kernel")))
-        head = src[: next(i for i, x in enumerate(src) if i > body and re.search(r"for \(|barrier|data0", x))]
-        widths = [int(w or 1) for w, _ in re.findall(r"float(\d?) (acc\d+) =", "\n".join(head))]
-        assert sum(widths) == count, (label, count, widths)
-        checked += 1
-    assert checked >= 40
-
-
-def test_the_green_finish_of_loops_is_the_guard_of_the_rendered_c():
-    """--loops' `if lidxN == 0:  # the first of the T green threads finishes` is the C's `if (lidxN==0)` guard,
-    T the product of the green axes' sizes."""
-    R = pytest.importorskip("runtime")
-    checked = 0
-    for label, k in STATES:
-        green = [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if k.colors()[a] == "green"]
-        if not green or k.vars:
-            continue
-        nest = "\n".join(kernel.loop_nest(k, width=10_000))
-        m = re.search(r"if (.+?):\s+# the first of the (\d+) green threads finishes", nest)
-        assert m and int(m.group(2)) == kernel.prod(k.full_shape[a] for a in green), label
-        guard = "&&".join(f"(lidx{a}==0)" if len(green) > 1 else f"lidx{a}==0" for a in green)
-        assert m.group(1) == " and ".join(f"lidx{a} == 0" for a in green)
-        assert f"if ({guard})" in R.render(k).src or len(green) > 1, label
-        checked += 1
-    assert checked >= 10
-
-
 # ============================================================================================================
 # each heuristic's rule predicts its decision: on kernels the heuristics reach (the demo kernels at several sizes
 # on every target, the golden corpus, each after a random prefix of opts), every decision's candidates, keys and
@@ -831,6 +615,7 @@ SIZES = [
     (kernel.mean_var_ast, [(512, 256), (64, 1024), (8, 8)]),
     (kernel.image_matvec_ast, [(256, 64), (64, 256)]),
     (kernel.attention_ast, [(64, 1024), (8, 16)]),
+    (kernel.cat_ast, [(), (4, 3, 5), (64, 1, 2)]),
 ]
 PREFIXES = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in (0, 1) for amt in (0, 2, 4)]
 PREFIXES += [Opt(op, 0, amt) for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP) for amt in (0, 2, 4, 16)]
@@ -1027,7 +812,7 @@ def test_every_candidate_key_and_note_is_a_fact_of_the_state_the_heuristic_saw()
 def test_explain_prints_each_decision_as_the_heuristics_returned_it():
     """--explain's lines under a state are the decisions taken looking at it: `heuristic: rule`, then a line per
     candidate with its key (- if ruled out), opts and note, `->` on the taken ones, as weighed() recorded them."""
-    for name, demo_kernel in DEMOS.items():
+    for name, demo_kernel in [(n, d) for n, d in DEMOS.items() if not d.opts]:  # the heuristics choose
         out = demo(name, "explain").splitlines()
         rename = kernel._renamer(Kernel(*demo_kernel.build()), demo_kernel.buffers)
         at = 0
