@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, NoReturn, TypeVar
@@ -233,6 +233,7 @@ class LazyOp:
 
     def __post_init__(self) -> None:  # a malformed node fails where it is built (between nodes: verify_lazyop)
         check_lazyop_fields(self)  # its op, number of sources and kind of arg: in the appendix
+        _ = self._hash, self.dtype  # now, from the sources' (known already): no recursion down a deep AST later
 
     @functools.cached_property
     def _hash(self) -> int:
@@ -242,14 +243,18 @@ class LazyOp:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if not isinstance(other, LazyOp) or self._hash != other._hash:
-            return False
-        return self.op == other.op and self.arg == other.arg and self.src == other.src
+        pairs, seen = [(self, other)], set()  # a walk, not a recursion: each pair of shared nodes compared once
+        while pairs:
+            a, b = pairs.pop()
+            if a is not b and (id(a), id(b)) not in seen:
+                if not isinstance(b, LazyOp) or a._hash != b._hash or (a.op, a.arg) != (b.op, b.arg):
+                    return False
+                seen.add((id(a), id(b)))
+                pairs += zip(a.src, b.src)  # (as many sources: the same op)
+        return True
 
     def __repr__(self) -> str:
-        return f"LazyOp({self.op}, src={self.src}, arg={self.arg})"
+        return lazyop_repr(self)  # in the appendix
 
     @functools.cached_property
     def dtype(self) -> DType:
@@ -261,8 +266,13 @@ class LazyOp:
 
     @functools.cached_property
     def lazyops(self) -> list[LazyOp]:
-        """This op and every op below it, each once, parents before children."""
-        return dedup([self] + [x for s in self.src for x in s.lazyops])
+        """This op and every op below it, each once, parents before children (depth first, sources in order)."""
+        found, todo = {}, [self]
+        while todo:
+            if (x := todo.pop()) not in found:
+                found[x] = None
+                todo.extend(reversed(x.src))
+        return list(found)
 
     def vars(self) -> list[Variable]:
         """The symbolic variables of the shapes (and symbolic constants) this op reads, sorted by name."""
@@ -274,7 +284,8 @@ class LazyOp:
 @functools.cache
 def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
-    return dedup([x for src in op.src for x in ordered_lazyops(src)] + [op])
+    walk_ast(op, lambda x, srcs: None, found := {})  # in the appendix: it visits the ops in this order
+    return list(found)
 
 
 # ==== symbolic: index expressions with known bounds =========================================================
@@ -2541,6 +2552,36 @@ def check_lazyop_fields(self: LazyOp) -> None:
         raise ValueError(f"{name} of different dtypes ({names}): CAST its sources to one dtype first")
 
 
+def lazyop_repr(op: LazyOp) -> str:
+    """`LazyOp(op, src=(...), arg=...)`, each op written out once: where it comes again it is `lazyops[n]`, its place
+    in op.lazyops (written out at every use, a shared op would double the text at each level that shares it)."""
+    place, written, out, todo = {x: n for n, x in enumerate(op.lazyops)}, set(), [], [op]
+    while todo:  # depth first, as op.lazyops lists them (a walk, not a recursion)
+        if isinstance(x := todo.pop(), str) or x in written:
+            out.append(x if isinstance(x, str) else f"lazyops[{place[x]}]")
+            continue
+        written.add(x)
+        out.append(f"LazyOp({x.op}, src=(")
+        parts = [part for src in x.src for part in (", ", src)][1:] + ["," if len(x.src) == 1 else ""]
+        todo += reversed([*parts, f"), arg={x.arg})"])
+    return "".join(out)
+
+
+def walk_ast(x: LazyOp, fn: Callable[[LazyOp, list], Any], memo: dict, stop: Callable | None = None) -> Any:
+    """fn(op, [its sources' values]) of x, the ops below it first, each once (memo keeps them, in that order); an op
+    `stop` accepts gets fn(op, []), and nothing under it is visited. A walk in a recursion's order, of any depth."""
+    todo = [x]
+    while todo:
+        if (op := todo.pop()) in memo:
+            continue
+        srcs = () if stop and stop(op) else op.src
+        if missing := [s for s in srcs if s not in memo]:
+            todo += [op, *reversed(missing)]  # back to op once its sources are done
+        else:
+            memo[op] = fn(op, [memo[s] for s in srcs])
+    return memo[x]
+
+
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
     """Why val can't be a constant of dtype (the device and numpy would disagree on it), or None if it can."""
     if isinstance(val, Node):
@@ -2567,12 +2608,9 @@ def verify_lazyop(*ast: LazyOp) -> None:
     shapes: dict[LazyOp, tuple[int, ...]] = {}
 
     # each node has passed check_lazyop_fields: as many LazyOp sources as its op takes, an arg of the right kind
-    def shape_of(op: LazyOp) -> tuple[int, ...]:
-        if op in shapes:
-            return shapes[op]
+    def shape_of(op: LazyOp, srcs: list[tuple[int, ...]]) -> tuple[int, ...]:  # from its sources' shapes
         if op.op is BufferOps.STORE:
             raise ValueError("a STORE is only allowed at the root of a kernel, not as a value inside it")
-        srcs = [shape_of(s) for s in op.src]
         shape = op.arg.st.shape if op.op in BufferOps else srcs[0]
         if op.op in ReduceOps:
             if any(not 0 <= a < len(shape) for a in op.arg):
@@ -2583,7 +2621,6 @@ def verify_lazyop(*ast: LazyOp) -> None:
                 f"implicit movement op: {op.op} sources have shapes {srcs}, expected {shape}"
                 + _reduce_used_elsewhere(op.src, shape, shapes)
             )
-        shapes[op] = shape
         return shape
 
     for i, out in enumerate(ast):
@@ -2594,9 +2631,9 @@ def verify_lazyop(*ast: LazyOp) -> None:
         if out.arg.st.shape != ast[0].arg.st.shape:  # one loop nest writes them all
             outs = ", ".join(f"data{o.arg.idx} {o.arg.st.shape}" for o in ast)
             raise ValueError(f"outputs must have one shape: {outs} (one loop nest writes them, at the same size)")
-        if shape_of(out.src[0]) != out.arg.st.shape:
+        if (shape := walk_ast(out.src[0], shape_of, shapes)) != out.arg.st.shape:
             raise ValueError(
-                f"STORE into buffer {i}: value shape {shape_of(out.src[0])} != store shape {out.arg.st.shape}"
+                f"STORE into buffer {i}: value shape {shape} != store shape {out.arg.st.shape}"
                 + _reduce_used_elsewhere(out.src, out.arg.st.shape, shapes)
             )
         if where := _overlap(out.arg.st):  # several threads would write one element, in no order
@@ -2714,27 +2751,22 @@ _ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOp
 _ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
 
-def value_on_zeros(x: LazyOp, memo: dict[LazyOp, Any]) -> Any:
-    """What x computes where every LOAD and CONST reads 0, as a Python number (nan where C leaves it undefined)."""
-    if x in memo:
-        return memo[x]
-    srcs = [value_on_zeros(s, memo) for s in x.src]
+def value_on_zeros(x: LazyOp, srcs: list[Any]) -> Any:
+    """What x computes from its sources' values (walk_ast's fn) where every LOAD and CONST reads 0, as a Python number
+    (nan where C leaves it undefined)."""
     if x.op in BufferOps:
-        ret: Any = False if x.dtype == dtypes.bool else 0
-    elif x.op is UnaryOps.BITCAST and srcs[0] != 0:
-        ret = math.nan  # the bits of anything but 0 mean something else in the new type
+        return False if x.dtype == dtypes.bool else 0
+    if x.op is UnaryOps.BITCAST and srcs[0] != 0:
+        return math.nan  # the bits of anything but 0 mean something else in the new type
+    if x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
+        fn: Callable[..., Any] = bool if x.arg == dtypes.bool else int if dtypes.is_int(x.arg) else float
     else:
-        if x.op is UnaryOps.CAST or x.op is UnaryOps.BITCAST:
-            fn: Callable[..., Any] = bool if x.arg == dtypes.bool else int if dtypes.is_int(x.arg) else float
-        else:
-            src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-            fn = (_ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None) or _ON_NUMBERS[x.op]
-        try:
-            ret = fn(*srcs)
-        except (ArithmeticError, ValueError, TypeError):  # int(inf), 1 // 0, log2(-1), ...
-            ret = math.nan
-    memo[x] = ret
-    return ret
+        src_dtype = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
+        fn = (_ON_BOOLS.get(x.op) if src_dtype == dtypes.bool else None) or _ON_NUMBERS[x.op]
+    try:
+        return fn(*srcs)
+    except (ArithmeticError, ValueError, TypeError):  # int(inf), 1 // 0, log2(-1), ...
+        return math.nan
 
 
 def reduce_padding_changes(k: Kernel) -> str | None:
@@ -2746,7 +2778,9 @@ def reduce_padding_changes(k: Kernel) -> str | None:
             why = f"a {r.op.name} reduce (only a SUM ignores added zeros)"
         elif unsafe := [op.op.name for op in r.src[0].lazyops if op.op in UNSAFE_PAD_OPS]:
             why = f"{', '.join(unsafe)} (tinygrad's UNSAFE_PAD_OPS)"
-        elif value_on_zeros(x := r.src[0], memo) != 0:  # stricter than tinygrad: the SUM's source must be 0 there too
+        elif (
+            walk_ast(x := r.src[0], value_on_zeros, memo) != 0
+        ):  # stricter than tinygrad: the SUM's source must be 0 there too
             while off := [s for s in x.src if memo[s] != 0]:  # down to the op that first makes something else of zeros
                 x = off[0]
             why = f"{x.op.name} maps the padding's 0 to {memo[x]!r}, which the SUM would add"
@@ -3202,11 +3236,11 @@ def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:
 
 
 def ast_shape(op: LazyOp) -> tuple[int, ...]:
-    """The shape an AST node computes."""
-    if op.op in BufferOps:
-        return op.arg.st.shape
-    shape = ast_shape(op.src[0])
-    return tuple(1 if i in op.arg else s for i, s in enumerate(shape)) if op.op in ReduceOps else shape
+    """The shape an AST node computes: its first leaf's, with the axes of the reduces on the way down at 1."""
+    axes: set[int] = set()
+    while op.op not in BufferOps:
+        axes, op = axes | set(op.arg if op.op in ReduceOps else ()), op.src[0]
+    return tuple(1 if i in axes else s for i, s in enumerate(op.arg.st.shape))
 
 
 def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
@@ -3623,25 +3657,32 @@ _PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that shar
 _PARALLEL_LOOPS |= dict(white="threads; the finishing thread unrolls it")
 
 
-def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict) -> str:
-    """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register."""
-    if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
-        i = k.bufs.index(x.arg)
-        idx, valid = k.sts[i].expr_idxs(idxs)
-        text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
-        return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
-    if x.op in ReduceOps:
-        return accs.get(x, "acc")
-    srcs = [_expression(k, s, idxs, names, accs) for s in x.src]
-    if x.op in BinaryOps and x.op.name in _INFIX:
-        return f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
-    if x.op is UnaryOps.CAST:
-        return f"({x.arg.name})({srcs[0]})"
-    if x.op is UnaryOps.NEG:
-        return f"-{srcs[0]}"
-    if x.op is TernaryOps.WHERE:
-        return f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
-    return f"{x.op.name.lower()}({', '.join(srcs)})"
+def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict, let: Callable) -> str:
+    """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register. An
+    op that several ops read (a load aside) is computed once: let(its text) writes its line and names it."""
+    uses = Counter(s for op in x.lazyops for s in op.src)
+
+    def text(x: LazyOp, srcs: list[str]) -> str:
+        if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
+            i = k.bufs.index(x.arg)
+            idx, valid = k.sts[i].expr_idxs(idxs)
+            text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+            return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
+        if x.op in ReduceOps:
+            return accs.get(x, "acc")
+        if x.op in BinaryOps and x.op.name in _INFIX:
+            ret = f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
+        elif x.op is UnaryOps.CAST:
+            ret = f"({x.arg.name})({srcs[0]})"
+        elif x.op is UnaryOps.NEG:
+            ret = f"-{srcs[0]}"
+        elif x.op is TernaryOps.WHERE:
+            ret = f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
+        else:
+            ret = f"{x.op.name.lower()}({', '.join(srcs)})"
+        return let(ret) if uses[x] > 1 else ret
+
+    return walk_ast(x, text, {}, stop=lambda op: op.op in ReduceOps)
 
 
 def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
@@ -3678,6 +3719,12 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     for a in range(k.first_reduce + k.group_for_reduces):
         loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]] if _has_groups(k) or a >= k.global_dims else _NO_GROUPS)
     accs: dict[LazyOp, str] = {}
+    lets: list[str] = []
+
+    def let(text: str) -> str:  # a shared op's line `t0 = ...`, before the line that reads it
+        add(f"t{len(lets)} = {text}")
+        return lets.append(text) or f"t{len(lets) - 1}"
+
     sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
     outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
     # a reduce that reads another one comes after it
@@ -3690,7 +3737,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
             loop(a, "for", "a loop")
         if regs:
             unrolled(regs, "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs))
-        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs)}")
+        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs, let)}")
         depth = top
         accs[r] = f"{acc}{sub}"
         if group_axes:
@@ -3717,7 +3764,7 @@ def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[st
     for root in k.ast:
         i = k.bufs.index(root.arg)
         idx, valid = k.sts[i].expr_idxs(late)
-        store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs)}"
+        store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs, let)}"
         add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
     # the comments in one column; a comment that would run past `width` goes on a line of its own above its code
     fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]

@@ -36,7 +36,7 @@ from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, D
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
 from kernel import VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer, sym_render
-from kernel import verify_lazyop
+from kernel import verify_lazyop, walk_ast
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -318,6 +318,7 @@ def _float_to_int(src: str, dst: str) -> str:
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
+_NEST_MAX = 16  # an expression nested this many ops deep goes to a register: C compilers limit nesting (clang: 256 ())
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
 _TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
    portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest in plain C,
@@ -566,13 +567,25 @@ class _Renderer:
 
     # -- evaluating the AST --
     def value(self, x: LazyOp, idxs: list[Any], accs: dict[LazyOp, str] | None) -> str:
-        """C expression of x at one upcast combination (idxs); `accs` holds each reduce op's finished result."""
+        """C expression of x at one upcast combination (idxs); `accs` holds each reduce op's finished result. Each op
+        is rendered once; one that several ops read, or that nests _NEST_MAX ops deep, is computed into a register."""
+
+        def one(op: LazyOp, srcs: list[tuple[str, int]]) -> tuple[str, int]:  # (C expression, ops nested in it)
+            expr, depth = self.op_value(op, [c for c, _ in srcs], idxs, accs), 1 + max((d for _, d in srcs), default=-1)
+            if srcs and (self.uses[op] > 1 or depth >= _NEST_MAX):  # (a load, or a reduce's result, has no srcs)
+                return self.reg(_type(op.dtype)[2], expr, "alu"), 0
+            return expr, depth
+
+        return walk_ast(x, one, {}, stop=lambda op: op.op in ReduceOps)[0]  # a reduce is its accumulator
+
+    def op_value(self, x: LazyOp, srcs: list[str], idxs: list[Any], accs: dict[LazyOp, str] | None) -> str:
+        """C expression of op x from its sources' expressions."""
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             return self.load(self.buf_index[x.arg], idxs)
         if x.op in ReduceOps:
             assert accs is not None and x in accs, "a reduce is only read after its loop"
             return accs[x]
-        srcs, ctype = [self.value(s, idxs, accs) for s in x.src], _type(x.dtype)[2]  # a CAST's dtype is its arg
+        ctype = _type(x.dtype)[2]  # a CAST's dtype is its arg
         if x.op is UnaryOps.BITCAST:
             if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
                 raise NotImplementedError("BITCAST is supported between 4-byte types only")
@@ -584,7 +597,7 @@ class _Renderer:
         else:
             expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
             expr = f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
-        return self.reg(ctype, expr, "alu") if self.uses[x] > 1 else expr
+        return expr
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
@@ -888,17 +901,17 @@ def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
         return ast
     by_var = {v: values[v.expr] for v in kernel_vars(ast)}
 
-    @functools.cache  # an op shared by several others stays one op
-    def sub(x: LazyOp) -> LazyOp:
+    def sub(x: LazyOp, srcs: list[LazyOp]) -> LazyOp:
         arg = x.arg
         if isinstance(arg, MemBuffer):
             arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
         elif isinstance(arg, ConstBuffer):
             val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
             arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
-        return LazyOp(x.op, tuple(sub(s) for s in x.src), arg)
+        return LazyOp(x.op, tuple(srcs), arg)
 
-    return tuple(sub(root) for root in ast)
+    memo: dict = {}  # an op shared by several others stays one op
+    return tuple(walk_ast(root, sub, memo) for root in ast)
 
 
 def _check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, np.ndarray]:
@@ -1224,8 +1237,11 @@ class _Reference:
         return st.shrink(tuple((0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in axes))
 
     def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
-        if (got := memo.get(x)) is not None:
-            return got
+        """x's values over the box; memo holds every op's computed there (each op once, its sources first)."""
+        nothing = lambda op: op.op in ReduceOps and any(self.full[a] == 0 for a in op.arg)  # noqa: E731
+        return walk_ast(x, lambda op, srcs: self.op_value(op, srcs, box), memo, stop=nothing)
+
+    def op_value(self, x: LazyOp, srcs: list[np.ndarray], box) -> np.ndarray:
         dt = _compute_np(x.dtype)
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             st = self._view(x.arg.st, box)
@@ -1242,7 +1258,7 @@ class _Reference:
             shape = tuple(1 if a in x.arg else hi - lo for a, (lo, hi) in enumerate(box))
             ret = np.full(shape, _reduce_init(x.op, x.dtype), dt)
         elif x.op in ReduceOps:
-            src = np.broadcast_to(self.value(x.src[0], box, memo), tuple(hi - lo for lo, hi in box))
+            src = np.broadcast_to(srcs[0], tuple(hi - lo for lo, hi in box))
             axes = tuple(x.arg)
             if x.op is ReduceOps.MAX:  # as repeated _np_max: a NaN wins, and a +0.0 anywhere beats every -0.0
                 ret = np.max(src, axis=axes, keepdims=True, initial=_reduce_init(x.op, x.dtype))
@@ -1257,17 +1273,15 @@ class _Reference:
             else:
                 ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
         elif x.op is UnaryOps.CAST:  # to half: a float in registers, as on the device (rounded to half when stored)
-            src = self.value(x.src[0], box, memo)
+            src = srcs[0]
             ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src.astype(dt)
         elif x.op is UnaryOps.BITCAST:
-            src = self.value(x.src[0], box, memo)
+            src = srcs[0]
             ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
         else:  # in the dtype of the sources: integers wrap, as on the device
-            srcs = [self.value(s, box, memo) for s in x.src]
             src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
             ops = _OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS
             ret = np.asarray(ops[x.op][1](*srcs)).astype(dt)
-        memo[x] = ret
         return ret
 
     def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
