@@ -13,6 +13,7 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import io
 import itertools
@@ -36,7 +37,7 @@ from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, D
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
 from kernel import VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer, sym_render
-from kernel import verify_lazyop, walk_ast
+from kernel import _map_view, verify_lazyop, walk_ast
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -172,8 +173,9 @@ class Program:
     """A rendered kernel. `global_size` counts work-groups per launch dim (tinygrad's convention: the launch is
     global_size * local_size work-items); `local_size` is None when the kernel has no local dims to impose (NOLOCALS,
     or a target without locals) and `global_size` then counts work-items. `args` lists the buffer arguments: (buffer
-    idx, "buffer" or "image"); `vars` the symbolic variables passed after them as `int` arguments. With variables,
-    `global_size` may hold nodes of them: the launch computes them from the values; one program serves every value."""
+    idx, "buffer" or "image"); `vars` the symbolic variables passed after them as `int` arguments (named by
+    c_var_names). With variables, `global_size` may hold nodes of them: the launch computes them from the values; one
+    program serves every value."""
 
     name: str
     src: str
@@ -387,7 +389,10 @@ class _Renderer:
     evaluates the AST to a C expression; loads and shared values go to registers, deduplicated per scope."""
 
     def __init__(self, k: Kernel, flat_images: frozenset, limits):
-        self.k, self.flat_images, self.limits = k, flat_images, limits
+        self.name, self.variables = kernel_name(k), kernel_vars(k.ast)
+        self.c_vars = {v.expr: Variable(c, v.min, v.max) for v, c in zip(self.variables, c_var_names(self.variables))}
+        self.k = _with_c_vars(k, self.c_vars) if self.variables else k  # the user's names never reach the C
+        self.flat_images, self.limits = flat_images, limits
         self.up = k.shape_len - k.upcasted  # axes >= up are upcasted
         self.lines: list[str] = []
         self.scopes: list[dict[str, str]] = [{}]  # per open scope: C expression -> register holding it
@@ -460,7 +465,7 @@ class _Renderer:
                 break
             except ValueError as e:
                 if not (cyan := [a for a in axes if a < k.first_reduce]):
-                    need = f"the grouped reduce of {kernel_name(k)} needs more threads than the device has"
+                    need = f"the grouped reduce of {self.name} needs more threads than the device has"
                     raise ValueError(f"{need} in a work-group ({e})") from None
                 looped.append(max(cyan, key=lambda a: full[a]))  # the largest local axis becomes a loop
         self._define_ids(threads, "get_local_id", axes, "lidx", idxs)
@@ -517,7 +522,8 @@ class _Renderer:
         zero = _c_const(0, buf.dtype)
         if isinstance(buf, ConstBuffer):
             _, valid = self.exprs(i, idxs)
-            val = f"(({ctype}){buf.val.expr})" if isinstance(buf.val, Node) else _c_const(buf.val, buf.dtype)
+            var = self.c_vars[buf.val.expr].expr if isinstance(buf.val, Node) else None  # a Variable's value
+            val = f"(({ctype}){var})" if var else _c_const(buf.val, buf.dtype)
             return self._gate(valid, val, zero)
         if _is_image(buf.dtype):
             self.images.add(buf.idx)
@@ -606,10 +612,6 @@ class _Renderer:
     # -- the kernel --
     def render(self) -> Program:
         k = self.k
-        for axis, size in enumerate(k.full_shape):
-            if _largest(size) > INT32_MAX:
-                what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
-                raise ValueError(f"{what} does not fit in a 32-bit int; split it with a reshape")
         global_size, local_size, idxs, looped = self.launch()
         for axis in looped:
             self.open_loop(f"lidx{axis}", k.full_shape[axis])
@@ -760,9 +762,8 @@ class _Renderer:
             else:
                 params.append(f"{'' if buf.idx in outputs else 'const '}__global {_type(buf.dtype)[1]}* data{buf.idx}")
             args.append((buf.idx, "image" if buf.idx in self.images else "buffer"))
-        variables = kernel_vars(k.ast)
-        params += [f"const int {v.expr}" for v in variables]  # symbolic sizes: one program for every value
-        name, body = kernel_name(k), "\n".join(self.lines)
+        params += [f"const int {v.expr}" for v in self.c_vars.values()]  # symbolic sizes: one program for every value
+        name, body = self.name, "\n".join(self.lines)
         vectors = sorted(set(re.findall(r"\b(?:float|half)[248]\b", body)))  # the C's own vector types, if any
         how = f"with {' and '.join(vectors)} vectors" if vectors else "in scalar code"
         note = _TC_NOTE.format(device=k.opts.device, how=how) if any(o.op is OptOps.TC for o in k.applied_opts) else ""
@@ -770,14 +771,30 @@ class _Renderer:
         called = set(re.findall(r"\b(\w+)\(", body))  # the helpers it calls are defined before the kernel
         prelude = (sampler if self.images else "") + "".join(_HELPERS[n] for n in sorted(called & _HELPERS.keys()))
         src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
-        return Program(name, src, global_size, local_size, args, variables)
+        user_vars = {c: v for v, c in zip(self.variables, self.c_vars.values())}  # the launch sizes: the user's vars
+        global_size = [g.substitute(user_vars) if isinstance(g, Node) else g for g in global_size]
+        return Program(name, src, global_size, local_size, args, self.variables)
+
+
+def c_var_names(variables: Sequence[Variable]) -> list[str]:
+    """The C name of each variable of a kernel (kernel_vars' order): var0_i, var1_x_y, ... The renderer names every C
+    identifier itself, so that no name a user gives can be a C keyword, invalid C, or another identifier's name."""
+    return [f"var{n}_{re.sub('[^A-Za-z0-9_]', '_', v.expr)[:24]}" for n, v in enumerate(variables)]
+
+
+def _with_c_vars(k: Kernel, c_vars: dict[str, Variable]) -> Kernel:
+    """k with its ShapeTrackers over the renderer's variables (c_vars: user's name -> the renderer's variable)."""
+    rename = lambda x: x.substitute({v: c_vars[v.expr] for v in x.vars()}) if isinstance(x, Node) else x  # noqa: E731
+    ret = copy.copy(k)  # only its sts differ: the rest is read, never changed
+    ret.sts = [ShapeTracker(tuple(_map_view(v, rename) for v in st.unbind()[0].views)) for st in k.sts]
+    return ret
 
 
 def kernel_name(k: Kernel) -> str:
     """tinygrad's name: r (reduce), C (copy) or E (elementwise), the number of outputs when more than one, and
     the full shape, e.g. r_16_8_8_16_128_4_4_4; a symbolic size as its letters and digits: (i*3) is i_3, (1+i) 1_i."""
     kind = "r" if k.reduceop is not None else "C" if all(x.op in BufferOps for x in k.ast[0].lazyops) else "E"
-    sizes = [str(s) if isinstance(s, int) else "_".join(re.findall(r"[^\W_]+", s.render())) for s in k.full_shape]
+    sizes = [str(s) if isinstance(s, int) else "_".join(re.findall(r"[A-Za-z0-9]+", s.render())) for s in k.full_shape]
     return kind + (f"{len(k.ast)}_" if len(k.ast) > 1 else "_") + "_".join(sizes)
 
 
@@ -787,6 +804,10 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
     `limits` = (threads per work-group, per-dim maximum) of the device that will run it; local dims beyond them
     run as loops inside each thread. Without it the program is exactly the kernel's."""
     _check_kernel(k, "render")
+    for axis, size in enumerate(k.full_shape):
+        if _largest(size) > INT32_MAX:
+            what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
+            raise ValueError(f"{what} does not fit in a 32-bit int; split it with a reshape")
     flat: frozenset = frozenset()
     while True:
         try:
@@ -1458,8 +1479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             launch += " <= 32 of dim 0"
         launch += " (launch dims: the blue axes last first, the cyan ones in order)"
         if prg.vars:
-            launch += f"\n  vars            {', '.join(f'{v.expr} in [{v.min}, {v.max}]' for v in prg.vars)}: int "
-            launch += "arguments; this one program runs every value, the launch size follows them"
+            named = ", ".join(f"{c} = {v.expr} in [{v.min}, {v.max}]" for c, v in zip(c_var_names(prg.vars), prg.vars))
+            launch += f"\n  vars            {named}: int arguments; this one program runs every value, the launch "
+            launch += "size follows them"
         print(f"  launch          {launch}\n\n{prg.src}")
         return 0
     log = functools.partial(print, flush=True)

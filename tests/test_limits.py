@@ -7,13 +7,15 @@ reports is a ValueError naming it, before anything is built or launched, and the
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import kernel
 import runtime as R
-from kernel import BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu, const, dtypes, load
-from kernel import reduce, store
+from kernel import BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, Variable, alu, const, dtypes
+from kernel import load, reduce, store
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
@@ -117,3 +119,37 @@ def test_a_chain_of_2000_unary_ops_has_a_dtype():
     k = Kernel(store(x))
     np.testing.assert_array_equal(R.run(k, a)[0], a)
     R.verify(k, a)
+
+
+# ============================================================================================================
+# a Variable's name never reaches the C
+# ============================================================================================================
+NAMES = ["ridx1", "idx0", "int", "x y", "gidx0", "data0", "acc0", "val0", "alu0", "temp", "smp", "lidx1", "var0_i"]
+NAMES += ["max_float", "INFINITY", "get_group_id", "*/", "é", ""]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_variable_of_any_name_renders_and_computes(name):
+    """out[i] = sum_j a[i, j] + n for a row length n named `name`: it names a loop, a register, a buffer, a helper, a
+    C keyword, nothing C can spell... The program's int argument is the renderer's own name for it."""
+    n = Variable(name, 1, 16)
+    rows = reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((4, n))), (1,))
+    k = Kernel(store(alu(BinaryOps.ADD, rows, alu(UnaryOps.CAST, const(n, (4, 1), dtypes.int32), arg=dtypes.float))))
+    a = np.arange(4 * 16, dtype=np.float32)
+    for value in (5, 16):
+        (out,) = R.run(k, a, var_vals={name: value})
+        np.testing.assert_array_equal(out, a[: 4 * value].reshape(4, value).sum(axis=1) + value)
+        R.verify(k, a, var_vals={n: value})
+    prg = R.render(k)
+    assert re.findall(r"const int (\w+)", prg.src) == R.c_var_names([n]) and prg.vars == [n]
+    assert R.c_var_names([n])[0] == "var0_" + re.sub("[^A-Za-z0-9_]", "_", name)
+
+
+def test_two_variables_whose_names_read_alike_are_two_arguments():
+    rows, cols = Variable("x y", 1, 8), Variable("x_y", 1, 8)
+    k = Kernel(store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((rows, cols))), (1,))))
+    names = re.findall(r"const int (\w+)", R.render(k).src)
+    assert names == ["var0_x_y", "var1_x_y"]
+    a = np.arange(64, dtype=np.float32)
+    (out,) = R.run(k, a, var_vals={"x y": 3, "x_y": 5})
+    np.testing.assert_array_equal(out, a[:15].reshape(3, 5).sum(axis=1))
