@@ -175,7 +175,7 @@ class Program:
     or a target without locals) and `global_size` then counts work-items. `args` lists the buffer arguments: (buffer
     idx, "buffer" or "image"); `vars` the symbolic variables passed after them as `int` arguments (named by
     c_var_names). With variables, `global_size` may hold nodes of them: the launch computes them from the values; one
-    program serves every value."""
+    program serves every value. `local_bytes`: the __local memory a work-group needs."""
 
     name: str
     src: str
@@ -183,6 +183,7 @@ class Program:
     local_size: list[int] | None
     args: list[tuple[int, str]]
     vars: list[Variable] = field(default_factory=list)
+    local_bytes: int = 0
 
 
 def _np_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -401,6 +402,7 @@ class _Renderer:
         self.buf_index = {buf: i for i, buf in enumerate(k.bufs)}
         self.float4_axis = [k.vector_axis(i)[0] for i in range(len(k.bufs))]  # kernel.py's rule
         self.images: set = set()
+        self.local_bytes = 0
         self.group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
         # grouped axes that the output keeps (UPCASTMID): the thread that finishes the reduce unrolls them
         self.white_axes = [a for a in self.group_axes if k.output_shape[a] == k.full_shape[a]]
@@ -690,6 +692,7 @@ class _Renderer:
         temp_strides = [prod(temp_shape[d + 1 :]) for d in range(len(temp_shape))]  # row-major
         temp = f"temp{n}" if len(k.reduceops) > 1 else "temp"
         self.lines.insert(n, f"  __local {_type(dt)[2]} {temp}[{prod(temp_shape)}];")  # __local lives at kernel scope
+        self.local_bytes += prod(temp_shape) * np.dtype(_C_NUMPY[_type(dt)[2]]).itemsize
 
         def temp_index(thread: Sequence[Any], combo: Sequence[int]) -> str:
             """The index into temp; parts are C variable names or constants."""
@@ -773,7 +776,7 @@ class _Renderer:
         src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
         user_vars = {c: v for v, c in zip(self.variables, self.c_vars.values())}  # the launch sizes: the user's vars
         global_size = [g.substitute(user_vars) if isinstance(g, Node) else g for g in global_size]
-        return Program(name, src, global_size, local_size, args, self.variables)
+        return Program(name, src, global_size, local_size, args, self.variables, self.local_bytes)
 
 
 def c_var_names(variables: Sequence[Variable]) -> list[str]:
@@ -804,6 +807,9 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
     `limits` = (threads per work-group, per-dim maximum) of the device that will run it; local dims beyond them
     run as loops inside each thread. Without it the program is exactly the kernel's."""
     _check_kernel(k, "render")
+    images_read = {x.arg.idx for x in k.lazyops if x.op is BufferOps.LOAD and _is_image(x.arg.dtype)}
+    for i in sorted(images_read & {x.arg.idx for x in k.ast}):  # updated in place
+        raise ValueError(f"{kernel_name(k)} reads and writes image data{i}: an OpenCL image is read_only or write_only")
     for axis, size in enumerate(k.full_shape):
         if _largest(size) > INT32_MAX:
             what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
@@ -949,8 +955,9 @@ def _check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, n
             raise ValueError(f"input data{b.idx} has dtype {x.dtype}, expected {np_dtype(b.dtype)}")
         if _is_image(b.dtype) and x.shape != b.shape:
             raise ValueError(f"input data{b.idx} is an image of shape {b.shape}, got an array of shape {x.shape}")
-        if x.size < b.size:
-            raise ValueError(f"input data{b.idx} has {x.size} elements, the kernel reads {b.size}")
+        if x.size < b.size or (b.output and x.size != b.size):  # updated in place, it is the output (of b.size) too
+            how = "updates exactly" if b.output else "reads"
+            raise ValueError(f"input data{b.idx} has {x.size} elements, the kernel {how} {b.size}")
         arrays[b.idx] = np.ascontiguousarray(x).reshape(-1)
     return arrays
 
@@ -1094,6 +1101,46 @@ def device_limits() -> tuple[int, list[int]]:
     return device.max_work_group_size, list(device.max_work_item_sizes)
 
 
+_CAPS = """LOCAL_MEM_SIZE MAX_WORK_GROUP_SIZE MAX_WORK_ITEM_SIZES MAX_PARAMETER_SIZE ADDRESS_BITS MAX_MEM_ALLOC_SIZE
+GLOBAL_MEM_SIZE IMAGE2D_MAX_WIDTH IMAGE2D_MAX_HEIGHT MAX_READ_IMAGE_ARGS MAX_WRITE_IMAGE_ARGS""".split()
+
+
+def device_caps(kern=None) -> dict[str, int]:
+    """The device's limits by their OpenCL names (CL_DEVICE_LOCAL_MEM_SIZE, ..., CL_DEVICE_MAX_WORK_ITEM_SIZES[d] for
+    each dim d), and with a built kernel the work-group size it allows (CL_KERNEL_WORK_GROUP_SIZE)."""
+    device = get_device().ctx.devices[0]
+    caps = {f"CL_DEVICE_{name}": getattr(device, name.lower()) for name in _CAPS}
+    caps |= {f"CL_DEVICE_MAX_WORK_ITEM_SIZES[{d}]": n for d, n in enumerate(caps["CL_DEVICE_MAX_WORK_ITEM_SIZES"])}
+    if kern is not None:
+        caps["CL_KERNEL_WORK_GROUP_SIZE"] = kern.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+    return caps
+
+
+def check_limits(prg: Program, infos: dict[int, BufferInfo] | None = None, kern=None) -> None:
+    """A ValueError naming the first of the device's limits that a launch of prg would pass (`infos`: its buffers at
+    the launch's values; `kern`: prg built). OpenCL refuses such a launch, or crashes the process (PoCL and Intel's
+    runtime do, given more __local memory than they have)."""
+    caps, local = device_caps(kern), prg.local_size or [1]
+    nbytes = lambda b: b.size * (2 if b.dtype == dtypes.bfloat16 else np_dtype(b.dtype).itemsize)  # noqa: E731
+    args = caps["CL_DEVICE_ADDRESS_BITS"] // 8 * len(prg.args) + 4 * len(prg.vars)  # pointers (images too), ints
+    bufs = [infos[i] for i, _ in prg.args] if infos is not None else []
+    images = [b for b, (_, kind) in zip(bufs, prg.args) if kind == "image"]
+    writes = sum(b.output for b in images)
+    needs = [("DEVICE_LOCAL_MEM_SIZE", prg.local_bytes, "bytes of __local memory")]
+    needs += [(f"{w}_WORK_GROUP_SIZE", prod(local), "work-items in a work-group") for w in ("DEVICE_MAX", "KERNEL")]
+    needs += [(f"DEVICE_MAX_WORK_ITEM_SIZES[{d}]", n, f"work-items in dim {d}") for d, n in enumerate(local)]
+    needs += [("DEVICE_MAX_PARAMETER_SIZE", args, "bytes of kernel arguments")]
+    needs += [("DEVICE_MAX_MEM_ALLOC_SIZE", nbytes(b), f"bytes of buffer data{b.idx}") for b in bufs]
+    needs += [("DEVICE_GLOBAL_MEM_SIZE", sum(nbytes(b) for b in bufs), "bytes of buffers in all")]
+    needs += [("DEVICE_IMAGE2D_MAX_WIDTH", b.shape[1], f"pixels in a row of image data{b.idx}") for b in images]
+    needs += [("DEVICE_IMAGE2D_MAX_HEIGHT", b.shape[0], f"rows of image data{b.idx}") for b in images]
+    needs += [("DEVICE_MAX_READ_IMAGE_ARGS", len(images) - writes, "images read")]
+    needs += [("DEVICE_MAX_WRITE_IMAGE_ARGS", writes, "images written")]
+    for name, got, what in needs:
+        if got > (most := caps.get(f"CL_{name}", got)):
+            raise ValueError(f"{prg.name} needs {got} {what}, more than CL_{name} = {most} of {get_device().name}")
+
+
 def build(src: str, name: str, compiler=None):
     """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
     `compiler(src)`, where given, compiles in another process and returns the device's binary (search.py's)."""
@@ -1131,7 +1178,9 @@ class _Launch:
         host = _check_inputs(list(self.infos.values()), inputs)
         dev = get_device()
         self.prg = prg or render(k, device_limits())
+        check_limits(self.prg, self.infos)  # before anything is built or allocated
         self.kern = build(self.prg.src, self.prg.name)
+        check_limits(self.prg, self.infos, self.kern)
         mf = cl.mem_flags
         self.outputs, self.args = {}, []
         for idx, kind in self.prg.args:
@@ -1145,12 +1194,12 @@ class _Launch:
             if b.output:
                 self.outputs[idx] = data
             data = _bytes(data)
-            if data.size == 0:  # a buffer only ever read in the padding: OpenCL has no empty buffers
-                data = np.zeros(1, data.dtype)
+            if data.size == 0:  # a buffer of no elements, or only ever read in its padding: OpenCL has no empty
+                data = np.zeros(4 if kind == "image" else 1, data.dtype)  # buffers or images: one element (pixel)
             access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
             flags = access | mf.COPY_HOST_PTR
             if kind == "image":
-                h, w, _ = b.shape
+                h, w, _ = b.shape if b.size else (1, 1, 4)
                 channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
                 fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
                 self.args.append(cl.create_image(dev.ctx, flags, fmt, shape=(w, h), hostbuf=data.reshape(h, w, 4)))

@@ -158,7 +158,8 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name, compiler)
-    except Exception as e:  # a candidate that doesn't render or build is dropped, whatever the reason
+        runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
+    except Exception as e:  # a candidate that doesn't render or build, or that the device can't run, is dropped
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel

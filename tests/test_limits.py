@@ -7,6 +7,7 @@ reports is a ValueError naming it, before anything is built or launched, and the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -14,8 +15,9 @@ import pytest
 
 import kernel
 import runtime as R
-from kernel import BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, Variable, alu, const, dtypes
-from kernel import load, reduce, store
+import search
+from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps
+from kernel import Variable, alu, const, dtypes, image_matvec_ast, load, reduce, store, sum_ast
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
@@ -153,3 +155,150 @@ def test_two_variables_whose_names_read_alike_are_two_arguments():
     a = np.arange(64, dtype=np.float32)
     (out,) = R.run(k, a, var_vals={"x y": 3, "x_y": 5})
     np.testing.assert_array_equal(out, a[:15].reshape(3, 5).sum(axis=1))
+
+
+# ============================================================================================================
+# the device's limits: each checked before a launch, at its boundary
+# ============================================================================================================
+def _grouped_sum(groups: int, threads: int, target=None) -> Kernel:
+    """A SUM of (2 * threads, groups) over axis 1 with GROUPTOP:0:groups and LOCAL:0:threads: a __local buffer of
+    groups * threads floats (threads beyond the device's run as loops inside each one)."""
+    k = Kernel(*sum_ast((2 * threads, groups), (1,)), opts=target)
+    k.apply_opt(Opt(OptOps.GROUPTOP, 0, groups))
+    if threads > 1:
+        k.apply_opt(Opt(OptOps.LOCAL, 0, threads))
+    return k
+
+
+def test_local_memory_at_the_devices_limit_runs_and_one_element_more_is_refused():
+    """More __local memory than CL_DEVICE_LOCAL_MEM_SIZE crashed the process (PoCL, Intel's runtime)."""
+    most = R.get_device().ctx.devices[0].local_mem_size
+    target = dataclasses.replace(TARGETS["opencl"], shared_max=1 << 40)
+    at = _grouped_sum(256, most // 4 // 256, target)
+    assert R.render(at).local_bytes == most
+    R.verify(at, *R.random_inputs(at))
+    floats = next(n for n in range(most // 4 + 1, most) if any(n % g == 0 for g in range(2, 257)))  # just over
+    groups = next(g for g in range(2, 257) if floats % g == 0)
+    over = _grouped_sum(groups, floats // groups, target)
+    assert R.render(over).local_bytes == 4 * floats <= most + 16
+    with pytest.raises(ValueError, match=rf"needs {4 * floats} bytes of __local memory, more than CL_DEVICE_LOCAL_MEM"):
+        R.run(over, *R.random_inputs(over))
+
+
+def test_a_work_group_at_the_devices_limit_runs_and_one_more_thread_is_refused():
+    most = R.get_device().ctx.devices[0].max_work_group_size
+    at = _grouped_sum(most, 1)
+    R.verify(at, *R.random_inputs(at))
+    over = _grouped_sum(most + 1, 1)
+    prg = R.render(over)  # as the kernel says, not fitted to the device
+    assert prg.local_size == [most + 1, 1, 1]
+    with pytest.raises(ValueError, match=rf"needs {most + 1} work-items in a work-group, more than CL_DEVICE_MAX_WORK"):
+        R._Launch(over, R.random_inputs(over), prg=prg)
+    with pytest.raises(ValueError, match="needs more threads than the device has"):  # fitted: the renderer says so
+        R.run(over, *R.random_inputs(over))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_an_image_at_the_devices_limit_runs_and_one_pixel_more_is_refused(monkeypatch, axis):
+    """pyopencl said only `clCreateImage failed` of an image past CL_DEVICE_IMAGE2D_MAX_WIDTH (or _HEIGHT)."""
+    name = ("CL_DEVICE_IMAGE2D_MAX_HEIGHT", "CL_DEVICE_IMAGE2D_MAX_WIDTH")[axis]
+    most = getattr(R.get_device().ctx.devices[0], name[10:].lower())
+    builds, real = [], R.build
+    monkeypatch.setattr(R, "build", lambda *args, **kw: builds.append(args) or real(*args, **kw))
+    for pixels in (most, most + 1):
+        shape = (pixels, 1, 4) if axis == 0 else (1, pixels, 4)
+        st = ShapeTracker.from_shape((4 * pixels,))
+        k = Kernel(store(alu(BinaryOps.ADD, load(1, st, dtypes.imagef(shape)), const(1.0, (4 * pixels,)))))
+        inputs = R.random_inputs(k)
+        if pixels == most:
+            R.verify(k, *inputs)
+            continue
+        builds.clear()
+        with pytest.raises(ValueError, match=f"needs {pixels} (rows|pixels in a row) of image data1, more than {name}"):
+            R.run(k, *inputs)
+        assert builds == []  # refused before anything was built
+
+
+def _image_out() -> Kernel:
+    k = Kernel(*image_matvec_ast(64, 16))
+    k.hand_coded_optimizations()  # float4 stores: the output is written as an image
+    return k
+
+
+def _image_in() -> Kernel:
+    st = ShapeTracker.from_shape((32,))
+    return Kernel(store(alu(BinaryOps.ADD, load(1, st, dtypes.imagef((2, 4, 4))), const(1.0, (32,)))))
+
+
+# limit: (the kernel, what it needs of that limit, worked out from its opts and buffers)
+BOUNDARIES = {
+    "CL_DEVICE_LOCAL_MEM_SIZE": (lambda: _grouped_sum(16, 1), 16 * 4),  # 16 floats of __local memory
+    "CL_DEVICE_MAX_WORK_GROUP_SIZE": (lambda: _grouped_sum(16, 1), 16),  # the 16 threads of GROUPTOP:0:16
+    "CL_KERNEL_WORK_GROUP_SIZE": (lambda: _grouped_sum(16, 1), 16),
+    "CL_DEVICE_MAX_WORK_ITEM_SIZES[0]": (lambda: _grouped_sum(16, 1), 16),
+    "CL_DEVICE_MAX_WORK_ITEM_SIZES[1]": (lambda: _grouped_sum(16, 4), 16),  # launch dim 0: LOCAL:0:4, 1: GROUPTOP
+    "CL_DEVICE_MAX_PARAMETER_SIZE": (lambda: _grouped_sum(16, 1), 2 * 8),  # two 64-bit pointers
+    "CL_DEVICE_MAX_MEM_ALLOC_SIZE": (lambda: _grouped_sum(16, 1), 2 * 16 * 4),  # the input's 32 floats
+    "CL_DEVICE_GLOBAL_MEM_SIZE": (lambda: _grouped_sum(16, 1), 2 * 16 * 4 + 2 * 4),  # and the output's 2
+    "CL_DEVICE_IMAGE2D_MAX_WIDTH": (_image_in, 4),
+    "CL_DEVICE_IMAGE2D_MAX_HEIGHT": (_image_in, 2),
+    "CL_DEVICE_MAX_READ_IMAGE_ARGS": (_image_in, 1),
+    "CL_DEVICE_MAX_WRITE_IMAGE_ARGS": (_image_out, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(BOUNDARIES))
+def test_each_limit_of_the_device_is_checked_at_its_boundary(monkeypatch, name):
+    """A device whose limit is exactly what the kernel needs runs it; one with 1 less refuses it, naming the limit."""
+    make, need = BOUNDARIES[name]
+    k, real = make(), R.device_caps
+    assert R.device_caps()["CL_DEVICE_ADDRESS_BITS"] == 64 or name != "CL_DEVICE_MAX_PARAMETER_SIZE"
+    inputs = R.random_inputs(k)
+    monkeypatch.setattr(R, "device_caps", lambda kern=None: {**real(kern), name: need})
+    R.verify(k, *inputs)
+    monkeypatch.setattr(R, "device_caps", lambda kern=None: {**real(kern), name: need - 1})
+    with pytest.raises(ValueError, match=rf"needs {need} .*, more than {re.escape(name)} = {need - 1} of "):
+        R.run(k, *inputs)
+
+
+def test_the_search_drops_a_candidate_the_device_cant_run_and_says_why(monkeypatch):
+    real = R.device_caps
+    monkeypatch.setattr(R, "device_caps", lambda kern=None: {**real(kern), "CL_DEVICE_LOCAL_MEM_SIZE": 0})
+    k = Kernel(*sum_ast((16, 256), (1,)))
+    result = search.search(k, *R.random_inputs(k), cache=False, workers=0, timeout=60)
+    assert R.render(result.kernel).local_bytes == 0
+    assert any("CL_DEVICE_LOCAL_MEM_SIZE = 0" in why for why in result.why_dropped), result.why_dropped
+
+
+# ============================================================================================================
+# images and in-place buffers: refused or run as a plain buffer is
+# ============================================================================================================
+def test_an_image_updated_in_place_is_refused_before_anything_is_built(monkeypatch):
+    img, st = dtypes.imagef((2, 4, 4)), ShapeTracker.from_shape((32,))
+    k = Kernel(store(alu(BinaryOps.ADD, load(0, st, img), const(1.0, (32,))), dtype=img))
+    builds, real = [], R.build
+    monkeypatch.setattr(R, "build", lambda *args, **kw: builds.append(args) or real(*args, **kw))
+    with pytest.raises(ValueError, match="reads and writes image data0: an OpenCL image is read_only or write_only"):
+        R.run(k, *R.random_inputs(k))
+    assert builds == []
+
+
+@pytest.mark.parametrize("where", ["input", "output"])
+def test_an_image_of_no_pixels_works_as_an_empty_buffer_does(where):
+    img, st = dtypes.imagef((0, 4, 4)), ShapeTracker.from_shape((0,))
+    src, dst = (img, dtypes.float) if where == "input" else (dtypes.float, img)
+    k = Kernel(store(load(1, st, src), dtype=dst))
+    (out,) = R.run(k, *R.random_inputs(k))
+    assert out.size == 0
+    R.verify(k, *R.random_inputs(k))
+
+
+def test_a_buffer_updated_in_place_takes_an_array_of_its_size_only(monkeypatch):
+    """Any other size was launched, then failed to reshape the output; now refused before anything is built."""
+    k = Kernel(store(alu(BinaryOps.ADD, load(0, ShapeTracker.from_shape((8,))), const(1.0, (8,)))))
+    builds, real = [], R.build
+    monkeypatch.setattr(R, "build", lambda *args, **kw: builds.append(args) or real(*args, **kw))
+    for f in (R.run, R.reference, R.verify):
+        with pytest.raises(ValueError, match="input data0 has 10 elements, the kernel updates exactly 8"):
+            f(k, np.zeros(10, np.float32))
+    assert builds == []
