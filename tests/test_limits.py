@@ -187,9 +187,10 @@ def test_local_memory_at_the_devices_limit_runs_and_one_element_more_is_refused(
 
 def test_a_work_group_at_the_devices_limit_runs_and_one_more_thread_is_refused():
     most = R.get_device().ctx.devices[0].max_work_group_size
-    at = _grouped_sum(most, 1)
+    target = dataclasses.replace(TARGETS["opencl"], shared_max=1 << 40)  # (Intel's 8192 floats: more than 32 KB)
+    at = _grouped_sum(most, 1, target)
     R.verify(at, *R.random_inputs(at))
-    over = _grouped_sum(most + 1, 1)
+    over = _grouped_sum(most + 1, 1, target)
     prg = R.render(over)  # as the kernel says, not fitted to the device
     assert prg.local_size == [most + 1, 1, 1]
     with pytest.raises(ValueError, match=rf"needs {most + 1} work-items in a work-group, more than CL_DEVICE_MAX_WORK"):
@@ -264,7 +265,7 @@ def test_each_limit_of_the_device_is_checked_at_its_boundary(monkeypatch, name):
 def test_the_search_drops_a_candidate_the_device_cant_run_and_says_why(monkeypatch):
     real = R.device_caps
     monkeypatch.setattr(R, "device_caps", lambda kern=None: {**real(kern), "CL_DEVICE_LOCAL_MEM_SIZE": 0})
-    k = Kernel(*sum_ast((16, 256), (1,)))
+    k = Kernel(*sum_ast((4, 64), (1,)))  # the heuristics' GROUPTOP:0:16 and every grouped child need __local memory
     result = search.search(k, *R.random_inputs(k), cache=False, workers=0, timeout=60)
     assert R.render(result.kernel).local_bytes == 0
     assert any("CL_DEVICE_LOCAL_MEM_SIZE = 0" in why for why in result.why_dropped), result.why_dropped
