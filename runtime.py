@@ -1346,8 +1346,7 @@ class _Reference:
             src = srcs[0]
             ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src.astype(dt)
         elif x.op is UnaryOps.BITCAST:
-            src = srcs[0]
-            ret = np.ascontiguousarray(src.astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
+            ret = np.ascontiguousarray(srcs[0].astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
         else:  # in the dtype of the sources: integers wrap, as on the device
             src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
             ops = _OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS
