@@ -556,10 +556,12 @@ def test_every_store_of_loops_is_where_the_rendered_c_stores_for_every_thread():
         lines = nest(s)
         for var_vals in [{v.expr: x for v in s.k.vars} for x in ("min", "max")] if s.k.vars else [{}]:
             var_vals = {v.expr: getattr(v, var_vals[v.expr]) for v in s.k.vars}
-            for values in id_samples(c_ids(s.src, var_vals), rng):  # (ids of symbolic sizes at these values)
+            named = R.kernel_vars(s.k)  # the C names them itself: var0_i, ...
+            c_vals = var_vals | {c: var_vals[v.expr] for c, v in zip(R.c_var_names(named), named)}
+            for values in id_samples(c_ids(s.src, c_vals), rng):  # (ids of symbolic sizes at these values)
                 for root in s.k.ast:
                     width = root.arg.dtype.shape[1] if isinstance(root.arg.dtype, ImageDType) else None
-                    want = c_stores(s.src, values | var_vals, root.arg.idx, width)
+                    want = c_stores(s.src, values | c_vals, root.arg.idx, width)
                     assert loops_stores(lines, values | var_vals, f"data{root.arg.idx}") == want, (s.label, values)
                     checked += 1
     assert checked >= 2000
