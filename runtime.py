@@ -1501,12 +1501,12 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
     for second, got_all in launches:
         for b, got, want in zip(outs, got_all, want_all):
             want = _keeps_unwritten(want, b, written[b.idx], second)
-            bad, err = _differences(got, want, _tolerance(ast))
-            if bad.any():  # where floats near a cast's or comparison's boundary take the other side: between
-                if not bounds:  # the lowest and the highest answer floats within the tolerance give (_Reference)
+            bad, err = _differences(got, want, tol := _tolerance(ast))
+            if bad.any():  # ints from floats near a boundary may take the other side: between the lowest and the
+                if not bounds:  # highest answers of floats within the tolerance (_Reference), where `want` is too
                     bounds += [reference(k, *inputs, var_vals=values, _nudge=n) for n in (-1, 1)]
                 ends = [_keeps_unwritten(end[outs.index(b)], b, written[b.idx], second) for end in bounds]
-                bad &= ~_between(got, *ends, _tolerance(ast))
+                bad &= ~(_between(got, *ends, tol) & _between(want, *ends, tol))
                 err[~bad] = 0
             if bad.any():
                 at = int(np.argmax(err))

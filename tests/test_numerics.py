@@ -563,6 +563,9 @@ def test_verify_still_rejects_an_int_or_bool_beyond_the_boundary(device, monkeyp
         else:
             with pytest.raises(R.VerificationError, match="output data0 differs in 1 of 1"):
                 R.verify(k, x)
+    monkeypatch.undo()
+    with pytest.raises(R.VerificationError, match="output data0 differs in 1 of 1"):  # an `expected` beyond them
+        R.verify(k, x, expected=[np.full_like(q, 140), below])
     rows = np.full((1, 256), 0.25, np.float32)  # a sum of 64: far from mid (about 128), 130 / scale too
     q, below = R.reference(k, rows)
     monkeypatch.setattr(R, "run", lambda *args, **kw: [q.copy(), ~below])
