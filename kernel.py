@@ -2522,6 +2522,11 @@ ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 # tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
 # some (MOD, a boolean NEG, ...): reduce_padding_changes, below, also evaluates the SUM's source on zeros.
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
+# ALU ops defined on some kinds of dtype only (tinygrad 0.9.1's Tensor casts an int to float for sqrt, exp2, log2 and
+# sin, and has xor for ints and bools, shifts for ints); a bool has no multiply-add (1*1+1 is 2, no bool)
+ALU_KINDS = dict.fromkeys([UnaryOps.SQRT, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN], ("float",))
+ALU_KINDS |= dict.fromkeys([BinaryOps.SHL, BinaryOps.SHR], ("int",))
+ALU_KINDS |= {BinaryOps.XOR: ("int", "bool"), TernaryOps.MULACC: ("int", "float")}
 
 
 def check_lazyop_fields(self: LazyOp) -> None:
@@ -2540,6 +2545,10 @@ def check_lazyop_fields(self: LazyOp) -> None:
         raise ValueError(f"{name} needs a {want.__name__} arg, got {self.arg!r}")
     if self.op in ReduceOps and not (isinstance(self.arg, tuple) and all(is_int(a) for a in self.arg)):
         raise ValueError(f"{name} needs a tuple of axes as its arg, got {self.arg!r}")
+    if self.op in ALU_KINDS:  # the kind of its dtype: bool, int or float
+        kind = "bool" if (dt := self.src[0].dtype).scalar() == dtypes.bool else "int" if dtypes.is_int(dt) else "float"
+        if kind not in (kinds := ALU_KINDS[self.op]):
+            raise ValueError(f"{name} of {dt.name}: {name} is defined on {' and '.join(kinds)} dtypes, not {kind}s")
     if self.op not in BinaryOps and self.op not in TernaryOps:
         return  # a unary op has one source; CAST and BITCAST change the dtype on purpose
     # tinygrad computes every ALU op in one dtype (its Tensor inserts the CASTs); the mixes its ops define are WHERE's

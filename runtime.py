@@ -7,6 +7,13 @@ in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 =
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
 
+Numerics (README, "Running kernels"): each multiply and add rounds on its own, as numpy computes a*b + c (`#pragma
+OPENCL FP_CONTRACT OFF`); the one fma kept is a SUM of products, accumulated with fma(), since its order makes a sum
+inexact anyway (mad() would leave it to the device: PoCL doesn't fuse it). Medians of 11 interleaved timings, 2 busy
+shared cores, relative to main's kernels (the compiler fusing at will) on PoCL 3.1 | Intel's CPU runtime:
+  matmul 512, heuristics' opts    all unfused 1.00 | 1.23   chosen 1.01 | 1.07  (searched: 1.24 | 0.76, 1.00 | 0.56)
+  conv2d 8x32x64x64 k3x64, same   all unfused 1.01 | 1.21   chosen 0.87 | 0.96  (searched: 1.16 | 1.25, 0.99 | 0.94)
+
 Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search.py's)
 """
 
@@ -36,8 +43,8 @@ import pyopencl as cl
 from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
 from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
-from kernel import VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer, sym_render
-from kernel import _map_view, verify_lazyop, walk_ast
+from kernel import SHORT_FLOATS, VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer
+from kernel import _map_view, sym_render, verify_lazyop, walk_ast
 
 # ============================================================================================================
 # dtypes: how each kernel.py dtype looks in numpy, in device memory, and in registers
@@ -86,8 +93,13 @@ def np_dtype(dt) -> np.dtype:
 
 
 def _compute_np(dt) -> np.dtype:
-    """numpy dtype the reference computes in: like the device, half is computed as float32."""
+    """numpy dtype the reference computes in: like the device, half is computed as float32 (rounded, _round_short)."""
     return np.dtype(np.float32) if np_dtype(dt) == np.float16 else np_dtype(dt)
+
+
+def _short(dt):
+    """half or bfloat16 where dt computes as one (each result rounded to it), else None; an imageh computes as float."""
+    return dt.scalar() if dt.scalar() in SHORT_FLOATS else None
 
 
 def _is_float(dt) -> bool:
@@ -110,6 +122,24 @@ def _as_stored(x: np.ndarray, dt) -> np.ndarray:
     return _bf16_floats(_bf16_bits(x)).reshape(np.shape(x)) if dt == dtypes.bfloat16 else x
 
 
+def _round_short(x: np.ndarray, dt) -> np.ndarray:
+    """x (floats or ints) rounded once to the nearest value of the short float dt (half, bfloat16), ties to even, as
+    float32s: as kernel.py's round_to_float rounds a constant, and numpy a double to float16 (np.float16(x))."""
+    bits, min_exp, largest = SHORT_FLOATS[dt]
+    with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu" and x.dtype.itemsize == 8:  # to 53 bits rounding to odd (toward 0, the last bit set
+            u = np.where(x < 0, np.uint64(0) - x.astype(np.uint64), x.astype(np.uint64))  # if inexact): one rounding
+            shift = np.maximum(np.frexp(u.astype(np.float64))[1] - 53, 0).astype(np.uint64)
+            shift += (u >> shift) >> np.uint64(53)  # the double rounded up to the next power of 2
+            top = u >> shift
+            odd = (top | ((top << shift) != u)).astype(np.float64)
+            x = np.where(x < 0, -1.0, 1.0) * np.ldexp(odd, shift.astype(np.int64))
+        x = np.asarray(x, np.float64)
+        exp = np.maximum(np.frexp(x)[1] - 1, min_exp)  # x = 1.xxx * 2**exp; below 2**min_exp the spacing stays
+        x = np.ldexp(np.round(np.ldexp(x, bits - 1 - exp)), exp - bits + 1)  # exact scalings; np.round: to even
+        return np.where(np.abs(x) > largest, np.copysign(np.inf, x), x).astype(np.float32)
+
+
 def _c_const(val, dt) -> str:
     """A constant as a C literal of the register type of dt."""
     ctype = _type(dt)[2]
@@ -117,10 +147,9 @@ def _c_const(val, dt) -> str:
         return "1" if val else "0"
     with np.errstate(over="ignore"):  # the float32 numpy makes of val (a finite double beyond its range: an infinity)
         num = np.float32(val) if ctype == "float" else val
-    if math.isnan(num):
-        return "NAN"
-    if math.isinf(num):
-        return "INFINITY" if num > 0 else "(-INFINITY)"
+    if not math.isfinite(num):  # C's macros are floats: a double's is cast (fmod(x, INFINITY) of a double is ambiguous)
+        text = "NAN" if math.isnan(num) else "INFINITY" if num > 0 else "(-INFINITY)"
+        return text if ctype == "float" else f"((double){text})"
     if ctype == "double":
         text = repr(float(val))
     elif ctype == "float":  # in digits that C reads back as that same float
@@ -257,6 +286,8 @@ _HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C 
     "bf16_load": "float bf16_load(ushort x) { return as_float((uint)x << 16); }\n",
     "bf16_store": "ushort bf16_store(float a) { uint b = as_uint(a); "
     "return isnan(a) ? (ushort)0x7fc0 : (ushort)((b + 0x7fff + ((b >> 16) & 1)) >> 16); }\n",
+    # a float's bits, every NaN as the one quiet NaN 0x7fc00000 (numpy's np.float32(np.nan))
+    "float_bits": "uint float_bits(float a) { return a != a ? 0x7fc00000u : as_uint(a); }\n",
 }
 
 
@@ -315,14 +346,35 @@ def _float_to_int(src: str, dst: str) -> str:
         top = f"0x1p{info.bits - (info.min < 0)}{f}"  # dst's largest value + 1: a power of 2, exact in any float
         low = f"({info.min + 1}l-1)" if info.min == -(2**63) else str(info.min)  # C has no literal 2**63
         clamp = f"a >= {top} ? ({dst}){info.max}{_INT_SUFFIX.get(dst, '')} : a < ({src})({low}) ? ({dst})({low})"
-        _HELPERS[name] = f"{dst} {name}({src} a) {{ return isnan(a) ? 0 : {clamp} : ({dst})a; }}\n"
+        # convert_<dst>_rtz, not a cast: Intel's CPU compiler folds (float)(int)a into trunc(a), -0.0 for a in (-1, 0)
+        _HELPERS[name] = f"{dst} {name}({src} a) {{ return isnan(a) ? 0 : {clamp} : convert_{dst}_rtz(a); }}\n"
     return name
+
+
+def _rounded(dt, expr: str, ctype: str = "float") -> str:
+    """expr (of C type ctype) as dt computes it: for half and bfloat16, rounded once to nearest even (as
+    _round_short), by a helper (half_of_float, bf16_of_double, ...)."""
+    if (short := _short(dt)) is None:
+        return expr
+    name = f"{'half' if short == dtypes.half else 'bf16'}_of_{ctype}"
+    if short == dtypes.half:  # vstore_half rounds, a double directly (an int beyond 2**24 is beyond half's range)
+        val = "a" if ctype in ("float", "double") else "(float)a"
+        body = f"ushort h; vstore_half({val}, 0, (half*)&h); return vload_half(0, (half*)&h);"
+    else:  # a float's top 16 bits, rounded; a double or a 32- or 64-bit int is first cut to a float rounding to odd
+        # (toward zero, the last bit set where inexact), so that it rounds once
+        exact, to_odd = ctype in ("float", "bool", *_NARROW_INTS), f" | (({ctype})f != a)"
+        cut = "(float)a; uint b = as_uint(f)" if exact else f"convert_float_rtz(a); uint b = as_uint(f){to_odd}"
+        body = f"float f = {cut}; return f != f ? f : as_float((b + 0x7fff + ((b >> 16) & 1)) >> 16 << 16);"
+    _HELPERS[name] = f"float {name}({ctype} a) {{ {body} }}\n"
+    return f"{name}({expr})"
 
 
 # C computes char and short arithmetic in int: the result is cast back, so that it wraps as the dtype does
 _NARROW_INTS = ("char", "uchar", "short", "ushort")
 _NEST_MAX = 16  # an expression nested this many ops deep goes to a register: C compilers limit nesting (clang: 256 ())
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # indices, loop counters, ids and variables are C ints
+# each multiply and add rounds on its own, as numpy computes a*b + c: the compiler may not fuse them into an fma
+_NO_FMA = "#pragma OPENCL FP_CONTRACT OFF\n"
 _TC_NOTE = """/* Shaped for {device}'s tensor cores (the TC opt), rendered as plain multiply-adds: OpenCL C has no
    portable matrix instruction, so this is tinygrad's TC=2 meaning: the tensor core's loop nest in plain C,
    {how}. */
@@ -592,18 +644,25 @@ class _Renderer:
             return self.load(self.buf_index[x.arg], idxs)
         if x.op in ReduceOps:
             assert accs is not None and x in accs, "a reduce is only read after its loop"
-            return accs[x]
+            return _rounded(x.dtype, accs[x])
         ctype = _type(x.dtype)[2]  # a CAST's dtype is its arg
         if x.op is UnaryOps.BITCAST:
             if _scalar(x.arg).itemsize != 4 or _scalar(x.src[0].dtype).itemsize != 4:
                 raise NotImplementedError("BITCAST is supported between 4-byte types only")
+            if _is_float(x.src[0].dtype) and not _is_float(x.arg):  # a NaN's bits are the machine's: one NaN here
+                return f"as_{ctype}(float_bits({srcs[0]}))"
             return f"as_{ctype}({srcs[0]})"
+        src_dt = x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype
+        src_ctype = _type(x.src[0].dtype)[2]
         if x.op is UnaryOps.CAST and _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
-            expr = f"{_float_to_int(_type(x.src[0].dtype)[2], ctype)}({srcs[0]})"
+            expr = f"{_float_to_int(src_ctype, ctype)}({srcs[0]})"
         elif x.op is UnaryOps.CAST:
-            expr = f"(({ctype})({srcs[0]}))"
+            expr = _rounded(x.arg, srcs[0], src_ctype) if _short(x.arg) else f"(({ctype})({srcs[0]}))"
         else:
-            expr = _c_alu(x.op, srcs, x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype)
+            op = x.op
+            if op is TernaryOps.MULACC and _short(x.dtype):  # a MUL, then an ADD, each rounded (numpy's float16)
+                srcs, op = [_rounded(x.dtype, _c_alu(BinaryOps.MUL, srcs[:2], src_dt)), srcs[2]], BinaryOps.ADD
+            expr = _rounded(x.dtype, _c_alu(op, srcs, src_dt))
             expr = f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
         return expr
 
@@ -669,13 +728,22 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
+        src = r.src[0]  # a sum of float products adds each one with fma(): one rounding (a sum is inexact anyway)
+        fused = r.op is ReduceOps.SUM and src.op is BinaryOps.MUL and _type(dt)[1] in ("float", "double")
         for combo in self.combos(k.full_shape):
-            val = self.value(r.src[0], idxs[: self.up] + [NumNode(c) for c in combo], None)
+            at = idxs[: self.up] + [NumNode(c) for c in combo]
+            val = [self.value(s, at, None) for s in src.src] if fused else self.value(src, at, None)
             # a magenta (reduce) axis is 1 in the output, so its index there is 0: its values add into one register
             parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
-                expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), vals[i : i + 16] + [acc])
+                terms = vals[i : i + 16]
+                if fused:  # fma(a2,b2,fma(a1,b1,a0*b0))+acc, or one fma(a0,b0,acc)
+                    one = len(terms) == 1
+                    first, last = (acc, "") if one else (f"({terms[0][0]}*{terms[0][1]})", f"+{acc}")
+                    expr = functools.reduce(lambda s, t: f"fma({t[0]},{t[1]},{s})", terms[1 - one :], first) + last
+                else:
+                    expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), terms + [acc])
                 self.line(f"{acc} = {expr};")
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
@@ -773,7 +841,7 @@ class _Renderer:
         sampler = "const sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;\n"
         called = set(re.findall(r"\b(\w+)\(", body))  # the helpers it calls are defined before the kernel
         prelude = (sampler if self.images else "") + "".join(_HELPERS[n] for n in sorted(called & _HELPERS.keys()))
-        src = f"{note}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
+        src = f"{note}{_NO_FMA}{prelude}__kernel void {name}({', '.join(params)}) {{\n{body}\n}}\n"
         user_vars = {c: v for v, c in zip(self.variables, self.c_vars.values())}  # the launch sizes: the user's vars
         global_size = [g.substitute(user_vars) if isinstance(g, Node) else g for g in global_size]
         return Program(name, src, global_size, local_size, args, self.variables, self.local_bytes)
@@ -1286,12 +1354,20 @@ def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tupl
     return list(itertools.product(*[[(lo, min(lo + b, s)) for lo in range(0, s, b)] for s, b in zip(shape, block)]))
 
 
+# float ops whose result may differ from the device's in the last bits: OpenCL allows sin, exp2, log2, sqrt and a
+# division a few ulps, and a sum adds in another order. A cast or comparison of such a float may fall either way.
+_INEXACT = {UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.RECIP, BinaryOps.IDIV, ReduceOps.SUM}
+_BOUNDARIES = {UnaryOps.CAST, BinaryOps.CMPLT, BinaryOps.CMPNE}  # (to an int or a bool)
+
+
 class _Reference:
     """Evaluates an AST over one box of the iteration space at a time. Every load gathers through
-    ShapeTracker.indices(); axes a buffer doesn't move along (stride 0) are read once and broadcast."""
+    ShapeTracker.indices(); axes a buffer doesn't move along (stride 0) are read once and broadcast. With a `nudge`
+    (-1 or 1) and a tolerance, each cast or comparison of inexact floats takes its lowest (or its highest) answer
+    for floats anywhere within the tolerance: the range of answers a correct kernel may give (verify)."""
 
-    def __init__(self, ast: tuple[LazyOp, ...], data: dict[int, np.ndarray]):
-        self.ast, self.data = ast, data
+    def __init__(self, ast: tuple[LazyOp, ...], data: dict[int, np.ndarray], nudge: int = 0, tol=(0.0, 0.0)):
+        self.ast, self.data, self.nudge, self.tol, self.inexacts = ast, data, nudge, tol, {}
         # reduce ops of one kernel all read the same shape (verify_lazyop): it is the iteration space
         self.reduceops = dedup(x for root in ast for x in root.lazyops if x.op in ReduceOps)
         leaf = next(x for x in (self.reduceops[0] if self.reduceops else ast[0]).lazyops if x.op in BufferOps)
@@ -1306,13 +1382,30 @@ class _Reference:
         axes = zip(st.shape, self.strides[id(st)], box)
         return st.shrink(tuple((0, 1) if s == 1 or stride == 0 else rng for s, stride, rng in axes))
 
+    def inexact(self, x: LazyOp) -> bool:
+        """Whether float x may differ from the device's value (an _INEXACT op computed it, or its float sources)."""
+        return walk_ast(x, lambda op, srcs: _is_float(op.dtype) and (op.op in _INEXACT or any(srcs)), self.inexacts)
+
+    def boundary(self, x: LazyOp, srcs: list[np.ndarray], dt: np.dtype) -> np.ndarray:
+        """A cast to an int or bool, or a comparison, of floats each within the tolerance of its value: the lowest
+        answer (nudge -1) or the highest (nudge 1) that floats in those ranges give."""
+        rtol, atol = self.tol
+        vals = [s.astype(np.float64) for s in srcs]
+        tol = sum(np.where(np.isfinite(v), rtol * np.abs(v) + atol, 0) for v, s in zip(vals, x.src) if self.inexact(s))
+        high, dist = self.nudge > 0, vals[0] - vals[1] if len(vals) > 1 else vals[0]
+        if x.op is BinaryOps.CMPLT:
+            return dist < (tol if high else -tol)
+        if x.op is BinaryOps.CMPNE or dt == np.bool_:  # a != b, or a float as a bool (a != 0)
+            return (dist != 0) | (np.abs(dist) <= tol) if high else ~(np.abs(dist) <= tol)
+        return _np_cast_float_to_int(vals[0] + (tol if high else -tol), dt)
+
     def value(self, x: LazyOp, box, memo: dict) -> np.ndarray:
         """x's values over the box; memo holds every op's computed there (each op once, its sources first)."""
         nothing = lambda op: op.op in ReduceOps and any(self.full[a] == 0 for a in op.arg)  # noqa: E731
         return walk_ast(x, lambda op, srcs: self.op_value(op, srcs, box), memo, stop=nothing)
 
     def op_value(self, x: LazyOp, srcs: list[np.ndarray], box) -> np.ndarray:
-        dt = _compute_np(x.dtype)
+        dt, short = _compute_np(x.dtype), _short(x.dtype)
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             st = self._view(x.arg.st, box)
             if (last := self.loaded.get(x)) is not None and last[0] == st:  # the same part as the last box's: kept
@@ -1339,18 +1432,26 @@ class _Reference:
                 ret = np.any(src, axis=axes, keepdims=True)
             elif dt.kind == "f":  # in float64: the reference should be closer to the truth than the kernel; from
                 # +0.0, as the kernel's accumulator starts (a sum of -0.0s is +0.0; np.sum would keep -0.0)
-                ret = (np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0).astype(dt)
+                ret = np.sum(src, axis=axes, keepdims=True, dtype=np.float64) + 0.0
             else:
                 ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
-        elif x.op is UnaryOps.CAST:  # to half: a float in registers, as on the device (rounded to half when stored)
+        elif self.nudge and x.op in _BOUNDARIES and not _is_float(x.dtype) and any(map(self.inexact, x.src)):
+            ret = self.boundary(x, srcs, dt)
+        elif x.op is UnaryOps.CAST:  # to half or bfloat16: rounded once, from the source (the tail below)
             src = srcs[0]
-            ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src.astype(dt)
-        elif x.op is UnaryOps.BITCAST:
-            ret = np.ascontiguousarray(srcs[0].astype(np_dtype(x.src[0].dtype))).view(np_dtype(x.arg)).astype(dt)
+            ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src
+        elif x.op is UnaryOps.BITCAST:  # every NaN is the one quiet NaN 0x7fc00000, as on the device (float_bits)
+            src = srcs[0].astype(np_dtype(x.src[0].dtype))
+            src = np.where(np.isnan(src), np.uint32(0x7FC00000).view(np.float32), src) if src.dtype.kind == "f" else src
+            ret = np.ascontiguousarray(src).view(np_dtype(x.arg))
         else:  # in the dtype of the sources: integers wrap, as on the device
             src_dt = x.src[1].dtype if x.op is TernaryOps.WHERE else x.src[0].dtype
-            ops = _OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS
-            ret = np.asarray(ops[x.op][1](*srcs)).astype(dt)
+            fn = (_OPS_BOOL if np_dtype(src_dt) == np.bool_ and x.op in _OPS_BOOL else _OPS)[x.op][1]
+            if x.op is TernaryOps.MULACC and short:  # a MUL, then an ADD, each rounded (numpy's float16)
+                srcs, fn = [_round_short(srcs[0] * srcs[1], short), srcs[2]], np.add
+            ret = np.asarray(fn(*srcs))
+        if x.op not in BufferOps:  # in the dtype computed in; half and bfloat16 rounded once, from the value
+            ret = _round_short(ret, short) if short else ret.astype(dt, copy=False)
         return ret
 
     def run(self, outputs: dict[int, np.ndarray], limit: int = 1 << 22) -> None:
@@ -1368,8 +1469,9 @@ class _Reference:
                 out[idx[valid]] = _as_stored(val[valid].astype(out.dtype), root.arg.dtype)
 
 
-def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> list[np.ndarray]:
-    """The outputs of the kernel's (original, unoptimized) AST, computed with numpy: what `run` must return."""
+def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None, _nudge: int = 0) -> list[np.ndarray]:
+    """The outputs of the kernel's (original, unoptimized) AST, computed with numpy: what `run` must return.
+    (`_nudge`: verify's lowest and highest answers, see _Reference.)"""
     ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
     host = _check_inputs(infos, inputs)
@@ -1378,7 +1480,7 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None) -> li
     data = {b.idx: _as_stored(padded[b.idx].astype(_compute_np(b.dtype), copy=False), b.dtype) for b in infos if b.read}
     outputs = {b.idx: _as_stored(host[b.idx].copy() if b.read else _poisoned(b), b.dtype) for b in infos if b.output}
     with np.errstate(all="ignore"):
-        _Reference(ast, data).run(outputs)
+        _Reference(ast, data, _nudge, _tolerance(ast)).run(outputs)
     return [outputs[b.idx].reshape(b.shape) for b in infos if b.output]
 
 
@@ -1446,11 +1548,20 @@ def _differences(got: np.ndarray, want: np.ndarray, tol: tuple[float, float]) ->
     return bad, err
 
 
+def _between(got: np.ndarray, low: np.ndarray, high: np.ndarray, tol: tuple[float, float]) -> np.ndarray:
+    """Where got is low, high or between them, or close to either of them (floats)."""
+    g, lo, hi = (_bytes(np.asarray(x, got.dtype).reshape(-1)) for x in (got, low, high))
+    inside = (np.minimum(lo, hi) <= g) & (g <= np.maximum(lo, hi))
+    return inside | ~_differences(got, low, tol)[0] | ~_differences(got, high, tol)[0]
+
+
 def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var_vals: dict | None = None) -> None:
     """Run the kernel and compare each element of each output with the reference (or `expected`, the reference
     computed earlier for the same AST and inputs); raises VerificationError with a readable report. An element the
     kernel never writes keeps its poison and fails; where the true value is the poison itself, a second launch with the
-    second poison catches it. An output the STORE writes in part (`out[4:12] = x`) must keep its poison elsewhere."""
+    second poison catches it. An output the STORE writes in part (`out[4:12] = x`) must keep its poison elsewhere.
+    An int or bool cast or compared from inexact floats (_INEXACT) may be any answer between the reference's with
+    those floats moved down and up by the tolerance (_Reference's nudge)."""
     _check_kernel(k, "verify")
     values = var_values(k, var_vals)
     ast = concrete_ast(k, values)
@@ -1465,14 +1576,20 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
         same = np.isnan(want) if poison.dtype.kind == "f" else poison == want  # NaN, or the int's largest
         return not b.read and bool((same if written[b.idx] is None else same & written[b.idx]).any())
 
-    launches = [(False, run(k, *inputs, var_vals=values))]
+    launches, bounds = [(False, run(k, *inputs, var_vals=values))], []
     if any(true_value_is_poison(b, want) for b, want in zip(outs, want_all)):
         launches.append((True, run(k, *inputs, var_vals=values, second_poison=True)))
     at_values = f" at {', '.join(f'{n}={v}' for n, v in values.items())}" if values else ""
     for second, got_all in launches:
         for b, got, want in zip(outs, got_all, want_all):
             want = _keeps_unwritten(want, b, written[b.idx], second)
-            bad, err = _differences(got, want, _tolerance(ast))
+            bad, err = _differences(got, want, tol := _tolerance(ast))
+            if bad.any():  # ints from floats near a boundary may take the other side: between the lowest and the
+                if not bounds:  # highest answers of floats within the tolerance (_Reference), where `want` is too
+                    bounds += [reference(k, *inputs, var_vals=values, _nudge=n) for n in (-1, 1)]
+                ends = [_keeps_unwritten(end[outs.index(b)], b, written[b.idx], second) for end in bounds]
+                bad &= ~(_between(got, *ends, tol) & _between(want, *ends, tol))
+                err[~bad] = 0
             if bad.any():
                 at = int(np.argmax(err))
                 where = f"index {at}" + (f" = {np.unravel_index(at, b.shape)}" if len(b.shape) > 1 else "")

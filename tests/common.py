@@ -1,8 +1,13 @@
-"""What several test files share that is neither a corpus nor a replay: where the repository is, and the dtypes."""
+"""What several test files share that is neither a corpus nor a replay: where the repository is, the dtypes, and
+bfloat16 rounding written from its definition (numpy has no bfloat16)."""
 
 from __future__ import annotations
 
+import math
 import os
+from fractions import Fraction
+
+import numpy as np
 
 from kernel import dtypes
 
@@ -21,3 +26,47 @@ INTS = [
 ]
 FLOATS = [dtypes.half, dtypes.float, dtypes.double]
 DTYPES = [dtypes.bool, *INTS, *FLOATS]  # every dtype a buffer may have (images aside)
+
+
+BF16_MAX = float.fromhex("0x1.fep127")
+
+
+def bf16_of(x: np.ndarray) -> np.ndarray:
+    """x rounded once to bfloat16, to nearest with ties to even, as float32s. A float32 by the bit definition (its top
+    16 bits, plus one where the 16 bits cut off are over half, or half with the last kept bit odd); a double or an int
+    exactly, as a Fraction, so that it rounds once and not through a float32."""
+    x = np.asarray(x)
+    if x.dtype == np.float32:
+        bits = x.view(np.uint32).astype(np.uint64)
+        low, top = bits & 0xFFFF, bits >> 16
+        top = np.where((low > 0x8000) | ((low == 0x8000) & (top & 1 == 1)), top + 1, top)
+        out = (top << 16).astype(np.uint32).view(np.float32)
+        return np.where(np.isnan(x), x, out)
+    return np.array([exact_bf16(v) for v in x.reshape(-1).tolist()], np.float32).reshape(x.shape)
+
+
+def exact_bf16(v) -> float:
+    """One value (a Python int or float) rounded to bfloat16 in exact arithmetic: 8 significant bits, the spacing of
+    2**-133 below 2**-126 (subnormals), infinity past the largest bfloat16."""
+    if not math.isfinite(v) or v == 0:
+        return float(v)
+    q = abs(Fraction(v))
+    e = q.numerator.bit_length() - q.denominator.bit_length()  # 2**e <= q < 2**(e+2)
+    e = max(e - (Fraction(2) ** e > q) + (Fraction(2) ** (e + 1) <= q), -126)
+    spacing = Fraction(2) ** (e - 7)
+    r = round(q / spacing) * spacing  # Fraction rounds a tie to even
+    return math.copysign(math.inf if r > BF16_MAX else float(r), v)
+
+
+def float_to_int(x: np.ndarray, to) -> np.ndarray:
+    """runtime.py's rule for a float to an int (C leaves it undefined): toward zero, clamped to the range, NaN 0."""
+    info = np.iinfo(to)
+    vals = [
+        0
+        if math.isnan(v)
+        else min(max(math.trunc(v), info.min), info.max)
+        if math.isfinite(v)
+        else (info.max if v > 0 else info.min)
+        for v in np.asarray(x, np.float64).reshape(-1).tolist()
+    ]
+    return np.array(vals, to).reshape(np.shape(x))

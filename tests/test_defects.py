@@ -221,9 +221,9 @@ def test_reference_keeps_narrow_inputs_narrow():
     seen = []
     real = R._Reference.__init__
 
-    def spy(self, ast, data):
+    def spy(self, ast, data, *args):
         seen.extend(x.dtype for x in data.values())
-        real(self, ast, data)
+        real(self, ast, data, *args)
 
     ast = copy_ast((8,), dtypes.uint8)
     with pytest.MonkeyPatch.context() as m:
@@ -232,14 +232,17 @@ def test_reference_keeps_narrow_inputs_narrow():
     assert seen == [np.uint8]
 
 
-def test_reference_computes_half_as_float_until_stored(device):
-    """The device keeps half in memory and computes it as float: a CAST to half rounds nothing until the store
-    (sin of a uint past half's range is sin of that number, not of inf)."""
+def test_a_cast_to_half_rounds_before_the_next_op(device):
+    """The device keeps half in memory and computes it as float, but a CAST to half rounds as numpy's does: a uint
+    past half's range is inf (and its sin NaN), and sin's result is a half too. (This test once asserted the
+    opposite, that the cast rounded nothing until the store: the reference shared the renderer's bug.)"""
     st = ShapeTracker.from_shape((3,))
     as_half = alu(UnaryOps.CAST, load(1, st, dtypes.uint32), arg=dtypes.half)
     ast = (store(alu(UnaryOps.CAST, alu(UnaryOps.SIN, as_half), arg=dtypes.float)),)
     x = np.array([4_000_000_000, 70_000, 3], np.uint32)
-    want = np.sin(x.astype(np.float32))
+    with np.errstate(all="ignore"):
+        want = np.sin(x.astype(np.float16)).astype(np.float32)
+    assert np.isnan(want[:2]).all()
     np.testing.assert_allclose(R.reference(ast, x)[0], want, rtol=1e-6)
     np.testing.assert_allclose(R.run(Kernel(*ast), x)[0], want, rtol=1e-3, atol=1e-3)
 

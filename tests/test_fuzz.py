@@ -12,13 +12,18 @@ denormals (ints with 0, -1 and their extremes), and ops on whatever they get: sh
 integer division, remainder and reciprocal by anything (0 and -1 included), reciprocals of zeros, square roots and
 logs of negatives, float-to-int casts of NaN, infinities and values beyond the int's range.
 
-The default run is small (12 plain ASTs, 36 special ones). FUZZ=N runs N random ASTs of each instead (FUZZ_SEED=S
-starts from another seed); a failure names its case as fuzz_case(seed, n) or fuzz_case(seed, n, special=True),
-which replays it.
+Both compare the device with runtime.reference, which could share a bug with the renderer. The third, differential
+fuzzer (Differential) compares the device with numpy itself, in every bit: random elementwise expressions of every
+dtype, each computed by numpy's own ops (half as np.float16, bfloat16 from its bit definition in tests/common.py).
+
+The default run is small (12 plain ASTs, 36 special ones, 60 differential expressions). FUZZ=N runs N of each
+instead (FUZZ_SEED=S starts from another seed); a failure names its case as fuzz_case(seed, n),
+fuzz_case(seed, n, special=True) or differential_case(seed, n), which replays it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -28,7 +33,7 @@ import pytest
 import runtime as R
 from kernel import TARGETS, BinaryOps, BufferOps, DType, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps
 from kernel import ShapeTracker, TernaryOps, UnaryOps, alu, const, dtypes, load, optimize, prod, reduce, store
-from tests.common import DTYPES
+from tests.common import DTYPES, INTS, bf16_of, float_to_int
 
 SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)
 AMOUNTS = (0, 2, 3, 4, 5, 7, 8, 16, 32)
@@ -403,3 +408,231 @@ def test_special_asts_cover_the_edge_ops():
     assert any(x.op is UnaryOps.RECIP and x.src[0].op is TernaryOps.WHERE for x in nodes)  # of zeros
     casts = [x for x in nodes if x.op is UnaryOps.CAST and dtypes.is_int(x.arg) and dtypes.is_float(x.src[0].dtype)]
     assert any(x.src[0].op is BinaryOps.MUL and x.src[0].src[1].arg.val >= 3e9 for x in casts)
+
+
+# ============================================================================================================
+# the differential fuzzer: the device against numpy itself, never runtime.reference (which could share a bug)
+# ============================================================================================================
+N = 40  # elements of each kernel
+FLOAT_DTS = [dtypes.half, dtypes.bfloat16, dtypes.float, dtypes.double]
+ANY_DTS = [dtypes.bool, *INTS, *FLOAT_DTS]
+WORDS = [dtypes.float, dtypes.int32, dtypes.uint32]  # the dtypes BITCAST goes between (4 bytes)
+
+
+def numpy_cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    if dst == dtypes.bool:
+        return x != 0
+    if dst == dtypes.bfloat16:
+        return bf16_of(x)
+    if dtypes.is_int(dst) and dtypes.is_float(src):
+        return float_to_int(x, R.np_dtype(dst))
+    return x.astype(R.np_dtype(dst))  # numpy rounds once (a double straight to float16), an int wraps
+
+
+def numpy_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.maximum, with +0.0 above -0.0 (runtime.py's rule: the order of a reduce can't change a zero's sign)."""
+    if a.dtype.kind != "f":
+        return np.maximum(a, b)
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), np.maximum(a, b))
+
+
+class Differential:
+    """Random elementwise expressions, each built twice: as a kernel.py AST, and as numpy computes what it means:
+    numpy's own ops in the dtype (half as np.float16, which rounds each result), bfloat16 as float32 values rounded
+    by bf16_of after each op. Only ops every OpenCL device must compute exactly (IEEE add and multiply, fmod,
+    max, casts and bit casts): the two must agree in every bit, but for a NaN's payload."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng, self.inputs = rng, []
+
+    def pick(self, xs):
+        return xs[int(self.rng.integers(len(xs)))]
+
+    def values(self, dt: DType) -> np.ndarray:
+        rng, npdt = self.rng, R.np_dtype(dt)
+        if dt == dtypes.bool:
+            return rng.random(N) < 0.5
+        if dtypes.is_int(dt):
+            info = np.iinfo(npdt)
+            edges = [0, 1, -1, 2, info.min, info.max, info.min + 1, info.max - 1, 3, 7]
+            edges = np.array([v % (1 << info.bits) for v in edges], np.uint64).astype(npdt)  # -1 wraps if unsigned
+            small = rng.integers(-8, 9, N).astype(npdt)
+            x = np.where(rng.random(N) < 0.5, small, rng.integers(info.min, info.max, N, npdt, endpoint=True))
+            return np.where(rng.random(N) < 0.2, rng.choice(edges, N), x).astype(npdt)
+        edges = [
+            math.nan,
+            math.inf,
+            -math.inf,
+            0.0,
+            -0.0,
+            1e-40,
+            -1e-7,
+            6e-8,
+            2049.0,
+            70000.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            1 + 2**-12,
+            -(1 + 2**-11),
+            1 + 2**-8,
+            1 + 3 * 2**-8,
+            3.4e38,
+            1e-45,
+            0.1,
+            1 / 3,
+        ]
+        with np.errstate(over="ignore"):
+            x = np.where(
+                rng.random(N) < 0.5,
+                rng.integers(-16, 17, N) / 4,
+                rng.standard_normal(N) * 10.0 ** rng.integers(-3, 4, N),
+            )
+            x = np.where(rng.random(N) < 0.3, rng.choice(edges, N), x).astype(npdt)
+        return x
+
+    def leaf(self, dt: DType) -> tuple[LazyOp, np.ndarray]:
+        if self.rng.random() < 0.15:
+            val = self.values(dt)[0].item()
+            node = const(val, (N,), dt)  # a half or bfloat16 constant is rounded to its dtype where it is built
+            return node, np.full(N, node.arg.val, R.np_dtype(dt) if dt != dtypes.bfloat16 else np.float32)
+        x = self.values(dt)
+        self.inputs.append(x)
+        node = load(len(self.inputs), ShapeTracker.from_shape((N,)), dt)
+        return node, bf16_of(x) if dt == dtypes.bfloat16 else x
+
+    def expr(self, dt: DType, depth: int) -> tuple[LazyOp, np.ndarray]:
+        if depth == 0 or self.rng.random() < 0.2:
+            return self.leaf(dt)
+
+        def sub(d: DType = dt) -> tuple[LazyOp, np.ndarray]:
+            return self.expr(d, depth - 1)
+
+        r = self.rng.random()
+        if r < 0.1:
+            (c, cv), (a, av), (b, bv) = sub(dtypes.bool), sub(), sub()
+            return alu(TernaryOps.WHERE, c, a, b), np.where(cv, av, bv)
+        if r < 0.3:  # a cast from any dtype; between the 4-byte ones, a bit cast
+            shorts = [dtypes.half, dtypes.bfloat16]  # half and bfloat16 above all, to or from every dtype
+            src = self.pick(shorts if dt not in shorts and self.rng.random() < 0.4 else ANY_DTS)
+            (x, xv) = sub(src)
+            if dt in WORDS and src in WORDS and src != dt and self.rng.random() < 0.5:
+                if src == dtypes.float:  # every NaN has the bits 0x7fc00000 (runtime.py's rule)
+                    xv = np.where(np.isnan(xv), np.uint32(0x7FC00000).view(np.float32), xv)
+                return alu(UnaryOps.BITCAST, x, arg=dt), xv.view(R.np_dtype(dt))
+            return alu(UnaryOps.CAST, x, arg=dt), numpy_cast(xv, src, dt)
+        if dt == dtypes.bool:
+            kind = self.pick(["cmplt", "cmpne", "not", "or", "and", "xor"])
+            if kind in ("cmplt", "cmpne"):  # of computed values, floats above all
+                other = self.pick(FLOAT_DTS + [self.pick(ANY_DTS)])
+                (a, av), (b, bv) = sub(other), sub(other)
+                op = BinaryOps.CMPLT if kind == "cmplt" else BinaryOps.CMPNE
+                return alu(op, a, b), (av < bv if kind == "cmplt" else av != bv)
+            if kind == "not":
+                a, av = sub()
+                return alu(UnaryOps.NEG, a), ~av
+            (a, av), (b, bv) = sub(), sub()
+            op = {"or": BinaryOps.ADD, "and": BinaryOps.MUL, "xor": BinaryOps.XOR}[kind]
+            return alu(op, a, b), {"or": av | bv, "and": av & bv, "xor": av ^ bv}[kind]
+        rounded = bf16_of if dt == dtypes.bfloat16 else (lambda v: v.astype(R.np_dtype(dt)))
+        kind = self.pick(
+            ["add", "mul", "neg", "max", "add(mul)", "mulacc"]
+            + (["mod"] if dtypes.is_float(dt) else ["xor", "shl", "shr"])
+        )
+        if kind == "neg":
+            a, av = sub()
+            return alu(UnaryOps.NEG, a), -av
+        if kind in ("shl", "shr"):
+            a, av = sub()
+            n = int(self.rng.integers(8 * dt.itemsize))
+            op = BinaryOps.SHL if kind == "shl" else BinaryOps.SHR
+            return alu(op, a, const(n, (N,), dt)), (av << av.dtype.type(n) if kind == "shl" else av >> av.dtype.type(n))
+        if kind in ("add(mul)", "mulacc"):  # a*b + c: the product rounds before the sum, as numpy computes it
+            (a, av), (b, bv), (c, cv) = sub(), sub(), sub()
+            node = (
+                alu(BinaryOps.ADD, alu(BinaryOps.MUL, a, b), c)
+                if kind == "add(mul)"
+                else alu(TernaryOps.MULACC, a, b, c)
+            )
+            return node, rounded(rounded(av * bv) + cv)
+        (a, av), (b, bv) = sub(), sub()
+        op = {
+            "add": BinaryOps.ADD,
+            "mul": BinaryOps.MUL,
+            "max": BinaryOps.MAX,
+            "mod": BinaryOps.MOD,
+            "xor": BinaryOps.XOR,
+        }[kind]
+        want = {"add": np.add, "mul": np.multiply, "max": numpy_max, "mod": np.fmod, "xor": np.bitwise_xor}[kind](
+            av, bv
+        )
+        return alu(op, a, b), rounded(want)
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Where got is want: floats as values (a zero's sign counts; any NaN is NaN), ints and bools exactly."""
+    if want.dtype.kind != "f":
+        return got == want
+    return np.where(np.isnan(want), np.isnan(got), (got == want) & (np.signbit(got) == np.signbit(want)))
+
+
+def differential_case(seed: int, n: int) -> str:
+    """Case n of seed: a random expression of a random dtype, run on the device (without opts, or with the
+    heuristics') and compared with numpy in every element. Raises naming the case (differential_case(seed, n)
+    replays it); returns the AST's text."""
+    rng = np.random.default_rng([seed, n, 7])
+    d = Differential(rng)
+    dt = d.pick(ANY_DTS)
+    with np.errstate(all="ignore"):
+        node, want = d.expr(dt, int(rng.integers(2, 5)))
+    k = Kernel(store(node, dtype=dt))
+    if n % 2:
+        optimize(k)
+    case = f"differential_case({seed}, {n}) with opts {[str(o) for o in k.applied_opts]}"
+    try:
+        (got,) = R.run(k, *d.inputs)
+    except Exception as e:
+        raise AssertionError(f"{case}: {type(e).__name__}: {e}\nAST: {node}") from e
+    ok = same_bits(got, np.broadcast_to(want, got.shape))
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        inputs = [x[i].item() for x in d.inputs]
+        raise AssertionError(
+            f"{case}: element {i} is "
+            f"{got[i]!r} on the device, numpy computes {want[i]!r}; inputs there {inputs}\nAST: {node}"
+        )
+    return repr(node)
+
+
+def test_the_device_computes_what_numpy_computes():
+    count, seed = int(os.environ.get("FUZZ", 60)), int(os.environ.get("FUZZ_SEED", 0))
+    for n in range(count):
+        differential_case(seed, n)
+    print(f"differential fuzz: {count} expressions agree with numpy in every bit (FUZZ_SEED={seed})")
+
+
+def test_differential_expressions_cover_what_they_must():
+    """Casts to and from half and bfloat16, bit casts both ways, a*b + c and MULACC, comparisons and int casts of
+    computed floats (the places where the device once computed otherwise than numpy)."""
+    nodes = []
+    for n in range(1000):
+        rng = np.random.default_rng([0, n, 7])
+        d = Differential(rng)
+        with np.errstate(all="ignore"):
+            nodes += d.expr(d.pick(ANY_DTS), int(rng.integers(2, 5)))[0].lazyops
+    computed = {BinaryOps.ADD, BinaryOps.MUL, TernaryOps.MULACC, BinaryOps.MAX, BinaryOps.MOD, UnaryOps.NEG}
+
+    def of_computed_floats(x: LazyOp) -> bool:
+        return any(dtypes.is_float(s.dtype) and s.op in computed for s in x.src)
+
+    casts = {(x.src[0].dtype, x.arg) for x in nodes if x.op is UnaryOps.CAST}
+    for short in (dtypes.half, dtypes.bfloat16):
+        assert {dt for dt, to in casts if to == short} >= set(ANY_DTS) - {short}
+        assert {to for dt, to in casts if dt == short} >= set(ANY_DTS) - {short}
+    bitcasts = {(x.src[0].dtype, x.arg) for x in nodes if x.op is UnaryOps.BITCAST}
+    assert bitcasts == {(a, b) for a in WORDS for b in WORDS if a != b}
+    assert any(x.op is BinaryOps.ADD and x.src[0].op is BinaryOps.MUL and dtypes.is_float(x.dtype) for x in nodes)
+    assert {x.dtype for x in nodes if x.op is TernaryOps.MULACC} >= set(FLOAT_DTS)
+    assert {x.src[0].dtype for x in nodes if x.op is BinaryOps.CMPLT and of_computed_floats(x)} >= set(FLOAT_DTS)
+    assert any(x.op is UnaryOps.CAST and dtypes.is_int(x.arg) and of_computed_floats(x) for x in nodes)

@@ -16,8 +16,8 @@ import pytest
 
 import runtime as R
 from kernel import BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps, UnaryOps
-from kernel import Variable, alu, const, dtypes, load, reduce, round_to_float, store
-from tests.common import INTS
+from kernel import LazyOp, Variable, alu, const, dtypes, load, matmul_ast, reduce, round_to_float, store
+from tests.common import INTS, bf16_of, exact_bf16, float_to_int
 from tests.corpus import lazyop_from_json
 
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.5, -2.0, 1e-40]  # 1e-40: a float32 denormal
@@ -171,6 +171,21 @@ def test_float_ops_on_nan_inf_and_signed_zeros_match_numpy(op, dt, device):
             assert ok, f"{who}: {op.name}{PAIRS[i][: len(srcs)]} gave {g}, numpy gives {w}"
 
 
+@pytest.mark.parametrize("val", [math.inf, -math.inf, math.nan], ids=["inf", "-inf", "nan"])
+def test_a_double_constant_infinity_or_nan_is_a_double(val, device):
+    """C's INFINITY and NAN are floats: fmod(a double, INFINITY) didn't build (two candidates, fmod of floats or of
+    doubles); the constant is cast to double."""
+    x = np.array([5.5, -2.0, math.inf, -0.0], np.float64)
+    k = Kernel(
+        store(
+            alu(BinaryOps.MOD, load(1, ShapeTracker.from_shape((4,)), dtypes.double), const(val, (4,), dtypes.double)),
+            dtype=dtypes.double,
+        )
+    )
+    with np.errstate(invalid="ignore"):
+        check(k, [x], np.fmod(x, val).tolist())
+
+
 def test_where_and_mulacc_pass_nan_and_signed_zeros_through(device):
     st = ShapeTracker.from_shape((len(PAIRS),))
     a = np.array([p[0] for p in PAIRS], np.float32)
@@ -277,17 +292,19 @@ CAST_VALUES = [math.nan, math.inf, -math.inf, 3e9, -3e9, 1e20, -1e20, 300.0, -20
 def test_float_to_int_casts_saturate_and_nan_gives_zero(dt, src, device):
     with np.errstate(over="ignore"):
         x = np.array(CAST_VALUES, R.np_dtype(src))
-    info = np.iinfo(R.np_dtype(dt))
-    want = [
-        0
-        if math.isnan(v)
-        else min(max(math.trunc(v), info.min), info.max)
-        if math.isfinite(v)
-        else (info.max if v > 0 else info.min)
-        for v in x.astype(np.float64).tolist()
-    ]
+    want = float_to_int(x, R.np_dtype(dt)).tolist()
     k = Kernel(store(alu(UnaryOps.CAST, load(1, ShapeTracker.from_shape(x.shape), src), arg=dt)))
     check_ints(k, [x], want)
+
+
+@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int8, dtypes.int64], ids=lambda d: d.name)
+def test_a_float_cast_to_an_int_and_back_is_plus_zero_near_zero(dt, device):
+    """int(-0.5) is 0, and 0 as a float is +0.0 (numpy's): Intel's CPU compiler folded float(int(x)) into trunc(x),
+    which is -0.0 there, and 1 / it -inf."""
+    x = np.array([-0.54, -0.0, -0.99, 0.3, -1.5], np.float32)
+    back = alu(UnaryOps.CAST, alu(UnaryOps.CAST, load(1, ShapeTracker.from_shape(x.shape)), arg=dt), arg=dtypes.float)
+    check(Kernel(store(back)), [x], [0.0, 0.0, 0.0, 0.0, -1.0])
+    check(Kernel(store(alu(UnaryOps.RECIP, back))), [x], [math.inf] * 4 + [-1.0])
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -346,6 +363,217 @@ def test_half_constants_are_rounded_to_half(device):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# a CAST to half or bfloat16, and each half or bfloat16 op, rounds its result once, as numpy rounds
+# ------------------------------------------------------------------------------------------------------------
+def cast_chain(x: np.ndarray, src, *dts) -> Kernel:
+    node = load(1, ShapeTracker.from_shape(x.shape), src)
+    for dt in dts:
+        node = alu(UnaryOps.CAST, node, arg=dt)
+    return Kernel(store(node, dtype=dts[-1]))
+
+
+HALF_CASTS = {
+    dtypes.float: [2049, 70000, 65519.99, 65520, 65504, 4097.5, -2051, 1e-6, 3e-8, 2.9e-8, math.nan, -0.0, 0.1],
+    dtypes.double: [2049, 70000, 65519.99999999, 65520, 65504, 4097.5, -2051, 1e-6, 2**-25 * (1 + 2**-40), 0.1],
+    dtypes.int32: [2049, 70000, -2051, 65519, 65520, 4097, 2**31 - 1, -(2**31)],
+    dtypes.int64: [2049, -70000, 4097, 2**63 - 1, -(2**63)],
+}
+
+
+@pytest.mark.parametrize("src", HALF_CASTS, ids=lambda d: d.name)
+def test_a_cast_to_half_rounds_once_as_numpy(src, device):
+    """float -> half -> float of 2049 is 2048 and of 70000 inf (numpy's); a double rounds once, straight to half:
+    65519.99999999 is 65504 (through a float32 it would be 65520, a tie, and round to inf)."""
+    x = np.array(HALF_CASTS[src], R.np_dtype(src))
+    with np.errstate(over="ignore"):
+        halfs = x.astype(np.float16)
+    check(cast_chain(x, src, dtypes.half, dtypes.float), [x], halfs.astype(np.float32).tolist())
+    ints = float_to_int(halfs, np.int32).tolist()
+    check_ints(cast_chain(x, src, dtypes.half, dtypes.int32), [x], ints)
+    if src == dtypes.float:
+        assert halfs[:2].tolist() == [2048, math.inf] and ints[0] == 2048
+    if src == dtypes.double:
+        assert halfs[2] == 65504
+
+
+BF16_CASTS = {  # each with a value that two roundings (through float32, or a double) would get wrong
+    dtypes.float: [1 + 2**-8, 1 + 3 * 2**-8, 3.4e38, 3.3e38, 1e-39, -1e-45, math.nan, -math.inf, 0.1, 255.5],
+    dtypes.double: [1 + 2**-8 + 2**-30, 1 + 2**-8, 3.3961e38, 1e-39, -0.0, 0.1],
+    dtypes.int32: [2**30 + 2**22 + 1, 2**30 + 2**22, 2**30 + 3 * 2**22, 257, -(2**31), 2**31 - 1],
+    dtypes.int64: [2**62 + 2**54 + 1, -(2**62 + 2**54 + 1), 2**62 + 2**54, 2**63 - 1, -(2**63), 12345678901234567],
+    dtypes.uint64: [2**63 + 2**55 + 1, 2**63 + 2**55, 2**64 - 1, 5],
+}
+
+
+@pytest.mark.parametrize("src", BF16_CASTS, ids=lambda d: d.name)
+def test_a_cast_to_bfloat16_rounds_once_from_any_dtype(src, device):
+    """A float32's top 16 bits rounded to nearest even; a double or an int rounded once (exactly, as a constant is):
+    1 + 2**-8 + 2**-30 is above the tie between 1 and 1 + 2**-7, though as a float32 it would be the tie itself."""
+    with np.errstate(over="ignore"):
+        x = np.array(BF16_CASTS[src], R.np_dtype(src))
+    want = bf16_of(x)
+    assert exact_bf16(1 + 2**-8 + 2**-30) == 1 + 2**-7 and exact_bf16(2**62 + 2**54 + 1) == 2**62 + 2**55
+    check(cast_chain(x, src, dtypes.bfloat16, dtypes.float), [x], want.tolist())
+
+
+def test_half_and_bfloat16_ops_round_each_result(device):
+    """numpy's float16 computes each op in float32 and rounds the result to half: 2048 + 1 is 2048, 255 * 257 inf.
+    bfloat16 the same way, to 8 bits: 256 + 1 is 256; a MULACC rounds its product too, as a MUL and an ADD."""
+    a = np.array([2048, 255, 1, 0.1, 65504, 3], np.float16)
+    b = np.array([1, 257, 2**-11, 3, 1, 0.1], np.float16)
+    c = np.array([1, -1, 1, 0.5, -65504, 2**-12], np.float16)
+    st = ShapeTracker.from_shape(a.shape)
+    x, y, z = (load(i, st, dtypes.half) for i in (1, 2, 3))
+    with np.errstate(all="ignore"):
+        ops = [(alu(BinaryOps.ADD, x, y), a + b), (alu(BinaryOps.MUL, x, y), a * b), (alu(BinaryOps.IDIV, x, y), a / b)]
+        ops.append((alu(TernaryOps.MULACC, x, y, z), a * b + c))
+    for node, want in ops:
+        inputs = [a, b, c][: 3 if node.op is TernaryOps.MULACC else 2]
+        check(Kernel(store(alu(UnaryOps.CAST, node, arg=dtypes.float))), inputs, want.astype(np.float32).tolist())
+    assert ops[0][1][0] == 2048 and math.isinf(ops[1][1][1])
+    f = np.array([256, 1 + 2**-7, 3.3e38], np.float32)
+    g = np.array([1, 2**-8, 3.3e38], np.float32)
+    st = ShapeTracker.from_shape(f.shape)
+    p, q = load(1, st, dtypes.bfloat16), load(2, st, dtypes.bfloat16)
+    check(
+        Kernel(store(alu(UnaryOps.CAST, alu(BinaryOps.ADD, p, q), arg=dtypes.float))),
+        [f, g],
+        [256, 1 + 2**-6, math.inf],  # 1 + 3 * 2**-8 is a tie: to the even 1 + 2**-6
+    )
+    mulacc = alu(UnaryOps.CAST, alu(TernaryOps.MULACC, p, q, p), arg=dtypes.float)
+    want = [exact_bf16(exact_bf16(u * v) + u) for u, v in zip(bf16_of(f).tolist(), bf16_of(g).tolist())]
+    check(Kernel(store(mulacc)), [f, g], want)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# a*b + c rounds twice, as numpy computes it (the OpenCL compiler would fuse it into one fma)
+# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", [dtypes.float, dtypes.double], ids=lambda d: d.name)
+def test_a_multiply_then_an_add_round_twice_as_numpy(dt, device):
+    """a = 1 + 2**-12 (2**-27 for doubles), c = -(1 + 2**-11): a*a rounds to 1 + 2**-11, so a*a + c is 0 in numpy;
+    an fma would keep the product's last bits and give 2**-24, and `0 < a*a + c` would be True."""
+    e = 12 if dt == dtypes.float else 27
+    a = np.full(4, 1 + 2.0**-e, R.np_dtype(dt))
+    c = np.full(4, -(1 + 2.0 ** (1 - e)), R.np_dtype(dt))
+    want = a * a + c
+    assert want.tolist() == [0.0] * 4
+    st = ShapeTracker.from_shape((4,))
+    x, z = load(1, st, dt), load(2, st, dt)
+    for value in (alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), z), alu(TernaryOps.MULACC, x, x, z)):
+        check(Kernel(store(value, dtype=dt)), [a, c], want.tolist())
+        positive = Kernel(store(alu(BinaryOps.CMPLT, const(0.0, (4,), dt), value)))
+        check_ints(positive, [a, c], [False] * 4)
+        R.verify(positive, a, c)
+
+
+def test_a_sum_of_products_is_accumulated_with_fma(device):
+    """The one place a multiply-add is fused on purpose: a SUM of a MUL (a matmul's inner loop), where the order of
+    the sum already makes the result inexact (the reference sums in float64; verify's tolerance, and casts and
+    comparisons of the sum may take either side). Elsewhere, in its source too, each op rounds on its own."""
+    k = Kernel(*matmul_ast(8, 8, 8))
+    k.apply_opt(Opt(OptOps.UNROLL, 0, 4))
+    assert "fma(" in R.render(k).src
+    R.verify(k, *R.random_inputs(k))
+    st = ShapeTracker.from_shape((4, 8))
+    x = load(1, st)
+    k = Kernel(store(reduce(ReduceOps.SUM, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), x), (1,))))
+    assert "fma(" not in R.render(k).src
+
+
+# ------------------------------------------------------------------------------------------------------------
+# a NaN's bits: one quiet NaN wherever a BITCAST shows them
+# ------------------------------------------------------------------------------------------------------------
+def test_a_bitcast_of_any_nan_gives_the_one_quiet_nan(device):
+    """numpy's NaN from an invalid op is 0xffc00000 on x86 and 0x7fc00000 on ARM, and PoCL's log2 gives 0x7fc00000:
+    a NaN's sign and payload are the machine's. A BITCAST of a float NaN gives 0x7fc00000 (np.float32(np.nan)) on
+    the device and in the reference, whatever made it (log2(-1), sin(inf), fmod(inf, 1), a loaded NaN)."""
+    payload = np.array([0xFFC00001, 0x7F800001], np.uint32).view(np.float32)  # NaNs with a sign, a payload
+    cases = {
+        UnaryOps.LOG2: [-1.0, -math.inf, 1.0, 2.0, 0.25],
+        UnaryOps.SIN: [math.inf, -math.inf, 0.0, -0.0, math.nan],
+        BinaryOps.MOD: [math.inf, -math.inf, 5.5, -0.0, math.nan],
+        None: [payload[0], payload[1], 1.0, -0.0, math.nan],
+    }
+    for op, vals in cases.items():
+        x = np.array(vals, np.float32)
+        src = load(1, ShapeTracker.from_shape(x.shape))
+        if op is BinaryOps.MOD:
+            src = alu(op, src, const(1.0, x.shape))
+        elif op is not None:
+            src = alu(op, src)
+        with np.errstate(all="ignore"):
+            computed = {UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin, BinaryOps.MOD: lambda v: np.fmod(v, 1)}
+            values = computed[op](x) if op is not None else x
+        want = [0x7FC00000 if math.isnan(v) else int(b) for v, b in zip(values.tolist(), values.view(np.uint32))]
+        for dt in (dtypes.uint32, dtypes.int32):
+            k = Kernel(store(alu(UnaryOps.BITCAST, src, arg=dt)))
+            check_ints(k, [x], np.array(want, np.uint32).view(R.np_dtype(dt)).tolist())
+            R.verify(k, x)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# verify: an int or bool computed from inexact floats may take either side of its boundary, and no more
+# ------------------------------------------------------------------------------------------------------------
+def quantised_row_sum() -> tuple[Kernel, np.ndarray, int, int]:
+    """A row of 256 floats whose float32 sum in order (the kernel's, without opts) and float64 sum (the reference's)
+    fall on the two sides of 130 once scaled: CAST(sum * scale) to uint8 is 129 or 130, and CMPLT(sum, mid) True
+    or False. Returns the kernel (two outputs), the row, and the in-order and the float64 answers of the cast."""
+    rng = np.random.default_rng(3)
+    while True:
+        x = rng.random((1, 256), dtype=np.float32)
+        in_order, exact = np.cumsum(x, dtype=np.float32)[-1], np.float32(x.astype(np.float64).sum())
+        if in_order != exact:
+            break
+    mid = np.float32((float(in_order) + float(exact)) / 2)
+    scale = np.float32(130 / mid)
+    answers = [int(np.trunc(s * scale)) for s in (in_order, exact)]
+    assert sorted(answers) == [129, 130], answers
+    total = reduce(ReduceOps.SUM, load(2, ShapeTracker.from_shape(x.shape)), (1,))
+    q = alu(UnaryOps.CAST, alu(BinaryOps.MUL, total, const(float(scale), (1, 1))), arg=dtypes.uint8)
+    below = alu(BinaryOps.CMPLT, total, const(float(mid), (1, 1)))
+    return Kernel(store(q, 0, dtype=dtypes.uint8), store(below, 1, dtype=dtypes.bool)), x, *answers
+
+
+def test_verify_accepts_an_int_or_bool_from_a_float_sum_on_either_side_of_its_boundary(device):
+    """A uint8 quantisation of a row sum is 129 from the float32 sum in order and 130 from the float64 one: both are
+    what a correct float32 kernel gives, so verify accepts either, with any opts (and the search keeps such kernels);
+    test_verify_still_rejects_... shows it with each answer, whatever the device's order."""
+    k, x, in_order, exact = quantised_row_sum()
+    q, below = R.run(k, x)
+    assert int(q[0]) in (in_order, exact)  # PoCL sums in order; Intel's runtime in another order, nearer float64's
+    rq, rbelow = R.reference(k, x)
+    assert (int(rq[0]), bool(rbelow[0])) == (exact, exact < in_order)  # the reference in float64
+    for opts in ([], [Opt(OptOps.UNROLL, 0, 4)], [Opt(OptOps.GROUP, 0, 16)], [Opt(OptOps.GROUPTOP, 0, 8)]):
+        k2 = Kernel(*k.ast)
+        for o in opts:
+            k2.apply_opt(o)
+        R.verify(k2, x)
+
+
+def test_verify_still_rejects_an_int_or_bool_beyond_the_boundary(device, monkeypatch):
+    """Only the two sides of the boundary are accepted: a kernel that gave 128 or 131, or a bool far from its
+    boundary flipped, is wrong."""
+    k, x, in_order, exact = quantised_row_sum()
+    q, below = R.run(k, x)
+    for bad_q, bad_below in ((128, below), (131, below), (in_order, below), (exact, below)):
+        fake = [np.full_like(q, bad_q), below.copy()]
+        monkeypatch.setattr(R, "run", lambda *args, fake=fake, **kw: [a.copy() for a in fake])
+        if bad_q in (in_order, exact):
+            R.verify(k, x)
+        else:
+            with pytest.raises(R.VerificationError, match="output data0 differs in 1 of 1"):
+                R.verify(k, x)
+    monkeypatch.undo()
+    with pytest.raises(R.VerificationError, match="output data0 differs in 1 of 1"):  # an `expected` beyond them
+        R.verify(k, x, expected=[np.full_like(q, 140), below])
+    rows = np.full((1, 256), 0.25, np.float32)  # a sum of 64: far from mid (about 128), 130 / scale too
+    q, below = R.reference(k, rows)
+    monkeypatch.setattr(R, "run", lambda *args, **kw: [q.copy(), ~below])
+    with pytest.raises(R.VerificationError, match="output data1 differs"):
+        R.verify(k, rows)
+
+
+# ------------------------------------------------------------------------------------------------------------
 # one dtype per ALU op
 # ------------------------------------------------------------------------------------------------------------
 def test_alu_ops_of_two_dtypes_are_refused_naming_them():
@@ -363,6 +591,45 @@ def test_alu_ops_of_two_dtypes_are_refused_naming_them():
         alu(TernaryOps.MULACC, f, f, i)
     with pytest.raises(ValueError, match=r"SHL of different dtypes \(unsigned char, int\)"):
         alu(BinaryOps.SHL, load(3, st, dtypes.uint8), i)
+
+
+UNDEFINED = [
+    (UnaryOps.SQRT, dtypes.int32, "int"),
+    (UnaryOps.EXP2, dtypes.uint8, "int"),
+    (UnaryOps.LOG2, dtypes.bool, "bool"),
+    (UnaryOps.SIN, dtypes.int64, "int"),
+    (UnaryOps.SQRT, dtypes.bool, "bool"),
+    (BinaryOps.XOR, dtypes.float, "float"),
+    (BinaryOps.XOR, dtypes.half, "float"),
+    (BinaryOps.SHL, dtypes.float, "float"),
+    (BinaryOps.SHR, dtypes.double, "float"),
+    (BinaryOps.SHL, dtypes.bool, "bool"),
+    (BinaryOps.SHR, dtypes.bool, "bool"),
+    (TernaryOps.MULACC, dtypes.bool, "bool"),
+]
+
+
+@pytest.mark.parametrize("op, dt, kind", UNDEFINED, ids=[f"{op.name}-{dt.name}" for op, dt, _ in UNDEFINED])
+def test_alu_ops_on_dtypes_they_dont_exist_for_are_refused(op, dt, kind):
+    """tinygrad 0.9.1's Tensor casts an int to float for sqrt, exp2, log2 and sin, has xor for ints and bools and
+    shifts for ints; a bool MULACC (1*1+1) or SHL would store the byte 2 into a bool buffer."""
+    st = ShapeTracker.from_shape((4,))
+    srcs = [load(1, st, dt)] * (1 if op in UnaryOps else 2 if op in BinaryOps else 3)
+    with pytest.raises(ValueError, match=rf"^{op.name} of {dt.name}: {op.name} is defined on .* dtypes, not {kind}s$"):
+        alu(op, *srcs)
+    with pytest.raises(ValueError, match=f"{op.name} of {dt.name}"):
+        LazyOp(op, tuple(srcs))
+
+
+def test_alu_ops_on_their_dtypes_are_accepted():
+    st = ShapeTracker.from_shape((4,))
+    for dt in (dtypes.half, dtypes.bfloat16, dtypes.float, dtypes.double, dtypes.imagef((1, 1, 4))):
+        assert alu(UnaryOps.SQRT, load(1, st, dt)).dtype == dt
+    for dt in (dtypes.bool, dtypes.uint8, dtypes.int64):
+        assert alu(BinaryOps.XOR, load(1, st, dt), load(2, st, dt)).dtype == dt
+    for dt in (dtypes.int8, dtypes.uint32, dtypes.half, dtypes.double):
+        assert alu(TernaryOps.MULACC, *[load(1, st, dt)] * 3).dtype == dt
+    assert alu(BinaryOps.SHL, load(1, st, dtypes.uint16), const(3, (4,), dtypes.uint16)).dtype == dtypes.uint16
 
 
 def test_the_mixes_tinygrad_defines_are_accepted():
@@ -412,7 +679,8 @@ def test_bfloat16_kernels_run_with_16_bit_buffers_and_round_to_nearest_even(devi
 
 
 def test_a_bfloat16_matmul_from_tinygrad_runs(device):
-    """tinygrad's test_linearizer bfloat16 kernel (in the golden corpus): a*b of bfloat16s cast to float, summed."""
+    """tinygrad's test_linearizer bfloat16 kernel (in the golden corpus): a*b of bfloat16s cast to float, summed.
+    The product is a bfloat16 (rounded, as every bfloat16 op's result is) before the cast."""
     n = 16
     a_st = ShapeTracker.from_shape((n, 1, n)).expand((n, n, n))
     b_st = ShapeTracker.from_shape((1, n, n)).permute((0, 2, 1)).expand((n, n, n))
@@ -425,5 +693,6 @@ def test_a_bfloat16_matmul_from_tinygrad_runs(device):
         k2 = Kernel(*k.ast)
         for o in opts:
             k2.apply_opt(o)
-        np.testing.assert_allclose(R.run(k2, a, b)[0].reshape(n, n), a16 @ b16, rtol=1e-5, atol=1e-5)
+        products = np.array([bf16(v) for v in (a16[:, None, :] * b16.T[None]).reshape(-1).tolist()], np.float32)
+        np.testing.assert_allclose(R.run(k2, a, b)[0].reshape(n, n), products.reshape(n, n, n).sum(2), rtol=1e-5)
         R.verify(k2, a, b)
