@@ -968,14 +968,17 @@ class VerificationError(AssertionError):
 
 @dataclass
 class Device:
+    """An OpenCL device, its context and queue, and the programs built for it (source -> kernel)."""
+
     ctx: cl.Context
     queue: cl.CommandQueue
     name: str
+    programs: OrderedDict[str, Any] = field(default_factory=OrderedDict)  # the PROGRAM_CACHE_SIZE most recently used
 
 
 _device: Device | None = None
+_device_init_lock = threading.Lock()  # the first use from several threads makes one device, whole before it is used
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
-_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
 _programs_lock = threading.Lock()
 _build_lock = threading.Lock()  # one build at a time: two at once in Intel's CPU runtime sometimes never end (README)
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
@@ -1022,33 +1025,53 @@ def _builds(device) -> bool:
         return False
 
 
+def working_devices():
+    """Every OpenCL device of this machine whose compiler builds a test kernel, GPUs first, then CPUs: a generator (a
+    device is tried when it is reached). KERNELPY_DEVICE's index counts in this order."""
+    _register_pip_opencl_drivers()
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
+    return (d for d in ranked + [d for d in devices if d not in ranked] if _builds(d))
+
+
 def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
+    """The device everything runs on: the one KERNELPY_DEVICE chooses among working_devices() (by its index, or by a
+    part of its or its platform's name), else the one PYOPENCL_CTX names, else the first that works."""
     global _device
-    if _device is None:
-        _register_pip_opencl_drivers()
-        try:
-            if choice := os.environ.get("PYOPENCL_CTX"):
-                try:
-                    ctx = cl.create_some_context(interactive=False)
-                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
-                    raise NoDeviceError(
-                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
-                        "first device that works"
-                    ) from None
-            else:
-                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
-                working = next((d for d in ranked + devices if _builds(d)), None)
-                if working is None:
-                    names = ", ".join(d.name.strip() for d in devices)
-                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
-                ctx = cl.Context([working])
-        except cl.Error as e:
-            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
-        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _device = Device(ctx, queue, ctx.devices[0].name.strip())
+    with _device_init_lock:  # one device a process: never two made at once, nor a half-made one used
+        if _device is None:
+            _device = _open_device()
     return _device
+
+
+def _open_device() -> Device:
+    try:
+        if choice := os.environ.get("KERNELPY_DEVICE"):
+            working = list(working_devices())
+            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
+            by_name = [d for d, n in zip(working, names) if choice.lower() in n.lower()]
+            if not (chosen := working[int(choice) :][:1] if choice.isdigit() else by_name[:1]):
+                listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
+                raise NoDeviceError(f"KERNELPY_DEVICE={choice!r} names none of the devices that work here ({listed})")
+            ctx = cl.Context(chosen)
+        elif choice := os.environ.get("PYOPENCL_CTX"):
+            _register_pip_opencl_drivers()
+            try:
+                ctx = cl.create_some_context(interactive=False)
+            except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
+                raise NoDeviceError(
+                    f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
+                    "first device that works"
+                ) from None
+        else:
+            if (working := next(working_devices(), None)) is None:
+                names = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
+                raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
+            ctx = cl.Context([working])
+    except cl.Error as e:
+        raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return Device(ctx, queue, ctx.devices[0].name.strip())
 
 
 def device_limits() -> tuple[int, list[int]]:
@@ -1060,21 +1083,22 @@ def device_limits() -> tuple[int, list[int]]:
 def build(src: str, name: str, compiler=None):
     """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
     `compiler(src)`, where given, compiles in another process and returns the device's binary (search.py's)."""
+    programs, ctx = (dev := get_device()).programs, dev.ctx  # one device throughout
     with _programs_lock:  # the beam search builds in several threads at once
-        if (kern := _programs.get(src)) is not None:
-            _programs.move_to_end(src)
+        if (kern := programs.get(src)) is not None:
+            programs.move_to_end(src)
             return kern
     try:
-        binary, ctx = (compiler(src) if compiler else None), get_device().ctx
+        binary = compiler(src) if compiler else None
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
             program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
     except (cl.Error, BuildError) as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
     with _programs_lock:
-        kern = _programs[src] = getattr(program, name)
-        while len(_programs) > PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
+        kern = programs[src] = getattr(program, name)
+        while len(programs) > PROGRAM_CACHE_SIZE:
+            programs.popitem(last=False)
     return kern
 
 
@@ -1455,14 +1479,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples, kernels = sample_var_vals(k), kernels + 1
         inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
         try:
-            compiled = len(_programs)
+            compiled = len(get_device().programs)
             for values in samples:
                 verify(k, *inputs, var_vals=values)
                 count += 1
                 at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
                 log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
             if len(samples) > 1:
-                log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
+                log(f"     {len(samples)} lengths, {len(get_device().programs) - compiled} program compiled")
         except (AssertionError, RuntimeError, ValueError) as e:
             failed += 1
             log(f"FAIL {name}: {e}")

@@ -644,7 +644,7 @@ def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys
 # ============================================================================================================
 def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
     monkeypatch.setattr(R, "PROGRAM_CACHE_SIZE", 3)
-    monkeypatch.setattr(R, "_programs", type(R._programs)())
+    monkeypatch.setattr(device, "programs", type(device.programs)())
     srcs = [f"__kernel void k{i}(__global int* data0) {{ data0[0] = {i}; }}\n" for i in range(5)]
     first = R.build(srcs[0], "k0")
     for i, src in enumerate(srcs[1:3], 1):
@@ -652,7 +652,8 @@ def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
     assert R.build(srcs[0], "k0") is first  # used again: now the most recent
     for i, src in enumerate(srcs[3:], 3):
         R.build(src, f"k{i}")
-    assert len(R._programs) == 3 and srcs[0] in R._programs and srcs[1] not in R._programs
+    programs = device.programs
+    assert len(programs) == 3 and srcs[0] in programs and srcs[1] not in programs
     assert R.PROGRAM_CACHE_SIZE == 3 and isinstance(R.PROGRAM_CACHE_SIZE, int)
 
 

@@ -108,7 +108,7 @@ def own_compilers(monkeypatch):
     """The test's compiler processes, none built before it (no program in the runtime's cache), all ended after it."""
     compilers: list = []
     monkeypatch.setattr(S, "_compilers", compilers)
-    monkeypatch.setattr(R, "_programs", OrderedDict())
+    monkeypatch.setattr(R.get_device(), "programs", OrderedDict())
     yield compilers
     for compiler in compilers:
         compiler.end()
