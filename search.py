@@ -13,7 +13,6 @@ import numbers
 import os
 import pickle
 import queue
-import signal
 import statistics
 import subprocess
 import sys
@@ -104,23 +103,33 @@ _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; searc
 
 
 class _Compiler:
-    """A process that builds OpenCL sources for this process's device and answers with the binaries: builds run side by
-    side in processes (two at once in one process sometimes never end, README) and a stuck one can be ended. It imports
-    search.py, never the user's script; it starts at its first source and ends when this process closes its input."""
+    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device") and answers with the
+    binaries: builds run side by side in processes (two at once in one process sometimes never end, README) and a stuck
+    one can be ended. It imports search.py, never the user's script; it starts at its first source and ends when this
+    process closes its input. One source at a time, and each answer names its source: it is never another's."""
 
-    proc: subprocess.Popen | None = None
+    def __init__(self, device: str | None = None):
+        self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
 
     def __call__(self, src: str) -> bytes:
-        if self.proc is None or self.proc.poll() is not None:
-            code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
-            self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            pickle.dump(src, self.proc.stdin)
-            self.proc.stdin.flush()
-            built, answer = pickle.load(self.proc.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError):  # it ended: a crash, or end() below
+        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
+            if self.proc is None or self.proc.poll() is not None:
+                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
+                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
+                # a session of its own: a terminal's Ctrl-C is the search's alone (in a compiler it printed a traceback,
+                # or failed the build it was in); silent: a build's log comes back in its answer
+                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
+            try:
+                pickle.dump(src, self.proc.stdin)
+                self.proc.stdin.flush()
+                source, built, answer = pickle.load(self.proc.stdout)
+            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end() below
+                self.end()
+                raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
+        if source != src:
             self.end()
-            raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
+            raise ChildProcessError("the compiler's process answered for another source")
         if not built:
             raise BuildError(answer)
         return answer
@@ -131,10 +140,16 @@ class _Compiler:
             self.proc.wait()
 
 
+def _device_choice() -> str:
+    """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
+    device, platforms = get_device().ctx.devices[0], cl.get_platforms()
+    p = next(n for n, platform in enumerate(platforms) if platform == device.platform)
+    return f"{p}:{platforms[p].get_devices().index(device)}"
+
+
 def _compile_worker() -> None:
-    """What a _Compiler's process runs: build each source read from stdin and answer (True, binary) or (False, build
-    log), until stdin closes. What the driver prints goes to stderr, never among the answers on stdout."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the search: it ends, and this process at its EOF
+    """What a _Compiler's process runs: build each source read from stdin and answer (source, True, binary) or
+    (source, False, build log), until stdin closes. What the driver prints goes to stderr, never among the answers."""
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     ctx = get_device().ctx
@@ -142,14 +157,24 @@ def _compile_worker() -> None:
         while True:
             src = pickle.load(sys.stdin.buffer)
             try:
-                answer = (True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
+                answer = (src, True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
             except cl.Error as e:
-                answer = (False, str(e))
+                answer = (src, False, str(e))
             pickle.dump(answer, answers)
             answers.flush()
 
 
-_compilers: list[_Compiler] = []  # one per compile thread, kept from search to search (a start costs about 0.3 s)
+_compilers: list[_Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
+_compilers_lock = threading.Lock()
+
+
+def _take_compilers(n: int) -> list[_Compiler]:
+    """n compilers for this process's device, the search's own until it gives them back: two never share one."""
+    device = _device_choice()
+    with _compilers_lock:
+        mine = [c for c in _compilers if c.device == device][:n]
+        _compilers[:] = [c for c in _compilers if c not in mine]
+    return mine + [_Compiler(device) for _ in range(n - len(mine))]
 
 
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
@@ -173,7 +198,7 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
     """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
     why)]. A thread feeds each process, then loads its binary and warms the program up."""
     results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
-    _compilers.extend(_Compiler() for _ in range(workers - len(_compilers)))
+    compilers = _take_compilers(min(workers, len(kernels)))
 
     def work(compiler: _Compiler | None) -> None:
         with contextlib.suppress(IndexError):  # no kernel left
@@ -181,8 +206,7 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
                 done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
 
     # daemon threads: one waiting on a compiler never keeps the program from ending
-    compilers = _compilers[: min(workers, len(kernels))] or [None]  # None: build in this process
-    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers]
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]  # None: here
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
@@ -193,16 +217,19 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
                 progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
             except queue.Empty:
-                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-                    for compiler in _compilers:  # stuck: ended, so their threads end too (the next start anew)
-                        compiler.end()
+                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:  # stuck: the finally ends them
                     answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
                     return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
-    finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
+    finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
         stop.set()  # the threads take no new kernel
-        for t in threads:
-            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
+        if len(results) < len(kernels):
+            for compiler in compilers:
+                compiler.end()  # the next source starts it anew
+        for t in threads:  # a build in this process can't be ended: it is waited for (an exit under it would crash)
+            t.join(COMPILE_TIMEOUT)
+        with _compilers_lock:
+            _compilers.extend(compilers)
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
@@ -478,8 +505,12 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = workers if sys.executable else 0  # an embedded Python has no executable to start
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
-    # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
-    heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
+    heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
+    if from_heuristics and not k.applied_opts:
+        try:
+            heuristics = [optimize(k.copy())]
+        except KernelOptError as e:  # then the search starts from k alone, and says so
+            s.why_dropped.append(f"the heuristics refuse this kernel (KernelOptError: {e}): searched from it alone")
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked = sorted(s.timed, key=lambda x: x[:2])
     ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
