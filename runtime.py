@@ -985,7 +985,6 @@ _device_lock = threading.Lock()  # one thread at a time sets a kernel's argument
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
 
 
 def cache_dir() -> str:
@@ -1008,8 +1007,10 @@ def _register_pip_opencl_drivers() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         icds = {"intel-cpu-pip.icd": lib + "\n"}
         icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
-        for name, text in icds.items():
-            (folder / name).write_text(text)
+        for name, text in icds.items():  # written anew only where it changed, and whole: another process may read it
+            if not (path := folder / name).is_file() or path.read_text() != text:
+                (tmp := folder / f".{name}.{os.getpid()}.{threading.get_ident()}").write_text(text)
+                os.replace(tmp, path)
     except OSError:
         return  # an unwritable cache: the loader sees only the system's drivers
     os.environ["OCL_ICD_VENDORS"] = str(folder)
@@ -1019,7 +1020,7 @@ def _builds(device) -> bool:
     """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
     generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
     try:
-        cl.Program(cl.Context([device]), _PROBE).build()
+        cl.Program(cl.Context([device]), "__kernel void probe(__global float* x) { x[0] = 1.0f; }").build()
         return True
     except cl.Error:
         return False
@@ -1046,15 +1047,7 @@ def get_device() -> Device:
 
 def _open_device() -> Device:
     try:
-        if choice := os.environ.get("KERNELPY_DEVICE"):
-            working = list(working_devices())
-            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
-            by_name = [d for d, n in zip(working, names) if choice.lower() in n.lower()]
-            if not (chosen := working[int(choice) :][:1] if choice.isdigit() else by_name[:1]):
-                listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
-                raise NoDeviceError(f"KERNELPY_DEVICE={choice!r} names none of the devices that work here ({listed})")
-            ctx = cl.Context(chosen)
-        elif choice := os.environ.get("PYOPENCL_CTX"):
+        if (choice := os.environ.get("PYOPENCL_CTX")) and not os.environ.get("KERNELPY_DEVICE"):
             _register_pip_opencl_drivers()
             try:
                 ctx = cl.create_some_context(interactive=False)
@@ -1063,11 +1056,18 @@ def _open_device() -> Device:
                     f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
                     "first device that works"
                 ) from None
-        else:
-            if (working := next(working_devices(), None)) is None:
-                names = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
-                raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
-            ctx = cl.Context([working])
+        else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
+            choice = os.environ.get("KERNELPY_DEVICE") or "0"
+            working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
+            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
+            by_name = [d for d, n in zip(working, names) if choice.lower() in n.lower()]
+            if not working:
+                found = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
+                raise NoDeviceError(f"{_NO_DEVICE} (found: {found or 'none'}; none of them compiles a kernel)")
+            if not (chosen := working[int(choice) :][:1] if choice.isdigit() else by_name[:1]):
+                listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names))
+                raise NoDeviceError(f"KERNELPY_DEVICE={choice!r} names none of the devices that work here ({listed})")
+            ctx = cl.Context(chosen)
     except cl.Error as e:
         raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -1442,7 +1442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=f"demo kernels: {', '.join(DEMOS)}\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
         "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
+        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")

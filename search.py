@@ -103,10 +103,10 @@ _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; searc
 
 
 class _Compiler:
-    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device") and answers with the
-    binaries: builds run side by side in processes (two at once in one process sometimes never end, README) and a stuck
-    one can be ended. It imports search.py, never the user's script; it starts at its first source and ends when this
-    process closes its input. One source at a time, and each answer names its source: it is never another's."""
+    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
+    answers with the binaries, each naming its source: builds run side by side in processes (two at once in one process
+    sometimes never end, README) and a stuck one can be ended. It imports search.py, never the user's script; it starts
+    at its first source and ends when this process closes its input."""
 
     def __init__(self, device: str | None = None):
         self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
@@ -142,9 +142,8 @@ class _Compiler:
 
 def _device_choice() -> str:
     """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
-    device, platforms = get_device().ctx.devices[0], cl.get_platforms()
-    p = next(n for n, platform in enumerate(platforms) if platform == device.platform)
-    return f"{p}:{platforms[p].get_devices().index(device)}"
+    d = get_device().ctx.devices[0]
+    return next(f"{n}:{p.get_devices().index(d)}" for n, p in enumerate(cl.get_platforms()) if p == d.platform)
 
 
 def _compile_worker() -> None:
@@ -168,15 +167,6 @@ _compilers: list[_Compiler] = []  # the compilers no search is using, kept for t
 _compilers_lock = threading.Lock()
 
 
-def _take_compilers(n: int) -> list[_Compiler]:
-    """n compilers for this process's device, the search's own until it gives them back: two never share one."""
-    device = _device_choice()
-    with _compilers_lock:
-        mine = [c for c in _compilers if c.device == device][:n]
-        _compilers[:] = [c for c in _compilers if c not in mine]
-    return mine + [_Compiler(device) for _ in range(n - len(mine))]
-
-
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
     """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
     for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
@@ -198,7 +188,11 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
     """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
     why)]. A thread feeds each process, then loads its binary and warms the program up."""
     results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
-    compilers = _take_compilers(min(workers, len(kernels)))
+    device, n = _device_choice(), min(workers, len(kernels))
+    with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
+        compilers = [c for c in _compilers if c.device == device][:n]
+        _compilers[:] = [c for c in _compilers if c not in compilers]
+    compilers += [_Compiler(device) for _ in range(n - len(compilers))]
 
     def work(compiler: _Compiler | None) -> None:
         with contextlib.suppress(IndexError):  # no kernel left
@@ -211,15 +205,14 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
         t.start()
     last_answer = time.perf_counter()
     try:
-        while len(results) < len(kernels) and time.perf_counter() <= deadline:
-            try:
+        while len(results) < len(kernels) and time.perf_counter() <= min(deadline, last_answer + COMPILE_TIMEOUT):
+            with contextlib.suppress(queue.Empty):
                 results.append(done.get(timeout=0.05))
                 progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
-            except queue.Empty:
-                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:  # stuck: the finally ends them
-                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        if len(results) < len(kernels) and time.perf_counter() > last_answer + COMPILE_TIMEOUT:  # stuck: ended below
+            answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+            return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
     finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
         stop.set()  # the threads take no new kernel
@@ -614,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
         "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
+        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))

@@ -744,6 +744,30 @@ def test_kernelpy_device_chooses_among_every_device_that_compiles_by_index_or_na
         R.get_device()
 
 
+def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):
+    """Every process that starts writes the OpenCL driver list it points the loader at: a file another process is
+    reading is never rewritten in place (its loader would find a half-written driver, or none); one that changed is
+    replaced whole."""
+    if not os.path.exists(os.path.join(R.sys.prefix, "lib", "libintelocl.so")):
+        pytest.skip("Intel's CPU runtime is not installed from pip here (the cpu extra): no driver list to write")
+    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path))
+    folder, files = tmp_path / "opencl-vendors", {}
+    for n in range(2):
+        monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+        R._register_pip_opencl_drivers()
+        assert os.environ["OCL_ICD_VENDORS"] == str(folder) and sorted(folder.iterdir()) == sorted(
+            files or folder.iterdir()
+        )
+        if n == 0:
+            files = {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in folder.iterdir()}
+    assert {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in folder.iterdir()} == files
+    driver = folder / "intel-cpu-pip.icd"
+    driver.write_text("a stale path\n")
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    R._register_pip_opencl_drivers()
+    assert driver.read_text() == files[driver][2] and driver.stat().st_ino != files[driver][0]  # replaced, whole
+
+
 def test_time_kernel_is_positive_and_small():
     k = Kernel(*elementwise_ast(4096))
     k.hand_coded_optimizations()
