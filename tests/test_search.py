@@ -90,19 +90,21 @@ def test_search_never_changes_the_input_kernel(few_actions):
     k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
     before = _state(k)
     inputs = R.random_inputs(k)
-    found = S.beam_search(k, *inputs, amt=1, workers=0, timeout=20)
+    found = S.beam_search(k, *inputs, amt=1, workers=0)
     assert _state(k) == before
     assert found.applied_opts[:1] == [Opt(OptOps.UPCAST, 0, 2)]  # it starts from k as given
 
 
-def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir):
+def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actions, cache_dir, monkeypatch):
     k = Kernel(*elementwise_ast(2048))
     inputs = R.random_inputs(k)
     first = S.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
-    start = time.perf_counter()
-    second = S.search(k, *inputs, amt=1)
-    assert second.cached and second.rounds == [] and time.perf_counter() - start < 1
+    with monkeypatch.context() as m:  # a hit runs nothing: no compile, no launch
+        m.setattr(S, "_compile_all", None)
+        m.setattr(S, "_time_candidate", None)
+        second = S.search(k, *inputs, amt=1)
+    assert second.cached and second.rounds == []
     assert second.kernel.applied_opts == first.kernel.applied_opts and _state(k)[0] == []
     again = S.search(k, *inputs, amt=1, cache=False, workers=0)
     assert not again.cached and again.rounds
@@ -278,7 +280,7 @@ def test_a_timeout_holds_while_a_compile_is_still_running(few_actions, own_compi
 
 def test_a_kernel_the_heuristics_refuse_is_searched_from_the_bare_kernel(few_actions, monkeypatch):
     monkeypatch.setenv("MV_ROWS_PER_THREAD", "64")  # the matvec branch then asks for an upcast of 64: refused
-    k = Kernel(*matvec_ast(256, 64))
+    k = Kernel(*matvec_ast(256, 8))
     with pytest.raises(kernel.KernelOptError) as refused:
         kernel.optimize(k.copy())
     inputs = R.random_inputs(k)
@@ -319,20 +321,18 @@ def test_two_processes_searching_with_one_cache_leave_each_kernel_its_own_answer
         R.verify(found.kernel, *inputs)
 
 
-def test_time_budget_returns_the_best_so_far(cache_dir):
+def test_time_budget_returns_the_best_so_far(cache_dir, monkeypatch):
     k = Kernel(*matmul_ast(128, 128, 128))
     inputs = R.random_inputs(k)
-    rounds = []
+    rounds, real, late = [], time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
 
-    def slow_round(r):  # the budget runs out during round 0, however fast the machine compiles and times
+    def slow_round(r):  # round 0 ends past the budget: on the clock the search reads, however busy the machine
         rounds.append(r)
-        time.sleep(0.6)
+        late[0] = 3600.0
 
-    start = time.perf_counter()
-    result = S.search(k, *inputs, amt=1, workers=0, timeout=0.5, on_round=slow_round)
-    # the budget is checked between candidates; one compile and the final verification may follow it
-    assert time.perf_counter() - start < 0.5 + 0.6 * len(rounds) + 4
-    assert len(rounds) <= 2, "the search went on past its budget"
+    result = S.search(k, *inputs, amt=1, workers=0, timeout=600, on_round=slow_round)
+    assert len(rounds) == 1 and rounds[0].timed >= 1, "the search went on past its budget"
     R.verify(result.kernel, *inputs)
     assert not list(cache_dir.glob("beam/*.json")), "a search cut short is not remembered"
 
