@@ -116,8 +116,7 @@ class _Compiler:
             if self.proc is None or self.proc.poll() is not None:
                 code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
                 env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: a terminal's Ctrl-C is the search's alone (in a compiler it printed a traceback,
-                # or failed the build it was in); silent: a build's log comes back in its answer
+                # a session of its own: a terminal's Ctrl-C is the search's alone (README); silent: logs are answers
                 pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
                 self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
             try:
@@ -199,8 +198,8 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
             while not stop.is_set():
                 done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
 
-    # daemon threads: one waiting on a compiler never keeps the program from ending
-    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]  # None: here
+    # daemon threads: one waiting on a compiler never keeps the program from ending; None: building in this process
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
