@@ -41,6 +41,12 @@ def pytest_generate_tests(metafunc):
             metafunc.parametrize("device", [str(i) for i in range(len(names))], ids=ids, indirect=True, scope="session")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """EVERY_DEVICE's tests last, in their groups: no other test runs while one of their devices is chosen."""
+    items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
+
+
 @pytest.fixture(scope="session")
 def device(request):
     """The OpenCL device runtime.py runs on (for EVERY_DEVICE's tests, each in turn, as KERNELPY_DEVICE chooses it);
