@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import re
+
 import pytest
 
 # the environment knobs tinygrad's heuristics read (kernel.getenv): every test starts from their defaults, so a knob
 # left set in the shell can't change which opts the golden corpus expects
 HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
+# the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "Tests"), so that a
+# defect of one device can't hide behind another; the rest run on the first. KERNELPY_DEVICE set: all on that one
+EVERY_DEVICE = ("test_runtime", "test_search")
 
 
 @pytest.fixture(autouse=True)
@@ -15,10 +22,45 @@ def _heuristic_defaults(monkeypatch):
         monkeypatch.delenv(knob, raising=False)
 
 
+@functools.cache
+def working_devices() -> list[str]:
+    """runtime.working_devices(), named; none where pyopencl or a platform is missing (the tests then skip)."""
+    try:
+        import runtime
+
+        return [f"{d.name.strip()} ({d.platform.name.strip()})" for d in runtime.working_devices()]
+    except Exception:  # noqa: BLE001 (the device fixture says why)
+        return []
+
+
+def pytest_generate_tests(metafunc):
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if "device" in metafunc.fixturenames and module in EVERY_DEVICE and not os.environ.get("KERNELPY_DEVICE"):
+        if len(names := working_devices()) > 1:
+            ids = [re.sub(r"\W+", "-", name).strip("-") for name in names]
+            metafunc.parametrize("device", [str(i) for i in range(len(names))], ids=ids, indirect=True, scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """EVERY_DEVICE's tests last, in their groups: no other test runs while one of their devices is chosen."""
+    items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
+
+
 @pytest.fixture(scope="session")
-def device():
-    """The OpenCL device runtime.py runs on; tests that need one skip, saying why, where there is none."""
+def device(request):
+    """The OpenCL device runtime.py runs on (for EVERY_DEVICE's tests, each in turn, as KERNELPY_DEVICE chooses it);
+    tests that need one skip, saying why, where there is none."""
     R = pytest.importorskip("runtime")
+    if (choice := getattr(request, "param", None)) is not None:
+        saved = os.environ.get("KERNELPY_DEVICE"), R._device
+        os.environ["KERNELPY_DEVICE"], R._device = choice, None
+
+        def restore():
+            os.environ.pop("KERNELPY_DEVICE") if saved[0] is None else os.environ.update(KERNELPY_DEVICE=saved[0])
+            R._device = saved[1]
+
+        request.addfinalizer(restore)
     try:
         return R.get_device()
     except R.NoDeviceError as e:

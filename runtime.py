@@ -1080,21 +1080,23 @@ class VerificationError(AssertionError):
 
 @dataclass
 class Device:
+    """An OpenCL device, its context and queue, and the programs built for it (source -> kernel)."""
+
     ctx: cl.Context
     queue: cl.CommandQueue
     name: str
+    programs: OrderedDict[str, Any] = field(default_factory=OrderedDict)  # the PROGRAM_CACHE_SIZE most recently used
 
 
 _device: Device | None = None
+_device_init_lock = threading.Lock()  # the first use from several threads makes one device, whole before it is used
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
-_programs: OrderedDict[str, Any] = OrderedDict()  # OpenCL source -> built kernel: a program is compiled once
 _programs_lock = threading.Lock()
 _build_lock = threading.Lock()  # one build at a time: two at once in Intel's CPU runtime sometimes never end (README)
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
 
 
 def cache_dir() -> str:
@@ -1117,8 +1119,10 @@ def _register_pip_opencl_drivers() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         icds = {"intel-cpu-pip.icd": lib + "\n"}
         icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
-        for name, text in icds.items():
-            (folder / name).write_text(text)
+        for name, text in icds.items():  # written anew only where it changed, and whole: another process may read it
+            if not (path := folder / name).is_file() or path.read_text() != text:
+                (tmp := folder / f".{name}.{os.getpid()}.{threading.get_ident()}").write_text(text)
+                os.replace(tmp, path)
     except OSError:
         return  # an unwritable cache: the loader sees only the system's drivers
     os.environ["OCL_ICD_VENDORS"] = str(folder)
@@ -1128,39 +1132,58 @@ def _builds(device) -> bool:
     """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
     generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
     try:
-        cl.Program(cl.Context([device]), _PROBE).build()
+        cl.Program(cl.Context([device]), "__kernel void probe(__global float* x) { x[0] = 1.0f; }").build()
         return True
     except cl.Error:
         return False
 
 
+def working_devices():
+    """Every OpenCL device of this machine whose compiler builds a test kernel, GPUs first, then CPUs: a generator (a
+    device is tried when it is reached). KERNELPY_DEVICE's index counts in this order."""
+    _register_pip_opencl_drivers()
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
+    return (d for d in ranked + [d for d in devices if d not in ranked] if _builds(d))
+
+
 def get_device() -> Device:
-    """The device everything runs on: the one PYOPENCL_CTX names, else the first GPU, else CPU, whose compiler works."""
+    """The device everything runs on: the one KERNELPY_DEVICE chooses among working_devices() (by its index, or by a
+    part of its or its platform's name), else the one PYOPENCL_CTX names, else the first that works."""
     global _device
-    if _device is None:
-        _register_pip_opencl_drivers()
-        try:
-            if choice := os.environ.get("PYOPENCL_CTX"):
-                try:
-                    ctx = cl.create_some_context(interactive=False)
-                except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
-                    raise NoDeviceError(
-                        f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
-                        "first device that works"
-                    ) from None
-            else:
-                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-                ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
-                working = next((d for d in ranked + devices if _builds(d)), None)
-                if working is None:
-                    names = ", ".join(d.name.strip() for d in devices)
-                    raise NoDeviceError(f"{_NO_DEVICE} (found: {names or 'none'}; none of them compiles a kernel)")
-                ctx = cl.Context([working])
-        except cl.Error as e:
-            raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
-        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _device = Device(ctx, queue, ctx.devices[0].name.strip())
+    with _device_init_lock:  # one device a process: never two made at once, nor a half-made one used
+        if _device is None:
+            _device = _open_device()
     return _device
+
+
+def _open_device() -> Device:
+    try:
+        if (choice := os.environ.get("PYOPENCL_CTX")) and not os.environ.get("KERNELPY_DEVICE"):
+            _register_pip_opencl_drivers()
+            try:
+                ctx = cl.create_some_context(interactive=False)
+            except (cl.Error, RuntimeError, ValueError) as e:  # the devices may be fine: only the choice is wrong
+                raise NoDeviceError(
+                    f"PYOPENCL_CTX={choice!r} names no OpenCL device of this machine ({e}); unset it to take the "
+                    "first device that works"
+                ) from None
+        else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
+            choice = os.environ.get("KERNELPY_DEVICE") or "0"
+            working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
+            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
+            by_name = [d for d, n in zip(working, names) if choice.lower() in n.lower()]
+            if not working:
+                found = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
+                raise NoDeviceError(f"{_NO_DEVICE} (found: {found or 'none'}; none of them compiles a kernel)")
+            if not (chosen := working[int(choice) :][:1] if choice.isdigit() else by_name[:1]):
+                listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names))
+                raise NoDeviceError(f"KERNELPY_DEVICE={choice!r} names none of the devices that work here ({listed})")
+            ctx = cl.Context(chosen)
+    except cl.Error as e:
+        raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return Device(ctx, queue, ctx.devices[0].name.strip())
 
 
 def device_limits() -> tuple[int, list[int]]:
@@ -1212,21 +1235,22 @@ def check_limits(prg: Program, infos: dict[int, BufferInfo] | None = None, kern=
 def build(src: str, name: str, compiler=None):
     """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
     `compiler(src)`, where given, compiles in another process and returns the device's binary (search.py's)."""
+    programs, ctx = (dev := get_device()).programs, dev.ctx  # one device throughout
     with _programs_lock:  # the beam search builds in several threads at once
-        if (kern := _programs.get(src)) is not None:
-            _programs.move_to_end(src)
+        if (kern := programs.get(src)) is not None:
+            programs.move_to_end(src)
             return kern
     try:
-        binary, ctx = (compiler(src) if compiler else None), get_device().ctx
+        binary = compiler(src) if compiler else None
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
             program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
     except (cl.Error, BuildError) as e:
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
         raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
     with _programs_lock:
-        kern = _programs[src] = getattr(program, name)
-        while len(_programs) > PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
+        kern = programs[src] = getattr(program, name)
+        while len(programs) > PROGRAM_CACHE_SIZE:
+            programs.popitem(last=False)
     return kern
 
 
@@ -1621,7 +1645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=f"demo kernels: {', '.join(DEMOS)}\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
         "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
+        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the OpenCL C of a demo kernel and its launch sizes")
@@ -1659,14 +1683,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples, kernels = sample_var_vals(k), kernels + 1
         inputs = random_inputs(k, seed=args.seed, var_vals=samples[-1])  # sized for the largest values
         try:
-            compiled = len(_programs)
+            compiled = len(get_device().programs)
             for values in samples:
                 verify(k, *inputs, var_vals=values)
                 count += 1
                 at = " at " + ", ".join(f"{n}={v}" for n, v in values.items()) if values else ""
                 log(f"ok   {name:12s} {render(k).name:40s} {', '.join(str(o) for o in k.applied_opts)}{at}")
             if len(samples) > 1:
-                log(f"     {len(samples)} lengths, {len(_programs) - compiled} program compiled")
+                log(f"     {len(samples)} lengths, {len(get_device().programs) - compiled} program compiled")
         except (AssertionError, RuntimeError, ValueError) as e:
             failed += 1
             log(f"FAIL {name}: {e}")

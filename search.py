@@ -13,7 +13,6 @@ import numbers
 import os
 import pickle
 import queue
-import signal
 import statistics
 import subprocess
 import sys
@@ -104,23 +103,32 @@ _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; searc
 
 
 class _Compiler:
-    """A process that builds OpenCL sources for this process's device and answers with the binaries: builds run side by
-    side in processes (two at once in one process sometimes never end, README) and a stuck one can be ended. It imports
-    search.py, never the user's script; it starts at its first source and ends when this process closes its input."""
+    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
+    answers with the binaries, each naming its source: builds run side by side in processes (two at once in one process
+    sometimes never end, README) and a stuck one can be ended. It imports search.py, never the user's script; it starts
+    at its first source and ends when this process closes its input."""
 
-    proc: subprocess.Popen | None = None
+    def __init__(self, device: str | None = None):
+        self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
 
     def __call__(self, src: str) -> bytes:
-        if self.proc is None or self.proc.poll() is not None:
-            code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
-            self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            pickle.dump(src, self.proc.stdin)
-            self.proc.stdin.flush()
-            built, answer = pickle.load(self.proc.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError):  # it ended: a crash, or end() below
+        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
+            if self.proc is None or self.proc.poll() is not None:
+                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
+                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
+                # a session of its own: a terminal's Ctrl-C is the search's alone (README); silent: logs are answers
+                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
+            try:
+                pickle.dump(src, self.proc.stdin)
+                self.proc.stdin.flush()
+                source, built, answer = pickle.load(self.proc.stdout)
+            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end() below
+                self.end()
+                raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
+        if source != src:
             self.end()
-            raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
+            raise ChildProcessError("the compiler's process answered for another source")
         if not built:
             raise BuildError(answer)
         return answer
@@ -131,10 +139,15 @@ class _Compiler:
             self.proc.wait()
 
 
+def _device_choice() -> str:
+    """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
+    d = get_device().ctx.devices[0]
+    return next(f"{n}:{p.get_devices().index(d)}" for n, p in enumerate(cl.get_platforms()) if p == d.platform)
+
+
 def _compile_worker() -> None:
-    """What a _Compiler's process runs: build each source read from stdin and answer (True, binary) or (False, build
-    log), until stdin closes. What the driver prints goes to stderr, never among the answers on stdout."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the search: it ends, and this process at its EOF
+    """What a _Compiler's process runs: build each source read from stdin and answer (source, True, binary) or
+    (source, False, build log), until stdin closes. What the driver prints goes to stderr, never among the answers."""
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     ctx = get_device().ctx
@@ -142,14 +155,15 @@ def _compile_worker() -> None:
         while True:
             src = pickle.load(sys.stdin.buffer)
             try:
-                answer = (True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
+                answer = (src, True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
             except cl.Error as e:
-                answer = (False, str(e))
+                answer = (src, False, str(e))
             pickle.dump(answer, answers)
             answers.flush()
 
 
-_compilers: list[_Compiler] = []  # one per compile thread, kept from search to search (a start costs about 0.3 s)
+_compilers: list[_Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
+_compilers_lock = threading.Lock()
 
 
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
@@ -174,36 +188,41 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
     """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
     why)]. A thread feeds each process, then loads its binary and warms the program up."""
     results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
-    _compilers.extend(_Compiler() for _ in range(workers - len(_compilers)))
+    device, n = _device_choice(), min(workers, len(kernels))
+    with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
+        compilers = [c for c in _compilers if c.device == device][:n]
+        _compilers[:] = [c for c in _compilers if c not in compilers]
+    compilers += [_Compiler(device) for _ in range(n - len(compilers))]
 
     def work(compiler: _Compiler | None) -> None:
         with contextlib.suppress(IndexError):  # no kernel left
             while not stop.is_set():
                 done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
 
-    # daemon threads: one waiting on a compiler never keeps the program from ending
-    compilers = _compilers[: min(workers, len(kernels))] or [None]  # None: build in this process
-    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers]
+    # daemon threads: one waiting on a compiler never keeps the program from ending; None: building in this process
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]
     for t in threads:
         t.start()
     last_answer = time.perf_counter()
     try:
-        while len(results) < len(kernels) and time.perf_counter() <= deadline:
-            try:
+        while len(results) < len(kernels) and time.perf_counter() <= min(deadline, last_answer + COMPILE_TIMEOUT):
+            with contextlib.suppress(queue.Empty):
                 results.append(done.get(timeout=0.05))
                 progress("compiling", len(results), len(kernels))
                 last_answer = time.perf_counter()
-            except queue.Empty:
-                if time.perf_counter() - last_answer > COMPILE_TIMEOUT:
-                    for compiler in _compilers:  # stuck: ended, so their threads end too (the next start anew)
-                        compiler.end()
-                    answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                    return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        if len(results) < len(kernels) and time.perf_counter() > last_answer + COMPILE_TIMEOUT:  # stuck: ended below
+            answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+            return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
-    finally:  # out of time, or Ctrl-C: each thread finishes the compile it is in (an exit under it would crash)
+    finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
         stop.set()  # the threads take no new kernel
-        for t in threads:
-            t.join(COMPILE_TIMEOUT)  # a compiler stuck for longer is left behind
+        if len(results) < len(kernels):
+            for compiler in compilers:
+                compiler.end()  # the next source starts it anew
+        for t in threads:  # a build in this process can't be ended: it is waited for (an exit under it would crash)
+            t.join(COMPILE_TIMEOUT)
+        with _compilers_lock:
+            _compilers.extend(compilers)
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
@@ -479,8 +498,12 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = workers if sys.executable else 0  # an embedded Python has no executable to start
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
-    # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
-    heuristics = [optimize(k.copy())] if from_heuristics and not k.applied_opts else []
+    heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
+    if from_heuristics and not k.applied_opts:
+        try:
+            heuristics = [optimize(k.copy())]
+        except KernelOptError as e:  # then the search starts from k alone, and says so
+            s.why_dropped.append(f"the heuristics refuse this kernel (KernelOptError: {e}): searched from it alone")
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked = sorted(s.timed, key=lambda x: x[:2])
     ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
@@ -584,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
         "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. PYOPENCL_CTX chooses the OpenCL device.",
+        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))

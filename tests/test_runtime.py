@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import threading
 import time
 
@@ -633,7 +634,7 @@ def test_builds_run_one_at_a_time(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert most[0] == 1 and all(src in R._programs for src in srcs)
+    assert most[0] == 1 and all(src in R.get_device().programs for src in srcs)
 
 
 def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
@@ -677,6 +678,7 @@ def test_no_opencl_platform_says_how_to_install_a_cpu_device(monkeypatch, fake):
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.setattr(cl, "get_platforms", get_platforms)
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.delenv("KERNELPY_DEVICE", raising=False)
     with pytest.raises(R.NoDeviceError, match=r'pip install -e "\.\[cpu\]"'):
         R.run(Kernel(*elementwise_ast(8)), np.zeros(8, np.float32), np.zeros(8, np.float32))
 
@@ -687,12 +689,83 @@ def test_a_device_whose_compiler_fails_is_passed_over(monkeypatch):
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.delenv("KERNELPY_DEVICE", raising=False)
     monkeypatch.setattr(R, "_builds", lambda d: d.int_ptr == devices[-1].int_ptr)
     assert R.get_device().ctx.devices[0].int_ptr == devices[-1].int_ptr
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.setattr(R, "_builds", lambda d: False)
     with pytest.raises(R.NoDeviceError, match="none of them compiles a kernel"):
         R.get_device()
+
+
+def test_the_first_device_use_from_several_threads_makes_one_device_every_thread_runs_on(monkeypatch):
+    """Four threads run kernels at once as the process's first device use: one device is made, whole, and every run
+    computes numpy's answer (once, three of four failed with INVALID_CONTEXT and the process stayed broken)."""
+    monkeypatch.setattr(R, "_device", None)
+    kernels = [Kernel(*elementwise_ast(4096)), Kernel(*sum_ast((64, 32), (1,))), Kernel(*matmul_ast(16, 16, 16))]
+    kernels.append(Kernel(*matmul_ast(16, 16, 16)))  # two threads run one program too
+    inputs = [R.random_inputs(k) for k in kernels]
+    start, devices, errors = threading.Barrier(len(kernels)), [], []
+
+    def first_use(k: Kernel, x: list) -> None:
+        start.wait()
+        try:
+            R.verify(k, *x)
+            devices.append(R.get_device())
+        except Exception as e:  # noqa: BLE001 (the test says which)
+            errors.append(e)
+
+    threads = [threading.Thread(target=first_use, args=(k, x)) for k, x in zip(kernels, inputs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(devices) == len(kernels) and all(d is devices[0] for d in devices)
+    for k, x in zip(kernels, inputs):  # and afterwards, from this thread
+        R.verify(k, *x)
+
+
+def test_kernelpy_device_chooses_among_every_device_that_compiles_by_index_or_name(monkeypatch):
+    everything = [d for p in cl.get_platforms() for d in p.get_devices()]
+    working = list(R.working_devices())
+    assert {d.int_ptr for d in working} == {d.int_ptr for d in everything if R._builds(d)}  # each one, once
+    monkeypatch.setenv("PYOPENCL_CTX", "97")  # KERNELPY_DEVICE wins
+    for choice, want in [*((str(i), d) for i, d in enumerate(working)), (working[-1].platform.name[:5], None)]:
+        monkeypatch.setenv("KERNELPY_DEVICE", choice)
+        monkeypatch.setattr(R, "_device", None)
+        got = R.get_device().ctx.devices[0]
+        part = choice.lower()  # a name's part: the first device whose name or platform's holds it
+        want = want or next(d for d in working if part in f"{d.name} ({d.platform.name})".lower())
+        assert got.int_ptr == want.int_ptr
+    monkeypatch.setenv("KERNELPY_DEVICE", str(len(working)))
+    monkeypatch.setattr(R, "_device", None)
+    listed = f"0: {working[0].name.strip()} ({working[0].platform.name.strip()})"
+    with pytest.raises(R.NoDeviceError, match=rf"KERNELPY_DEVICE='{len(working)}' names none of .*{re.escape(listed)}"):
+        R.get_device()
+
+
+def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):
+    """Every process that starts writes the OpenCL driver list it points the loader at: a file another process is
+    reading is never rewritten in place (its loader would find a half-written driver, or none); one that changed is
+    replaced whole."""
+    if not os.path.exists(os.path.join(R.sys.prefix, "lib", "libintelocl.so")):
+        pytest.skip("Intel's CPU runtime is not installed from pip here (the cpu extra): no driver list to write")
+    monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path))
+    folder, files = tmp_path / "opencl-vendors", {}
+    for n in range(2):
+        monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+        R._register_pip_opencl_drivers()
+        assert os.environ["OCL_ICD_VENDORS"] == str(folder) and sorted(folder.iterdir()) == sorted(
+            files or folder.iterdir()
+        )
+        if n == 0:
+            files = {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in folder.iterdir()}
+    assert {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_text()) for f in folder.iterdir()} == files
+    driver = folder / "intel-cpu-pip.icd"
+    driver.write_text("a stale path\n")
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    R._register_pip_opencl_drivers()
+    assert driver.read_text() == files[driver][2] and driver.stat().st_ino != files[driver][0]  # replaced, whole
 
 
 def test_time_kernel_is_positive_and_small():
