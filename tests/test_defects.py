@@ -555,9 +555,9 @@ def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
         assert k.applied_opts[: len(before[0])] == before[0]
 
 
-def test_the_readme_says_what_running_the_heuristics_on_an_optimized_kernel_does():
-    """Issue 24 item 3: a second run, or one after NOLOCALS, adds what still applies (as tinygrad's does); it raises,
-    changing nothing, only where one of its opts fails. The README's examples are what happens."""
+def test_differences_md_says_what_running_the_heuristics_on_an_optimized_kernel_does():
+    """A second run, or one after NOLOCALS, adds what still applies (as tinygrad's does); it raises, changing
+    nothing, only where one of its opts fails. DIFFERENCES.md's examples are what happens."""
     runs = {}
     for name, first in (("sum", "again"), ("sum", "nolocals"), ("matmul", "nolocals")):
         k = Kernel(*kernel.DEMOS[name].build())
@@ -571,11 +571,11 @@ def test_the_readme_says_what_running_the_heuristics_on_an_optimized_kernel_does
             runs[name, first] = str(e)
     assert runs["sum", "again"] == ["GROUPTOP:0:16"] and runs["sum", "nolocals"] == ["UNROLL:0:4"]
     assert runs["matmul", "nolocals"].startswith("not using locals") and "LOCAL" in runs["matmul", "nolocals"]
-    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
-    assert "(after NOLOCALS, or a second time, it raises and changes nothing)" not in readme
+    differences = " ".join(open(os.path.join(ROOT, "DIFFERENCES.md")).read().split())
+    assert "(after NOLOCALS, or a second time, it raises and changes nothing)" not in differences
     assert (
         "run twice, `sum` gets a second GROUPTOP:0:16; after NOLOCALS, `matmul` raises (its LOCAL is refused) "
-        "and `sum` gets UNROLL:0:4" in readme
+        "and `sum` gets UNROLL:0:4" in differences
     )
 
 

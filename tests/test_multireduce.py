@@ -113,10 +113,10 @@ def test_every_difference_from_tinygrad_is_one_of_the_two_named_refusals():
     assert sum(differences.values()) == 14, differences
 
 
-def test_the_readme_counts_the_differences_and_names_the_shared_memory_limits():
-    """Issue 24: the README's opening counts the recorded cases' differences too (11), and the shared-memory
-    refusals name each step's own limit (49,152 on cuda, 32,768 on opencl) against the 65,536 bytes they need."""
-    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read().split())
+def test_differences_md_counts_the_differences_and_names_the_shared_memory_limits():
+    """DIFFERENCES.md's opening counts the recorded cases' differences too (11), and the shared-memory refusals
+    name each step's own limit (49,152 on cuda, 32,768 on opencl) against the 65,536 bytes they need."""
+    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "DIFFERENCES.md")).read().split())
     counts = [sum(ok != s["ok"] for c in cases for _, s, ok, _ in replay(c)) for cases in (MR_CASES, RECORDED_CASES)]
     assert counts == [3, 11]
     assert f"16 kernels with two reduce ops (but for {counts[0]} opt steps" in text

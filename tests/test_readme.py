@@ -1,18 +1,22 @@
-"""What the README and the docstrings show is what the code does now.
+"""What the README, the other documents and the docstrings show is what the code does now.
 
-Every README block that shows a command's output (its first line `$ python ...`) is run and compared with what the
-command prints (colour off, off a terminal: 100 columns). A line `...` marks lines left out: the pieces between
-them must appear in order, each as consecutive lines, and a block that doesn't start (end) with `...` starts (ends)
-where the output does. A block marked `<!-- recorded run: why -->` (a search, which times the device) is not
-compared. Every OpenCL C listing must say it is annotated: its `//` comments are ours, not runtime.py's.
-The docstrings' examples of an opt on a shape (`UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red yellow`)
-are applied to the kernel they name and checked.
+Every block of README.md and the other documents (DOCUMENTS) that shows a command's output (its first line
+`$ python ...`) is run and compared with what the command prints (colour off, off a terminal: 100 columns). A line
+`...` marks lines left out: the pieces between them must appear in order, each as consecutive lines, and a block
+that doesn't start (end) with `...` starts (ends) where the output does. A block marked `<!-- recorded run: why -->`
+(a search, which times the device) is not compared. Every OpenCL C listing must say it is annotated (its `//`
+comments are ours, not runtime.py's) and, comments aside, is the C that the `python runtime.py show NAME` of the
+paragraph before it prints. A Python block that needs no device is run, and a last line `print(...)  # text` prints
+that text. The README's picture is the demo's coloured output drawn now. The docstrings' examples of an opt on a
+shape (`UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red yellow`) are applied to the kernel they name and
+checked.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import runpy
 import shlex
 import subprocess
 import sys
@@ -24,11 +28,12 @@ from kernel import Kernel, Opt, matmul_ast, sum_ast
 from tests.common import ROOT
 
 README = os.path.join(ROOT, "README.md")
+DOCUMENTS = ["README.md", "DIFFERENCES.md", "BENCHMARKS.md", "docs/search.md", "docs/numerics.md", "testdata/README.md"]
 
 
-def fenced_blocks() -> list[tuple[int, str, list[str], str]]:
-    """(line number, language, lines, the paragraph before it) of each fenced block of the README."""
-    lines = open(README, encoding="utf-8").read().split("\n")
+def fenced_blocks(document: str = "README.md") -> list[tuple[int, str, list[str], str]]:
+    """(line number, language, lines, the paragraph before it) of each fenced block of a document."""
+    lines = open(os.path.join(ROOT, document), encoding="utf-8").read().split("\n")
     blocks, i = [], 0
     while i < len(lines):
         if lines[i].startswith("```"):
@@ -44,11 +49,12 @@ def fenced_blocks() -> list[tuple[int, str, list[str], str]]:
     return blocks
 
 
-def output_blocks() -> list[tuple[int, str, list[str], bool]]:
-    """(line number, command, expected lines, recorded) of each block that shows a command's output."""
+def output_blocks() -> list[tuple[str, str, list[str], bool]]:
+    """(document:line, command, expected lines, recorded) of each block that shows a command's output."""
     return [
-        (n, body[0][2:], body[1:], "<!-- recorded run:" in before)
-        for n, _, body, before in fenced_blocks()
+        (f"{doc}:{n}", body[0][2:], body[1:], "<!-- recorded run:" in before)
+        for doc in DOCUMENTS
+        for n, _, body, before in fenced_blocks(doc)
         if body and body[0].startswith("$ python ")
     ]
 
@@ -90,18 +96,25 @@ OUTPUT_BLOCKS = output_blocks()
 
 def test_the_readme_shows_command_outputs():
     """The test below has something to check: the guided walk's views and the step tables."""
-    commands = {command for _, command, _, _ in OUTPUT_BLOCKS}
+    commands = {command for where, command, _, _ in OUTPUT_BLOCKS if where.startswith("README.md:")}
     for want in ("kernel.py demo matvec", "kernel.py demo matvec --explain", "kernel.py demo matvec --map"):
         assert f"python {want}" in commands
 
 
-@pytest.mark.parametrize("line,command,expected,recorded", OUTPUT_BLOCKS, ids=[f"L{b[0]}" for b in OUTPUT_BLOCKS])
-def test_readme_output_is_what_the_command_prints(line, command, expected, recorded):
+def test_the_readme_opens_with_the_picture_and_a_demo_output():
+    """The picture on the first screen (a dozen lines), the first demo output within the first 40 lines."""
+    lines = open(README, encoding="utf-8").read().split("\n")
+    assert any("](docs/demo_matmul.svg)" in x for x in lines[:12])
+    assert min(int(where.split(":")[1]) for where, *_ in OUTPUT_BLOCKS if where.startswith("README.md:")) <= 40
+
+
+@pytest.mark.parametrize("where,command,expected,recorded", OUTPUT_BLOCKS, ids=[b[0] for b in OUTPUT_BLOCKS])
+def test_readme_output_is_what_the_command_prints(where, command, expected, recorded):
     if recorded:
-        assert "search.py" in command, f"README line {line}: only a search's output may be a recorded run"
+        assert "search.py" in command, f"{where}: only a search's output may be a recorded run"
         return
     missing = matches(expected, run(command))
-    assert missing is None, f"README line {line}, `{command}` no longer prints:\n{missing}"
+    assert missing is None, f"{where}, `{command}` no longer prints:\n{missing}"
 
 
 def test_matches_reads_elisions():
@@ -114,9 +127,82 @@ def test_matches_reads_elisions():
 
 
 def test_c_listings_say_they_are_annotated():
-    for line, lang, _, before in fenced_blocks():
-        if lang == "c":
-            assert "annotated" in before, f"README line {line}: say the C listing is an annotated excerpt"
+    for doc in DOCUMENTS:
+        for line, lang, _, before in fenced_blocks(doc):
+            if lang == "c":
+                assert "annotated" in before, f"{doc} line {line}: say the C listing is an annotated excerpt"
+
+
+def test_c_listings_are_the_c_runtime_prints():
+    """Each C listing, its `//` comments taken off, is an excerpt of the C of the `runtime.py show` before it."""
+    pytest.importorskip("runtime")
+    listings = [(doc, n, body, before) for doc in DOCUMENTS for n, lang, body, before in fenced_blocks(doc) if lang == "c"]
+    assert listings
+    for doc, line, body, before in listings:
+        name = re.findall(r"python runtime\.py show (\w+)", before)[-1]
+        c = run(f"python runtime.py show {name}")
+        c = c[next(i for i, x in enumerate(c) if x.startswith("__kernel")) :]
+        missing = matches([re.sub(r"\s*// .*$", "", x) for x in body], c)
+        assert missing is None, f"{doc} line {line}: `runtime.py show {name}` no longer prints:\n{missing}"
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    """(document:line, code) of each Python block but those marked `<!-- not run: why -->` (a benchmark)."""
+    return [
+        (f"{doc}:{n}", "\n".join(body))
+        for doc in DOCUMENTS
+        for n, lang, body, before in fenced_blocks(doc)
+        if lang == "python" and "<!-- not run:" not in before
+    ]
+
+
+PYTHON_BLOCKS = python_blocks()
+
+
+@pytest.mark.parametrize("where,code", PYTHON_BLOCKS, ids=[w for w, _ in PYTHON_BLOCKS])
+def test_python_block_runs_and_prints_what_it_says(where, code, request):
+    """A block that imports runtime needs the device (skipped, saying why, without one)."""
+    if "import runtime" in code:
+        request.getfixturevalue("device")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{where}: {done.stderr}"
+    last = code.rstrip().split("\n")[-1]
+    if last.startswith("print(") and "  # " in last:
+        assert done.stdout.rstrip("\n").split("\n")[-1] == last.split("  # ", 1)[1], where
+
+
+def test_the_readme_runs_a_python_block_of_each_kind():
+    assert any("import runtime" in code for _, code in PYTHON_BLOCKS)
+    assert any(code.startswith("from kernel import") and "print(" in code for _, code in PYTHON_BLOCKS)
+
+
+# ============================================================================================================
+# the README's picture
+# ============================================================================================================
+
+
+def test_the_picture_is_the_demo_drawn_now():
+    """docs/demo_matmul.svg is what tools/demo_svg.py draws from `FORCE_COLOR=1 python kernel.py demo matmul` now
+    (after a change to the demo, run `python tools/demo_svg.py`)."""
+    tool = runpy.run_path(os.path.join(ROOT, "tools", "demo_svg.py"))
+    with open(tool["PICTURE"], encoding="utf-8") as f:
+        assert f.read() == tool["demo_svg"](), "docs/demo_matmul.svg is stale: run python tools/demo_svg.py"
+
+
+def test_the_picture_draws_each_colour_in_its_own_fill(monkeypatch):
+    """Each of tinygrad's eight colours (colored()'s ANSI codes) gets its own fill; text is escaped; the picture has
+    its own dark background; a colour without a fill is refused."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    text = " ".join(kernel.colored(f"<{c}&>", c) for c in kernel.COLOR_LEGEND) + "\nplain"
+    black = kernel.colored("x", "black")
+    svg = kernel.ansi_to_svg(text)
+    fills = re.findall(r'<tspan fill="(#[0-9a-f]{6})">&lt;(\w+)&amp;&gt;</tspan>', svg)
+    assert [c for _, c in fills] == list(kernel.COLOR_LEGEND) and len({f for f, _ in fills}) == len(fills) == 8
+    assert dict((c, f) for f, c in fills) == kernel.SVG_COLORS
+    assert "<text" in svg.split("\n")[-3] and ">plain</text>" in svg and 'fill="#161b22"' in svg
+    with pytest.raises(ValueError, match="ansi_to_svg: colour"):
+        kernel.ansi_to_svg(black)
 
 
 # ============================================================================================================
@@ -170,10 +256,11 @@ def test_group_and_grouptop_docstrings_give_the_threads_strides():
 
 
 # ============================================================================================================
-# the README's statements of fact (issue 24), each against what it states
+# the README's statements of fact, each against what it states (docs/search.md's too)
 # ============================================================================================================
 
 TEXT = " ".join(open(README, encoding="utf-8").read().split())
+SEARCH_TEXT = " ".join(open(os.path.join(ROOT, "docs", "search.md"), encoding="utf-8").read().split())
 
 
 def test_the_colour_table_is_the_legend():
@@ -196,9 +283,9 @@ def test_the_action_counts_are_those_of_the_search():
     said2 = f"{counts['UNROLL']} UNROLL, {counts['LOCAL'] - 1} LOCAL, {counts['GROUPTOP']} GROUPTOP,"
     said2 += f" {counts['GROUP']} GROUP,"
     said3 = f"{counts['PADTO']} PADTO, {len(others)} others ({', '.join(others)}) and {counts['TC'] - 1} TC"
-    assert said in TEXT and said2 in TEXT and said3 in TEXT
+    assert said in SEARCH_TEXT and said2 in SEARCH_TEXT and said3 in SEARCH_TEXT
     assert len(tinygrads) == 141 and len(search.ACTIONS) - len(ours) == len(tinygrads) - 9 and counts["TC"] == 1 + 9
-    assert "ten of ours" in TEXT and len(ours) == 10 and "about 200" not in TEXT
+    assert "ten of ours" in TEXT and "ten of ours" in SEARCH_TEXT and len(ours) == 10 and "about 200" not in TEXT
 
 
 def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
@@ -207,7 +294,7 @@ def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
     k.apply_opt(Opt.parse("UPCAST:0:8"))
     src = R.render(k).src
     assert len(re.findall(r"data1\[", src)) == 8 and "float4" not in src and "float2" not in src
-    assert "UPCAST by 8 on any axis (8 outputs a thread: 8 scalar loads along a contiguous axis" in TEXT
+    assert "UPCAST by 8 on any axis (8 outputs a thread: 8 scalar loads along a contiguous axis" in SEARCH_TEXT
 
 
 def test_variance_is_one_kernel_with_a_loop_over_x_per_reduce():
