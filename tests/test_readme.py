@@ -136,7 +136,9 @@ def test_c_listings_say_they_are_annotated():
 def test_c_listings_are_the_c_runtime_prints():
     """Each C listing, its `//` comments taken off, is an excerpt of the C of the `runtime.py show` before it."""
     pytest.importorskip("runtime")
-    listings = [(doc, n, body, before) for doc in DOCUMENTS for n, lang, body, before in fenced_blocks(doc) if lang == "c"]
+    listings = [
+        (doc, n, body, before) for doc in DOCUMENTS for n, lang, body, before in fenced_blocks(doc) if lang == "c"
+    ]
     assert listings
     for doc, line, body, before in listings:
         name = re.findall(r"python runtime\.py show (\w+)", before)[-1]
