@@ -1,7 +1,7 @@
 """bench.py: the benchmark suite. Times our kernels on the OpenCL device (unoptimized, hand-coded, beam-searched)
-beside numpy, and beside tinygrad 0.9.1 measured on the same device by ../shared/tools/tinygrad_perf.sh (its
-hand-coded kernels) and tinygrad_beam.sh (its BEAM=2 choices, which we apply to our own Kernel and time with our
-runtime, so both are timed the same way in one sitting).
+beside numpy, and beside tinygrad 0.9.1 measured on the same device by scripts run under tinygrad 0.9.1 outside
+this repository: tinygrad_perf.sh (its hand-coded kernels) and tinygrad_beam.sh (its BEAM=2 choices, which we
+apply to our own Kernel and time with our runtime, so both are timed the same way in one sitting).
 
 Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--tinygrad FILE] [--tinygrad-beam FILE]
 """
@@ -368,9 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tinygrad",
         metavar="FILE",
-        default="/tmp/tinygrad_perf.json",
-        help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours if the file exists "
-        "(default: %(default)s)",
+        help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours",
     )
     p.add_argument("--search", action="store_true", help="also beam-search each kernel and time the result")
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round of --search (2)")
@@ -378,9 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tinygrad-beam",
         metavar="FILE",
-        default="/tmp/tinygrad_beam.json",
         help="tinygrad 0.9.1's BEAM choices written by tinygrad_beam.sh: with --search, time them on "
-        "our runtime beside ours if the file exists (default: %(default)s)",
+        "our runtime beside ours",
     )
     args = p.parse_args(argv)
     if unknown := [n for n in args.names if n not in BENCHMARKS]:

@@ -11,8 +11,9 @@ import pytest
 # the environment knobs tinygrad's heuristics read (kernel.getenv): every test starts from their defaults, so a knob
 # left set in the shell can't change which opts the golden corpus expects
 HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
-# the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "Tests"), so that a
-# defect of one device can't hide behind another; the rest run on the first. KERNELPY_DEVICE set: all on that one
+# the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
+# spec"), so that a defect of one device can't hide behind another; the rest run on the first. KERNELPY_DEVICE set:
+# all on that one
 EVERY_DEVICE = ("test_runtime", "test_search")
 
 

@@ -7,12 +7,11 @@ in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 =
 A kernel with several reduce ops renders each in turn, with its own accumulators, loops and (grouped) __local
 buffer and barrier; the stores come after the last one and read every result.
 
-Numerics (README, "Running kernels"): each multiply and add rounds on its own, as numpy computes a*b + c (`#pragma
-OPENCL FP_CONTRACT OFF`); the one fma kept is a SUM of products, accumulated with fma(), since its order makes a sum
-inexact anyway (mad() would leave it to the device: PoCL doesn't fuse it). Medians of 11 interleaved timings, 2 busy
-shared cores, relative to main's kernels (the compiler fusing at will) on PoCL 3.1 | Intel's CPU runtime:
-  matmul 512, heuristics' opts    all unfused 1.00 | 1.23   chosen 1.01 | 1.07  (searched: 1.24 | 0.76, 1.00 | 0.56)
-  conv2d 8x32x64x64 k3x64, same   all unfused 1.01 | 1.21   chosen 0.87 | 0.96  (searched: 1.16 | 1.25, 0.99 | 0.94)
+Numerics: where C leaves an answer open, the device and the numpy reference follow one rule, numpy's
+(docs/numerics.md lists them). Each multiply and add rounds on its own, as numpy computes a*b + c (`#pragma OPENCL
+FP_CONTRACT OFF`); the one fma kept is a SUM of products, accumulated with fma(), since its order makes a sum inexact
+anyway, and without it matmul and conv2d ran up to 1.25x slower (BENCHMARKS.md); mad() would leave it to the device
+(PoCL doesn't fuse it).
 
 Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search.py's)
 """
@@ -1092,7 +1091,8 @@ _device: Device | None = None
 _device_init_lock = threading.Lock()  # the first use from several threads makes one device, whole before it is used
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs_lock = threading.Lock()
-_build_lock = threading.Lock()  # one build at a time: two at once in Intel's CPU runtime sometimes never end (README)
+_build_lock = threading.Lock()  # one build at a time: in Intel's CPU runtime, one of two at once sometimes never ended
+# and blocked every later build of the process (search.py builds side by side in processes of their own)
 _device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each

@@ -1,7 +1,8 @@
 """search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py). Each round
 applies every action (one more opt) to the kernels kept so far, compiles the new ones in helper processes, times them
-and keeps the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache (README,
-"Beam search"). `beam_search(k, *inputs, amt=2)` is the short form; `python search.py NAME` shows a search by rounds."""
+and keeps the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache
+(docs/search.md: where and why it differs from tinygrad's). `beam_search(k, *inputs, amt=2)` is the short form;
+`python search.py NAME` shows a search by rounds."""
 
 import argparse
 import contextlib
@@ -45,7 +46,8 @@ ACTIONS += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 
 ACTIONS += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
 ACTIONS += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
 ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC, 0, 0)]
-# ... and ours (README, "More actions"): 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: axis 0)
+# ... and ours: 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: on axis 0; elsewhere only in two
+# steps, 4 then 8 or 16 then 2, each of which must win its round first)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
 
 COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
@@ -105,8 +107,9 @@ _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; searc
 class _Compiler:
     """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
     answers with the binaries, each naming its source: builds run side by side in processes (two at once in one process
-    sometimes never end, README) and a stuck one can be ended. It imports search.py, never the user's script; it starts
-    at its first source and ends when this process closes its input."""
+    of Intel's CPU runtime sometimes never ended, and every later build waited) and a stuck one can be ended. It
+    imports search.py, never the user's script; it starts at its first source and ends when this process closes its
+    input."""
 
     def __init__(self, device: str | None = None):
         self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
@@ -116,7 +119,8 @@ class _Compiler:
             if self.proc is None or self.proc.poll() is not None:
                 code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
                 env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: a terminal's Ctrl-C is the search's alone (README); silent: logs are answers
+                # a session of its own: Ctrl-C is the search's alone (in a helper it printed a traceback, and PoCL
+                # failed the build it was in); silent: logs are answers
                 pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
                 self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
             try:
@@ -400,7 +404,8 @@ class _Search:
         return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
-        """Time the programs, in passes (README, "Beam search"); returns them as (time, number, kernel, program)."""
+        """Time the programs in passes: each once, then the CONTENDERS fastest within 2x of the best again (slow kernels
+        make a search slow; passes don't share one busy moment); returns them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
             if time.perf_counter() > self.deadline:
@@ -421,8 +426,9 @@ class _Search:
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
-        """Round 0 times the starting kernels, each next one the kernels an action from the beam (README: the `amt`
-        fastest, and each improving line's fastest) until no line improves; returns the rounds, and if time ran out."""
+        """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt`
+        fastest, and each line's fastest where it gained over LINE_GAIN) until no line improves; returns the rounds,
+        and if time ran out."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
         while True:
@@ -448,7 +454,8 @@ class _Search:
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
         """Time the FINALISTS fastest and `also` (the heuristics' kernel) within 2x of the fastest again, in passes, and
-        rank them by best median (README: times are bimodal), the rest behind; returns (ranking, finalists)."""
+        rank them by best median (a CPU device's times are bimodal, and other work only adds time: the lowest median
+        is the kernel's own), the rest behind; returns (ranking, finalists)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
@@ -478,7 +485,7 @@ class _Search:
 def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None,
            cache: bool = True, workers: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
            on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
-    """tinygrad 0.9.1's beam search, made faster (README, "Beam search"); returns a SearchResult.
+    """tinygrad 0.9.1's beam search, made faster (docs/search.md says how, and why it is safe); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
     line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts

@@ -744,7 +744,7 @@ def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
     "ast, target, before, opt, reason", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS]
 )
 def test_every_rejection_states_the_condition_that_failed(ast, target, before, opt, reason):
-    """Issue 24 item 12: `PADTO:0:2048` on a 512 axis said "st.shape[axis]=512 > amt//4=512", the check that failed
+    """`PADTO:0:2048` on a 512 axis said "st.shape[axis]=512 > amt//4=512", the check that failed
     printed as if it held. Each message states the violated condition with the kernel's own numbers."""
     k = new_kernel(ast, target, *before)
     with pytest.raises(KernelOptError) as excinfo:

@@ -1,4 +1,5 @@
-"""Reading testdata/: the golden corpora as they were exported from tinygrad 0.9.1 (the JSON form is SPEC.md's).
+"""Reading testdata/: the golden corpora as they were exported from tinygrad 0.9.1 (testdata/README.md gives
+their JSON form).
 
 A case holds a kernel's AST (`"ast"`, one entry per output), its target, and what tinygrad did with it; a LazyOp is
 {"op": "BinaryOps.ADD", "src": [...], "arg": ...}, a buffer's arg {"idx" or "val", "dtype", "st": [views]}, and a

@@ -17,7 +17,7 @@ from tests.corpus import build_kernel, opt_of
 
 
 def enc(x):
-    """A size as the corpus writes it: an int, or {"var": ...}, {"mul": [a, b]}, ... (see SPEC.md)."""
+    """A size as the corpus writes it: an int, or {"var": ...}, {"mul": [a, b]}, ... (testdata/README.md)."""
     if isinstance(x, int):
         return x
     if isinstance(x, K.NumNode):

@@ -96,7 +96,7 @@ def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
 def test_demo_command_line_without_colour():
     r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", colour=False)
     assert r.returncode == 0 and "\x1b" not in r.stdout
-    assert "128b 512b 512r   4y" in r.stdout  # each size with its colour's letter (issue 24)
+    assert "128b 512b 512r   4y" in r.stdout  # each size with its colour's letter
     assert "(b blue: global, r red: loop, y yellow: UPCAST)" in r.stdout
 
 
@@ -110,7 +110,7 @@ def test_demo_help_explains_the_options():
 
 
 def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
-    """Issue 24: AXIS counts in the shape the opt applies to; UNROLL's from the first reduce axis (green ones too),
+    """AXIS counts in the shape the opt applies to; UNROLL's from the first reduce axis (green ones too),
     GROUP's from the first one not yet grouped (red): after GROUP:0:8 on matvec, UNROLL:0 is the green axis."""
     text = " ".join(run_demo("--help", colour=False).stdout.split())
     assert "AXIS counts in the shape the opt applies to" in text and "UNROLL and GROUP count axes from" not in text
@@ -122,7 +122,7 @@ def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
 
 
 def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
-    """Issue 24: `--size 4096x4096` gives the README's 4096x4096 sum; a wrong count or a size the kernel can't take
+    """`--size 4096x4096` gives the README's 4096x4096 sum; a wrong count or a size the kernel can't take
     is an error that says what it takes, and --size needs one kernel."""
     r = run_demo("demo", "sum_axis0", "--size", "4096x4096", colour=False)
     assert r.returncode == 0 and "sum_i a[i, j], 4096x4096" in r.stdout

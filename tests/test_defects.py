@@ -1,4 +1,4 @@
-"""The rules behind issue 8: no wrong results, no unclear errors.
+"""Rules found by trying to break kernel.py: no wrong results, no unclear errors.
 
 Each test states a rule that holds for a whole class of input (every dtype, every op, every malformed argument),
 not only for the case that found it: a refusal names what was wrong, and a kernel that is accepted computes exactly
@@ -685,7 +685,7 @@ def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
 
 
 # ============================================================================================================
-# issue 13: one value per variable, no output read where another thread writes, every __local buffer counted,
+# one value per variable, no output read where another thread writes, every __local buffer counted,
 # partial stores verified, arguments and command lines that say what is wrong
 # ============================================================================================================
 def _shifted(i_a, i_b) -> tuple[LazyOp, ...]:

@@ -1,4 +1,4 @@
-"""Issue 23's renderer robustness, device limits and input checks.
+"""The renderer's robustness, device limits and input checks.
 
 An AST is walked once per distinct op, not once per path (shared ops), and without recursion (chains of thousands of
 ops); any Variable name renders (the renderer names every C identifier itself); a launch past a limit the device

@@ -1,4 +1,4 @@
-"""The rules behind issue 23's kernel rules and argument checks: no store or in-place read that races, local memory
+"""The kernel rules and argument checks: no store or in-place read that races, local memory
 within the target's after every opt, tinygrad's Kernel members, views of any store, and every argument and file
 checked for its kind.
 

@@ -613,7 +613,7 @@ def test_build_failure_shows_numbered_source_and_log():
 
 
 def test_builds_run_one_at_a_time(monkeypatch):
-    """Two threads building at once in Intel's CPU runtime sometimes never finished (README): build() builds alone."""
+    """Two threads building at once in Intel's CPU runtime sometimes never finished: build() builds alone."""
     running, most, real = [0], [0], R.cl.Program
 
     class OneAtATime:

@@ -198,7 +198,7 @@ def test_workers_0_or_no_python_to_start_builds_here(embedded, few_actions, own_
     R.verify(result.kernel, *inputs)
 
 
-# -- issue 23: searches from several threads and processes; timeouts; a kernel the heuristics refuse ---------------
+# -- searches from several threads and processes; timeouts; a kernel the heuristics refuse ---------------
 def _sum_of_squares_and_max_of_negation() -> list[Kernel]:
     """Two kernels of one shape: every candidate of one has the name (r_...) of the other's, never its source."""
     x = load(1, ShapeTracker.from_shape((256, 64)))
@@ -546,7 +546,7 @@ def test_tensor_core_kernels_are_searched(few_actions, monkeypatch):
     R.verify(result.kernel, *inputs)
 
 
-# -- issue 13: a search from a plain script, an unwritable or damaged cache, partial stores, empty kernels, no fallback
+# -- a search from a plain script, an unwritable or damaged cache, partial stores, empty kernels, no fallback
 SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
@@ -562,7 +562,7 @@ print("timed", sum(r.timed for r in found.rounds), found.time_s < 1, flush=True)
 
 
 def test_a_search_from_a_script_without_a_main_guard_runs_the_script_once(tmp_path):
-    """As the README's example is written: compile workers must not import the script again (each would run it)."""
+    """A plain script, no main guard (docs/search.md): compile workers must not import it again (each would run it)."""
     script = tmp_path / "search_me.py"
     script.write_text(SCRIPT.format(here=ROOT))
     env = {**os.environ, "KERNELPY_CACHE": str(tmp_path / "cache")}

@@ -1,5 +1,5 @@
 """Every kind of sentence the demo prints, checked against the facts of the state it is about, over the space of
-states (issue 24).
+states.
 
 The states: every demo kernel on every target, at each step of its heuristics and after random opt sequences drawn
 from the search's actions (search.ACTIONS: the whole axis (amount 0), PADTO and UPCASTMID among them), NOLOCALS,
@@ -667,7 +667,7 @@ def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say()
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# instances (issue 24), and what the demo says by itself
+# instances, and what the demo says by itself
 # ---------------------------------------------------------------------------------------------------------------
 
 

@@ -349,7 +349,7 @@ def test_a_symbolic_kernel_with_an_empty_axis_runs(device):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# issue 13's symbolic defects, each against its concrete rebuild (each of these failed before the fix)
+# symbolic defects found by trying to break it, each against its concrete rebuild (each failed before the fix)
 # ---------------------------------------------------------------------------------------------------------------
 
 I16 = Variable("i", 1, 16)
@@ -431,7 +431,7 @@ def test_symbolic_defects_on_the_device(device):
         run_against_concrete(R, copy_ast, [CAT_A, CAT_B], values, opts="hand")
 
 
-# a cat along the last axis of a (j, 4, 2) and a (j, 4, i) buffer: the (j, 4, 2+i) view of issue 13
+# a cat along the last axis of a (j, 4, 2) and a (j, 4, i) buffer: a (j, 4, 2+i) view
 CAT3_A = ((J16, 4, 2), [("pad", ((0, 0), (0, 0), (0, I16)))])
 CAT3_B = ((J16, 4, I16), [("pad", ((0, 0), (0, 0), (2, 0)))])
 

@@ -131,7 +131,7 @@ def test_heuristics_that_decline_say_why():
 
 
 def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks():
-    """Issue 24: on clang, _matvec, _grouping and _locals decline because the target has no local threads, and each
+    """On clang, _matvec, _grouping and _locals decline because the target has no local threads, and each
     says so by name; every branch of hand_coded_optimizations that ran has a decision, declines included."""
     decisions = weighed(kernel.sum_ast((4096,)), "clang")[1]
     rules = {d.heuristic: d.rule for d in decisions}
@@ -146,7 +146,7 @@ def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks()
 
 
 def test_explain_answers_why_16_and_why_group():
-    """Issue 24's questions, answered by --explain alone: sum_axis0 has 256 outputs, more than 32, so only 16 is
+    """A reader's questions, answered by --explain alone: sum_axis0 has 256 outputs, more than 32, so only 16 is
     tried (256 only with <= 32 outputs, as the 1-output sum gets); matvec's GROUP is hard-coded, and why."""
     axis0 = demo("sum_axis0", "explain")
     assert "_grouping: 256 outputs <= 2048" in axis0 and "by 16 (256 > 32; 256 is tried only with <= 32)" in axis0
@@ -324,7 +324,7 @@ def test_every_view_runs_for_every_demo_kernel_on_bare_python(view):
 
 
 def test_steps_prints_the_loop_nest_after_every_opt_on_its_own_too():
-    """Issue 24: --steps alone is --loops --steps; with another view it says what it goes with."""
+    """--steps alone is --loops --steps; with another view it says what it goes with."""
     alone = run_bare("demo", "matvec", "--steps", color=False)
     assert (
         alone.returncode == 0 and alone.stdout == run_bare("demo", "matvec", "--loops", "--steps", color=False).stdout
@@ -411,7 +411,7 @@ def test_tensor_core_kernel_header_says_it_is_plain_multiply_adds():
 
 
 def test_the_tensor_core_header_names_the_vector_types_its_c_uses():
-    """Issue 24 item 10: `show tc_matmul` said "in scalar code" above float2 registers and loads. The header names
+    """`show tc_matmul` said "in scalar code" above float2 registers and loads. The header names
     the vector types of the C below it, and says scalar code only where there are none, for every core."""
     runtime = pytest.importorskip("runtime")
     seen = set()
@@ -445,7 +445,7 @@ def test_both_command_lines_name_the_target_the_same_way(capsys):
 
 
 def test_the_broadcast_stop_line_names_what_stopped_it():
-    """Issue 14 item 2: matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
+    """matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
     for name in ("matmul", "broadcast", "conv2d", "attention"):
         out = demo(name, "explain")
         assert "no axis left that a buffer has stride 0 on" not in out
@@ -457,7 +457,7 @@ def test_the_broadcast_stop_line_names_what_stopped_it():
 
 
 def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
-    """Issue 14 item 4: the key (2, 66, 1, 4) is 2 moving buffers and 32 + 34, the last views' strides printed with
+    """The key (2, 66, 1, 4) is 2 moving buffers and 32 + 34, the last views' strides printed with
     it; and the ? of real_strides is explained where it is printed."""
     out = demo("conv2d", "explain")
     line = next(x for x in out.splitlines() if "(2, 66, 1, 4)" in x)
@@ -466,7 +466,7 @@ def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
 
 
 def test_the_broadcast_rule_counts_threads_not_outputs():
-    """Issue 14 item 5: after UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
+    """After UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
     d = decision(weighed(matmul_ast(512, 512, 512))[1], "_upcast_broadcast_axes", 1)
     state = d.state
     outputs = kernel.prod(state.sts[0].shape)
@@ -476,7 +476,7 @@ def test_the_broadcast_rule_counts_threads_not_outputs():
 
 
 def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
-    """Issue 14 item 6: a 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
+    """A 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
     k, decisions = weighed(kernel.sum_ast((16,)))
     assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
     d = decision(decisions, "_grouping", 0)
@@ -485,7 +485,7 @@ def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
 
 
 def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
-    """Issue 14 item 1: sum_axis0's GROUPTOP threads read 8192 apart and each thread's loop steps 256 apart (not a
+    """sum_axis0's GROUPTOP threads read 8192 apart and each thread's loop steps 256 apart (not a
     contiguous run); GROUP is named GROUP. The numbers are the multipliers of lidx1 and ridx2 in the C."""
     R = pytest.importorskip("runtime")
     for opt, threads, loop in ((Opt(OptOps.GROUPTOP, 0, 16), 8192, 256), (Opt(OptOps.GROUP, 0, 16), 256, 4096)):
@@ -500,7 +500,7 @@ def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
 
 
 def test_matvec_step_reasons_are_true_of_the_final_kernel():
-    """Issue 14 item 10: no reason claims what a later opt changes ('4 rows per work-group' was true only until the
+    """No reason claims what a later opt changes ('4 rows per work-group' was true only until the
     UPCAST): a work-group of the final matvec writes 16 outputs, 4 per thread, as the README and --map say."""
     for name in ("matvec", "image"):
         why = {str(o): w for d in weighed(DEMOS[name].build())[1] for o, w in zip(d.chosen, d.reasons)}
@@ -518,19 +518,19 @@ def test_matvec_step_reasons_are_true_of_the_final_kernel():
 
 
 def test_constants_are_not_reported_as_buffers():
-    """Issue 14 item 10: a constant is no memory: no stride note, and the heuristics name it 'the constant'."""
+    """A constant is no memory: no stride note, and the heuristics name it 'the constant'."""
     out = demo("attention", "explain")
     assert "const 0.125 has stride 0" not in out and "axis 1: the constant" not in out
     assert "the constant 0.125" in out  # where a heuristic counts it (stride 0 on every axis)
 
 
 def test_nolocals_says_what_the_runtime_launches():
-    """Issue 14 item 10: NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
+    """NOLOCALS is described one way: no work-group size from the kernel, runtime.py picks the
     largest divisor <= 32 of launch dim 0."""
     R = pytest.importorskip("runtime")
     doc = " ".join(kernel.Kernel._opt_nolocals.__doc__.split())
     assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] and "largest divisor <= 32" in doc
-    # issue 24 item 1: tinygrad 0.9.1 pads the local size with 1s (get_grouped_dims): one thread a work-group
+    # tinygrad 0.9.1 pads the local size with 1s (get_grouped_dims): one thread a work-group
     assert "in work-groups of 1 thread in tinygrad" in kernel.COLOR_LEGEND["BLUE"] and "local size [1, 1, 1]" in doc
     assert "leaves the work-group size to the device" not in doc
     nolocals = Kernel(*elementwise_ast(4096))
@@ -567,7 +567,7 @@ def test_the_legend_is_printed_once_and_only_for_all_kernels():
 
 
 def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
-    """Issue 14 item 8: the README's colour order holds left to right but for the register axes."""
+    """The README's colour order holds left to right but for the register axes."""
     k = Kernel(*matmul_ast(64, 64, 64))
     for opt in (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UPCAST, 0, 4)):
         k.apply_opt(opt)
@@ -589,7 +589,7 @@ def test_map_says_the_launch_numbers_blue_axes_the_other_way_round():
 
 
 def test_verify_counts_kernels_and_runs_apart(device, capsys):
-    """Issue 14 item 10: attention runs at 3 lengths; that is 1 kernel verified in 3 runs, not '3 kernels'."""
+    """Attention runs at 3 lengths; that is 1 kernel verified in 3 runs, not '3 kernels'."""
     import runtime
 
     assert runtime.main(["verify", "attention"]) == 0
@@ -879,7 +879,7 @@ def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
 @pytest.mark.parametrize("target", ["metal", "cuda"])
 @pytest.mark.parametrize("tc_opt", [0, 1, 2])
 def test_the_tensor_core_step_names_the_opts_it_applied(target, tc_opt):
-    """Issue 24 item 9: the TC step's sentence is its core's steps: K unrolled by the magenta axis's size, the
+    """The TC step's sentence is its core's steps: K unrolled by the magenta axis's size, the
     yellow axes N or M by their sizes, the cyan (warp) axes N or M in order, and the padding; N being an axis A has
     stride 0 on and M one B has, read off the kernel after the step. Every core of the target, sizes that fit and
     (tc_opt 2) sizes that must be padded."""
