@@ -371,3 +371,23 @@ def test_the_symbolic_banners_example_holds():
 def test_the_count_of_demo_kernels_is_the_demos():
     words = {12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen", 17: "seventeen"}
     assert f"reshapes {words[len(kernel.DEMOS)]} classic kernels" in TEXT
+
+
+def test_nothing_in_the_repository_points_where_a_clone_cant_follow():
+    """No file names a place outside the repository (a sibling folder, /tmp), a design file or tool it doesn't hold,
+    or a tracker's issue numbers: a reader of a clone has none of them."""
+    pointers = re.compile(
+        "|".join([r"\.\./shared", "/tmp" + "/", "SPEC" + r"\.md", "check_" + "golden", r"[Ii]ssue \d", r"\bitem \d"])
+    )
+    skip = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "build"}
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")]
+        for name in files:
+            if name.endswith((".gz", ".svg", ".pyc")):
+                continue
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    if pointers.search(line):
+                        found.append(f"{os.path.relpath(os.path.join(folder, name), ROOT)}:{n}: {line.strip()[:80]}")
+    assert found == []
