@@ -9,9 +9,9 @@ buffer and barrier; the stores come after the last one and read every result.
 
 Numerics: where C leaves an answer open, the device and the numpy reference follow one rule, numpy's
 (docs/numerics.md lists them). Each multiply and add rounds on its own, as numpy computes a*b + c (`#pragma OPENCL
-FP_CONTRACT OFF`); the one fma kept is a SUM of products, accumulated with fma(), since its order makes a sum inexact
-anyway, and without it matmul and conv2d ran up to 1.25x slower (BENCHMARKS.md); mad() would leave it to the device
-(PoCL doesn't fuse it).
+FP_CONTRACT OFF`); only a SUM of products may be fused, in a block of its own under `FP_CONTRACT ON`, since its
+order makes a sum inexact anyway: unfused, matmul and conv2d ran up to 1.6x slower on Intel's runtime, and an
+explicit fma() up to 12x slower on pip's PoCL (BENCHMARKS.md).
 
 Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search.py's)
 """
@@ -463,7 +463,7 @@ class _Renderer:
         self.lines.append("  " * len(self.scopes) + text)
 
     def open(self, header: str, comment: str = "") -> None:
-        self.line(header + " {" + (f"  /* {comment} */" if comment else ""))
+        self.line((header + " {").lstrip() + (f"  /* {comment} */" if comment else ""))
         self.scopes.append(dict(self.scopes[-1]))  # registers of outer scopes stay usable inside
 
     def open_loop(self, var: str, size, comment: str = "") -> None:
@@ -637,6 +637,12 @@ class _Renderer:
 
         return walk_ast(x, one, {}, stop=lambda op: op.op in ReduceOps)[0]  # a reduce is its accumulator
 
+    def operand(self, x: LazyOp, idxs: list[Any]) -> str:
+        """x's value as a name or a literal: an expression goes to a register first, so that a multiply-add inside it
+        rounds on its own even where the statement that uses it may be fused."""
+        expr = self.value(x, idxs, None)
+        return expr if re.fullmatch(r"[\w.]+", expr) else self.reg(_type(x.dtype)[2], expr, "alu")
+
     def op_value(self, x: LazyOp, srcs: list[str], idxs: list[Any], accs: dict[LazyOp, str] | None) -> str:
         """C expression of op x from its sources' expressions."""
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
@@ -727,23 +733,26 @@ class _Renderer:
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.open_loop(f"ridx{axis}", k.full_shape[axis], f"red, axis {axis}")
         parts: dict[str, list[str]] = {acc: [] for acc in accs.values()}
-        src = r.src[0]  # a sum of float products adds each one with fma(): one rounding (a sum is inexact anyway)
+        src = r.src[0]  # a sum of float products: the compiler may fuse its multiply-adds (a sum is inexact anyway)
         fused = r.op is ReduceOps.SUM and src.op is BinaryOps.MUL and _type(dt)[1] in ("float", "double")
         for combo in self.combos(k.full_shape):
             at = idxs[: self.up] + [NumNode(c) for c in combo]
-            val = [self.value(s, at, None) for s in src.src] if fused else self.value(src, at, None)
+            val = [self.operand(s, at) for s in src.src] if fused else self.value(src, at, None)
             # a magenta (reduce) axis is 1 in the output, so its index there is 0: its values add into one register
             parts[accs[tuple(c if s > 1 else 0 for c, s in zip(combo, k.output_shape[self.up :]))]].append(val)
+        if fused:  # in a block of its own: the pragma holds to its end, over these statements alone
+            self.open("", "a sum of products: the compiler may fuse each multiply-add")
+            self.line("#pragma OPENCL FP_CONTRACT ON")
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
                 terms = vals[i : i + 16]
-                if fused:  # fma(a2,b2,fma(a1,b1,a0*b0))+acc, or one fma(a0,b0,acc)
-                    one = len(terms) == 1
-                    first, last = (acc, "") if one else (f"({terms[0][0]}*{terms[0][1]})", f"+{acc}")
-                    expr = functools.reduce(lambda s, t: f"fma({t[0]},{t[1]},{s})", terms[1 - one :], first) + last
+                if fused:  # (a0*b0)+(a1*b1)+...+acc
+                    expr = "+".join(f"({a}*{b})" for a, b in terms) + f"+{acc}"
                 else:
                     expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), terms + [acc])
                 self.line(f"{acc} = {expr};")
+        if fused:
+            self.close()
         for axis in range(k.first_reduce + k.group_for_reduces, self.up):
             self.close()
         return self.group_reduce(n, r, accs) if k.group_for_reduces else {((), c): acc for c, acc in accs.items()}
@@ -983,7 +992,7 @@ def var_values(k_or_ast, var_vals: dict | None = None) -> dict[str, int]:
     return ret
 
 
-def _infer(x, values: dict[str, int]) -> int:
+def infer(x, values: dict[str, int]) -> int:
     """The value of a size (an int, or a node of the variables) at values {name: int}."""
     return x if isinstance(x, int) else sym_infer(x.substitute({v: NumNode(values[v.expr]) for v in x.vars()}), None)
 
@@ -1000,7 +1009,7 @@ def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
         if isinstance(arg, MemBuffer):
             arg = MemBuffer(arg.idx, arg.dtype, arg.st.at_values(by_var))
         elif isinstance(arg, ConstBuffer):
-            val = _infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
+            val = infer(arg.val, values) if isinstance(arg.val, Node) else arg.val
             arg = ConstBuffer(val, arg.dtype, arg.st.at_values(by_var))
         return LazyOp(x.op, tuple(srcs), arg)
 
@@ -1008,7 +1017,7 @@ def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:
     return tuple(walk_ast(root, sub, memo) for root in ast)
 
 
-def _check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, np.ndarray]:
+def check_inputs(infos: list[BufferInfo], inputs: Sequence[Any]) -> dict[int, np.ndarray]:
     """Inputs as flat contiguous arrays by buffer idx; a wrong count, dtype or size is a ValueError."""
     wanted = [b for b in infos if b.read]
     if len(inputs) != len(wanted):
@@ -1093,7 +1102,7 @@ PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the 
 _programs_lock = threading.Lock()
 _build_lock = threading.Lock()  # one build at a time: in Intel's CPU runtime, one of two at once sometimes never ended
 # and blocked every later build of the process (search.py builds side by side in processes of their own)
-_device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
+device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
@@ -1259,7 +1268,7 @@ def runtime_local_size(global_size: Sequence[int]) -> list[int]:
     return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
 
 
-class _Launch:
+class Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
     def __init__(self, k: Kernel, inputs: Sequence, var_vals=None, prg=None, device_args=None, second_poison=False):
@@ -1267,7 +1276,7 @@ class _Launch:
         between launches of kernels of one AST (the beam search times many), filled on first use. See run too."""
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
-        host = _check_inputs(list(self.infos.values()), inputs)
+        host = check_inputs(list(self.infos.values()), inputs)
         dev = get_device()
         self.prg = prg or render(k, device_limits())
         check_limits(self.prg, self.infos)  # before anything is built or allocated
@@ -1300,7 +1309,7 @@ class _Launch:
             if device_args is not None:
                 device_args[idx, kind] = self.args[-1]
         self.args += [np.int32(values[v.expr]) for v in self.prg.vars]
-        global_size = [_infer(g, values) for g in self.prg.global_size]  # symbolic launch sizes at these values
+        global_size = [infer(g, values) for g in self.prg.global_size]  # symbolic launch sizes at these values
         if (local := self.prg.local_size) is not None:
             self.global_size, self.local_size = [g * n for g, n in zip(global_size, local)], local
         else:  # the kernel lets the device choose; we choose for it: PoCL's own choice can take a minute to compile
@@ -1309,7 +1318,7 @@ class _Launch:
     def launch(self):
         if 0 in self.global_size:
             return None  # an empty kernel: nothing to run (OpenCL refuses a launch of no work-items)
-        with _device_lock:  # sets the kernel object's arguments: one thread at a time
+        with device_lock:  # sets the kernel object's arguments: one thread at a time
             return self.kern(get_device().queue, self.global_size, self.local_size, *self.args)
 
     def read(self) -> list[np.ndarray]:
@@ -1333,7 +1342,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
     _poisoned; `second_poison` picks the other poison)."""
     _check_kernel(k, "run")
     check_arg("run", "second_poison", second_poison, isinstance(second_poison, bool), "True or False")
-    launch = _Launch(k, inputs, var_vals, second_poison=second_poison)
+    launch = Launch(k, inputs, var_vals, second_poison=second_poison)
     launch.launch()
     return launch.read()
 
@@ -1343,7 +1352,7 @@ def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2,
     _check_kernel(k, "time_kernel")
     for name, value, low in (("runs", runs, 1), ("warmup", warmup, 0)):
         check_arg("time_kernel", name, value, is_int(value) and value >= low, f"an int >= {low}")
-    launch = _Launch(k, inputs, var_vals)
+    launch = Launch(k, inputs, var_vals)
     times = []
     for i in range(warmup + runs):
         if (event := launch.launch()) is None:
@@ -1498,7 +1507,7 @@ def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None, _nudg
     (`_nudge`: verify's lowest and highest answers, see _Reference.)"""
     ast = concrete_ast(k_or_ast, var_values(k_or_ast, var_vals))
     infos = buffers(ast)
-    host = _check_inputs(infos, inputs)
+    host = check_inputs(infos, inputs)
     # as uploaded, in the register dtype, plus one element: a buffer only ever read in its padding may be empty
     padded = {b.idx: np.append(host[b.idx], np.zeros(1, host[b.idx].dtype)) for b in infos if b.read}
     data = {b.idx: _as_stored(padded[b.idx].astype(_compute_np(b.dtype), copy=False), b.dtype) for b in infos if b.read}

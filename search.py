@@ -32,7 +32,7 @@ import kernel
 import runtime
 from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
 from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
-from runtime import BuildError, NoDeviceError, Program, VerificationError, _check_inputs, _device_lock, _infer, _Launch
+from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
 from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
 from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
 
@@ -182,7 +182,7 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
             args = [ones[idx] for idx, _ in prg.args]
-            with _device_lock:  # a kernel object is shared by every thread that built the same source
+            with device_lock:  # a kernel object is shared by every thread that built the same source
                 event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
             event.wait()
     return i, prg, ""
@@ -242,13 +242,13 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
     """One launch's seconds; a large kernel's launch is skipped when a probe of it is slower than `stop_above`
     (such a kernel can't be kept, and a slow kernel is what makes a search slow)."""
-    launch = _Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
+    launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
     groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
 
     def once(size: list[int], factor: int = 1) -> float:  # a launch of `size` work-groups, its time times factor
         launch.global_size = [g * n for g, n in zip(size, local)]
-        if prg.local_size is None:  # the runtime groups the items, as _Launch does
+        if prg.local_size is None:  # the runtime groups the items, as Launch does
             launch.local_size = runtime_local_size(launch.global_size)
         event = launch.launch()
         event.wait()
@@ -362,7 +362,7 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     except ValueError as e:
         raise SearchError(str(e)) from None
     try:
-        _check_inputs(buffers(concrete_ast(k, values)), inputs)
+        check_inputs(buffers(concrete_ast(k, values)), inputs)
     except ValueError as e:
         raise SearchError(f"the inputs don't match the kernel: {e}") from None
     return values
@@ -494,7 +494,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     raises SearchError; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
     begin = time.perf_counter()
-    if prod(_infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
+    if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
     settings = (min_progress, from_heuristics, sorted(var_vals.items()))

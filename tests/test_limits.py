@@ -194,7 +194,7 @@ def test_a_work_group_at_the_devices_limit_runs_and_one_more_thread_is_refused()
     prg = R.render(over)  # as the kernel says, not fitted to the device
     assert prg.local_size == [most + 1, 1, 1]
     with pytest.raises(ValueError, match=rf"needs {most + 1} work-items in a work-group, more than CL_DEVICE_MAX_WORK"):
-        R._Launch(over, R.random_inputs(over), prg=prg)
+        R.Launch(over, R.random_inputs(over), prg=prg)
     with pytest.raises(ValueError, match="needs more threads than the device has"):  # fitted: the renderer says so
         R.run(over, *R.random_inputs(over))
 

@@ -9,6 +9,7 @@ runtime.reference: the device and the reference are both checked against it.
 from __future__ import annotations
 
 import math
+import re
 import struct
 
 import numpy as np
@@ -466,18 +467,30 @@ def test_a_multiply_then_an_add_round_twice_as_numpy(dt, device):
         R.verify(positive, a, c)
 
 
-def test_a_sum_of_products_is_accumulated_with_fma(device):
-    """The one place a multiply-add is fused on purpose: a SUM of a MUL (a matmul's inner loop), where the order of
-    the sum already makes the result inexact (the reference sums in float64; verify's tolerance, and casts and
-    comparisons of the sum may take either side). Elsewhere, in its source too, each op rounds on its own."""
+def test_only_a_sum_of_products_may_be_fused_and_only_its_multiply_adds(device):
+    """The one place a multiply-add may be fused: a SUM of a MUL (a matmul's inner loop), where the order of the sum
+    already makes the result inexact (the reference sums in float64; verify's tolerance, and casts and comparisons
+    of the sum may take either side). Its statements stand in a block of their own under `FP_CONTRACT ON`, and their
+    operands are names: an operand's own arithmetic, computed before the block, rounds each op as numpy does."""
     k = Kernel(*matmul_ast(8, 8, 8))
     k.apply_opt(Opt(OptOps.UNROLL, 0, 4))
-    assert "fma(" in R.render(k).src
+    src = R.render(k).src
+    assert src.startswith("#pragma OPENCL FP_CONTRACT OFF") and src.count("FP_CONTRACT ON") == 1
+    block = src.split("#pragma OPENCL FP_CONTRACT ON\n")[1].split("}")[0]
+    assert [line.split(" = ")[0].strip() for line in block.strip().splitlines()] == ["acc0"]
+    assert re.fullmatch(r"\s*acc0 = (\([\w.]+\*[\w.]+\)\+){4}acc0;\s*", block), block
     R.verify(k, *R.random_inputs(k))
     st = ShapeTracker.from_shape((4, 8))
-    x = load(1, st)
-    k = Kernel(store(reduce(ReduceOps.SUM, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), x), (1,))))
-    assert "fma(" not in R.render(k).src
+    x, y = load(1, st), load(2, st)
+    scaled = alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), y)  # x*x + y: rounds twice, even as a product's operand
+    k = Kernel(store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, scaled, y), (1,))))
+    src = R.render(k).src
+    before, block = src.split("#pragma OPENCL FP_CONTRACT ON\n")
+    operand = re.search(r"float (alu\d+) = \(\(val\d\*val\d\)\+val\d\);", before)  # rounds twice, out of it
+    assert operand and re.match(rf"\s*acc0 = \({operand[1]}\*val\d\)\+acc0;", block), src
+    R.verify(k, *R.random_inputs(k))
+    k = Kernel(store(reduce(ReduceOps.SUM, scaled, (1,))))  # a sum of sums: nothing may be fused
+    assert "FP_CONTRACT ON" not in R.render(k).src
 
 
 # ------------------------------------------------------------------------------------------------------------

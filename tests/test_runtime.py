@@ -237,7 +237,7 @@ def _launch_with_a_red_zone(k: Kernel, inputs, device, extra: int = 64) -> tuple
     """Launch k's program with its output buffer (data0) followed by `extra` sentinel elements, and return that
     whole buffer: a store outside the output's elements lands in the red zone. (run() allocates exactly the
     output, so a stray store there goes unseen, or crashes.)"""
-    launch = R._Launch(k, inputs)
+    launch = R.Launch(k, inputs)
     size = launch.infos[0].size
     host = np.full(size + extra, -7.0, np.float32)
     buf = cl.Buffer(device.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)

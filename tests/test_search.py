@@ -505,13 +505,13 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     inputs, limits = R.random_inputs(k), R.device_limits()
     prg = R.render(k, limits)
     sizes = []
-    real_launch = R._Launch.launch
+    real_launch = R.Launch.launch
 
     def counting_launch(self):
         sizes.append(prod(self.global_size))
         return real_launch(self)
 
-    monkeypatch.setattr(R._Launch, "launch", counting_launch)
+    monkeypatch.setattr(R.Launch, "launch", counting_launch)
     assert S._time_candidate(k, prg, inputs, {}, stop_above=0.0) > 0
     assert sizes == [(1 << 20) // 16]  # one partial launch said enough: a 16th, more than PROBE_GLOBAL_SIZE
     sizes.clear()

@@ -454,7 +454,7 @@ def test_one_program_serves_every_length(runtime):
 def test_launch_size_follows_the_value(runtime):
     R = runtime
     k = plus_one()
-    launch = R._Launch(k, R.random_inputs(k, var_vals={"i": 10}), {"i": 10})
+    launch = R.Launch(k, R.random_inputs(k, var_vals={"i": 10}), {"i": 10})
     assert np.prod(launch.global_size) == 30
     assert launch.infos[0].size == 30 and launch.infos[1].size == 30
 

@@ -541,7 +541,7 @@ def test_nolocals_says_what_the_runtime_launches():
         assert R.runtime_local_size([dim0, 3, 1]) == [group, 1, 1]
     k = Kernel(*elementwise_ast(96))
     k.apply_opt(Opt(OptOps.NOLOCALS))
-    launch = R._Launch(k, R.random_inputs(k), {})
+    launch = R.Launch(k, R.random_inputs(k), {})
     assert launch.local_size == [32, 1, 1]  # what the launch really uses
     out = io.StringIO()
     sys.stdout, saved = out, sys.stdout
