@@ -69,6 +69,13 @@ def device(request):
 
 
 @pytest.fixture
+def no_colour_settings(monkeypatch):
+    """Neither NO_COLOR nor FORCE_COLOR from the shell: the test sets the ones it runs under."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
+@pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     """The project's cache folder (search.py's searches), empty and the test's own: never the user's."""
     monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))

@@ -712,7 +712,7 @@ def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
             (int(n), int(g)) == (k.local_dims, k.group_for_reduces) != (0, 0)
         ),
         r"cannot pad upcasted: axis (\d+) is upcast": lambda a: int(a) == ax >= up,
-        r"cannot pad: .+": lambda: ax >= fr,  # the reduce's source doesn't map 0 to 0 (test_defects.py checks which)
+        r"cannot pad: .+": lambda: ax >= fr,  # the reduce's source doesn't map 0 to 0 (test_numerics.py checks which)
         r"pad would at least quadruple the work: data(\d+)'s axis (\d+) of (\d+) becomes (\d+)"
         r" \((\d+) <= (\d+)//4\)": lambda b, a, n, m, n2, p: (
             int(a) == ax
@@ -1313,13 +1313,6 @@ def test_each_colour_in_colored_shape(ast, target, opts, colour):
     k = new_kernel(ast, target, *opts)
     assert colour in k.colors()
     assert f"\x1b[{ANSI[colour]}m" in k.colored_shape()
-
-
-def test_no_color_gives_plain_text(monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-    k = new_kernel(elementwise_ast(4096), "opencl", Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32))
-    assert k.colored_shape() == "  32   32    4"
-    assert "\x1b" not in kernel.legend()
 
 
 def test_legend_names_all_eight_colours():

@@ -22,8 +22,10 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+import kernel
 import runtime as R
 from tests.corpus import build_kernel, case_id, lazyop_from_json, load_corpus
+from tests.common import copy_ast
 from tests.golden import accepted_kernels
 from kernel import TARGETS, BinaryOps, BufferOps, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps
 from kernel import UnaryOps, alu, const, conv2d_ast, dtypes, elementwise_ast, image_matvec_ast, load, matmul_ast
@@ -199,6 +201,17 @@ def test_nolocals_and_targets_without_locals_leave_the_local_size_to_the_device(
     k.hand_coded_optimizations()
     assert R.render(k).local_size is None
     R.verify(k, *R.random_inputs(k))
+
+
+def test_a_target_without_a_local_limit_renders_and_runs(device):
+    import dataclasses
+
+    unlimited = dataclasses.replace(kernel.TARGETS["opencl"], local_max=None)  # None: no limit, as global_max
+    k = Kernel(*matmul_ast(32, 32, 32), opts=unlimited)
+    k.apply_opt(Opt(OptOps.LOCAL, 0, 8))
+    a, b = R.random_inputs(k)
+    R.verify(k, a, b)
+    assert "get_local_id" in R.render(k).src
 
 
 def test_more_than_three_global_dims_are_merged():
@@ -589,6 +602,58 @@ def test_where_the_true_value_is_the_poison_a_second_poison_catches_the_gap(monk
         R.verify(k, x)
 
 
+# ============================================================================================================
+# verify compares every element, every output, and sees unwritten elements whatever their value
+# ============================================================================================================
+@pytest.mark.parametrize("dt, big, wrong", [(dtypes.float, 1e6, 1000.0), (dtypes.half, 60000.0, 1001.0)])
+def test_verify_compares_each_element_on_its_own_scale(dt, big, wrong, device):
+    k = Kernel(*copy_ast((2,), dt))
+    x = np.array([wrong, big], R.np_dtype(dt))
+    with pytest.raises(R.VerificationError, match="differs in 1 of 2 elements"):
+        R.verify(k, x, expected=[np.array([1.0, big], R.np_dtype(dt))])
+
+
+def test_verify_checks_the_number_and_shapes_of_expected_outputs(device):
+    k = Kernel(*copy_ast((4,)))
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="expected 1 output array .*got 0"):
+        R.verify(k, x, expected=[])
+    with pytest.raises(ValueError, match=r"expected output data0 has shape \(3,\), the kernel writes \(4,\)"):
+        R.verify(k, x, expected=[x[:3]])
+    st = ShapeTracker.from_shape((4,))
+    two = Kernel(store(load(2, st)), store(alu(UnaryOps.NEG, load(2, st)), 1))
+    ref = R.reference(two, x)
+    with pytest.raises(ValueError, match="expected 2 output arrays .*got 1"):
+        R.verify(two, x, expected=ref[:1])
+
+
+@pytest.mark.parametrize(
+    "dt, true_value",
+    [
+        (dtypes.float, np.nan),
+        (dtypes.int32, 2**31 - 1),
+        (dtypes.uint8, 255),
+        (dtypes.half, np.nan),
+        (dtypes.int64, -(2**63)),
+    ],
+)
+def test_verify_detects_an_unwritten_element_whatever_its_true_value(dt, true_value, device, monkeypatch):
+    k = Kernel(*copy_ast((4,), dt))
+    x = np.array([1, true_value, 2, 3]).astype(R.np_dtype(dt))
+    R.verify(k, x)  # the real kernel writes every element
+    real = R.render
+
+    def skip_element_1(k, limits=None):  # a wrong program: element 1 is never written
+        prg = real(k, limits)
+        src = re.sub(r"\n( *)(data0\[gidx0\]|vstore_half\(val0, 0, data0\+gidx0\))", r"\n\1if (gidx0!=1) \2", prg.src)
+        assert src != prg.src
+        return R.Program(**{**vars(prg), "src": src})
+
+    monkeypatch.setattr(R, "render", skip_element_1)
+    with pytest.raises(R.VerificationError, match="differs in 1 of 4 elements"):
+        R.verify(k, x)
+
+
 # -- bad inputs, build failures, no device ------------------------------------------------------------------------
 def test_bad_inputs_name_the_buffer():
     k = Kernel(*elementwise_ast(64))
@@ -666,6 +731,21 @@ def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
 def test_programs_are_cached_by_source():
     prg = R.render(Kernel(*elementwise_ast(32)))
     assert R.build(prg.src, prg.name) is R.build(prg.src, prg.name)
+
+
+def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
+    monkeypatch.setattr(R, "PROGRAM_CACHE_SIZE", 3)
+    monkeypatch.setattr(device, "programs", type(device.programs)())
+    srcs = [f"__kernel void k{i}(__global int* data0) {{ data0[0] = {i}; }}\n" for i in range(5)]
+    first = R.build(srcs[0], "k0")
+    for i, src in enumerate(srcs[1:3], 1):
+        R.build(src, f"k{i}")
+    assert R.build(srcs[0], "k0") is first  # used again: now the most recent
+    for i, src in enumerate(srcs[3:], 3):
+        R.build(src, f"k{i}")
+    programs = device.programs
+    assert len(programs) == 3 and srcs[0] in programs and srcs[1] not in programs
+    assert R.PROGRAM_CACHE_SIZE == 3 and isinstance(R.PROGRAM_CACHE_SIZE, int)
 
 
 @pytest.mark.parametrize("fake", ["no platforms", "platform error"])
