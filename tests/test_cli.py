@@ -46,6 +46,7 @@ def run_demo(*args: str, colour: bool = True) -> subprocess.CompletedProcess:
     return run_script("kernel.py", *args, env={"FORCE_COLOR" if colour else "NO_COLOR": "1"}, timeout=60)
 
 
+@pytest.mark.cli
 def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
     r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", "--opt", "UPCAST:9:4", "--opt", "LOCAL:0:4")
     assert r.returncode == 0, r.stderr
@@ -55,6 +56,7 @@ def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
     assert "\x1b[33m" in r.stdout  # the UPCAST made a yellow axis
 
 
+@pytest.mark.cli
 def test_demo_help_explains_the_options():
     r = run_demo("--help")
     assert r.returncode == 0
@@ -64,6 +66,7 @@ def test_demo_help_explains_the_options():
         assert word in r.stdout
 
 
+@pytest.mark.cli
 def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
     """AXIS counts in the shape the opt applies to; UNROLL's from the first reduce axis (green ones too),
     GROUP's from the first one not yet grouped (red): after GROUP:0:8 on matvec, UNROLL:0 is the green axis."""
@@ -76,6 +79,7 @@ def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
     assert [k.colors()[kernel.Opt.parse(o).real_axis(k)] for o in ("UNROLL:0:4", "GROUP:0:4")] == ["green", "red"]
 
 
+@pytest.mark.cli
 def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
     """`--size 4096x4096` gives the README's 4096x4096 sum; a wrong count or a size the kernel can't take
     is an error that says what it takes, and --size needs one kernel."""
@@ -92,6 +96,7 @@ def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
         assert r.returncode == 2 and want in r.stderr and not r.stdout, (args, r.stderr)
 
 
+@pytest.mark.cli
 def test_demo_bad_opt_says_what_an_opt_looks_like():
     r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
     assert r.returncode == 2
@@ -122,6 +127,7 @@ def test_cli_help(command, capsys):
 # ============================================================================================================
 # a bad command line: one line naming the option or variable to fix; quiet broken pipes
 # ============================================================================================================
+@pytest.mark.cli
 @pytest.mark.parametrize(
     "args, env, script, names",
     [
@@ -151,6 +157,7 @@ def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, 
     assert names in last
 
 
+@pytest.mark.cli
 def test_a_closed_pipe_ends_the_demo_quietly():
     p = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "kernel.py"), "demo"],
@@ -164,12 +171,14 @@ def test_a_closed_pipe_ends_the_demo_quietly():
     assert err == ""
 
 
+@pytest.mark.cli
 def test_a_bad_pyopencl_ctx_is_one_line_that_names_it():
     env = {"PYOPENCL_CTX": "97", "KERNELPY_DEVICE": ""}  # KERNELPY_DEVICE, where set, wins
     err = one_line_error(run_script("runtime.py", "verify", "sum", env=env), 1, "PYOPENCL_CTX")
     assert "pip install" not in err  # the devices may be fine: installing one is not the fix
 
 
+@pytest.mark.cli
 def test_no_opencl_platform_is_one_line():
     """A machine without OpenCL, simulated the same on every machine: runtime's discovery sees no platform (an empty
     OCL_ICD_VENDORS folder hid no driver where pyopencl's wheel brings PoCL's own)."""
@@ -183,6 +192,7 @@ def test_no_opencl_platform_is_one_line():
     one_line_error(p, 1, "no OpenCL device", "none of them compiles a kernel")
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("knob", ["BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX"])
 def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
     assert run_script("search.py", "--help", env={knob: "lots"}).returncode == 0
@@ -190,6 +200,7 @@ def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
     one_line_error(p, 2, knob)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("what", ["not JSON", "a directory"])
 def test_a_bad_tinygrad_file_is_one_line(what, tmp_path):
     path = tmp_path / "perf.json"
@@ -202,7 +213,7 @@ def test_a_bad_tinygrad_file_is_one_line(what, tmp_path):
     assert re.match(r"python bench\.py: error: --tinygrad: .*perf\.json", p.stderr.strip().splitlines()[-1])
 
 
-def test_a_closed_stdout_is_no_traceback():
+def test_a_closed_stdout_is_no_traceback(device):  # (`verify sum` runs the kernel)
     p = subprocess.run(
         f'"{sys.executable}" "{os.path.join(ROOT, "runtime.py")}" verify sum >&-',
         shell=True,

@@ -64,6 +64,7 @@ def run_in_a_pipe(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     return p.returncode, p.stdout
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     "settings, coloured",
     [
@@ -80,6 +81,7 @@ def test_the_demo_on_a_terminal_is_coloured_unless_no_color_is_set(settings, col
     assert (COLOUR in out) == coloured
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     "settings, coloured",
     [
@@ -148,6 +150,7 @@ def test_the_demo_under_no_color_prints_no_escape_code(capsys, monkeypatch):
     assert "matmul [opencl]" in out
 
 
+@pytest.mark.cli
 def test_without_colour_each_size_carries_its_colours_letter():
     rc, out = run_in_a_pipe(["kernel.py", "demo", "matmul", "--opt", "UPCAST:0:4"], _env(NO_COLOR="1"))
     assert rc == 0 and "\x1b" not in out

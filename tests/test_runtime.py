@@ -76,6 +76,7 @@ def _optimized(case, k: Kernel) -> Kernel:
     return k
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", list(_golden_params()))
 def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case):
     k = build_kernel(case)
@@ -113,6 +114,7 @@ def smaller_kernel(case, limit: int = SMALL) -> Kernel:
 LARGE_CASES = [c for c in CASES if _size(c) > LARGE]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", LARGE_CASES, ids=[case_id(c) for c in LARGE_CASES])
 def test_large_golden_kernel_verifies_at_a_smaller_size(case):
     """Each large kernel (the 9 whose tensor cores are used among them, the half matmuls, the convs) on a corner of
@@ -127,6 +129,7 @@ def test_large_golden_kernel_verifies_at_a_smaller_size(case):
     _verify_each_program([_optimized(case, k.copy()), *accepted_kernels(first, start=k)], inputs, expected)
 
 
+@pytest.mark.corpus
 def test_smaller_kernel_is_the_same_computation_on_a_corner():
     """The cut-down A.T @ B of 256s is the top-left 16x16 block of a 16-long product, read out of buffers laid out
     as the full-size ones are (rows 256 apart)."""
@@ -143,6 +146,7 @@ def test_smaller_kernel_is_the_same_computation_on_a_corner():
     R.verify(k, a_t, b)
 
 
+@pytest.mark.corpus
 def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
     small = [c for c in CASES if _size(c) <= LARGE]
     ops = {s["opt"][0] for c in small for seq in c["sequences"] for s in seq if s["ok"]}
@@ -154,6 +158,7 @@ def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
     assert any("green" in c["hand_coded"]["colors"] for c in small)
 
 
+@pytest.mark.corpus
 def test_every_tensor_core_kernel_of_the_corpus_runs_by_default():
     """The 13 golden kernels whose tensor cores are used: 4 at full size, the 9 large ones cut down (above)."""
     used = [c for c in CASES if c.get("tensor_cores", {}).get("used")]

@@ -44,6 +44,7 @@ SYMBOLIC_IDS = [case_id(c) for c in SYMBOLIC_CASES]
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.corpus
 def test_symbolic_corpus_is_complete():
     assert len(SYMBOLIC_CASES) == 52
     assert all(c["vars"] and c["var_vals"] for c in SYMBOLIC_CASES)
@@ -52,6 +53,7 @@ def test_symbolic_corpus_is_complete():
     assert not any("tensor_cores" in c for c in SYMBOLIC_CASES)
 
 
+@pytest.mark.corpus
 def test_symbolic_corpus_holds_no_multi_reduce_kernel():
     """Each case has at most one reduce op (kernels with several are multireduce.json's)."""
     for case in SYMBOLIC_CASES:
@@ -59,17 +61,20 @@ def test_symbolic_corpus_holds_no_multi_reduce_kernel():
         assert len(k.reduceops) <= 1, case["name"]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_kernel_construction_matches_tinygrad(case):
     k = check_construction(case)
     assert [enc(v) for v in k.vars] == case["vars"]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_hand_coded_optimizations_match_tinygrad(case):
     check_heuristics(case)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_opt_sequences_match_tinygrad(case):
     """Each opt is accepted or refused as tinygrad did; a refused one leaves the kernel exactly as it was."""
@@ -420,6 +425,7 @@ def runtime():
     return R
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_kernel_verifies_at_every_length(case, runtime):
     R = runtime
