@@ -12,8 +12,9 @@ import pytest
 # left set in the shell can't change which opts the golden corpus expects
 HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
-# spec"), so that a defect of one device can't hide behind another; the rest run on the first. KERNELPY_DEVICE set:
-# all on that one
+# spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
+# devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below).
+# KERNELPY_DEVICE set: all on that one
 EVERY_DEVICE = ("test_runtime", "test_search")
 
 
@@ -74,6 +75,15 @@ def device(request):
         return R.get_device()
     except R.NoDeviceError as e:
         pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+@pytest.fixture
+def later_device(request) -> bool:
+    """Whether the test runs on EVERY_DEVICE's second or a later device: there the corpus-wide replays of
+    test_runtime.py verify a sample that holds each kind of kernel (the first device verifies them all);
+    RUNTIME_ALL_DEVICES=1 verifies them all on each."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    return params.get("device", "0") != "0" and not os.environ.get("RUNTIME_ALL_DEVICES")
 
 
 @pytest.fixture

@@ -5,8 +5,10 @@ heuristics (or tensor cores) and after every accepted step of its random opt seq
 reference; each distinct program is launched once. Kernels whose iteration space is larger than 2**22 elements run
 by default cut down to a corner of the same AST (smaller_kernel), and at full size with RUNTIME_LARGE=1 (minutes on
 2 cores); the default run covers every OptOp, every target, images, masks, GROUP, every tensor-core kernel and the
-half matmuls (tests below check that). verify itself is tested too: every output, its tolerance, what a store skips.
-The fuzzer of random ASTs and opts is test_fuzz.py; the command line is test_cli.py's.
+half matmuls (tests below check that). On the second and later devices of a run over every device (conftest.py)
+both replays verify a sample that holds each kind of kernel (target, tensor cores, image, mask, GROUP): about a
+third, every OptOp still (RUNTIME_ALL_DEVICES=1: all of them). verify itself is tested too: every output, its
+tolerance, what a store skips. The fuzzer of random ASTs and opts is test_fuzz.py; the command line is test_cli.py's.
 """
 
 from __future__ import annotations
@@ -67,6 +69,30 @@ def _golden_params():
         yield pytest.param(c, id=case_id(c), marks=marks)
 
 
+def _kind(case) -> tuple:
+    """What kind of kernel a case is: its target, whether its tensor cores are used, whether it reads an image or
+    through a mask, whether its heuristics group a reduce."""
+    text = json.dumps(case["ast"])
+    tc = bool(case.get("tensor_cores", {}).get("used"))
+    return case["target"], tc, "image" in text, '"mask": [[' in text, "green" in case["hand_coded"]["colors"]
+
+
+def later_device_sample(cases: list, every: int = 4) -> set[str]:
+    """The ids of the cases a later device verifies: of each kind, the first case and every `every`-th after it."""
+    seen: dict[tuple, int] = {}
+    sample = set()
+    for c in cases:
+        n = seen[_kind(c)] = seen.get(_kind(c), -1) + 1
+        if n % every == 0:
+            sample.add(case_id(c))
+    return sample
+
+
+def _skip_unless_sampled(case, later_device: bool, sample: set[str]) -> None:
+    if later_device and case_id(case) not in sample:
+        pytest.skip("verified on the first device; a later device verifies a sample of each kind of kernel")
+
+
 def _optimized(case, k: Kernel) -> Kernel:
     """k after what the corpus recorded for the case: apply_tensor_cores(1) where it has that, else the heuristics."""
     if "tensor_cores" in case:
@@ -78,7 +104,8 @@ def _optimized(case, k: Kernel) -> Kernel:
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("case", list(_golden_params()))
-def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case):
+def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case, later_device):
+    _skip_unless_sampled(case, later_device, LATER_DEVICE_SAMPLE)
     k = build_kernel(case)
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)  # once: every kernel below computes the same AST
@@ -112,15 +139,17 @@ def smaller_kernel(case, limit: int = SMALL) -> Kernel:
 
 
 LARGE_CASES = [c for c in CASES if _size(c) > LARGE]
+LATER_DEVICE_SAMPLE = later_device_sample([c for c in CASES if _size(c) <= LARGE]) | later_device_sample(LARGE_CASES)
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("case", LARGE_CASES, ids=[case_id(c) for c in LARGE_CASES])
-def test_large_golden_kernel_verifies_at_a_smaller_size(case):
+def test_large_golden_kernel_verifies_at_a_smaller_size(case, later_device):
     """Each large kernel (the 9 whose tensor cores are used among them, the half matmuls, the convs) on a corner of
     its iteration space: after the tensor cores (each still takes them, or not, as recorded) or the heuristics; a
     tensor-core kernel also after the steps of its first opt sequence that still apply at this size. RUNTIME_LARGE=1
     verifies them all at full size, after every accepted step."""
+    _skip_unless_sampled(case, later_device, LATER_DEVICE_SAMPLE)
     k = smaller_kernel(case)
     assert prod(k.full_shape) <= SMALL < _size(case)
     inputs = R.random_inputs(k)
@@ -147,8 +176,9 @@ def test_smaller_kernel_is_the_same_computation_on_a_corner():
 
 
 @pytest.mark.corpus
-def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
-    small = [c for c in CASES if _size(c) <= LARGE]
+@pytest.mark.parametrize("run", ["first device", "later devices"])
+def test_default_golden_run_covers_every_optop_target_image_mask_and_group(run):
+    small = [c for c in CASES if _size(c) <= LARGE and (run == "first device" or case_id(c) in LATER_DEVICE_SAMPLE)]
     ops = {s["opt"][0] for c in small for seq in c["sequences"] for s in seq if s["ok"]}
     ops |= {o[0] for c in small for o in c.get("tensor_cores", {}).get("applied_opts", [])}
     assert ops == {o.name for o in OptOps}
@@ -165,6 +195,8 @@ def test_every_tensor_core_kernel_of_the_corpus_runs_by_default():
     assert len(used) == 13 and sum(_size(c) > LARGE for c in used) == 9
     assert all(c in LARGE_CASES for c in used if _size(c) > LARGE)
     assert any("half" in json.dumps(c["ast"]) for c in used if _size(c) > LARGE)
+    sampled = [c for c in used if case_id(c) in LATER_DEVICE_SAMPLE]  # a later device's: full size, cut down, half
+    assert any(_size(c) <= LARGE for c in sampled) and any("half" in json.dumps(c["ast"]) for c in sampled)
 
 
 # -- what each colour becomes -------------------------------------------------------------------------------------
