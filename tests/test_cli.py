@@ -33,7 +33,7 @@ def test_demo_one_kernel_with_the_readers_opts(capsys):
     assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
 
 
-def test_demo_target_option(capsys, monkeypatch):
+def test_demo_target_chooses_the_target_and_its_opts(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     kernel.main(["demo", "matmul", "--target", "metal"])
     out = capsys.readouterr().out
@@ -108,7 +108,7 @@ def test_demo_bad_opt_says_what_an_opt_looks_like():
 # ============================================================================================================
 
 
-def test_cli_show_and_verify(capsys, device):
+def test_show_prints_the_c_and_rejected_opts_and_verify_counts_the_kernels(capsys, device):
     assert R.main(["show", "sum_axis1", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:9:4"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
@@ -118,7 +118,7 @@ def test_cli_show_and_verify(capsys, device):
 
 
 @pytest.mark.parametrize("command", ["show", "verify"])
-def test_cli_help(command, capsys):
+def test_show_and_verify_help_is_runtimes_usage(command, capsys):
     with pytest.raises(SystemExit) as e:
         R.main([command, "--help"])
     assert e.value.code == 0 and "usage: python runtime.py" in capsys.readouterr().out

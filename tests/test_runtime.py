@@ -206,7 +206,7 @@ def _opt(k: Kernel, *opts: str) -> Kernel:
     return k
 
 
-def test_name_is_tinygrads():
+def test_the_kernel_name_is_tinygrads():
     k = Kernel(*matmul_ast(512, 512, 512))
     k.hand_coded_optimizations()
     assert R.render(k).name == "r_16_8_8_16_128_4_4_4"
@@ -341,7 +341,7 @@ def test_a_store_through_a_strided_view_verifies(op):
     R.verify(k, x, y)
 
 
-def test_several_outputs():
+def test_a_kernel_with_several_outputs_stores_each():
     st = ShapeTracker.from_shape((256,))
     a, b = load(2, st), load(3, st)
     k = Kernel(store(alu(BinaryOps.ADD, a, b), 0), store(alu(BinaryOps.MUL, a, b), 1))
@@ -413,7 +413,7 @@ def test_ops_have_tinygrads_meaning():
 @pytest.mark.parametrize(
     "op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.RECIP, UnaryOps.SIN, UnaryOps.NEG]
 )
-def test_unary_float_ops(op):
+def test_unary_float_ops_compute_numpys_functions(op):
     k = _int_kernel(op, dtypes.float)
     x = np.linspace(0.1, 4, 8, dtype=np.float32)
     R.verify(k, x)
@@ -454,7 +454,7 @@ def test_max_with_a_nan_gives_nan_as_numpy_does():
     R.verify(k, x)
 
 
-def test_casts_and_bitcasts():
+def test_a_cast_converts_the_value_and_a_bitcast_keeps_the_bits():
     st = ShapeTracker.from_shape((16,))
     x = np.linspace(-3.7, 3.7, 16, dtype=np.float32)
     k = Kernel(store(alu(UnaryOps.CAST, load(1, st), arg=dtypes.int)))
@@ -885,7 +885,7 @@ def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_
     assert driver.read_text() == files[driver][2] and driver.stat().st_ino != files[driver][0]  # replaced, whole
 
 
-def test_time_kernel_is_positive_and_small():
+def test_time_kernel_gives_a_positive_time_under_a_second():
     k = Kernel(*elementwise_ast(4096))
     k.hand_coded_optimizations()
     assert 0 < R.time_kernel(k, *R.random_inputs(k), runs=3) < 1

@@ -380,14 +380,14 @@ class TestShapeTracker:
         st = ShapeTracker.from_shape((3, 4)).permute((1, 0)).reshape((12,)).reshape((4, 3))
         assert st.real_strides() == (1, 4)
 
-    def test_unit_stride_axes(self):
+    def test_unit_stride_axes_are_the_stride_1_axes_unless_masked(self):
         assert ShapeTracker.from_shape((3, 4)).unit_stride_axes() == [1]
         assert ShapeTracker.from_shape((3, 4)).permute((1, 0)).unit_stride_axes() == [0]
         padded = ShapeTracker.from_shape((3, 4)).pad(((0, 0), (1, 0)))
         assert padded.unit_stride_axes() == []
         assert padded.unit_stride_axes(ignore_valid=True) == [1]
 
-    def test_axis_is_masked(self):
+    def test_axis_is_masked_where_padding_masks_it(self):
         st = ShapeTracker.from_shape((3, 4)).pad(((1, 1), (0, 0)))
         assert [st.axis_is_masked(i) for i in range(2)] == [True, False]
         assert not ShapeTracker.from_shape((3, 4)).axis_is_masked(0)
@@ -645,7 +645,7 @@ def test_indices_of_one_element_read_through_a_masked_view():
     assert gather(st.shrink(((5, 7),)).reshape((1, 2)), np.arange(1, 5)).tolist() == [[1, 2]]
 
 
-def test_empty_view_on_stacked_views():
+def test_an_empty_shrink_of_stacked_views_reads_nothing():
     """A zero-size shrink of a two-view ShapeTracker reads nothing; simplify() and indices() still work."""
     st = ShapeTracker.from_shape((2, 2)).pad(((1, 1), (1, 1))).reshape((16,)).shrink(((5, 5),))
     assert st.shape == (0,) and st.real_size() == 0

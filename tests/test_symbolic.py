@@ -113,13 +113,13 @@ class TestVariable:
         assert i.key == "i[1-64]" and i.bind(3).key == "i[1-64=3]"
         assert i.bind(3) != i
 
-    def test_repr_and_str(self):
+    def test_repr_rebuilds_a_variable_and_str_gives_its_range(self):
         i = Variable("i", 1, 64)
         assert repr(i) == "Variable('i', 1, 64)" and repr(i.bind(2)) == "Variable('i', 1, 64).bind(2)"
         assert str(i) == "<i[1-64]>" and str(i * 3) == "<(i[1-64]*3)>"
         assert repr(NumNode(4)) == "NumNode(4)"
 
-    def test_vars_of_an_expression(self):
+    def test_vars_are_the_variables_an_expression_holds(self):
         i, j = Variable("i", 1, 64), Variable("j", 1, 32)
         assert (i * 4 + j // 2).vars() == {i, j}
         assert (i < j).vars() == {i, j}
@@ -177,7 +177,7 @@ class TestComparisons:
 
 
 class TestNodeArithmetic:
-    def test_node_times_node(self):
+    def test_a_node_times_a_node_is_a_mulnode_in_name_order(self):
         i, j = Variable("i", 1, 64), Variable("j", 1, 32)
         e = i * j
         assert isinstance(e, K.MulNode) and (e.min, e.max) == (1, 64 * 32)
@@ -195,12 +195,12 @@ class TestNodeArithmetic:
         assert ((a // b).min, (a // b).max) == (0, 10) and ((a % b).min, (a % b).max) == (0, b - 1)
         assert ((a - 2) // b).render() == "(((-2+a+b)//b)+-1)"  # C's / of a numerator >= 0 floors, as //
 
-    def test_rfloordiv_and_rmod(self):
+    def test_an_int_divided_or_modded_by_a_node_simplifies_by_its_bounds(self):
         i = Variable("i", 8, 64)
         assert 5 // i == 0 and 5 % i == 5
         assert isinstance(12 - i, K.Node)
 
-    def test_symbolic_bounds(self):
+    def test_bounds_of_a_symbolic_range_are_nodes(self):
         i = Variable("i", 1, 64)
         idx = Variable("idx0", 0, i - 1)  # a loop index over a symbolic size: its max is a node
         assert idx.max == i - 1
@@ -266,11 +266,11 @@ class TestSymbolicShapeTracker:
         assert st.shape == (4, i) and st.views[-1].strides == (1, 0)
         assert st.real_strides() == (1, 0)
 
-    def test_symbolic_expr_idxs(self):
+    def test_expr_idxs_of_a_symbolic_shape_multiplies_by_the_variable(self):
         idx, valid = ShapeTracker.from_shape((3, i)).expr_idxs()
         assert idx.render() == "((i*idx0)+idx1)" and valid == 1
 
-    def test_var_vals_and_unbind(self):
+    def test_var_vals_are_the_bound_values_and_unbind_splits_them_off(self):
         bound = i.bind(37)
         st = ShapeTracker.from_shape((3, bound))
         assert st.var_vals == {i: 37}
@@ -323,7 +323,7 @@ class TestShapeTrackerAlgebra:
         assert not ShapeTracker.from_shape((4, 6)).shrink(((1, 3), (0, 6))).contiguous
         assert not ShapeTracker.from_shape((4, 6)).permute((1, 0)).consecutive
 
-    def test_view_vars_and_unbind(self):
+    def test_a_views_vars_are_bound_and_unbind_splits_them_off(self):
         v = View.create((3, i.bind(5)))
         assert v.vars() == {i.bind(5)}
         assert v.unbind() == (View.create((3, i)), {i: 5})
@@ -341,7 +341,7 @@ def plus_one(n=None) -> Kernel:
 
 
 class TestSymbolicKernel:
-    def test_vars_and_colored_shape(self, monkeypatch):
+    def test_a_symbolic_kernel_has_its_vars_and_a_symbolic_colored_shape(self, monkeypatch):
         k = plus_one()
         assert k.vars == [i]
         assert k.full_shape == (i * 3,)
@@ -384,7 +384,7 @@ class TestSymbolicKernel:
         assert order[-1] == root  # ordered_lazyops is cached: an equal AST built earlier may answer
         assert all(order.index(s) < order.index(x) for x in order for s in x.src)
 
-    def test_late_upcast_tc(self):
+    def test_late_upcast_tc_upcasts_the_tensor_cores_second_axis_by_4(self):
         k = Kernel(*K.matmul_ast(64, 64, 64), opts=K.TARGETS["metal"])
         assert k.apply_tensor_cores(1, extra_opts=[])
         k.late_upcast_tc(1)
