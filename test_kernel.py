@@ -380,7 +380,7 @@ class TestMalformedAST:
         with pytest.raises(ValueError, match="STORE"):
             Kernel(out.src[0])
 
-    def test_no_ast_at_all(self):
+    def test_a_kernel_without_an_ast_is_refused(self):
         with pytest.raises(ValueError, match="STORE"):
             Kernel()
 
