@@ -12,8 +12,9 @@ import pytest
 # left set in the shell can't change which opts the golden corpus expects
 HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
-# spec"), so that a defect of one device can't hide behind another; the rest run on the first. KERNELPY_DEVICE set:
-# all on that one
+# spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
+# devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below).
+# KERNELPY_DEVICE set: all on that one
 EVERY_DEVICE = ("test_runtime", "test_search")
 
 
@@ -42,9 +43,17 @@ def pytest_generate_tests(metafunc):
             metafunc.parametrize("device", [str(i) for i in range(len(names))], ids=ids, indirect=True, scope="session")
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(items):
-    """EVERY_DEVICE's tests last, in their groups: no other test runs while one of their devices is chosen."""
+    """The markers a reader selects by (pyproject.toml lists them): `device` on every test that uses the device
+    fixture, `spec` on every test that is none of that, `corpus`, `sweep` and `cli` (those three are marked where
+    the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no other test runs
+    while one of their devices is chosen."""
+    for item in items:
+        if "device" in item.fixturenames:
+            item.add_marker(pytest.mark.device)
+        if not any(item.get_closest_marker(name) for name in ("device", "corpus", "sweep", "cli")):
+            item.add_marker(pytest.mark.spec)
     items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
 
 
@@ -66,6 +75,22 @@ def device(request):
         return R.get_device()
     except R.NoDeviceError as e:
         pytest.skip(f"no OpenCL device to run kernels on: {e}")
+
+
+@pytest.fixture
+def later_device(request) -> bool:
+    """Whether the test runs on EVERY_DEVICE's second or a later device: there the corpus-wide replays of
+    test_runtime.py verify a sample that holds each kind of kernel (the first device verifies them all);
+    RUNTIME_ALL_DEVICES=1 verifies them all on each."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    return params.get("device", "0") != "0" and not os.environ.get("RUNTIME_ALL_DEVICES")
+
+
+@pytest.fixture
+def no_colour_settings(monkeypatch):
+    """Neither NO_COLOR nor FORCE_COLOR from the shell: the test sets the ones it runs under."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
 
 
 @pytest.fixture

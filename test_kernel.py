@@ -202,7 +202,7 @@ class TestTargets:
         assert cuda.shared_max == 49152
         assert ocl.tensor_cores == [] and clang.tensor_cores == []
 
-    def test_tensor_cores_of_metal_and_cuda(self):
+    def test_metal_and_cuda_have_tinygrads_tensor_cores_in_its_order(self):
         assert [str(tc) for tc in TARGETS["metal"].tensor_cores] == [
             "WMMA_8_8_8_float_float",
             "WMMA_8_8_8_half_float",
@@ -279,7 +279,7 @@ class TestConstruction:
         k = self._matvec_grouped()
         assert (k.group_for_reduces, k.upcasted) == (1, 1)
 
-    def test_shape_len_and_the_shape_without_upcasts(self):
+    def test_shape_len_counts_every_axis_and_full_unupcasted_shape_drops_the_upcasts(self):
         k = self._matvec_grouped()
         assert k.shape_len == 5 and k.full_unupcasted_shape == (64, 4, 8, 96)
 
@@ -295,7 +295,7 @@ class TestConstruction:
         k.apply_opt(Opt(LOCAL, 1, 8))
         assert k.applied_opts == [Opt(UPCAST, 0, 4), Opt(LOCAL, 1, 8)]
 
-    def test_copy_is_independent(self):
+    def test_a_copy_changes_independently_of_its_original(self):
         k = new_kernel(matmul_ast(64, 64, 64))
         before = state(k)
         c = k.copy()
@@ -324,7 +324,7 @@ class TestConstruction:
         assert k.full_shape == (1024, 4)
         assert k.sts[1].real_strides() == (1, 1024)  # the moved piece is the slow-moving one
 
-    def test_shift_to_insert_before(self):
+    def test_shift_to_can_insert_the_piece_before_another_axis(self):
         k = new_kernel(matmul_ast(64, 64, 64))
         k.shift_to(1, 8, insert_before=0)
         assert k.full_shape == (8, 64, 8, 64)
@@ -366,7 +366,7 @@ class TestConstruction:
         k = new_kernel(elementwise_ast(8), "opencl", Opt(UPCAST, 0, 0))
         assert shape_colors(k) == ((8,), ["yellow"])
 
-    def test_opt_parse_and_str(self):
+    def test_an_opt_parses_from_and_prints_as_op_axis_amt(self):
         assert Opt.parse("UPCAST:0:4") == Opt(UPCAST, 0, 4)
         assert Opt.parse("nolocals") == Opt(NOLOCALS)
         assert str(Opt(LOCAL, 1, 16)) == "LOCAL:1:16"
@@ -380,7 +380,7 @@ class TestMalformedAST:
         with pytest.raises(ValueError, match="STORE"):
             Kernel(out.src[0])
 
-    def test_no_ast_at_all(self):
+    def test_a_kernel_without_an_ast_is_refused(self):
         with pytest.raises(ValueError, match="STORE"):
             Kernel()
 
@@ -712,7 +712,7 @@ def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
             (int(n), int(g)) == (k.local_dims, k.group_for_reduces) != (0, 0)
         ),
         r"cannot pad upcasted: axis (\d+) is upcast": lambda a: int(a) == ax >= up,
-        r"cannot pad: .+": lambda: ax >= fr,  # the reduce's source doesn't map 0 to 0 (test_defects.py checks which)
+        r"cannot pad: .+": lambda: ax >= fr,  # the reduce's source doesn't map 0 to 0 (test_numerics.py checks which)
         r"pad would at least quadruple the work: data(\d+)'s axis (\d+) of (\d+) becomes (\d+)"
         r" \((\d+) <= (\d+)//4\)": lambda b, a, n, m, n2, p: (
             int(a) == ax
@@ -847,6 +847,18 @@ def test_rejected_tc_padding_changes_nothing():
     assert all(st.views[-1].mask is None for st in k.sts)
 
 
+def test_opt_that_would_overrun_the_shape_is_rejected():
+    """tinygrad 0.9.1 accepts a second UPCASTMID after a whole-axis GROUP, leaving more grouped axes than the shape
+    has (its colors() then fails); kernel.py refuses it and keeps the kernel as it was."""
+    k = Kernel(*image_matvec_ast(256, 256))
+    k.apply_opt(Opt(OptOps.GROUP, 0, 256))
+    k.apply_opt(Opt(OptOps.UPCASTMID, 0, 4))
+    before = (k.full_shape, k.colors(), k.group_for_reduces)
+    with pytest.raises(KernelOptError, match="more local, grouped and upcasted axes than the shape has"):
+        k.apply_opt(Opt(OptOps.UPCASTMID, 2, 4))
+    assert (k.full_shape, k.colors(), k.group_for_reduces) == before == ((64, 256, 4), ["blue", "green", "white"], 2)
+
+
 # ============================================================================================================
 # tensor cores
 # ============================================================================================================
@@ -968,7 +980,7 @@ class TestHeuristics:
         monkeypatch.setenv("MV", "0")
         assert hand_coded(matvec_ast(1024, 768)).applied_opts == [Opt(GROUPTOP, 0, 16)]
 
-    def test_matvec_knobs(self, monkeypatch):
+    def test_the_mv_knobs_set_matvecs_threads_blocksize_and_rows(self, monkeypatch):
         monkeypatch.setenv("MV_THREADS_PER_ROW", "16")
         assert hand_coded(matvec_ast(1024, 768)).applied_opts == [
             Opt(GROUP, 0, 16),
@@ -1315,24 +1327,5 @@ def test_each_colour_in_colored_shape(ast, target, opts, colour):
     assert f"\x1b[{ANSI[colour]}m" in k.colored_shape()
 
 
-def test_no_color_gives_plain_text(monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-    k = new_kernel(elementwise_ast(4096), "opencl", Opt(UPCAST, 0, 4), Opt(LOCAL, 0, 32))
-    assert k.colored_shape() == "  32   32    4"
-    assert "\x1b" not in kernel.legend()
-
-
 def test_legend_names_all_eight_colours():
     assert list(kernel.COLOR_LEGEND) == ["blue", "BLUE", "cyan", "green", "white", "red", "magenta", "yellow"]
-
-
-def test_opt_that_would_overrun_the_shape_is_rejected():
-    """tinygrad 0.9.1 accepts a second UPCASTMID after a whole-axis GROUP, leaving more grouped axes than the shape
-    has (its colors() then fails); kernel.py refuses it and keeps the kernel as it was."""
-    k = Kernel(*image_matvec_ast(256, 256))
-    k.apply_opt(Opt(OptOps.GROUP, 0, 256))
-    k.apply_opt(Opt(OptOps.UPCASTMID, 0, 4))
-    before = (k.full_shape, k.colors(), k.group_for_reduces)
-    with pytest.raises(KernelOptError, match="more local, grouped and upcasted axes than the shape has"):
-        k.apply_opt(Opt(OptOps.UPCASTMID, 2, 4))
-    assert (k.full_shape, k.colors(), k.group_for_reduces) == before == ((64, 256, 4), ["blue", "green", "white"], 2)

@@ -1,15 +1,18 @@
-"""What several test files share that is neither a corpus nor a replay: where the repository is, the dtypes, and
-bfloat16 rounding written from its definition (numpy has no bfloat16)."""
+"""What several test files share that is neither a corpus nor a replay: where the repository is, the dtypes,
+bfloat16 rounding written from its definition (numpy has no bfloat16), the smallest kernel, and running a script
+as a user does."""
 
 from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
 
-from kernel import dtypes
+from kernel import LazyOp, ShapeTracker, dtypes, load, store
 
 # the repository: kernel.py, runtime.py, search.py, bench.py, README.md, testdata/ (scripts run from here, as a user's)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,3 +73,30 @@ def float_to_int(x: np.ndarray, to) -> np.ndarray:
         for v in np.asarray(x, np.float64).reshape(-1).tolist()
     ]
     return np.array(vals, to).reshape(np.shape(x))
+
+
+def copy_ast(shape: tuple[int, ...], dt=dtypes.float) -> tuple[LazyOp, ...]:
+    """out = a"""
+    return (store(load(1, ShapeTracker.from_shape(shape), dt)),)
+
+
+def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python SCRIPT ARGS` in a fresh process, its output a pipe, without the shell's colour settings (conftest.py
+    has cleared the heuristics' knobs) and with env's."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, script), *args],
+        capture_output=True,
+        text=True,
+        env={**environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def one_line_error(p: subprocess.CompletedProcess, status: int, *names: str) -> str:
+    """p ended with status and one line on stderr, no traceback, naming each of names; returns stderr."""
+    assert p.returncode == status, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    for name in names:
+        assert name in p.stderr, p.stderr
+    return p.stderr

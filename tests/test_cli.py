@@ -1,6 +1,6 @@
-"""The command lines: `python kernel.py demo` (the Kernel's colours and opts, on a bare Python) and `python
-runtime.py show / verify` (the OpenCL C and the check against numpy). The search's command line is in
-test_search.py, colour on a terminal in test_color.py.
+"""The command lines: `python kernel.py demo` (the Kernel's opts, on a bare Python), `python runtime.py show /
+verify` (the OpenCL C and the check against numpy), and a bad command line of any script: one line naming what to
+fix. The search's own command line is in test_search.py; colour, in a pipe or on a terminal, in test_color.py.
 """
 
 from __future__ import annotations
@@ -14,50 +14,16 @@ import pytest
 
 import kernel
 import runtime as R
-from tests.common import ROOT
+from kernel import Opt, OptOps
+from tests.common import ROOT, one_line_error, run_script
 
-ANSI_CODES = (
-    34,
-    94,
-    36,
-    32,
-    37,
-    31,
-    35,
-    33,
-)  # tinygrad's colours: blue, BLUE, cyan, green, white, red, magenta, yellow
-
-
-@pytest.fixture(autouse=True)
-def _no_colour_settings(monkeypatch):
-    """Each test says which colour settings it runs under."""
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
+# each test says which colour settings it runs under
+pytestmark = pytest.mark.usefixtures("no_colour_settings")
 
 
 # ============================================================================================================
 # python kernel.py demo
 # ============================================================================================================
-
-
-def test_demo_shows_every_kernel_in_colour(capsys, monkeypatch):
-    monkeypatch.setenv("FORCE_COLOR", "1")
-    assert kernel.main(["demo"]) == 0
-    out = capsys.readouterr().out
-    for name in kernel.DEMOS:
-        assert f"{name} [" in out
-    for code in ANSI_CODES:
-        assert f"\x1b[{code}m" in out  # the legend shows every colour
-    assert "GROUPTOP:0:256" in out and "TC:0:0" in out
-    assert "matvec:" in out  # each heuristic opt says why it was chosen
-
-
-def test_demo_without_colour(capsys, monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
-    kernel.main(["demo"])
-    out = capsys.readouterr().out
-    assert "\x1b" not in out
-    assert "matmul [opencl]" in out
 
 
 def test_demo_one_kernel_with_the_readers_opts(capsys):
@@ -67,7 +33,7 @@ def test_demo_one_kernel_with_the_readers_opts(capsys):
     assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
 
 
-def test_demo_target_option(capsys, monkeypatch):
+def test_demo_target_chooses_the_target_and_its_opts(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     kernel.main(["demo", "matmul", "--target", "metal"])
     out = capsys.readouterr().out
@@ -77,13 +43,10 @@ def test_demo_target_option(capsys, monkeypatch):
 def run_demo(*args: str, colour: bool = True) -> subprocess.CompletedProcess:
     """`python kernel.py ARGS` in a fresh process, its output a pipe: coloured only with FORCE_COLOR=1 (colour=True),
     plain with NO_COLOR=1."""
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    env["FORCE_COLOR" if colour else "NO_COLOR"] = "1"
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "kernel.py"), *args], capture_output=True, text=True, env=env, timeout=60
-    )
+    return run_script("kernel.py", *args, env={"FORCE_COLOR" if colour else "NO_COLOR": "1"}, timeout=60)
 
 
+@pytest.mark.cli
 def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
     r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", "--opt", "UPCAST:9:4", "--opt", "LOCAL:0:4")
     assert r.returncode == 0, r.stderr
@@ -93,13 +56,7 @@ def test_demo_command_line_reports_a_rejected_opt_and_carries_on():
     assert "\x1b[33m" in r.stdout  # the UPCAST made a yellow axis
 
 
-def test_demo_command_line_without_colour():
-    r = run_demo("demo", "matmul", "--opt", "UPCAST:0:4", colour=False)
-    assert r.returncode == 0 and "\x1b" not in r.stdout
-    assert "128b 512b 512r   4y" in r.stdout  # each size with its colour's letter
-    assert "(b blue: global, r red: loop, y yellow: UPCAST)" in r.stdout
-
-
+@pytest.mark.cli
 def test_demo_help_explains_the_options():
     r = run_demo("--help")
     assert r.returncode == 0
@@ -109,6 +66,7 @@ def test_demo_help_explains_the_options():
         assert word in r.stdout
 
 
+@pytest.mark.cli
 def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
     """AXIS counts in the shape the opt applies to; UNROLL's from the first reduce axis (green ones too),
     GROUP's from the first one not yet grouped (red): after GROUP:0:8 on matvec, UNROLL:0 is the green axis."""
@@ -121,6 +79,7 @@ def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
     assert [k.colors()[kernel.Opt.parse(o).real_axis(k)] for o in ("UNROLL:0:4", "GROUP:0:4")] == ["green", "red"]
 
 
+@pytest.mark.cli
 def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
     """`--size 4096x4096` gives the README's 4096x4096 sum; a wrong count or a size the kernel can't take
     is an error that says what it takes, and --size needs one kernel."""
@@ -137,6 +96,7 @@ def test_size_sets_a_demo_kernels_sizes_and_says_what_it_takes():
         assert r.returncode == 2 and want in r.stderr and not r.stdout, (args, r.stderr)
 
 
+@pytest.mark.cli
 def test_demo_bad_opt_says_what_an_opt_looks_like():
     r = run_demo("demo", "matmul", "--opt", "FOO:1:2")
     assert r.returncode == 2
@@ -148,7 +108,7 @@ def test_demo_bad_opt_says_what_an_opt_looks_like():
 # ============================================================================================================
 
 
-def test_cli_show_and_verify(capsys, device):
+def test_show_prints_the_c_and_rejected_opts_and_verify_counts_the_kernels(capsys, device):
     assert R.main(["show", "sum_axis1", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:9:4"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"UPCAST:9:4 +rejected", out) and "__kernel void r_" in out
@@ -158,7 +118,125 @@ def test_cli_show_and_verify(capsys, device):
 
 
 @pytest.mark.parametrize("command", ["show", "verify"])
-def test_cli_help(command, capsys):
+def test_show_and_verify_help_is_runtimes_usage(command, capsys):
     with pytest.raises(SystemExit) as e:
         R.main([command, "--help"])
     assert e.value.code == 0 and "usage: python runtime.py" in capsys.readouterr().out
+
+
+# ============================================================================================================
+# a bad command line: one line naming the option or variable to fix; quiet broken pipes
+# ============================================================================================================
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "args, env, script, names",
+    [
+        (["--runs", "0"], {}, "bench.py", "--runs"),
+        (["verify", "--seed", "-5"], {}, "runtime.py", "--seed"),
+        (["demo"], {"TC": "abc"}, "kernel.py", "TC"),
+        (["show", "matmul"], {"TC": "abc"}, "runtime.py", "TC"),
+        (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
+        (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
+        (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
+    ],
+    ids=[
+        "bench --runs 0",
+        "verify --seed -5",
+        "demo TC=abc",
+        "show TC=abc",
+        "MV_THREADS_PER_ROW=0",
+        "UPCAST:0",
+        "NOLOCALS:1:2",
+    ],
+)
+def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, names):
+    p = run_script(script, *args, env=env)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.strip().splitlines()[-1]  # (argparse prints its usage first)
+    assert "Traceback" not in p.stderr and re.match(r"(usage: )?python \w+\.py.*: error: ", last), p.stderr
+    assert names in last
+
+
+@pytest.mark.cli
+def test_a_closed_pipe_ends_the_demo_quietly():
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "kernel.py"), "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FORCE_COLOR": "1"},
+    )
+    p.stdout.close()  # the reader is gone before the first line (as `| head -0`)
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    assert err == ""
+
+
+@pytest.mark.cli
+def test_a_bad_pyopencl_ctx_is_one_line_that_names_it():
+    env = {"PYOPENCL_CTX": "97", "KERNELPY_DEVICE": ""}  # KERNELPY_DEVICE, where set, wins
+    err = one_line_error(run_script("runtime.py", "verify", "sum", env=env), 1, "PYOPENCL_CTX")
+    assert "pip install" not in err  # the devices may be fine: installing one is not the fix
+
+
+@pytest.mark.cli
+def test_no_opencl_platform_is_one_line():
+    """A machine without OpenCL, simulated the same on every machine: runtime's discovery sees no platform (an empty
+    OCL_ICD_VENDORS folder hid no driver where pyopencl's wheel brings PoCL's own)."""
+    no_platform = "import pyopencl, runpy, sys; pyopencl.get_platforms = lambda: []; sys.argv[0] = {script!r}; "
+    no_platform += "runpy.run_path(sys.argv[0], run_name='__main__')"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYOPENCL_CTX", "KERNELPY_DEVICE")}
+    code = no_platform.format(script=os.path.join(ROOT, "runtime.py"))
+    p = subprocess.run(
+        [sys.executable, "-c", code, "verify", "sum"], capture_output=True, text=True, env=env, timeout=120
+    )
+    one_line_error(p, 1, "no OpenCL device", "none of them compiles a kernel")
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("knob", ["BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX"])
+def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
+    assert run_script("search.py", "--help", env={knob: "lots"}).returncode == 0
+    p = run_script("search.py", "sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)})
+    one_line_error(p, 2, knob)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("what", ["not JSON", "a directory"])
+def test_a_bad_tinygrad_file_is_one_line(what, tmp_path):
+    path = tmp_path / "perf.json"
+    if what == "a directory":
+        path.mkdir()
+    else:
+        path.write_text("tinygrad: 1 ms\n")
+    p = run_script("bench.py", "--runs", "1", "--tinygrad", str(path), "add 16M")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert re.match(r"python bench\.py: error: --tinygrad: .*perf\.json", p.stderr.strip().splitlines()[-1])
+
+
+def test_a_closed_stdout_is_no_traceback(device):  # (`verify sum` runs the kernel)
+    p = subprocess.run(
+        f'"{sys.executable}" "{os.path.join(ROOT, "runtime.py")}" verify sum >&-',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_rejected_opts_are_shown_after_the_header_with_room_for_long_labels(capsys, device):
+    assert R.main(["show", "sum_axis1", "--opt", "UPCAST:7:4"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("sum_axis1 [") < re.search(r"UPCAST:7:4 +rejected", out).start()
+    kernel.demo_kernel("matvec", opts=[Opt(OptOps.GROUPTOP, 100, 1000)])
+    assert re.search(r"GROUPTOP:100:1000 +rejected", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("view", ["steps", "explain"])
+def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys, device):
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = kernel.demo_kernel("sum", opts=opts, view=view)
+    assert k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:] and "axis" in rejected[0][1]
+    capsys.readouterr()
+    assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
+    assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)

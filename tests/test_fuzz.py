@@ -369,7 +369,7 @@ def test_fuzzer_edge_values_and_ops_verify():
     assert verified >= 2 * count
 
 
-# cases that found a defect (fixed since, each also pinned by a rule in test_defects.py): a CAST to half, a negated
+# cases that found a defect (fixed since, each also pinned by a rule in test_numerics.py): a CAST to half, a negated
 # unsigned constant, a division by the padding's 0 that let the compiler drop a store's guard (heap corruption)
 FOUND = [(2, 208), (2, 1413), (4, 229)]
 

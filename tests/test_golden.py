@@ -24,6 +24,8 @@ ST_CHAINS = load_corpus("shapetracker.json")["chains"]
 KERNEL_CASES = load_corpus("kernels.json")["cases"]
 DIFFTEST_CHAINS = load_corpus("difftest_shapetracker.json.gz")["chains"]
 DIFFTEST_CASES = load_corpus("difftest_kernels.json.gz")["cases"]
+pytestmark = pytest.mark.corpus  # every test here replays what tinygrad 0.9.1 computed
+
 for _case in DIFFTEST_CASES:  # our recorder didn't always capture the tensor core's name: compare the state only
     _case.get("tensor_cores", {}).pop("tensor_core", None)
 

@@ -303,3 +303,26 @@ def test_a_buffer_updated_in_place_takes_an_array_of_its_size_only(monkeypatch):
         with pytest.raises(ValueError, match="input data0 has 10 elements, the kernel updates exactly 8"):
             f(k, np.zeros(10, np.float32))
     assert builds == []
+
+
+# ============================================================================================================
+# indices and loop bounds are C ints: past int32 the renderer refuses instead of computing garbage
+# ============================================================================================================
+def test_an_index_past_int32_is_refused_not_miscomputed(device):
+    st = ShapeTracker.from_shape((4,)).reshape((4, 1)).expand((4, 1 << 30)).reshape((1 << 32,)).stride(((1 << 30) + 1,))
+    k = Kernel(store(load(1, st)))
+    with pytest.raises(ValueError, match=r"data1: index .* does not fit in a 32-bit int"):
+        R.render(k)
+    with pytest.raises(ValueError, match="32-bit"):
+        R.run(k, np.array([10, 20, 30, 40], np.float32))
+
+
+def test_a_loop_past_int32_is_refused_not_endless():
+    k = Kernel(*sum_ast(((1 << 31) + 6,)))
+    with pytest.raises(ValueError, match=r"axis 0 of size 2147483654 .* does not fit in a 32-bit int"):
+        R.render(k)
+
+
+def test_indices_up_to_int32_still_render():
+    st = ShapeTracker.from_shape((2, 1 << 30)).shrink(((1, 2), (0, 4)))  # reads from index 2**30 on
+    assert "1073741824" in R.render(Kernel(store(load(1, st)))).src

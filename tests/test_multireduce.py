@@ -48,6 +48,7 @@ REFUSED_SHARED = "exceeds maximum shared memory size"
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.corpus
 def test_multireduce_corpus_is_complete():
     assert len(MR_CASES) == 16 and all(len(c["sequences"]) == 10 for c in MR_CASES)
     assert {c["target"] for c in MR_CASES} == {"opencl", "clang"}
@@ -56,16 +57,19 @@ def test_multireduce_corpus_is_complete():
     assert all(len(build_kernel(c).reduceops) == 2 for c in ALL_CASES)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_construction_matches_tinygrad(case):
     check_construction(case)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_heuristics_match_tinygrad(case):
     check_heuristics(case)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", with_tensor_cores(ALL_CASES, ALL_IDS))
 def test_multireduce_tensor_cores_match_tinygrad(case):
     check_tensor_cores(case)
@@ -77,6 +81,7 @@ def _deliberate(step, reason: str) -> bool:
     return (step["opt"][0] == "PADTO" and reason.startswith(REFUSED_PADTO)) or reason.startswith(REFUSED_SHARED)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", ALL_CASES, ids=ALL_IDS)
 def test_multireduce_opt_sequences_match_tinygrad(case):
     """Every opt accepted or rejected as tinygrad did, with its state, but for the two deliberate refusals; a
@@ -84,6 +89,7 @@ def test_multireduce_opt_sequences_match_tinygrad(case):
     check_sequences(case, _deliberate)
 
 
+@pytest.mark.corpus
 def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads():
     """The golden file's 3 such steps all pad mr_mul_merge's SUM(exp2(x)); elsewhere PADTO is accepted as before."""
     refused = [
@@ -97,6 +103,7 @@ def test_only_the_padding_that_changes_a_result_is_refused_where_tinygrad_pads()
     assert len(accepted_padto) > 50  # reduce axes of safe SUMs, and output axes, are still padded
 
 
+@pytest.mark.corpus
 def test_every_difference_from_tinygrad_is_one_of_the_two_named_refusals():
     """Over all 72 cases, the steps tinygrad accepted and kernel.py refuses, counted by reason: 12 PADTOs whose
     padding would change a second reduce (3 in the golden file) and 2 recorded steps (mr_mean_var_64x1024 on cuda,
@@ -113,6 +120,7 @@ def test_every_difference_from_tinygrad_is_one_of_the_two_named_refusals():
     assert sum(differences.values()) == 14, differences
 
 
+@pytest.mark.corpus
 def test_differences_md_counts_the_differences_and_names_the_shared_memory_limits():
     """DIFFERENCES.md's opening counts the recorded cases' differences too (11), and the shared-memory refusals
     name each step's own limit (49,152 on cuda, 32,768 on opencl) against the 65,536 bytes they need."""
@@ -360,6 +368,7 @@ def _default_sequences(cases=MR_CASES, features=lambda case, seq: _features(seq)
 DEFAULT_SEQUENCES = _default_sequences()
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("c", range(len(MR_CASES)), ids=MR_IDS)
 def test_multireduce_kernel_verifies_after_heuristics_and_accepted_opts(device, c):
     import runtime as R
@@ -393,6 +402,7 @@ def _recorded_params():
         yield pytest.param(c, id=i, marks=marks)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("c", list(_recorded_params()))
 def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_accepted_opts(device, c):
     """A case after its tensor cores (rendered as plain multiply-adds), its heuristics and the accepted steps of the
@@ -415,6 +425,7 @@ def test_recorded_multireduce_kernel_verifies_after_tensor_cores_heuristics_and_
         R.verify(k, *inputs, expected=expected)
 
 
+@pytest.mark.corpus
 def test_default_device_run_covers_every_accepted_optop_and_grouped_upcasts():
     accepted = {s["opt"][0] for c in MR_CASES for seq in c["sequences"] for s in seq if s["ok"]}
     covered = set().union(*(_features(MR_CASES[c]["sequences"][s]) for c, s in DEFAULT_SEQUENCES))
@@ -422,6 +433,7 @@ def test_default_device_run_covers_every_accepted_optop_and_grouped_upcasts():
     assert accepted >= {"GROUP", "GROUPTOP", "UPCAST", "UNROLL", "LOCAL", "PADTO", "NOLOCALS"}
 
 
+@pytest.mark.corpus
 def test_default_device_run_covers_each_targets_accepted_optops_in_the_recorded_cases():
     accepted = {(c["target"], s["opt"][0]) for c in RECORDED_CASES for seq in c["sequences"] for s in seq if s["ok"]}
     chosen = [(RECORDED_CASES[c], RECORDED_CASES[c]["sequences"][s]) for c, s in DEFAULT_RECORDED]
@@ -440,6 +452,7 @@ def _force_padto(k: Kernel, axis: int, amt: int) -> Kernel:
     return k
 
 
+@pytest.mark.corpus
 def test_the_padding_kernel_py_refuses_would_change_the_result(device):
     """tinygrad 0.9.1 accepts PADTO:1:32 on mr_mul_merge_16x200, whose second reduce sums exp2(x*c): each padded
     element reads 0 and adds exp2(0) = 1. Rendered the way tinygrad pads, the kernel gives a wrong answer."""

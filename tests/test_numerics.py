@@ -18,7 +18,7 @@ import pytest
 import runtime as R
 from kernel import BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps, UnaryOps
 from kernel import LazyOp, Variable, alu, const, dtypes, load, matmul_ast, reduce, round_to_float, store
-from tests.common import INTS, bf16_of, exact_bf16, float_to_int
+from tests.common import INTS, copy_ast, bf16_of, exact_bf16, float_to_int
 from tests.corpus import lazyop_from_json
 
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.5, -2.0, 1e-40]  # 1e-40: a float32 denormal
@@ -46,6 +46,16 @@ def check(k: Kernel, inputs: list[np.ndarray], want: list[float]) -> None:
     for who, (got,) in (("device", R.run(k, *inputs)), ("reference", R.reference(k, *inputs))):
         bad = [(i, g, w) for i, (g, w) in enumerate(zip(got.reshape(-1).tolist(), want)) if not same(g, w)]
         assert not bad, f"{who} with opts {k.applied_opts}: (index, got, want) {bad[:6]}"
+
+
+NARROW_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
+
+
+def binary_ast(op, dt, n: int = 4, out_dt=None) -> tuple[LazyOp, ...]:
+    """out = CAST(a op b, out_dt), both contiguous of n elements"""
+    st = ShapeTracker.from_shape((n,))
+    value = alu(op, load(1, st, dt), load(2, st, dt))
+    return (store(alu(UnaryOps.CAST, value, arg=out_dt) if out_dt else value),)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -709,3 +719,214 @@ def test_a_bfloat16_matmul_from_tinygrad_runs(device):
         products = np.array([bf16(v) for v in (a16[:, None, :] * b16.T[None]).reshape(-1).tolist()], np.float32)
         np.testing.assert_allclose(R.run(k2, a, b)[0].reshape(n, n), products.reshape(n, n, n).sum(2), rtol=1e-5)
         R.verify(k2, a, b)
+
+
+# ============================================================================================================
+# PADTO of a reduce axis only where the padding's zeros leave the SUM unchanged
+# ============================================================================================================
+def _padded_sum_ast(build, dt=dtypes.float) -> tuple[LazyOp, ...]:
+    """SUM over axis 1 of CAST(build(a, b), float) on (4, 6): padding axis 1 to 8 adds two columns of zeros."""
+    st = ShapeTracker.from_shape((4, 6))
+    value = build(load(1, st, dt), load(2, st, dt))
+    if value.dtype != dtypes.float:
+        value = alu(UnaryOps.CAST, value, arg=dtypes.float)
+    return (store(reduce(ReduceOps.SUM, value, (1,))),)
+
+
+# name: (the SUM's source from a and b, their dtype, whether padding is safe). Safe, worked out by hand: the padding
+# reads a = b = 0, and the source must give exactly 0 there, by an operation C defines at 0, and hold no op tinygrad
+# 0.9.1 refuses to pad through (its UNSAFE_PAD_OPS: RECIP, LOG2, EXP2, IDIV)
+_PAD_CASES = {
+    "ADD": (lambda a, b: alu(BinaryOps.ADD, a, b), dtypes.float, True),  # 0 + 0 = 0
+    "MUL": (lambda a, b: alu(BinaryOps.MUL, a, b), dtypes.float, True),  # 0 * 0 = 0
+    "MAX": (lambda a, b: alu(BinaryOps.MAX, a, b), dtypes.float, True),  # max(0, 0) = 0
+    "NEG": (lambda a, b: alu(UnaryOps.NEG, a), dtypes.float, True),  # -0 = 0
+    "SQRT": (lambda a, b: alu(UnaryOps.SQRT, alu(BinaryOps.MUL, a, a)), dtypes.float, True),  # sqrt(0) = 0
+    "SIN": (lambda a, b: alu(UnaryOps.SIN, a), dtypes.float, True),  # sin(0) = 0
+    "CMPLT": (lambda a, b: alu(BinaryOps.CMPLT, a, b), dtypes.float, True),  # 0 < 0 is False, cast to 0.0
+    "CMPNE": (lambda a, b: alu(BinaryOps.CMPNE, a, b), dtypes.float, True),  # 0 != 0 is False, cast to 0.0
+    "WHERE": (lambda a, b: alu(TernaryOps.WHERE, alu(BinaryOps.CMPLT, a, b), a, b), dtypes.float, True),  # b = 0
+    "MOD": (lambda a, b: alu(BinaryOps.MOD, a, b), dtypes.float, False),  # 0 % 0 is nan
+    "int MOD": (lambda a, b: alu(BinaryOps.MOD, a, b), dtypes.int32, False),  # 0 % 0: undefined in C
+    "int XOR": (lambda a, b: alu(BinaryOps.XOR, a, b), dtypes.int32, True),  # 0 ^ 0 = 0
+    "bool NEG": (lambda a, b: alu(UnaryOps.NEG, alu(BinaryOps.CMPNE, a, b)), dtypes.float, False),  # not False = 1
+    "EXP2": (lambda a, b: alu(UnaryOps.EXP2, a), dtypes.float, False),  # 2 ** 0 = 1
+    "LOG2": (lambda a, b: alu(UnaryOps.LOG2, alu(BinaryOps.MUL, a, a)), dtypes.float, False),  # log2(0) = -inf
+    "RECIP": (lambda a, b: alu(UnaryOps.RECIP, a), dtypes.float, False),  # 1 / 0 = inf
+    "IDIV": (lambda a, b: alu(BinaryOps.IDIV, a, b), dtypes.int32, False),  # 0 // 0: undefined in C
+    "WHERE of bool NEG": (  # not (0 < 0) is True: a = 0
+        lambda a, b: alu(TernaryOps.WHERE, alu(UnaryOps.NEG, alu(BinaryOps.CMPLT, a, b)), a, b),
+        dtypes.float,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_PAD_CASES))
+def test_padto_of_a_reduce_axis_is_accepted_exactly_where_zeros_in_give_zero_out(name, device):
+    """The padding reads 0 from every buffer: PADTO of a SUM's axis is accepted exactly where the table above says
+    it is safe; an accepted PADTO computes the same sum, a refused one says which op maps 0 to something else."""
+    build, dt, safe = _PAD_CASES[name]
+    ast = _padded_sum_ast(build, dt)
+    k = Kernel(*ast)
+    if safe:
+        k.apply_opt(Opt(OptOps.PADTO, 1, 4))
+        assert k.full_shape == (4, 8)
+        R.verify(k, *R.random_inputs(k))
+    else:
+        with pytest.raises(KernelOptError, match=r"cannot pad: (\w+)") as e:
+            k.apply_opt(Opt(OptOps.PADTO, 1, 4))
+        assert re.search(r"cannot pad: (\w+)", str(e.value))[1] in {x.op.name for x in ast[0].lazyops}  # names an op
+        assert k.applied_opts == [] and k.full_shape == (4, 6)
+
+
+def test_padto_names_the_op_that_breaks_the_sum():
+    with pytest.raises(KernelOptError, match=r"cannot pad: MOD maps the padding's 0 to nan"):
+        Kernel(*_padded_sum_ast(lambda a, b: alu(BinaryOps.MOD, a, const(4.0, (4, 6))))).apply_opt(
+            Opt(OptOps.PADTO, 1, 4)
+        )
+    bool_neg = _padded_sum_ast(lambda a, b: alu(UnaryOps.NEG, alu(BinaryOps.CMPNE, a, b)))
+    with pytest.raises(KernelOptError, match=r"cannot pad: NEG maps the padding's 0 to True"):
+        Kernel(*bool_neg).apply_opt(Opt(OptOps.PADTO, 1, 4))
+
+
+def test_padto_of_an_output_axis_is_safe_through_any_op(device):
+    """Padding an output axis only adds outputs that are never stored."""
+    k = Kernel(*_padded_sum_ast(lambda a, b: alu(BinaryOps.MOD, a, const(4.0, (4, 6)))))
+    k.apply_opt(Opt(OptOps.PADTO, 0, 8))
+    R.verify(k, *R.random_inputs(k))
+
+
+# ============================================================================================================
+# integer arithmetic wraps in its own width, as numpy's does
+# ============================================================================================================
+@pytest.mark.parametrize("dt", NARROW_INTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.SHL, UnaryOps.NEG])
+def test_narrow_int_arithmetic_wraps_before_it_is_used(dt, op, device):
+    info = np.iinfo(R.np_dtype(dt))
+    a = np.array([info.max, info.min, 16, info.max // 2 + 1], R.np_dtype(dt))
+    b = (
+        np.array([1, -1 if info.min else 1, 16, 2], R.np_dtype(dt))
+        if op is not BinaryOps.SHL
+        else np.array([1, 1, 4, 1], R.np_dtype(dt))
+    )
+    st = ShapeTracker.from_shape((4,))
+    value = alu(op, load(1, st, dt)) if op is UnaryOps.NEG else alu(op, load(1, st, dt), load(2, st, dt))
+    ast = (store(alu(UnaryOps.CAST, value, arg=dtypes.int64)),)
+    with np.errstate(all="ignore"):
+        want = {BinaryOps.ADD: a + b, BinaryOps.MUL: a * b, BinaryOps.SHL: a << b, UnaryOps.NEG: -a}[op]
+    inputs = (a,) if op is UnaryOps.NEG else (a, b)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), *inputs)[0], want.astype(np.int64))
+    np.testing.assert_array_equal(R.reference(ast, *inputs)[0], want.astype(np.int64))
+
+
+@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_signed_overflow_wraps_as_numpy_does(dt, device):
+    """Signed overflow is undefined in C, and a compiler that knows a value (here the identity of a MAX over an
+    empty axis) may fold it away: the renderer computes in the unsigned type."""
+    info = np.iinfo(R.np_dtype(dt))
+    smallest = reduce(ReduceOps.MAX, load(1, ShapeTracker.from_shape((4, 0)), dt), (1,))
+    ast = (store(alu(BinaryOps.ADD, smallest, load(2, ShapeTracker.from_shape((4, 1)), dt))),)
+    x = np.array([-4, -1, 0, 3], R.np_dtype(dt))
+    with np.errstate(all="ignore"):
+        want = np.full(4, info.min, R.np_dtype(dt)) + x
+    np.testing.assert_array_equal(R.reference(ast, np.zeros(0, R.np_dtype(dt)), x)[0], want)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), np.zeros(0, R.np_dtype(dt)), x)[0], want)
+
+
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_constants_compute_in_their_own_type(dt, device):
+    """-3 of a uint is 2**32 - 3, and halving it is unsigned division: a constant is a literal of its dtype."""
+    ast = (store(alu(BinaryOps.IDIV, alu(UnaryOps.NEG, const(3, (4,), dt)), const(2, (4,), dt))),)
+    bits = 8 * dt.itemsize
+    neg = (-3) % 2**bits if dtypes.is_unsigned(dt) else -3
+    want = [neg // 2 if neg > 0 else -1] * 4  # C's quotient truncates toward zero
+    assert R.reference(ast)[0].tolist() == want
+    assert R.run(Kernel(*ast))[0].tolist() == want
+
+
+@pytest.mark.parametrize("op", [BinaryOps.IDIV, BinaryOps.MOD])
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_integer_division_by_zero_gives_zero_as_numpy_does(dt, op, device):
+    """C leaves x / 0 undefined, and a compiler may then assume the divisor is never 0 (and drop the guards of a
+    padded lane that reads 0): the renderer gives 0 there, as numpy does."""
+    st = ShapeTracker.from_shape((4,))
+    ast = (store(alu(op, load(1, st, dt), load(2, st, dt))),)
+    a, b = np.array([7, 5, 9, 3], R.np_dtype(dt)), np.array([0, 1, 2, 0], R.np_dtype(dt))
+    want = [0, 5, 4, 0] if op is BinaryOps.IDIV else [0, 0, 1, 0]
+    assert R.reference(ast, a, b)[0].tolist() == want
+    assert R.run(Kernel(*ast), a, b)[0].tolist() == want
+
+
+def test_narrow_int_comparison_sees_the_wrapped_value(device):
+    st = ShapeTracker.from_shape((1,))
+    sq = alu(BinaryOps.MUL, load(1, st, dtypes.int8), load(1, st, dtypes.int8))
+    ast = (store(alu(BinaryOps.CMPLT, sq, const(5, (1,), dtypes.int8))),)
+    assert R.run(Kernel(*ast), np.array([16], np.int8))[0].tolist() == [True]  # 16*16 wraps to 0 in int8
+
+
+# ============================================================================================================
+# the reference computes in the dtype's own arithmetic
+# ============================================================================================================
+def test_reference_uint64_is_exact(device):
+    ast = binary_ast(BinaryOps.ADD, dtypes.uint64)
+    a = np.array([2**64 - 2, 2**63, 1, 2**53 + 1], np.uint64)
+    b = np.array([1, 2**63 - 1, 2**64 - 1, 2], np.uint64)
+    np.testing.assert_array_equal(R.reference(ast, a, b)[0], a + b)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), a, b)[0], a + b)
+
+
+def test_reference_keeps_narrow_inputs_narrow():
+    """A uint8 input is gathered as uint8 (a 3 GiB input must not become 24 GiB of int64)."""
+    seen = []
+    real = R._Reference.__init__
+
+    def spy(self, ast, data, *args):
+        seen.extend(x.dtype for x in data.values())
+        real(self, ast, data, *args)
+
+    ast = copy_ast((8,), dtypes.uint8)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(R._Reference, "__init__", spy)
+        R.reference(ast, np.arange(8, dtype=np.uint8))
+    assert seen == [np.uint8]
+
+
+def test_a_cast_to_half_rounds_before_the_next_op(device):
+    """The device keeps half in memory and computes it as float, but a CAST to half rounds as numpy's does: a uint
+    past half's range is inf (and its sin NaN), and sin's result is a half too. (This test once asserted the
+    opposite, that the cast rounded nothing until the store: the reference shared the renderer's bug.)"""
+    st = ShapeTracker.from_shape((3,))
+    as_half = alu(UnaryOps.CAST, load(1, st, dtypes.uint32), arg=dtypes.half)
+    ast = (store(alu(UnaryOps.CAST, alu(UnaryOps.SIN, as_half), arg=dtypes.float)),)
+    x = np.array([4_000_000_000, 70_000, 3], np.uint32)
+    with np.errstate(all="ignore"):
+        want = np.sin(x.astype(np.float16)).astype(np.float32)
+    assert np.isnan(want[:2]).all()
+    np.testing.assert_allclose(R.reference(ast, x)[0], want, rtol=1e-6)
+    np.testing.assert_allclose(R.run(Kernel(*ast), x)[0], want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_idiv_truncates_toward_zero_even_at_the_smallest_int(dt, device):
+    info = np.iinfo(R.np_dtype(dt))
+    a = np.array([info.min, info.min, -7, 7, -7, info.max], R.np_dtype(dt))
+    b = np.array([2, info.max, 2, -2, -2, info.min], R.np_dtype(dt))
+    # C's quotient truncates toward zero: the magnitude is |a| // |b|, the sign is negative when the signs differ
+    want = [-(abs(int(x)) // abs(int(y))) if (x < 0) != (y < 0) else abs(int(x)) // abs(int(y)) for x, y in zip(a, b)]
+    ast = binary_ast(BinaryOps.IDIV, dt, 6)
+    assert R.reference(ast, a, b)[0].tolist() == want
+    assert R.run(Kernel(*ast), a, b)[0].tolist() == want
+
+
+# ============================================================================================================
+# every valid kernel compiles: MAX of every int type
+# ============================================================================================================
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.name)
+def test_int_max_compiles_for_every_int_type(dt, device):
+    st = ShapeTracker.from_shape((4, 4))
+    a = load(1, st, dt)
+    ast = (store(reduce(ReduceOps.MAX, alu(BinaryOps.MAX, alu(BinaryOps.ADD, a, a), const(3, (4, 4), dt)), (1,))),)
+    R.verify(Kernel(*ast), *R.random_inputs(ast))
+    const_max = (store(reduce(ReduceOps.MAX, const(5, (4, 4), dt), (1,))),)
+    R.verify(Kernel(*const_max))

@@ -13,6 +13,8 @@ import functools
 import io
 import itertools
 import json
+import math
+import os
 import re
 import warnings
 
@@ -23,7 +25,8 @@ import kernel
 import runtime as R
 from kernel import BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps
 from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, alu, const, dtypes, load, matmul_ast, reduce
-from kernel import store
+from kernel import elementwise_ast, store, sum_ast
+from tests.common import ROOT
 from tests.corpus import build_kernel, load_corpus, opt_of
 from tests.golden import state_of
 
@@ -37,7 +40,7 @@ def _store_through(st: ShapeTracker, value: LazyOp | None = None, idx: int = 0) 
 
 
 # ============================================================================================================
-# 4. a STORE writes each element from one loop point only
+# a STORE writes each element from one loop point only
 # ============================================================================================================
 _RACING_STORES = {  # the store's view, what the refusal says
     "stride 0: out[i] = x[i, j] for every j": (ShapeTracker.from_shape((4, 1)).expand((4, 8)), r"writes .*axes \(1,\)"),
@@ -89,7 +92,7 @@ def test_a_store_that_writes_each_element_once_runs_and_verifies(name, device):
 
 
 # ============================================================================================================
-# 22. an output is read only where each loop point reads the element it writes
+# an output is read only where each loop point reads the element it writes
 # ============================================================================================================
 def _where_fold_ast() -> tuple[LazyOp, ...]:
     """tinygrad 0.9.1's test_linearizer test_where_fold: a = ones(4, 4); a.assign(b.where(2, a)) with
@@ -198,9 +201,9 @@ def test_an_output_read_through_its_own_view_where_valid_is_accepted_at_every_si
 
 
 # ============================================================================================================
-# 10. every opt keeps the __local buffers within shared_max: checked after the opt, on what it made
+# every opt keeps the __local buffers within shared_max: checked after the opt, on what it made
 # ============================================================================================================
-_C_BYTES = {"float": 4, "half": 2}
+_C_BYTES = {"float": 4, "half": 2, "int": 4, "double": 8, "char": 1, "short": 2, "long": 8, "bool": 1}
 
 
 def _local_bytes(k: Kernel) -> int:
@@ -299,7 +302,7 @@ def test_every_state_of_random_opts_keeps_its_local_memory_within_shared_max():
 
 
 # ============================================================================================================
-# 21. tinygrad 0.9.1's Kernel.membufs and Kernel.shape_offsets
+# tinygrad 0.9.1's Kernel.membufs and Kernel.shape_offsets
 # ============================================================================================================
 def _scaled_matmul() -> tuple[LazyOp, ...]:
     """out = sum_k a[i, k] * b[k, j] * 2 over 16x16x16: three global buffers and a CONST."""
@@ -328,7 +331,7 @@ def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
 
 
 # ============================================================================================================
-# 16. --loops and --map of any store: 0-size axes anywhere, partial, strided and padded stores
+# --loops and --map of any store: 0-size axes anywhere, partial, strided and padded stores
 # ============================================================================================================
 @pytest.mark.parametrize("shape, axes", [((4, 0), (1,)), ((0, 4), (1,)), ((0, 0), (0, 1)), ((4, 0, 3), (1,))])
 def test_loops_and_map_of_a_reduce_with_a_0_size_axis(shape, axes):
@@ -389,6 +392,14 @@ def _bad_calls(k: Kernel) -> dict:
         "run second_poison": (lambda: R.run(Kernel(*ast), *x, second_poison="yes"), "second_poison"),
         "time_kernel runs 0": (lambda: R.time_kernel(Kernel(*ast), *x, runs=0), "runs must be an int >= 1"),
         "time_kernel warmup -1": (lambda: R.time_kernel(Kernel(*ast), *x, warmup=-1), "warmup must be an int >= 0"),
+        "run var_vals a list": (lambda: R.run(Kernel(*ast), *x, var_vals=[("n", 3)]), "var_vals"),
+        "verify expected a plain list": (lambda: R.verify(Kernel(*ast), *x, expected=[[0.0] * 16]), "expected output"),
+        "run an AST": (lambda: R.run(ast, *x), "run takes a Kernel"),
+        "verify an AST": (lambda: R.verify(ast, *x), "verify takes a Kernel"),
+        "time an AST": (lambda: R.time_kernel(ast, *x), "time_kernel takes a Kernel"),
+        "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
+        "Target local_max 5": (lambda: kernel.Target("GPU", local_max=5), "local_max"),
+        "Target shared_max None": (lambda: kernel.Target("GPU", shared_max=None), "shared_max"),
     }
 
 
@@ -511,3 +522,309 @@ def test_a_damaged_corpus_opt_is_a_value_error(opt):
     with pytest.raises(ValueError, match="opt: expected"):
         opt_of(opt)
     assert opt_of(["UPCAST", 0, 4]) == Opt(OptOps.UPCAST, 0, 4)
+
+
+# ============================================================================================================
+# a malformed AST is refused where it is built, naming the op and what is wrong
+# ============================================================================================================
+@pytest.mark.parametrize(
+    "dt, val",
+    [
+        (dtypes.int8, 300),
+        (dtypes.uint8, -1),
+        (dtypes.int32, 2**31),
+        (dtypes.uint64, 2**64),
+        (dtypes.int32, 2.5),
+        (dtypes.bool, 2),
+        (dtypes.int16, math.nan),
+        (dtypes.float, "1"),
+    ],
+)
+def test_a_constant_must_fit_its_dtype(dt, val):
+    with pytest.raises(ValueError, match=rf"CONST .*{re.escape(repr(val))}.* {re.escape(dt.name)}"):
+        const(val, (4,), dt)
+
+
+@pytest.mark.parametrize(
+    "dt, val",
+    [
+        (dtypes.int8, -128),
+        (dtypes.uint64, 2**64 - 1),
+        (dtypes.float, math.inf),
+        (dtypes.half, math.nan),
+        (dtypes.bool, True),
+        (dtypes.int32, 3.0),
+    ],
+)
+def test_constants_in_range_are_accepted(dt, val):
+    assert const(val, (4,), dt).arg.val == val or math.isnan(val)
+
+
+_ST = ShapeTracker.from_shape((4,))
+_X = load(1, _ST)
+
+MALFORMED = {
+    "unknown op": (lambda: LazyOp("ADD", (_X, _X)), r"'ADD' is not an op"),
+    "src not a tuple of LazyOps": (lambda: LazyOp(BinaryOps.ADD, (_X, 1)), r"ADD: source 1 is not a LazyOp"),
+    "ADD with one source": (lambda: alu(BinaryOps.ADD, _X), r"ADD takes 2 sources, got 1"),
+    "ADD with three": (lambda: alu(BinaryOps.ADD, _X, _X, _X), r"ADD takes 2 sources, got 3"),
+    "NEG with two": (lambda: alu(UnaryOps.NEG, _X, _X), r"NEG takes 1 source, got 2"),
+    "WHERE with two": (lambda: alu(TernaryOps.WHERE, _X, _X), r"WHERE takes 3 sources, got 2"),
+    "reduce with two sources": (lambda: LazyOp(ReduceOps.SUM, (_X, _X), (0,)), r"SUM takes 1 source, got 2"),
+    "reduce arg a list": (lambda: LazyOp(ReduceOps.SUM, (_X,), [0]), r"SUM needs a tuple of axes as its arg"),
+    "reduce arg of floats": (lambda: LazyOp(ReduceOps.SUM, (_X,), (0.5,)), r"SUM needs a tuple of axes as its arg"),
+    "LOAD of an int": (lambda: LazyOp(BufferOps.LOAD, (), 3), r"LOAD needs a MemBuffer arg, got 3"),
+    "LOAD with a source": (lambda: LazyOp(BufferOps.LOAD, (_X,), _X.arg), r"LOAD takes 0 sources, got 1"),
+    "CONST of a MemBuffer": (lambda: LazyOp(BufferOps.CONST, (), _X.arg), r"CONST needs a ConstBuffer arg"),
+    "CAST to a string": (lambda: alu(UnaryOps.CAST, _X, arg="float"), r"CAST needs a DType arg, got 'float'"),
+    "BITCAST to nothing": (lambda: alu(UnaryOps.BITCAST, _X), r"BITCAST needs a DType arg, got None"),
+    "negative buffer index": (lambda: load(-1, _ST), r"MemBuffer: idx must be an int >= 0, got -1"),
+    "buffer index a float": (lambda: load(1.0, _ST), r"MemBuffer: idx must be an int >= 0, got 1.0"),
+    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType, got 'float'"),
+    "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_ast_node_is_refused_when_built(name):
+    build, message = MALFORMED[name]
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_one_buffer_is_loaded_as_one_dtype():
+    ast = (store(alu(BinaryOps.ADD, load(1, _ST), alu(UnaryOps.CAST, load(1, _ST, dtypes.int32), arg=dtypes.float))),)
+    with pytest.raises(ValueError, match=r"buffer 1 is loaded as float and as int"):
+        Kernel(*ast)
+    with pytest.raises(ValueError, match=r"buffer 1 is loaded as float and as int"):
+        R.reference(ast, np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("shapes", [((8,), (2, 4)), ((2, 4), (4, 2))])
+def test_all_outputs_have_one_shape(shapes):
+    outs = [store(load(5, ShapeTracker.from_shape(s)), i) for i, s in enumerate(shapes)]
+    with pytest.raises(
+        ValueError, match=re.escape(f"outputs must have one shape: data0 {shapes[0]}, data1 {shapes[1]}")
+    ):
+        Kernel(*outs)
+
+
+# ============================================================================================================
+# zero-size kernels: no opt applies, and they compute empty outputs (a reduce of nothing is its identity)
+# ============================================================================================================
+@pytest.mark.parametrize(
+    "opt",
+    [
+        Opt(OptOps.UPCAST, 0, 4),
+        Opt(OptOps.UPCAST, 0, 0),
+        Opt(OptOps.LOCAL, 0, 2),
+        Opt(OptOps.PADTO, 0, 4),
+        Opt(OptOps.NOLOCALS),
+    ],
+)
+def test_no_opt_applies_to_an_empty_kernel(opt):
+    k = Kernel(*elementwise_ast(0))
+    with pytest.raises(KernelOptError, match=r"the kernel has no elements \(shape \(0,\)\)"):
+        k.apply_opt(opt)
+    assert k.applied_opts == [] and k.full_shape == (0,)
+
+
+@pytest.mark.parametrize("ast", [elementwise_ast(0), sum_ast((4, 0), (1,)), matmul_ast(4, 4, 0), matmul_ast(0, 4, 4)])
+def test_heuristics_apply_nothing_to_an_empty_kernel(ast):
+    k = Kernel(*ast)
+    k.hand_coded_optimizations()
+    assert k.applied_opts == []
+    k2 = Kernel(*ast, opts=kernel.TARGETS["metal"])
+    assert not k2.apply_tensor_cores(1) and k2.applied_opts == []
+
+
+def test_an_empty_kernel_runs_to_empty_outputs(device):
+    k = Kernel(*elementwise_ast(0))
+    empty = [np.zeros(0, np.float32)] * 2
+    assert [x.shape for x in R.reference(k, *empty)] == [(0,)]
+    assert [x.shape for x in R.run(k, *empty)] == [(0,)]
+    R.verify(k, *empty)
+
+
+@pytest.mark.parametrize("op, identity", [(ReduceOps.SUM, 0.0), (ReduceOps.MAX, -math.inf)])
+@pytest.mark.parametrize("dt", [dtypes.float, dtypes.int32, dtypes.bool], ids=lambda d: d.name)
+def test_a_reduce_over_an_empty_axis_gives_its_identity(op, identity, dt, device):
+    ast = (store(reduce(op, load(1, ShapeTracker.from_shape((3, 0)), dt), (1,))),)
+    want = (
+        np.full((3,), identity).astype(R.np_dtype(dt))
+        if dt != dtypes.int32 or op is ReduceOps.SUM
+        else np.full((3,), np.iinfo(np.int32).min, np.int32)
+    )
+    if dt == dtypes.bool:
+        want = np.zeros(3, np.bool_)
+    np.testing.assert_array_equal(R.reference(ast, np.zeros(0, R.np_dtype(dt)))[0], want)
+    np.testing.assert_array_equal(R.run(Kernel(*ast), np.zeros(0, R.np_dtype(dt)))[0], want)
+
+
+# ============================================================================================================
+# opt arguments: ints (numpy ints count), and only where the op takes them
+# ============================================================================================================
+def test_numpy_int_opt_arguments_are_ints():
+    k = Kernel(*elementwise_ast(64))
+    k.apply_opt(Opt(OptOps.UPCAST, np.int64(0), np.int32(4)))
+    assert [str(o) for o in k.applied_opts] == ["UPCAST:0:4"] and k.full_shape == (16, 4)
+
+
+BAD_OPTS = [
+    (Opt(OptOps.UPCAST, True, 4), r"UPCAST needs an int axis >= 0, got True"),
+    (Opt(OptOps.UPCAST, 0, False), r"UPCAST needs an int amount >= 0, got False"),
+    (Opt(OptOps.UPCAST, 0.0, 4), r"UPCAST needs an int axis >= 0, got 0.0"),
+    (Opt(OptOps.UPCAST, "0", 4), r"UPCAST needs an int axis >= 0, got '0'"),
+    (Opt(OptOps.LOCAL, 0, 4.0), r"LOCAL needs an int amount >= 0, got 4.0"),
+    (Opt(OptOps.NOLOCALS, 3, 4), r"NOLOCALS takes no axis and no amount, got 3 and 4"),
+    (Opt(OptOps.TC, -1, 0), r"TC needs an int axis >= 0, got -1"),
+    (Opt(OptOps.TC, 0, -5), r"TC needs an amount \(tc_opt\) of 0, 1 or 2, got -5"),
+    (Opt(OptOps.TC, 0, 3), r"TC needs an amount \(tc_opt\) of 0, 1 or 2, got 3"),
+    (Opt(OptOps.TC, True, 0), r"TC needs an int axis >= 0, got True"),
+]
+
+
+@pytest.mark.parametrize("opt, message", BAD_OPTS, ids=[str(o) for o, _ in BAD_OPTS])
+def test_opt_arguments_must_be_what_the_op_takes(opt, message):
+    k = Kernel(*matmul_ast(64, 64, 64), opts=kernel.TARGETS["metal"])
+    with pytest.raises(KernelOptError, match=message):
+        k.apply_opt(opt)
+    assert k.applied_opts == [] and k.full_shape == (64, 64, 64)
+
+
+# ============================================================================================================
+# hand_coded_optimizations is all or nothing
+# ============================================================================================================
+@pytest.mark.parametrize("first", [[Opt(OptOps.NOLOCALS)], [Opt(OptOps.LOCAL, 0, 4)], "heuristics"])
+@pytest.mark.parametrize("ast", [elementwise_ast(4096), matmul_ast(64, 64, 64), sum_ast((64, 64), (1,))])
+def test_failed_heuristics_leave_the_kernel_as_it_was(first, ast):
+    k = Kernel(*ast)
+    if first == "heuristics":
+        k.hand_coded_optimizations()
+    else:
+        for o in first:
+            k.apply_opt(o)
+    before = (list(k.applied_opts), k.full_shape, [st.views for st in k.sts], k.colors())
+    try:
+        k.hand_coded_optimizations()
+    except KernelOptError:
+        assert (k.applied_opts, k.full_shape, [st.views for st in k.sts], k.colors()) == before
+    else:
+        assert k.applied_opts[: len(before[0])] == before[0]
+
+
+def test_differences_md_says_what_running_the_heuristics_on_an_optimized_kernel_does():
+    """A second run, or one after NOLOCALS, adds what still applies (as tinygrad's does); it raises, changing
+    nothing, only where one of its opts fails. DIFFERENCES.md's examples are what happens."""
+    runs = {}
+    for name, first in (("sum", "again"), ("sum", "nolocals"), ("matmul", "nolocals")):
+        k = Kernel(*kernel.DEMOS[name].build())
+        k.hand_coded_optimizations() if first == "again" else k.apply_opt(Opt(OptOps.NOLOCALS))
+        before = list(k.applied_opts)
+        try:
+            k.hand_coded_optimizations()
+            runs[name, first] = [str(o) for o in k.applied_opts[len(before) :]]
+        except KernelOptError as e:
+            assert k.applied_opts == before
+            runs[name, first] = str(e)
+    assert runs["sum", "again"] == ["GROUPTOP:0:16"] and runs["sum", "nolocals"] == ["UNROLL:0:4"]
+    assert runs["matmul", "nolocals"].startswith("not using locals") and "LOCAL" in runs["matmul", "nolocals"]
+    differences = " ".join(open(os.path.join(ROOT, "DIFFERENCES.md")).read().split())
+    assert "(after NOLOCALS, or a second time, it raises and changes nothing)" not in differences
+    assert (
+        "run twice, `sum` gets a second GROUPTOP:0:16; after NOLOCALS, `matmul` raises (its LOCAL is refused) "
+        "and `sum` gets UNROLL:0:4" in differences
+    )
+
+
+# ============================================================================================================
+# one value per variable, no output read where another thread writes, every __local buffer counted,
+# partial stores verified, arguments and command lines that say what is wrong
+# ============================================================================================================
+def test_a_variable_bound_to_one_value_twice_runs_at_that_value(device):
+    i = Variable("i", 1, 16)
+    k = Kernel(*_two_slices(i.bind(5), i.bind(5)))
+    x = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(R.run(k, x)[0], x[5:9] * 2)
+
+
+def test_an_output_read_through_another_view_is_refused(device):
+    """out[i] = out[i-1] + 1: a thread would read what another thread writes, in no defined order."""
+    write = ShapeTracker.from_shape((17,)).shrink(((1, 17),))
+    read = ShapeTracker.from_shape((17,)).shrink(((0, 16),))
+    one = const(1.0, (16,))
+    with pytest.raises(ValueError, match="buffer 0 is stored through .* and loaded through"):
+        Kernel(LazyOp(BufferOps.STORE, (alu(BinaryOps.ADD, load(0, read), one),), MemBuffer(0, dtypes.float32, write)))
+    # through the very view it is stored through, each thread reads its own element: an update in place
+    k = Kernel(LazyOp(BufferOps.STORE, (alu(BinaryOps.ADD, load(0, write), one),), MemBuffer(0, dtypes.float32, write)))
+    x = np.arange(17, dtype=np.float32)
+    np.testing.assert_array_equal(R.run(k, x)[0], np.concatenate([x[:1], x[1:] + 1]))
+
+
+def test_the_local_buffers_of_every_reduce_fit_in_shared_memory():
+    """A kernel with two reduces has two __local buffers: the opt checks count both against shared_max."""
+    import dataclasses
+
+    small = dataclasses.replace(kernel.TARGETS["opencl"], shared_max=256)
+    x = load(1, ShapeTracker.from_shape((4, 256)))
+    both = alu(BinaryOps.ADD, reduce(ReduceOps.SUM, x, (1,)), reduce(ReduceOps.MAX, alu(BinaryOps.MUL, x, x), (1,)))
+    accepted = []
+    for amt in (16, 32, 64):  # 2 buffers of amt floats: 128, 256, 512 bytes
+        k = Kernel(store(both), opts=small)
+        try:
+            k.apply_opt(Opt(OptOps.GROUPTOP, 0, amt))
+        except KernelOptError as e:
+            assert "shared memory" in str(e)
+            continue
+        assert _local_bytes(k) <= 256
+        accepted.append(amt)
+    assert accepted == [16, 32]
+
+
+def _partial_store(st: ShapeTracker, dt=dtypes.float32) -> Kernel:
+    return Kernel(store(load(1, ShapeTracker.from_shape(st.shape), dt), dtype=dt, st=st))
+
+
+PARTIAL_STORES = {
+    "out[4:12] = x": ShapeTracker.from_shape((16,)).shrink(((4, 12),)),
+    "out[::2] = x": ShapeTracker.from_shape((16,)).stride((2,)),
+}
+
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.int32, dtypes.bool])
+@pytest.mark.parametrize("name", list(PARTIAL_STORES))
+def test_verify_accepts_a_store_to_part_of_its_buffer(name, dt, device):
+    k = _partial_store(PARTIAL_STORES[name], dt)
+    (x,) = R.random_inputs(k)
+    R.verify(k, x)
+    out = R.run(k, x)[0]
+    want = np.zeros(16, R.np_dtype(dt))[: out.size]
+    written = np.zeros(out.size, bool)
+    if name == "out[4:12] = x":
+        want[4:12], written[4:12] = x, True
+    else:
+        want[::2], written[::2] = x, True
+    np.testing.assert_array_equal(out[written], want[written])
+
+
+def test_verify_still_catches_a_wrong_element_of_a_partial_store(device, monkeypatch):
+    k = _partial_store(PARTIAL_STORES["out[::2] = x"])
+    (x,) = R.random_inputs(k)
+    real_run = R.run
+    for where, message in [(2, "differs in 1 of"), (3, "not written by the STORE")]:  # written, then not written
+
+        def run_one_wrong(kern, *xs, **kwargs):
+            outs = real_run(kern, *xs, **kwargs)
+            outs[0][where] = 7.0
+            return outs
+
+        monkeypatch.setattr(R, "run", run_one_wrong)
+        with pytest.raises(R.VerificationError, match=message):
+            R.verify(k, x)
+
+
+def test_a_variable_value_must_fit_the_int_argument(device):
+    n = kernel.Variable("n", 1, 2**32)
+    k = Kernel(store(load(1, ShapeTracker.from_shape((n,)))))
+    with pytest.raises(ValueError, match=r"n=2147483648 doesn't fit"):
+        R.run(k, np.zeros(4, np.float32), var_vals={"n": 2**31})

@@ -5,8 +5,10 @@ heuristics (or tensor cores) and after every accepted step of its random opt seq
 reference; each distinct program is launched once. Kernels whose iteration space is larger than 2**22 elements run
 by default cut down to a corner of the same AST (smaller_kernel), and at full size with RUNTIME_LARGE=1 (minutes on
 2 cores); the default run covers every OptOp, every target, images, masks, GROUP, every tensor-core kernel and the
-half matmuls (tests below check that). verify itself is tested too: every output, its tolerance, what a store skips.
-The fuzzer of random ASTs and opts is test_fuzz.py; the command line is test_cli.py's.
+half matmuls (tests below check that). On the second and later devices of a run over every device (conftest.py)
+both replays verify a sample that holds each kind of kernel (target, tensor cores, image, mask, GROUP): about a
+third, every OptOp still (RUNTIME_ALL_DEVICES=1: all of them). verify itself is tested too: every output, its
+tolerance, what a store skips. The fuzzer of random ASTs and opts is test_fuzz.py; the command line is test_cli.py's.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+import kernel
 import runtime as R
 from tests.corpus import build_kernel, case_id, lazyop_from_json, load_corpus
+from tests.common import copy_ast
 from tests.golden import accepted_kernels
 from kernel import TARGETS, BinaryOps, BufferOps, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps
 from kernel import UnaryOps, alu, const, conv2d_ast, dtypes, elementwise_ast, image_matvec_ast, load, matmul_ast
@@ -65,6 +69,30 @@ def _golden_params():
         yield pytest.param(c, id=case_id(c), marks=marks)
 
 
+def _kind(case) -> tuple:
+    """What kind of kernel a case is: its target, whether its tensor cores are used, whether it reads an image or
+    through a mask, whether its heuristics group a reduce."""
+    text = json.dumps(case["ast"])
+    tc = bool(case.get("tensor_cores", {}).get("used"))
+    return case["target"], tc, "image" in text, '"mask": [[' in text, "green" in case["hand_coded"]["colors"]
+
+
+def later_device_sample(cases: list, every: int = 4) -> set[str]:
+    """The ids of the cases a later device verifies: of each kind, the first case and every `every`-th after it."""
+    seen: dict[tuple, int] = {}
+    sample = set()
+    for c in cases:
+        n = seen[_kind(c)] = seen.get(_kind(c), -1) + 1
+        if n % every == 0:
+            sample.add(case_id(c))
+    return sample
+
+
+def _skip_unless_sampled(case, later_device: bool, sample: set[str]) -> None:
+    if later_device and case_id(case) not in sample:
+        pytest.skip("verified on the first device; a later device verifies a sample of each kind of kernel")
+
+
 def _optimized(case, k: Kernel) -> Kernel:
     """k after what the corpus recorded for the case: apply_tensor_cores(1) where it has that, else the heuristics."""
     if "tensor_cores" in case:
@@ -74,8 +102,10 @@ def _optimized(case, k: Kernel) -> Kernel:
     return k
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", list(_golden_params()))
-def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case):
+def test_golden_kernel_verifies_after_heuristics_and_every_accepted_opt(case, later_device):
+    _skip_unless_sampled(case, later_device, LATER_DEVICE_SAMPLE)
     k = build_kernel(case)
     inputs = R.random_inputs(k)
     expected = R.reference(k, *inputs)  # once: every kernel below computes the same AST
@@ -109,14 +139,17 @@ def smaller_kernel(case, limit: int = SMALL) -> Kernel:
 
 
 LARGE_CASES = [c for c in CASES if _size(c) > LARGE]
+LATER_DEVICE_SAMPLE = later_device_sample([c for c in CASES if _size(c) <= LARGE]) | later_device_sample(LARGE_CASES)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", LARGE_CASES, ids=[case_id(c) for c in LARGE_CASES])
-def test_large_golden_kernel_verifies_at_a_smaller_size(case):
+def test_large_golden_kernel_verifies_at_a_smaller_size(case, later_device):
     """Each large kernel (the 9 whose tensor cores are used among them, the half matmuls, the convs) on a corner of
     its iteration space: after the tensor cores (each still takes them, or not, as recorded) or the heuristics; a
     tensor-core kernel also after the steps of its first opt sequence that still apply at this size. RUNTIME_LARGE=1
     verifies them all at full size, after every accepted step."""
+    _skip_unless_sampled(case, later_device, LATER_DEVICE_SAMPLE)
     k = smaller_kernel(case)
     assert prod(k.full_shape) <= SMALL < _size(case)
     inputs = R.random_inputs(k)
@@ -125,6 +158,7 @@ def test_large_golden_kernel_verifies_at_a_smaller_size(case):
     _verify_each_program([_optimized(case, k.copy()), *accepted_kernels(first, start=k)], inputs, expected)
 
 
+@pytest.mark.corpus
 def test_smaller_kernel_is_the_same_computation_on_a_corner():
     """The cut-down A.T @ B of 256s is the top-left 16x16 block of a 16-long product, read out of buffers laid out
     as the full-size ones are (rows 256 apart)."""
@@ -141,8 +175,10 @@ def test_smaller_kernel_is_the_same_computation_on_a_corner():
     R.verify(k, a_t, b)
 
 
-def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
-    small = [c for c in CASES if _size(c) <= LARGE]
+@pytest.mark.corpus
+@pytest.mark.parametrize("run", ["first device", "later devices"])
+def test_default_golden_run_covers_every_optop_target_image_mask_and_group(run):
+    small = [c for c in CASES if _size(c) <= LARGE and (run == "first device" or case_id(c) in LATER_DEVICE_SAMPLE)]
     ops = {s["opt"][0] for c in small for seq in c["sequences"] for s in seq if s["ok"]}
     ops |= {o[0] for c in small for o in c.get("tensor_cores", {}).get("applied_opts", [])}
     assert ops == {o.name for o in OptOps}
@@ -152,12 +188,15 @@ def test_default_golden_run_covers_every_optop_target_image_mask_and_group():
     assert any("green" in c["hand_coded"]["colors"] for c in small)
 
 
+@pytest.mark.corpus
 def test_every_tensor_core_kernel_of_the_corpus_runs_by_default():
     """The 13 golden kernels whose tensor cores are used: 4 at full size, the 9 large ones cut down (above)."""
     used = [c for c in CASES if c.get("tensor_cores", {}).get("used")]
     assert len(used) == 13 and sum(_size(c) > LARGE for c in used) == 9
     assert all(c in LARGE_CASES for c in used if _size(c) > LARGE)
     assert any("half" in json.dumps(c["ast"]) for c in used if _size(c) > LARGE)
+    sampled = [c for c in used if case_id(c) in LATER_DEVICE_SAMPLE]  # a later device's: full size, cut down, half
+    assert any(_size(c) <= LARGE for c in sampled) and any("half" in json.dumps(c["ast"]) for c in sampled)
 
 
 # -- what each colour becomes -------------------------------------------------------------------------------------
@@ -167,7 +206,7 @@ def _opt(k: Kernel, *opts: str) -> Kernel:
     return k
 
 
-def test_name_is_tinygrads():
+def test_the_kernel_name_is_tinygrads():
     k = Kernel(*matmul_ast(512, 512, 512))
     k.hand_coded_optimizations()
     assert R.render(k).name == "r_16_8_8_16_128_4_4_4"
@@ -199,6 +238,17 @@ def test_nolocals_and_targets_without_locals_leave_the_local_size_to_the_device(
     k.hand_coded_optimizations()
     assert R.render(k).local_size is None
     R.verify(k, *R.random_inputs(k))
+
+
+def test_a_target_without_a_local_limit_renders_and_runs(device):
+    import dataclasses
+
+    unlimited = dataclasses.replace(kernel.TARGETS["opencl"], local_max=None)  # None: no limit, as global_max
+    k = Kernel(*matmul_ast(32, 32, 32), opts=unlimited)
+    k.apply_opt(Opt(OptOps.LOCAL, 0, 8))
+    a, b = R.random_inputs(k)
+    R.verify(k, a, b)
+    assert "get_local_id" in R.render(k).src
 
 
 def test_more_than_three_global_dims_are_merged():
@@ -291,7 +341,7 @@ def test_a_store_through_a_strided_view_verifies(op):
     R.verify(k, x, y)
 
 
-def test_several_outputs():
+def test_a_kernel_with_several_outputs_stores_each():
     st = ShapeTracker.from_shape((256,))
     a, b = load(2, st), load(3, st)
     k = Kernel(store(alu(BinaryOps.ADD, a, b), 0), store(alu(BinaryOps.MUL, a, b), 1))
@@ -363,7 +413,7 @@ def test_ops_have_tinygrads_meaning():
 @pytest.mark.parametrize(
     "op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.RECIP, UnaryOps.SIN, UnaryOps.NEG]
 )
-def test_unary_float_ops(op):
+def test_unary_float_ops_compute_numpys_functions(op):
     k = _int_kernel(op, dtypes.float)
     x = np.linspace(0.1, 4, 8, dtype=np.float32)
     R.verify(k, x)
@@ -404,7 +454,7 @@ def test_max_with_a_nan_gives_nan_as_numpy_does():
     R.verify(k, x)
 
 
-def test_casts_and_bitcasts():
+def test_a_cast_converts_the_value_and_a_bitcast_keeps_the_bits():
     st = ShapeTracker.from_shape((16,))
     x = np.linspace(-3.7, 3.7, 16, dtype=np.float32)
     k = Kernel(store(alu(UnaryOps.CAST, load(1, st), arg=dtypes.int)))
@@ -589,6 +639,58 @@ def test_where_the_true_value_is_the_poison_a_second_poison_catches_the_gap(monk
         R.verify(k, x)
 
 
+# ============================================================================================================
+# verify compares every element, every output, and sees unwritten elements whatever their value
+# ============================================================================================================
+@pytest.mark.parametrize("dt, big, wrong", [(dtypes.float, 1e6, 1000.0), (dtypes.half, 60000.0, 1001.0)])
+def test_verify_compares_each_element_on_its_own_scale(dt, big, wrong, device):
+    k = Kernel(*copy_ast((2,), dt))
+    x = np.array([wrong, big], R.np_dtype(dt))
+    with pytest.raises(R.VerificationError, match="differs in 1 of 2 elements"):
+        R.verify(k, x, expected=[np.array([1.0, big], R.np_dtype(dt))])
+
+
+def test_verify_checks_the_number_and_shapes_of_expected_outputs(device):
+    k = Kernel(*copy_ast((4,)))
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="expected 1 output array .*got 0"):
+        R.verify(k, x, expected=[])
+    with pytest.raises(ValueError, match=r"expected output data0 has shape \(3,\), the kernel writes \(4,\)"):
+        R.verify(k, x, expected=[x[:3]])
+    st = ShapeTracker.from_shape((4,))
+    two = Kernel(store(load(2, st)), store(alu(UnaryOps.NEG, load(2, st)), 1))
+    ref = R.reference(two, x)
+    with pytest.raises(ValueError, match="expected 2 output arrays .*got 1"):
+        R.verify(two, x, expected=ref[:1])
+
+
+@pytest.mark.parametrize(
+    "dt, true_value",
+    [
+        (dtypes.float, np.nan),
+        (dtypes.int32, 2**31 - 1),
+        (dtypes.uint8, 255),
+        (dtypes.half, np.nan),
+        (dtypes.int64, -(2**63)),
+    ],
+)
+def test_verify_detects_an_unwritten_element_whatever_its_true_value(dt, true_value, device, monkeypatch):
+    k = Kernel(*copy_ast((4,), dt))
+    x = np.array([1, true_value, 2, 3]).astype(R.np_dtype(dt))
+    R.verify(k, x)  # the real kernel writes every element
+    real = R.render
+
+    def skip_element_1(k, limits=None):  # a wrong program: element 1 is never written
+        prg = real(k, limits)
+        src = re.sub(r"\n( *)(data0\[gidx0\]|vstore_half\(val0, 0, data0\+gidx0\))", r"\n\1if (gidx0!=1) \2", prg.src)
+        assert src != prg.src
+        return R.Program(**{**vars(prg), "src": src})
+
+    monkeypatch.setattr(R, "render", skip_element_1)
+    with pytest.raises(R.VerificationError, match="differs in 1 of 4 elements"):
+        R.verify(k, x)
+
+
 # -- bad inputs, build failures, no device ------------------------------------------------------------------------
 def test_bad_inputs_name_the_buffer():
     k = Kernel(*elementwise_ast(64))
@@ -666,6 +768,21 @@ def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
 def test_programs_are_cached_by_source():
     prg = R.render(Kernel(*elementwise_ast(32)))
     assert R.build(prg.src, prg.name) is R.build(prg.src, prg.name)
+
+
+def test_the_program_cache_keeps_the_most_recently_used(device, monkeypatch):
+    monkeypatch.setattr(R, "PROGRAM_CACHE_SIZE", 3)
+    monkeypatch.setattr(device, "programs", type(device.programs)())
+    srcs = [f"__kernel void k{i}(__global int* data0) {{ data0[0] = {i}; }}\n" for i in range(5)]
+    first = R.build(srcs[0], "k0")
+    for i, src in enumerate(srcs[1:3], 1):
+        R.build(src, f"k{i}")
+    assert R.build(srcs[0], "k0") is first  # used again: now the most recent
+    for i, src in enumerate(srcs[3:], 3):
+        R.build(src, f"k{i}")
+    programs = device.programs
+    assert len(programs) == 3 and srcs[0] in programs and srcs[1] not in programs
+    assert R.PROGRAM_CACHE_SIZE == 3 and isinstance(R.PROGRAM_CACHE_SIZE, int)
 
 
 @pytest.mark.parametrize("fake", ["no platforms", "platform error"])
@@ -768,7 +885,7 @@ def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_
     assert driver.read_text() == files[driver][2] and driver.stat().st_ino != files[driver][0]  # replaced, whole
 
 
-def test_time_kernel_is_positive_and_small():
+def test_time_kernel_gives_a_positive_time_under_a_second():
     k = Kernel(*elementwise_ast(4096))
     k.hand_coded_optimizations()
     assert 0 < R.time_kernel(k, *R.random_inputs(k), runs=3) < 1

@@ -42,7 +42,7 @@ from kernel import (
     UnaryOps,
     alu,
 )
-from tests.common import ROOT
+from tests.common import ROOT, run_script
 
 
 # conftest.py: skipped, saying why, without an OpenCL device; every test searches with its own empty cache
@@ -649,6 +649,67 @@ def test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify():
         R.verify(x, *inputs)
 
 
+# ============================================================================================================
+# The beam search's deduplication (search.search): a candidate that is the same kernel as one already sent to
+# compile is neither compiled nor timed again, and the round counts it in `duplicates` (the number
+# `python search.py` prints); two candidates that differ only in which axes are upcast or local are different
+# kernels, and both are timed.
+#
+# Each test searches with two actions and amt=1, from a kernel without opts (and without the heuristics' kernel), so
+# round 1 holds exactly the two candidates the test is about.
+# ============================================================================================================
+def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.SearchRound, set, str]:
+    """Search k with only these actions; returns round 1, the opts of every kernel timed, and round 1's line as the
+    command line prints it."""
+    monkeypatch.setattr(S, "ACTIONS", actions)
+    timed, real_time = set(), S._time_candidate
+
+    def recording(kern, *args, **kwargs):
+        timed.add(tuple(str(o) for o in kern.applied_opts))
+        return real_time(kern, *args, **kwargs)
+
+    monkeypatch.setattr(S, "_time_candidate", recording)
+    out = io.StringIO()
+    display = S._SearchDisplay(out)
+    result = S.search(
+        k, *R.random_inputs(k), amt=1, workers=0, cache=False, from_heuristics=False, on_round=display.on_round
+    )
+    return result.rounds[1], timed, next(x for x in out.getvalue().splitlines() if x.startswith("  round 1:"))
+
+
+def layout(k: Kernel) -> tuple:
+    """What two kernels share when they differ only in their colours: the shape and every buffer's views."""
+    return k.full_shape, [st.views for st in k.sts]
+
+
+def test_upcast_and_local_of_the_same_split_are_both_timed(monkeypatch):
+    """UPCAST:0:4 and LOCAL:0:4 on 4096 elements both make (1024, 4) with the same views: one has a yellow axis
+    (4 outputs per thread), the other a cyan one (4 threads per work-group). Different programs: both timed."""
+    k = Kernel(*elementwise_ast(4096))
+    upcast, local = k.copy(), k.copy()
+    upcast.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    local.apply_opt(Opt(OptOps.LOCAL, 0, 4))
+    assert layout(upcast) == layout(local) and upcast.colors() != local.colors()
+    r, timed, line = search_round_1(monkeypatch, k, [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 4)])
+    assert (r.candidates, r.compiled, r.duplicates, r.timed) == (2, 2, 0, 2)
+    assert {("UPCAST:0:4",), ("LOCAL:0:4",)} <= timed
+    assert re.search(r"round 1: +2 candidates +2 compiled +2 timed +0 dropped +0 duplicates", line), line
+
+
+def test_two_routes_to_one_kernel_compile_and_time_it_once(monkeypatch):
+    """GROUP and GROUPTOP of a whole reduce axis (16) make the same kernel: the split puts all 16 on the green
+    axis either way. The second is a duplicate: not compiled, not timed, counted."""
+    k = Kernel(*sum_ast((64, 16), (1,)))
+    group, grouptop = k.copy(), k.copy()
+    group.apply_opt(Opt(OptOps.GROUP, 0, 0))
+    grouptop.apply_opt(Opt(OptOps.GROUPTOP, 0, 16))
+    assert layout(group) == layout(grouptop) and group.colors() == grouptop.colors() == ["blue", "green"]
+    r, timed, line = search_round_1(monkeypatch, k, [Opt(OptOps.GROUP, 0, 0), Opt(OptOps.GROUPTOP, 0, 16)])
+    assert (r.candidates, r.compiled, r.duplicates, r.timed) == (2, 1, 1, 1)
+    assert ("GROUP:0:0",) in timed and ("GROUPTOP:0:16",) not in timed
+    assert re.search(r"round 1: +2 candidates +1 compiled +1 timed +0 dropped +1 duplicates", line), line
+
+
 def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     """A kernel with one lucky launch among slow ones (a bimodal device) loses the runoff to one that is steadily
     faster: each pass is a median, and the lowest median wins (ranking by the best launch would pick the lucky one)."""
@@ -770,3 +831,72 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
     s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
+
+
+CTRL_C_SCRIPT = """
+import os, signal, sys, threading
+sys.path.insert(0, {root!r})
+import search
+signal.signal(signal.SIGINT, lambda *_: print("Ctrl-C", flush=True))  # this process lives on: its compiler is tested
+compiler = search._Compiler()
+answered = threading.Event()
+
+
+def ctrl_c():  # to this process's group, as a terminal's Ctrl-C, again and again: from the compiler's start on
+    while not answered.wait(0.02):
+        os.killpg(0, signal.SIGINT)
+
+
+threading.Thread(target=ctrl_c, daemon=True).start()
+binary = compiler("__kernel void k(__global float* d) {{ d[0] = 1.0f; }}")
+answered.set()
+try:
+    compiler("__kernel void k(__global float* d) {{ d[0] = undefined; }}")
+except search.BuildError as e:
+    print("refused", "undefined" in str(e))
+print("built", len(binary) > 0, compiler.proc.poll() is None, flush=True)
+"""
+
+
+def test_a_ctrl_c_never_reaches_a_compiler_process_and_it_prints_nothing(tmp_path):
+    """A terminal's Ctrl-C goes to its whole foreground process group: the search's compiler processes are not in it
+    (they printed a KeyboardInterrupt traceback each while they imported, and PoCL failed the build they were in), and
+    what the driver says of a build ("1 error generated.") comes back in the build's error, not on the terminal."""
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_SCRIPT.format(root=ROOT))
+    env = {**os.environ, "KERNELPY_CACHE": str(tmp_path)}
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120,
+                       start_new_session=True)  # fmt: skip
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "Ctrl-C" in p.stdout and "refused True" in p.stdout and "built True True" in p.stdout, p.stdout
+
+
+def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the search's compiler processes too: they say nothing, the search one line."""
+    import signal
+    import time
+
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "search.py"), "matmul", "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KERNELPY_CACHE": str(tmp_path)},
+        start_new_session=True,  # a process group of its own, as a terminal gives a command
+    )
+    p.stdout.readline()  # the header: the search has begun
+    time.sleep(1)
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip() == "python search.py: interrupted", err
+
+
+def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(tmp_path):
+    """Not the given kernel back as the search's answer; and the compile threads finish before the program ends
+    (one ending under a compile crashed the OpenCL runtime)."""
+    p = run_script("search.py", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "python search.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
+    )
+    assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error

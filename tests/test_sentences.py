@@ -7,6 +7,7 @@ UPCASTMID on each axis, and a first TC with tc_opt 0, 1 and 2. The facts: the Op
 (its loops, ids, index terms, vector and image accesses, guards and stores), the ShapeTracker (indices(), numpy, view
 by view: not the symbolic algebra), and the colours. The default run takes SENTENCE_SEQUENCES=2 sequences per
 kernel and target (about 700 states); set it higher (and SENTENCE_SEED) for a longer search of the space.
+The tests over the states are marked `sweep` (`pytest -m sweep`); the few about one kernel are `spec`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def _applies(k: Kernel, opt: Opt) -> bool:
 STATES = _space()
 
 
+@pytest.mark.sweep
 def test_the_space_reaches_every_kind_of_opt_on_every_demo_and_target():
     made = {(s.opt.op, s.opt.amt == 0) for s in STATES if s.opt is not None}
     assert {op for op, _ in made} == set(OptOps) and (OptOps.UPCAST, True) in made and (OptOps.GROUP, True) in made
@@ -215,6 +217,7 @@ def image_width(k: Kernel) -> int | None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.sweep
 def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memory():
     """A stride `--explain` prints (real_strides) is, wherever both elements are valid, the difference of the buffer
     positions ShapeTracker.indices() gives two neighbours."""
@@ -235,6 +238,7 @@ def test_every_stride_printed_is_the_step_between_neighbouring_elements_in_memor
                 assert (step == stride).all(), (s.label, i, axis, stride, set(step.tolist()))
 
 
+@pytest.mark.sweep
 def test_every_stride_on_a_thread_or_loop_axis_is_the_multiplier_in_the_rendered_c():
     """Each id (gidx, lidx) and loop (ridx) of the C multiplies into a buffer's index by the stride --explain prints
     for that axis (a bare id where the stride is 1)."""
@@ -257,6 +261,7 @@ def explain_lines(s: State) -> list[str]:
     return kernel._explain(s.k, s.opt, "", (), [], s.before)
 
 
+@pytest.mark.sweep
 def test_the_unknown_stride_legend_is_printed_where_a_stride_is_unknown_and_says_why():
     """`?` is printed for a stride real_strides can't give (the legend says so at the start), and each is where the
     axis's index is in the buffer's validity condition or under a division or modulo of its index."""
@@ -287,6 +292,7 @@ def c_vector_widths(src: str, idx: int) -> set[int]:
     return {int(a or b) for a, b in found}
 
 
+@pytest.mark.sweep
 def test_a_vector_access_is_named_exactly_where_the_rendered_c_has_one():
     """vector_access (the fact behind "one float4 load" and "4 scalar loads (...)") against runtime.render: a buffer
     has a float2/float4 access in the C exactly when vector_access names an axis, of that width."""
@@ -317,6 +323,7 @@ def notes_of(s: State) -> list[tuple[int, int, str]]:
     return [(a, names.index(note.split(":")[0].split(" has ")[0]), note) for a, note in found]
 
 
+@pytest.mark.sweep
 def test_every_access_note_is_the_access_of_the_rendered_c():
     """ "one float4 load", "4 scalar loads (...)", "one RGBA pixel (read_imagef)", "each element's own RGBA pixel",
     and an image output "written as a plain buffer": each is what the C does with that buffer."""
@@ -339,6 +346,7 @@ def test_every_access_note_is_the_access_of_the_rendered_c():
     assert {"one float4 load", "one float2 load", "one float4 store", "one RGBA pixel"} <= kinds, kinds
 
 
+@pytest.mark.sweep
 def test_every_thread_note_is_the_multiplier_of_its_id_in_the_rendered_c():
     """A cyan, white or green axis's note: "all N threads read the same element" where the id is in none of the
     buffer's index terms, "neighbouring threads read S apart" where it multiplies them by S."""
@@ -376,6 +384,7 @@ def c_offsets(src: str, idx: int) -> dict[str, set[int]]:
     return found
 
 
+@pytest.mark.sweep
 def test_every_register_note_is_the_accesses_of_the_rendered_c():
     """A register axis's "N accesses S apart, one per register": the C reads or writes the buffer at N indices S
     apart from one base; "has stride 0 here: one load serves all N": the C's distinct accesses of the buffer are at
@@ -403,6 +412,7 @@ def test_every_register_note_is_the_accesses_of_the_rendered_c():
     assert checked >= 200
 
 
+@pytest.mark.sweep
 def test_every_group_note_names_the_steps_and_the_loop_of_the_rendered_c():
     """GROUP's and GROUPTOP's note on the reduce axis they split: which steps of the axis thread t takes (for
     GROUP t, t+N, ...: the threads' stride is the axis's own and the loop's N times it; for GROUPTOP runs of R:
@@ -453,6 +463,7 @@ def nest(s: State) -> list[str]:
     return kernel.loop_nest(s.k, width=10_000)
 
 
+@pytest.mark.sweep
 def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
     """--loops prints `for ridxN in range(S)` and `parallel for gidxN/lidxN in range(S)`; the C has the same loops
     (`ridxN < S`) and ids (`0 <= gidxN < S`, likewise lidxN), axis for axis (ids of size 1 aside)."""
@@ -472,6 +483,7 @@ def test_every_loop_and_id_of_loops_is_one_of_the_rendered_c():
             assert ids == set(c_ids(s.src).items()), s.label
 
 
+@pytest.mark.sweep
 def test_the_accumulators_loops_counts_are_the_rendered_cs():
     """--loops' `registers: N accumulator(s) per thread` is the number of accumulator registers (a float4 counts 4)
     the C declares for the reduce, for every one-reduce kernel."""
@@ -490,6 +502,7 @@ def test_the_accumulators_loops_counts_are_the_rendered_cs():
     assert checked >= 100
 
 
+@pytest.mark.sweep
 def test_the_finish_of_a_grouped_reduce_in_loops_is_the_guard_of_the_rendered_c():
     """--loops' `if lidxN == 0 and ...:  # the first of the T green (and white) threads finishes` is the C's guard
     before the grouped reduce's finish, over every green and white axis, T the product of their sizes."""
@@ -547,6 +560,7 @@ def _depth(line: str) -> int:
     return len(line) - len(line.lstrip()) if line.strip() else 1 << 30
 
 
+@pytest.mark.sweep
 def test_every_store_of_loops_is_where_the_rendered_c_stores_for_every_thread():
     """--loops and the C store the same positions of every output for the same ids: the first green and white thread
     all of its outputs (UPCASTMID's white axis included), the others none; every target, NOLOCALS, images, padded
@@ -591,6 +605,7 @@ def map_cells(lines: list[str]) -> dict[int, dict[str, list[int]]]:
     return cells
 
 
+@pytest.mark.sweep
 def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_rendered_c():
     """--map's g and t of each output are the ids whose stores in the C write it (the green and white ids at 0: the
     first of them writes); its r numbers the yellow (then white) axes, and with g and t they give the output's
@@ -633,6 +648,7 @@ def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.sweep
 def test_the_colours_come_in_the_order_the_readme_says():
     """Left to right in the table's order (blue or BLUE, cyan, green and white, red), the registers (yellow and
     magenta) last, in the order their opts were applied."""
@@ -648,6 +664,7 @@ def test_the_colours_come_in_the_order_the_readme_says():
     assert "but green and white axes mix in the order their opts were applied" in readme
 
 
+@pytest.mark.sweep
 def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say():
     """OptOps' docstring: each opt splits an axis and moves a piece of it, but NOLOCALS and PADTO, which split none."""
     for s in STATES:
@@ -718,6 +735,7 @@ def test_the_step_table_says_how_an_unroll_or_group_counts_its_axis():
     assert "is axis" not in demo("matvec", "steps", "LOCAL:0:4", "UPCAST:0:4")
 
 
+@pytest.mark.sweep
 def test_last_view_rows_are_the_strides_the_heuristics_read_where_they_differ():
     """--explain's `last view` rows are st.views[-1].strides, printed exactly where they differ from the real
     strides, and the legend at the start says why they differ."""

@@ -380,14 +380,14 @@ class TestShapeTracker:
         st = ShapeTracker.from_shape((3, 4)).permute((1, 0)).reshape((12,)).reshape((4, 3))
         assert st.real_strides() == (1, 4)
 
-    def test_unit_stride_axes(self):
+    def test_unit_stride_axes_are_the_stride_1_axes_unless_masked(self):
         assert ShapeTracker.from_shape((3, 4)).unit_stride_axes() == [1]
         assert ShapeTracker.from_shape((3, 4)).permute((1, 0)).unit_stride_axes() == [0]
         padded = ShapeTracker.from_shape((3, 4)).pad(((0, 0), (1, 0)))
         assert padded.unit_stride_axes() == []
         assert padded.unit_stride_axes(ignore_valid=True) == [1]
 
-    def test_axis_is_masked(self):
+    def test_axis_is_masked_where_padding_masks_it(self):
         st = ShapeTracker.from_shape((3, 4)).pad(((1, 1), (0, 0)))
         assert [st.axis_is_masked(i) for i in range(2)] == [True, False]
         assert not ShapeTracker.from_shape((3, 4)).axis_is_masked(0)
@@ -475,6 +475,48 @@ def test_argument_that_is_not_a_tuple_names_the_op(op, arg):
     with pytest.raises((ValueError, TypeError)) as excinfo:
         getattr(ST, op)(arg)
     assert op in str(excinfo.value) and str(arg) in str(excinfo.value)
+
+
+# ============================================================================================================
+# movement-op arguments and View fields are integers: Python ints, numpy integers, or symbolic Nodes
+# ============================================================================================================
+_BASE = ShapeTracker.from_shape((4, 6))
+
+BAD_MOVEMENT = {
+    "reshape to a float": (lambda: _BASE.reshape((4.5, 6)), r"reshape: .*4\.5"),
+    "reshape to an integral float": (lambda: _BASE.reshape((4.0, 6)), r"reshape: .*4\.0"),
+    "reshape to strings": (lambda: _BASE.reshape(("4", "6")), r"reshape: .*'4'"),
+    "reshape to bools": (lambda: ShapeTracker.from_shape((1, 1)).reshape((True, True)), r"reshape: .*True"),
+    "pad by a float": (lambda: _BASE.pad(((1.9, 0), (0, 0))), r"pad: .*1\.9"),
+    "shrink by a float": (lambda: _BASE.shrink(((0, 2.5), (0, 6))), r"shrink: .*2\.5"),
+    "stride by a float": (lambda: _BASE.stride((1.5, 1)), r"stride: .*1\.5"),
+    "stride by a bool": (lambda: _BASE.stride((True, 1)), r"stride: .*True"),
+    "expand to a float": (lambda: ShapeTracker.from_shape((1, 6)).expand((4.0, 6)), r"expand: .*4\.0"),
+    "permute by floats": (lambda: _BASE.permute((1.0, 0)), r"permute: .*1\.0"),
+    "from_shape of a float": (lambda: ShapeTracker.from_shape((2.0, 3)), r"2\.0"),
+    "View offset a float": (lambda: View.create((4,), (1,), 1.5), r"View.create: offset .*1\.5"),
+    "View strides floats": (lambda: View.create((4,), (1.5,)), r"View.create: strides .*1\.5"),
+    "View mask floats": (lambda: View.create((4,), (1,), 0, ((0.5, 3),)), r"View.create: mask .*0\.5"),
+    "View mask past the shape": (lambda: View.create((4,), (1,), 0, ((0, 5),)), r"View.create: mask .*\(0, 5\)"),
+    "View mask before 0": (lambda: View.create((4,), (1,), 0, ((-1, 3),)), r"View.create: mask .*\(-1, 3\)"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_MOVEMENT))
+def test_movement_op_arguments_must_be_integers(name):
+    build, message = BAD_MOVEMENT[name]
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_numpy_integers_are_integers():
+    n = np.int64
+    assert _BASE.reshape((n(4), n(6))) == _BASE.reshape((4, 6))
+    assert _BASE.pad(((n(1), 0), (0, n(2)))) == _BASE.pad(((1, 0), (0, 2)))
+    assert _BASE.stride((n(2), np.int32(-1))) == _BASE.stride((2, -1))
+    assert ShapeTracker.from_shape((np.uint8(4), 6)) == _BASE
+    assert View.create((n(4),), (n(1),), n(0), ((n(1), n(3)),)) == View.create((4,), (1,), 0, ((1, 3),))
+    assert all(type(s) is int for s in _BASE.reshape((n(4), n(6))).shape)
 
 
 def test_errors_are_not_asserts():
@@ -603,7 +645,7 @@ def test_indices_of_one_element_read_through_a_masked_view():
     assert gather(st.shrink(((5, 7),)).reshape((1, 2)), np.arange(1, 5)).tolist() == [[1, 2]]
 
 
-def test_empty_view_on_stacked_views():
+def test_an_empty_shrink_of_stacked_views_reads_nothing():
     """A zero-size shrink of a two-view ShapeTracker reads nothing; simplify() and indices() still work."""
     st = ShapeTracker.from_shape((2, 2)).pad(((1, 1), (1, 1))).reshape((16,)).shrink(((5, 5),))
     assert st.shape == (0,) and st.real_size() == 0

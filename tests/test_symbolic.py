@@ -44,6 +44,7 @@ SYMBOLIC_IDS = [case_id(c) for c in SYMBOLIC_CASES]
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.corpus
 def test_symbolic_corpus_is_complete():
     assert len(SYMBOLIC_CASES) == 52
     assert all(c["vars"] and c["var_vals"] for c in SYMBOLIC_CASES)
@@ -52,6 +53,7 @@ def test_symbolic_corpus_is_complete():
     assert not any("tensor_cores" in c for c in SYMBOLIC_CASES)
 
 
+@pytest.mark.corpus
 def test_symbolic_corpus_holds_no_multi_reduce_kernel():
     """Each case has at most one reduce op (kernels with several are multireduce.json's)."""
     for case in SYMBOLIC_CASES:
@@ -59,17 +61,20 @@ def test_symbolic_corpus_holds_no_multi_reduce_kernel():
         assert len(k.reduceops) <= 1, case["name"]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_kernel_construction_matches_tinygrad(case):
     k = check_construction(case)
     assert [enc(v) for v in k.vars] == case["vars"]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_hand_coded_optimizations_match_tinygrad(case):
     check_heuristics(case)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_opt_sequences_match_tinygrad(case):
     """Each opt is accepted or refused as tinygrad did; a refused one leaves the kernel exactly as it was."""
@@ -108,13 +113,13 @@ class TestVariable:
         assert i.key == "i[1-64]" and i.bind(3).key == "i[1-64=3]"
         assert i.bind(3) != i
 
-    def test_repr_and_str(self):
+    def test_repr_rebuilds_a_variable_and_str_gives_its_range(self):
         i = Variable("i", 1, 64)
         assert repr(i) == "Variable('i', 1, 64)" and repr(i.bind(2)) == "Variable('i', 1, 64).bind(2)"
         assert str(i) == "<i[1-64]>" and str(i * 3) == "<(i[1-64]*3)>"
         assert repr(NumNode(4)) == "NumNode(4)"
 
-    def test_vars_of_an_expression(self):
+    def test_vars_are_the_variables_an_expression_holds(self):
         i, j = Variable("i", 1, 64), Variable("j", 1, 32)
         assert (i * 4 + j // 2).vars() == {i, j}
         assert (i < j).vars() == {i, j}
@@ -172,7 +177,7 @@ class TestComparisons:
 
 
 class TestNodeArithmetic:
-    def test_node_times_node(self):
+    def test_a_node_times_a_node_is_a_mulnode_in_name_order(self):
         i, j = Variable("i", 1, 64), Variable("j", 1, 32)
         e = i * j
         assert isinstance(e, K.MulNode) and (e.min, e.max) == (1, 64 * 32)
@@ -190,12 +195,12 @@ class TestNodeArithmetic:
         assert ((a // b).min, (a // b).max) == (0, 10) and ((a % b).min, (a % b).max) == (0, b - 1)
         assert ((a - 2) // b).render() == "(((-2+a+b)//b)+-1)"  # C's / of a numerator >= 0 floors, as //
 
-    def test_rfloordiv_and_rmod(self):
+    def test_an_int_divided_or_modded_by_a_node_simplifies_by_its_bounds(self):
         i = Variable("i", 8, 64)
         assert 5 // i == 0 and 5 % i == 5
         assert isinstance(12 - i, K.Node)
 
-    def test_symbolic_bounds(self):
+    def test_bounds_of_a_symbolic_range_are_nodes(self):
         i = Variable("i", 1, 64)
         idx = Variable("idx0", 0, i - 1)  # a loop index over a symbolic size: its max is a node
         assert idx.max == i - 1
@@ -261,11 +266,11 @@ class TestSymbolicShapeTracker:
         assert st.shape == (4, i) and st.views[-1].strides == (1, 0)
         assert st.real_strides() == (1, 0)
 
-    def test_symbolic_expr_idxs(self):
+    def test_expr_idxs_of_a_symbolic_shape_multiplies_by_the_variable(self):
         idx, valid = ShapeTracker.from_shape((3, i)).expr_idxs()
         assert idx.render() == "((i*idx0)+idx1)" and valid == 1
 
-    def test_var_vals_and_unbind(self):
+    def test_var_vals_are_the_bound_values_and_unbind_splits_them_off(self):
         bound = i.bind(37)
         st = ShapeTracker.from_shape((3, bound))
         assert st.var_vals == {i: 37}
@@ -318,7 +323,7 @@ class TestShapeTrackerAlgebra:
         assert not ShapeTracker.from_shape((4, 6)).shrink(((1, 3), (0, 6))).contiguous
         assert not ShapeTracker.from_shape((4, 6)).permute((1, 0)).consecutive
 
-    def test_view_vars_and_unbind(self):
+    def test_a_views_vars_are_bound_and_unbind_splits_them_off(self):
         v = View.create((3, i.bind(5)))
         assert v.vars() == {i.bind(5)}
         assert v.unbind() == (View.create((3, i)), {i: 5})
@@ -336,7 +341,7 @@ def plus_one(n=None) -> Kernel:
 
 
 class TestSymbolicKernel:
-    def test_vars_and_colored_shape(self, monkeypatch):
+    def test_a_symbolic_kernel_has_its_vars_and_a_symbolic_colored_shape(self, monkeypatch):
         k = plus_one()
         assert k.vars == [i]
         assert k.full_shape == (i * 3,)
@@ -379,7 +384,7 @@ class TestSymbolicKernel:
         assert order[-1] == root  # ordered_lazyops is cached: an equal AST built earlier may answer
         assert all(order.index(s) < order.index(x) for x in order for s in x.src)
 
-    def test_late_upcast_tc(self):
+    def test_late_upcast_tc_upcasts_the_tensor_cores_second_axis_by_4(self):
         k = Kernel(*K.matmul_ast(64, 64, 64), opts=K.TARGETS["metal"])
         assert k.apply_tensor_cores(1, extra_opts=[])
         k.late_upcast_tc(1)
@@ -420,6 +425,7 @@ def runtime():
     return R
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=SYMBOLIC_IDS)
 def test_symbolic_kernel_verifies_at_every_length(case, runtime):
     R = runtime

@@ -416,7 +416,7 @@ def test_division_by_a_symbolic_size_is_kept_and_rendered():
     assert R.cexpr(idx) == "(idx0%i)"
 
 
-def test_symbolic_defects_on_the_device(device):
+def test_causal_shift_pads_and_tiles_run_as_their_concrete_rebuilds(device):
     import runtime as R
 
     for values in ({"i": 1}, {"i": 3}, {"i": 16}):
