@@ -13,7 +13,9 @@ import pytest
 HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
-# devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below).
+# devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
+# and test_search.py runs the tests it names in ON_EVERY_DEVICE (what builds, loads and runs on the device; the rest,
+# the search's own logic: its cache, timeouts, command line, ranking, run on the first).
 # KERNELPY_DEVICE set: all on that one
 EVERY_DEVICE = ("test_runtime", "test_search")
 
@@ -37,6 +39,9 @@ def working_devices() -> list[str]:
 
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    every = getattr(metafunc.module, "ON_EVERY_DEVICE", None)  # a module may name the tests of its that need it
+    if every is not None and metafunc.function.__name__ not in every:
+        return
     if "device" in metafunc.fixturenames and module in EVERY_DEVICE and not os.environ.get("KERNELPY_DEVICE"):
         if len(names := working_devices()) > 1:
             ids = [re.sub(r"\W+", "-", name).strip("-") for name in names]

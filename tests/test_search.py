@@ -47,6 +47,24 @@ from tests.common import ROOT, run_script
 
 # conftest.py: skipped, saying why, without an OpenCL device; every test searches with its own empty cache
 pytestmark = pytest.mark.usefixtures("device", "cache_dir")
+# what a device's driver does (building, loading binaries in threads and processes, running and verifying what was
+# built) is tested on each working device; the search's own logic (cache, timeouts, ranking, its command line) on the
+# first (conftest.py)
+ON_EVERY_DEVICE = {
+    "test_search_returns_a_verified_kernel_whose_opts_replay_on_a_fresh_kernel",
+    "test_each_compile_thread_builds_in_a_process_of_its_own",
+    "test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends_with_its_input",
+    "test_searches_in_threads_each_get_the_binaries_of_their_own_sources",
+    "test_a_compiler_called_from_several_threads_answers_each_with_its_own_binary",
+    "test_a_candidate_that_fails_to_build_is_dropped_and_counted",
+    "test_a_candidate_that_computes_a_wrong_answer_is_never_returned",
+    "test_a_symbolic_kernel_is_searched_at_the_values_given",
+    "test_tensor_core_kernels_are_searched",
+    "test_a_kernel_that_stores_part_of_its_buffer_is_searched",
+    "test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify",
+    "test_a_ctrl_c_never_reaches_a_compiler_process_and_it_prints_nothing",
+    "test_ctrl_c_during_a_search_ends_in_one_line",
+}
 
 
 @pytest.fixture
@@ -900,3 +918,8 @@ def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(t
         "python search.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
     )
     assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error
+
+
+def test_every_test_named_to_run_on_every_device_exists():
+    """A name in ON_EVERY_DEVICE that no test has (a renamed test) would quietly run that test on one device only."""
+    assert ON_EVERY_DEVICE <= {name for name in globals() if name.startswith("test_")}
