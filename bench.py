@@ -250,7 +250,7 @@ def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     for b in bufs:  # every page touched before it is timed
         cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)
     t = _median_launch(build(_STREAM_SOURCE, "triad"), n // 4, local, *bufs, np.float32(3), runs=runs)
-    how = f"{best}, {FMA_CHAINS} chains; triad over 3 x {n / (1 << 20):.0f}M floats; medians of {runs} launches"
+    how = f"{best}, {FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB; medians of {runs} launches"
     return Limits(peaks[best], 12 * n / t, how)
 
 
