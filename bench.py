@@ -162,7 +162,7 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 # needs about 8 in flight on its two FMA units; the vectors fill its SIMD lanes (the compiler also vectorizes
 # across work-items), its work-items are many times the cores, and it touches memory once per work-item: nothing but
 # the FMA units limits it. It is tried at float4, float8 and float16 and as fma() and as a*x+b (contracted to an
-# FMA by the compiler: PoCL's fma() was 30x slower than its a*x+b on a Xeon), and the fastest counts: the peak is
+# FMA by the compiler: PoCL's fma() ran 30x slower than its a*x+b on a 2-core Xeon), and the fastest counts: the peak is
 # what the device can reach. Stream: a triad a = b + s*c over float4s, each array STREAM_FLOATS or more floats and
 # at least the last-level cache, so nearly every byte comes from memory; each byte is moved once, the way the
 # suite counts bytes (3 * 4 bytes per element, as add 16M).
@@ -172,17 +172,17 @@ STREAM_FLOATS, LIMIT_RUNS = 64 << 20, 5
 
 
 class Limits(NamedTuple):
-    """The device's measured limits: FMA peak (flop/s) and stream (byte/s), and how each was measured."""
+    """The device's measured limits: its FMA peak (flop/s) and stream bandwidth (byte/s), and how they were measured."""
 
-    flops: float
-    bytes: float
+    peak: float
+    stream: float
     how: str
 
 
 def roofline(flops: float, nbytes: float, seconds: float, limits: Limits) -> tuple[float, str]:
     """(bound / seconds, "compute" or "memory"): the fraction of the roofline bound max(flops / peak, bytes /
     stream) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
-    compute, memory = flops / limits.flops, nbytes / limits.bytes
+    compute, memory = flops / limits.peak, nbytes / limits.stream
     return max(compute, memory) / seconds, "compute" if compute >= memory else "memory"
 
 
@@ -242,10 +242,8 @@ def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
             t = _median_launch(kern, items, local, out, np.float32(0.999), np.float32(0.001), runs=runs)
             peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
     best = max(peaks, key=peaks.get)
-    n = max(STREAM_FLOATS, last_level_cache() // 4)
-    n = (
-        min(n, device.max_mem_alloc_size // 4, device.global_mem_size // 16) // 4 * 4
-    )  # 3 arrays: under a fifth of its memory
+    n = max(STREAM_FLOATS, last_level_cache() // 4)  # floats per array
+    n = min(n, device.max_mem_alloc_size // 4, device.global_mem_size // 64) // 4 * 4  # all 3: under 1/5 of memory
     bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, 4 * n) for _ in range(3)]
     for b in bufs:  # every page touched before it is timed
         cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)
@@ -363,7 +361,7 @@ def bench(
     )
     limits = limits or device_limits_measured()
     print(
-        f"FMA peak {limits.flops * 1e-9:.1f} GFLOP/s, stream {limits.bytes * 1e-9:.1f} GB/s ({limits.how})\n",
+        f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})\n",
         file=out,
     )
     n, cost = optimizer_cost()  # first, while the caches are cold
@@ -406,7 +404,7 @@ def bench(
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
-        bound_s = max(flops / limits.flops, nbytes / limits.bytes)
+        bound_s = max(flops / limits.peak, nbytes / limits.stream)
         for variant, t in times.items():
             note = ""
             if variant == "hand-coded" and name in measured:
