@@ -1,9 +1,13 @@
-"""bench.py: the benchmark suite. Times our kernels on the OpenCL device (unoptimized, hand-coded, beam-searched)
-beside numpy, and beside tinygrad 0.9.1 measured on the same device by scripts run under tinygrad 0.9.1 outside
-this repository: tinygrad_perf.sh (its hand-coded kernels) and tinygrad_beam.sh (its BEAM=2 choices, which we
+"""bench.py: the benchmark suite. Times our kernels on each CPU OpenCL device (unoptimized, hand-coded,
+beam-searched) beside numpy, against the device's own limits (an FMA-bound and a streaming kernel measured first:
+each row's fraction of its roofline bound), and beside tinygrad 0.9.1 measured on the same device by
+tools/tinygrad_times.py, run under tinygrad 0.9.1 (its hand-coded kernels' times, and its BEAM=2 choices, which we
 apply to our own Kernel and time with our runtime, so both are timed the same way in one sitting).
 
-Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--tinygrad FILE] [--tinygrad-beam FILE]
+Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--device N|NAME]
+                       [--tinygrad FILE ...] [--tinygrad-beam FILE ...]
+Each working device runs in a child process of its own (KERNELPY_DEVICE=i), one after another; with
+KERNELPY_DEVICE or PYOPENCL_CTX set, or in such a child, the suite runs in this process on the device they choose.
 """
 
 from __future__ import annotations
@@ -13,18 +17,21 @@ import contextlib
 import json
 import math
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, launched as runtime.py launches
 
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, conv2d_ast
-from kernel import elementwise_ast, int_at_least, load, matmul_ast, matvec_ast, optimize, reduce, run_command_line
-from kernel import store, sum_ast
-from runtime import NoDeviceError, get_device, random_inputs, time_kernel
-from tests.corpus import lazyop_from_json  # the golden corpus's JSON form is read by the tests' loader
+from kernel import elementwise_ast, int_at_least, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, reduce
+from kernel import run_command_line, store, sum_ast
+from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
 from search import search
 
 
@@ -81,23 +88,15 @@ BENCHMARKS = {
         lambda img, wt: _np_conv2d(img.reshape(8, 32, 64, 64), wt.reshape(64, 32, 3, 3)),
     ),
 }
-# the names of the same workloads in the files written by tinygrad_perf.sh and tinygrad_beam.sh
-TINYGRAD_KEYS = {
-    "matmul 512": "matmul_512",
-    "matmul 1024": "matmul_1024",
-    "matvec 4096x4096": "matvec_4096",
-    "sum 16M": "sum_all_16M",
-    "sum axis 0 4096x4096": "sum_axis0_4096",
-    "sum axis 1 4096x4096": "sum_axis1_4096",
-    "add 16M": "add_16M",
-    "conv2d 8x32x64x64 k3x64": "conv2d_8x32x64x64_k3x64",
-}
+# ==== tinygrad 0.9.1's files: written by tools/tinygrad_times.py under tinygrad, one per device and mode ==========
+# {"device": OpenCL device name, "mode": "hand-coded" or "beam", "workloads": {NAME: {"kernels": [...], ...}}}, NAME
+# a key of BENCHMARKS; each kernel gives its "ast" (the golden corpus's JSON form) and "opts" ([op, axis, amount]),
+# "tinygrad_s" (tinygrad's own time of it) and, in a BEAM file, "search_s".
+MODES = {"hand-coded": "--tinygrad", "beam": "--tinygrad-beam"}  # each mode's option of bench.py
 
 
-def _load_json(path: str | None) -> dict:
-    """The JSON object in path ({} where there is no such file); ValueError naming the file where it can't be read."""
-    if not path or not os.path.exists(path):
-        return {}
+def _load_json(path: str) -> dict:
+    """The JSON object in path; ValueError naming the file where it is missing or can't be read."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -108,54 +107,160 @@ def _load_json(path: str | None) -> dict:
     return data
 
 
-def _tinygrad_measured(path: str | None) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
-    """Per benchmark, tinygrad 0.9.1's kernel time and the ASTs it ran, from a JSON file of tinygrad_perf.sh."""
-    measured = _load_json(path)
-    with _what_file(path, "tinygrad_perf.sh"):
-        return _read_measured(measured)
-
-
-def _read_measured(measured: dict) -> dict[str, tuple[float, list[tuple[LazyOp, ...]]]]:
-    return {
-        name: (
-            measured[key]["tinygrad_s"],
-            [tuple(lazyop_from_json(a) for a in k["ast"]) for k in measured[key].get("kernels", [])],
-        )
-        for name, key in TINYGRAD_KEYS.items()
-        if key in measured
-    }
-
-
-def _tinygrad_beam(path: str | None) -> dict[str, tuple[list[Kernel], float]]:
-    """Per benchmark, tinygrad 0.9.1's BEAM choices applied to our own Kernels of its ASTs, and its search
-    seconds, from a JSON file of tinygrad_beam.sh."""
-    measured = _load_json(path)
-    with _what_file(path, "tinygrad_beam.sh"):
-        return _read_beam(measured)
-
-
-def _read_beam(measured: dict) -> dict[str, tuple[list[Kernel], float]]:
-    out = {}
-    for name, key in TINYGRAD_KEYS.items():
-        if key not in measured:
-            continue
-        kernels = []
-        for entry in measured[key]["kernels"]:
-            k = Kernel(*(lazyop_from_json(a) for a in entry["ast"]))
-            for op, axis, amt in entry["beam_opts"]:
-                k.apply_opt(Opt(OptOps[op], axis, amt))
-            kernels.append(k)
-        out[name] = (kernels, measured[key]["search_s"])
-    return out
-
-
 @contextlib.contextmanager
-def _what_file(path: str | None, writer: str):
-    """A file that is JSON but not what `writer` writes (a missing key, a malformed AST): ValueError naming it."""
+def _what_file(path: str):
+    """A file that is JSON but not what tools/tinygrad_times.py writes (a missing key, a malformed AST or opt):
+    ValueError naming it."""
     try:
         yield
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
-        raise ValueError(f"{path} is not a file of {writer} ({type(e).__name__}: {e})") from None
+        raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
+
+
+def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
+    """(device name, {benchmark: {"tinygrad_s", "asts", and in a BEAM file "kernels" (tinygrad's choices applied to
+    our own Kernels of its ASTs) and "search_s"}}) of a file of tools/tinygrad_times.py in `mode` ("hand-coded" or
+    "beam"); ValueError naming the file where it is anything else."""
+    data = _load_json(path)
+    with _what_file(path):
+        if data.get("mode") != mode:
+            other = MODES.get(data.get("mode"), "no option of bench.py")
+            raise ValueError(f"it holds mode {data.get('mode')!r}, not {mode!r}: give it to {other}")
+        if not isinstance(device := data["device"], str) or not isinstance(data["workloads"], dict):
+            raise TypeError('"device" must be a string and "workloads" an object')
+        out = {}
+        for name, w in data["workloads"].items():
+            if name not in BENCHMARKS:
+                raise KeyError(f"workload {name!r} is none of bench.py's")
+            asts = [tuple(lazyop_from_json(a) for a in k["ast"]) for k in w["kernels"]]
+            out[name] = {"tinygrad_s": float(w["tinygrad_s"]), "asts": asts}
+            if mode == "beam":
+                kernels = [Kernel(*ast) for ast in asts]
+                for k, entry in zip(kernels, w["kernels"]):
+                    for op, axis, amt in entry["opts"]:
+                        k.apply_opt(Opt(OptOps[op], axis, amt))
+                out[name] |= {"kernels": kernels, "search_s": float(w["search_s"])}
+    return device, out
+
+
+def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict[str, dict]]]:
+    """{device name: (path, what read_tinygrad_file read)} of the files of one mode; ValueError naming the file
+    where two are of one device (bench.py could not tell which to use) or one can't be read."""
+    out: dict[str, tuple[str, dict[str, dict]]] = {}
+    for path in paths:
+        device, data = read_tinygrad_file(path, mode)
+        if device in out:
+            raise ValueError(f"{out[device][0]} and {path} are both of device {device!r}: give one")
+        out[device] = (path, data)
+    return out
+
+
+# ==== the device's limits: an FMA-bound kernel and a streaming kernel, each timed as the suite's kernels are ======
+# A kernel takes at least max(flops / peak, bytes / stream) seconds (the roofline): each row shows that bound over
+# its time, and which of the two it is. Peak: every work-item keeps FMA_CHAINS independent vectors and applies a
+# multiply-add to each in turn, FMA_ITERS times. One chain waits for its last result (about 4 cycles), so a core
+# needs about 8 in flight on its two FMA units; the vectors fill its SIMD lanes (the compiler also vectorizes
+# across work-items), its work-items are many times the cores, and it touches memory once per work-item: nothing but
+# the FMA units limits it. It is tried at float4, float8 and float16 and as fma() and as a*x+b (contracted to an
+# FMA by the compiler: PoCL's fma() ran 30x slower than its a*x+b on a 2-core Xeon), and the fastest counts: the peak is
+# what the device can reach. Stream: a triad a = b + s*c over float4s, each array STREAM_FLOATS or more floats and
+# at least the last-level cache, so nearly every byte comes from memory; each byte is moved once, the way the
+# suite counts bytes (3 * 4 bytes per element, as add 16M).
+# The stream is memory's bandwidth, not the cache's: a workload whose data stays in the last-level cache (sum 16M's
+# 64 MiB in a 480 MiB L3) can pass 1.
+FMA_CHAINS, FMA_ITERS, FMA_ITEMS_PER_CORE = 8, 512, 2048
+FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * a + b"}
+STREAM_FLOATS, LIMIT_RUNS = 64 << 20, 5
+
+
+class Limits(NamedTuple):
+    """The device's measured limits: its FMA peak (flop/s) and stream bandwidth (byte/s), and how they were measured."""
+
+    peak: float
+    stream: float
+    how: str
+
+
+def roofline(flops: float, nbytes: float, seconds: float, limits: Limits) -> tuple[float, str]:
+    """(bound / seconds, "compute" or "memory"): the fraction of the roofline bound max(flops / peak, bytes /
+    stream) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
+    compute, memory = flops / limits.peak, nbytes / limits.stream
+    return max(compute, memory) / seconds, "compute" if compute >= memory else "memory"
+
+
+def _fma_source(width: int, form: str) -> str:
+    t = f"float{width}"
+    lines = ["__kernel void fma_peak(__global float *out, float a, float b) {", "  float g = get_global_id(0);"]
+    lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(FMA_CHAINS)]
+    lines += [f"  for (int i = 0; i < {FMA_ITERS}; i++) {{"]
+    lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(FMA_CHAINS)] + ["  }"]
+    lines += [f"  {t} y = {' + '.join(f'x{i}' for i in range(FMA_CHAINS))};"]  # every chain is used: none is dead
+    lines += [f"  out[get_global_id(0)] = {' + '.join(f'y.s{c:x}' for c in range(width))};", "}"]
+    return "\n".join(lines)
+
+
+_STREAM_SOURCE = """__kernel void triad(__global float4 *a, __global const float4 *b, __global const float4 *c,
+                    float s) {
+  size_t i = get_global_id(0);
+  a[i] = b[i] + s * c[i];
+}"""
+
+
+def _median_launch(kern, global_size: int, local_size: int | None, *args, runs: int = LIMIT_RUNS) -> float:
+    """Median seconds of `runs` launches after one warm-up, from OpenCL profiling events (as time_kernel)."""
+    queue, times = get_device().queue, []
+    for i in range(runs + 1):
+        (event := kern(queue, (global_size,), (local_size,) if local_size else None, *args)).wait()
+        if i:
+            times.append((event.profile.end - event.profile.start) * 1e-9)
+    return statistics.median(times)
+
+
+def last_level_cache() -> int:
+    """Bytes of the largest cache: the device's own figure or the CPU's (Linux's sysfs), whichever is larger."""
+    sizes = [get_device().ctx.devices[0].global_mem_cache_size]
+    with contextlib.suppress(OSError, ValueError):
+        for index in os.scandir("/sys/devices/system/cpu/cpu0/cache"):
+            if index.name.startswith("index"):
+                with open(os.path.join(index.path, "size")) as f:
+                    text = f.read().strip()  # "491520K"
+                sizes.append(
+                    int(text[:-1]) << {"K": 10, "M": 20, "G": 30}[text[-1]] if text[-1] in "KMG" else int(text)
+                )
+    return max(sizes)
+
+
+def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
+    """The device's FMA peak and stream bandwidth, measured now (see FMA_CHAINS)."""
+    dev = get_device()
+    device = dev.ctx.devices[0]
+    items = FMA_ITEMS_PER_CORE * device.max_compute_units
+    out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items)
+    local = 64 if device.max_work_group_size >= 64 else None
+    peaks = {}
+    for width in FMA_WIDTHS:
+        for form, expr in FMA_FORMS.items():
+            kern = build(_fma_source(width, expr), "fma_peak")
+            t = _median_launch(kern, items, local, out, np.float32(0.999), np.float32(0.001), runs=runs)
+            peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
+    best = max(peaks, key=peaks.get)
+    n = max(STREAM_FLOATS, last_level_cache() // 4)  # floats per array
+    n = min(n, device.max_mem_alloc_size // 4, device.global_mem_size // 64) // 4 * 4  # all 3: under 1/5 of memory
+    bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, 4 * n) for _ in range(3)]
+    for b in bufs:  # every page touched before it is timed
+        cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)
+    t = _median_launch(build(_STREAM_SOURCE, "triad"), n // 4, local, *bufs, np.float32(3), runs=runs)
+    how = f"{best}, {FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB; medians of {runs} launches"
+    return Limits(peaks[best], 12 * n / t, how)
+
+
+def machine() -> str:
+    """The CPU's model and cores (Linux's /proc/cpuinfo, else the platform module)."""
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            model = next((x.split(":", 1)[1].strip() for x in f if x.startswith("model name")), model)
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def optimizer_cost(
@@ -213,36 +318,52 @@ def geomean(xs: Sequence[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
 
+def _this_devices(paths: Sequence[str] | str | None, mode: str) -> tuple[str | None, dict[str, dict]]:
+    """(path, data) of the file of `mode` measured on this process's device, among `paths` (None, {}: none is)."""
+    files = tinygrad_files([paths] if isinstance(paths, str) else paths or [], mode)
+    return files.get(get_device().name, (None, {}))
+
+
 def bench(
     names: Sequence[str] | None = None,
     runs: int = 10,
     out=None,
-    tinygrad: str | None = None,
+    tinygrad: Sequence[str] | str | None = None,
     search_amt: int | None = None,
-    tinygrad_beam: str | None = None,
+    tinygrad_beam: Sequence[str] | str | None = None,
     cache: bool = True,
+    limits: Limits | None = None,
 ) -> dict[str, dict]:
-    """Time each benchmark unoptimized, with the hand-coded opts, and in numpy; print a table as it goes.
-    With `tinygrad`, a JSON file of tinygrad_perf.sh, the hand-coded rows also show tinygrad 0.9.1's time for the
-    same workload and the ratio (ours / tinygrad's). With `search_amt`, also beam-search each kernel (that many
-    kept per round) and time the searched kernels; with `tinygrad_beam`, a JSON file of tinygrad_beam.sh, also
-    time tinygrad's BEAM choices on our runtime. Returns {name: {variant: seconds, "search_s": ...}}."""
+    """Time each benchmark on this process's device unoptimized, with the hand-coded opts, and in numpy; print a
+    table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given).
+    With `tinygrad`, files of tools/tinygrad_times.py --hand-coded (the one of this device counts), the
+    hand-coded rows also show tinygrad 0.9.1's time for the same workload and the ratio (ours / tinygrad's). With
+    `search_amt`, also beam-search each kernel (that many kept per round) and time the searched kernels; with
+    `tinygrad_beam`, files of tools/tinygrad_times.py --beam, also time tinygrad's BEAM choices on our runtime.
+    Returns {name: {variant: seconds, "search_s": ..., "bound_s": the roofline bound, "binds": its limit}}."""
     out = out or sys.stdout
     results: dict[str, dict] = {}
-    measured = _tinygrad_measured(tinygrad)
-    tinygrad_s = {name: s for name, (s, _) in measured.items()}
-    beam = _tinygrad_beam(tinygrad_beam) if search_amt else {}
+    measured_from, measured = _this_devices(tinygrad, "hand-coded")
+    beam_from, beam = _this_devices(tinygrad_beam, "beam") if search_amt else (None, {})
     compared, different = [], []
+    dev = get_device()
+    device = dev.ctx.devices[0]
+    print(f"machine: {machine()}", file=out)
     print(
-        f"device: {get_device().name}, {os.cpu_count()} cores, "
+        f"device: {dev.name} ({device.platform.name.strip()}), {device.max_compute_units} compute units; "
         + (
             f"best of {SIDE_BY_SIDE_ROUNDS}-{SIDE_BY_SIDE_MOST} medians of {runs} runs, variants in turn"
             if search_amt
             else f"median of {runs} runs"
         )
-        + (f"; tinygrad 0.9.1's times from {tinygrad}" if tinygrad_s else "")
-        + (f"; tinygrad's BEAM choices from {tinygrad_beam}" if beam else "")
-        + "\n",
+        + (f"; tinygrad 0.9.1's times from {measured_from}" if measured else "")
+        + (f"; tinygrad's BEAM choices from {beam_from}" if beam else ""),
+        file=out,
+        flush=True,
+    )
+    limits = limits or device_limits_measured()
+    print(
+        f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})\n",
         file=out,
     )
     n, cost = optimizer_cost()  # first, while the caches are cold
@@ -251,8 +372,8 @@ def bench(
         f"({n} corpus kernels, once each)\n",
         file=out,
     )
-    header = f"{'kernel':26s} {'variant':13s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s}"
-    print(header + ("   tinygrad 0.9.1  ours/tinygrad" if tinygrad_s else ""), file=out)
+    header = f"{'kernel':26s} {'variant':13s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s} {'roofline':>14s}"
+    print(header + ("   tinygrad 0.9.1  ours/tinygrad" if measured else ""), file=out)
     for name in names or BENCHMARKS:
         build_asts, flops, nbytes, numpy_fn = BENCHMARKS[name]
         asts = build_asts()
@@ -263,9 +384,9 @@ def bench(
         n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
         times["unoptimized"] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(unoptimized, inputs))
         hand = [optimize(Kernel(*ast)) for ast in asts]
-        if name in measured and measured[name][1]:
+        if name in measured and measured[name]["asts"]:
             compared.append(name)
-            if not _same_kernels(hand, measured[name][1]):
+            if not _same_kernels(hand, measured[name]["asts"]):
                 different.append(name)
         variants = {"hand-coded": list(zip(hand, inputs))}
         extra: dict[str, float] = {}
@@ -275,8 +396,8 @@ def bench(
             extra["search_s"] = sum(r.seconds for r in found)
             extra["cached"] = all(r.cached for r in found)
             if name in beam:
-                variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name][0]]
-                extra["tinygrad_search_s"] = beam[name][1]
+                variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name]["kernels"]]
+                extra["tinygrad_search_s"] = beam[name]["search_s"]
         times.update(
             _time_side_by_side(variants, runs)
             if len(variants) > 1
@@ -285,22 +406,25 @@ def bench(
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
+        bound_s = max(flops / limits.peak, nbytes / limits.stream)
         for variant, t in times.items():
             note = ""
-            if variant == "hand-coded" and name in tinygrad_s:
-                note = f"{tinygrad_s[name] * 1e3:11.2f} ms  {t / tinygrad_s[name]:13.2f}"
+            if variant == "hand-coded" and name in measured:
+                theirs = measured[name]["tinygrad_s"]
+                note = f"{theirs * 1e3:11.2f} ms  {t / theirs:13.2f}"
             elif variant == "searched":
                 note = f"search {extra['search_s']:.1f} s" + (" (cached)" if extra["cached"] else "")
                 note += "  " + " | ".join(" ".join(map(str, k.applied_opts)) or "no opts" for k, _ in variants[variant])
             elif variant == "tinygrad BEAM":
                 note = f"search {extra['tinygrad_search_s']:.1f} s (tinygrad's, in its own sitting)"
+            fraction, binds = roofline(flops, nbytes, t, limits)
             print(
-                f"{name:26s} {variant:13s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f}   "
-                f"{note}".rstrip(),
+                f"{name:26s} {variant:13s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f} "
+                f"{fraction:5.2f} {binds:>8s}   {note}".rstrip(),
                 file=out,
                 flush=True,
             )
-        results[name] = {**times, **extra}
+        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds}
     if compared:
         print(
             "\n"
@@ -320,7 +444,8 @@ def _summary(results: dict[str, dict], out) -> None:
     """The searched column against tinygrad's BEAM, as a markdown table, and the geometric means."""
     print(
         "\n| workload | hand-coded | searched | tinygrad BEAM | x tinygrad | numpy | searched GFLOP/s | "
-        "searched GB/s | search s | tinygrad search s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "searched GB/s | searched of roofline | search s | tinygrad search s |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         file=out,
     )
     for name, r in results.items():
@@ -330,7 +455,7 @@ def _summary(results: dict[str, dict], out) -> None:
             f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {ours * 1e3:.2f} ms | "
             f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {f'{tg / ours:.2f}' if tg else '-'} | "
             f"{r['numpy'] * 1e3:.2f} ms | {flops / ours * 1e-9:.1f} | {nbytes / ours * 1e-9:.1f} | "
-            f"{r['search_s']:.1f} | {f'{tg_s:.1f}' if tg_s else '-'} |",
+            f"{r['bound_s'] / ours:.2f} ({r['binds']}) | {r['search_s']:.1f} | {f'{tg_s:.1f}' if tg_s else '-'} |",
             file=out,
         )
     both = [r for r in results.values() if "tinygrad BEAM" in r]
@@ -351,12 +476,48 @@ def _summary(results: dict[str, dict], out) -> None:
         )
 
 
+def _devices() -> list[str]:
+    """The working devices' names, as KERNELPY_DEVICE counts them: "NAME (PLATFORM)" ([] where OpenCL has none)."""
+    try:
+        return [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working_devices()]
+    except cl.Error:  # no platform at all: the suite, run here, says so in one line
+        return []
+
+
+def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
+    """The indices of the devices to run on: all, or the one `choice` names (its index, or a part of its or its
+    platform's name, as KERNELPY_DEVICE takes them); ValueError naming a choice that is none of them."""
+    if choice is None:
+        return list(range(len(names)))
+    if choice.isdigit() and int(choice) < len(names):
+        return [int(choice)]
+    if not choice.isdigit() and (hits := [i for i, n in enumerate(names) if choice.lower() in n.lower()]):
+        return hits[:1]
+    listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
+    raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed})")
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of one device's child: this one's, but --device."""
+    argv = [*args.names, "--runs", str(args.runs), "--beam", str(args.beam)]
+    argv += ["--search"] * args.search + ["--no-cache"] * args.no_cache
+    for option, paths in (("--tinygrad", args.tinygrad), ("--tinygrad-beam", args.tinygrad_beam)):
+        for path in paths:
+            argv += [option, path]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python bench.py",
-        description="Time the benchmark suite on the OpenCL device: "
-        "unoptimized, hand-coded and (with --search) beam-searched kernels, numpy, and "
-        "tinygrad 0.9.1's own times when its measurement files exist.",
+        description="Time the benchmark suite on each CPU OpenCL device that works here, one after another, each in "
+        "a child process of its own (KERNELPY_DEVICE=i): first the device's limits (FMA peak, stream bandwidth), "
+        "then unoptimized, hand-coded and (with --search) beam-searched kernels, each as a fraction of its "
+        "roofline bound, numpy, and tinygrad 0.9.1's own figures where files of tools/tinygrad_times.py are given. "
+        "With KERNELPY_DEVICE or PYOPENCL_CTX set, it runs on the device they choose, in this process.",
+        epilog="tinygrad's files: run tools/tinygrad_times.py under tinygrad 0.9.1 once per device (its docstring "
+        "says how to point tinygrad at one); each file names the device it was measured on, and each device uses "
+        "the file of its own name, so give every device's file at once: --tinygrad A.json --tinygrad B.json.",
     )
     p.add_argument(
         "names",
@@ -366,9 +527,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--runs", type=int_at_least(1), default=10, help="timed runs per kernel, after warm-up (10)")
     p.add_argument(
+        "--device",
+        metavar="N|NAME",
+        help="run on this device alone: its index among the working devices, or a part of its name ('pthread', "
+        "'intel')",
+    )
+    p.add_argument(
         "--tinygrad",
         metavar="FILE",
-        help="tinygrad 0.9.1's times written by tinygrad_perf.sh, shown beside ours",
+        action="append",
+        default=[],
+        help="tinygrad 0.9.1's hand-coded kernels' times (tools/tinygrad_times.py --hand-coded), shown beside "
+        "ours on the device the file names; once per device",
     )
     p.add_argument("--search", action="store_true", help="also beam-search each kernel and time the result")
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round of --search (2)")
@@ -376,32 +546,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tinygrad-beam",
         metavar="FILE",
-        help="tinygrad 0.9.1's BEAM choices written by tinygrad_beam.sh: with --search, time them on "
-        "our runtime beside ours",
+        action="append",
+        default=[],
+        help="tinygrad 0.9.1's BEAM choices (tools/tinygrad_times.py --beam): with --search, timed on our runtime "
+        "beside ours, on the device the file names; once per device",
     )
     args = p.parse_args(argv)
     if unknown := [n for n in args.names if n not in BENCHMARKS]:
         p.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
-    for option, path, read in [
-        ("--tinygrad", args.tinygrad, _tinygrad_measured),
-        ("--tinygrad-beam", args.tinygrad_beam, _tinygrad_beam if args.search else None),
+    if args.tinygrad_beam and not args.search:
+        p.error("--tinygrad-beam needs --search (tinygrad's BEAM choices are timed beside our searched kernels)")
+    files = {}
+    for option, paths, mode in [
+        ("--tinygrad", args.tinygrad, "hand-coded"),
+        ("--tinygrad-beam", args.tinygrad_beam, "beam"),
     ]:
         try:  # read before the first benchmark runs: a bad file costs no wait
-            if read is not None:
-                read(path)
+            files[option] = tinygrad_files(paths, mode)
         except ValueError as e:
             p.error(f"{option}: {e}")
-    bench(
-        args.names,
-        args.runs,
-        tinygrad=args.tinygrad,
-        search_amt=args.beam if args.search else None,
-        tinygrad_beam=args.tinygrad_beam,
-        cache=not args.no_cache,
-    )
-    return 0
+    chosen_here = args.device is None and (os.environ.get("KERNELPY_DEVICE") or os.environ.get("PYOPENCL_CTX"))
+    if chosen_here or not (names := _devices()):  # this process's device (without any: get_device's error)
+        bench(
+            args.names,
+            args.runs,
+            tinygrad=args.tinygrad,
+            search_amt=args.beam if args.search else None,
+            tinygrad_beam=args.tinygrad_beam,
+            cache=not args.no_cache,
+        )
+        return 0
+    try:
+        chosen = choose_devices(args.device, names)
+    except ValueError as e:
+        p.error(str(e))
+    devices = {n.rsplit(" (", 1)[0] for n in names}
+    for option, found in files.items():
+        for device, (path, _) in found.items():
+            if device not in devices:
+                print(f"note: {option} {path} is of device {device!r}, none of those here: not used", file=sys.stderr)
+    failed = 0
+    for i in chosen:
+        print(f"==== device {i}: {names[i]} " + "=" * max(0, 100 - len(names[i]) - 17), flush=True)
+        env = {**os.environ, "KERNELPY_DEVICE": str(i)}
+        env.pop("PYOPENCL_CTX", None)
+        rc = subprocess.run([sys.executable, os.path.abspath(__file__), *_child_argv(args)], env=env).returncode
+        if rc:
+            print(f"python bench.py on device {i} ({names[i]}) ended with exit status {rc}", file=sys.stderr)
+            failed = failed or rc
+        print(flush=True)
+    return failed
 
 
 if __name__ == "__main__":

@@ -3443,6 +3443,147 @@ DEMOS: dict[str, Demo] = {
 }
 
 
+# ==== ASTs as JSON: the golden corpus's form ================================================================
+# testdata/README.md gives the form: a LazyOp is {"op": "BinaryOps.ADD", "src": [...], "arg": ...}, a buffer's arg
+# {"idx" or "val", "dtype", "st": [views]}, a size an int or a symbolic expression ({"var": ...}, {"mul": [a, b]}, ...).
+# The tests read the corpus with these, bench.py the files of tools/tinygrad_times.py (written under tinygrad 0.9.1).
+
+
+def check_json(ok: bool, where: str, x: Any, what: str) -> None:
+    """A value of a JSON file that isn't what the format says: a ValueError naming where it is and what it is."""
+    if not ok:
+        raise ValueError(f"{where}: expected {what}, got {str(x)[:200]}")
+
+
+def _json_int(x: Any) -> bool:
+    return type(x) is int
+
+
+_JSON_SIZES = {"mul": 2, "div": 2, "mod": 2, "lt": 2, "sum": None, "and": None}  # how many arguments each takes
+
+
+def sint_from_json(x: Any, where: str = "size") -> sint:
+    """A size of the symbolic corpus: an int, {"var": name, "min", "max"}, or {"mul"|"div"|"mod"|"lt": [a, b]},
+    {"sum"|"and": [...]} (tinygrad's MulNode, DivNode, ModNode, LtNode, SumNode, AndNode)."""
+    if _json_int(x):
+        return x
+    check_json(isinstance(x, dict), where, x, "an int or a symbolic size (an object)")
+    if "var" in x:
+        ok = set(x) == {"var", "min", "max"} and isinstance(x["var"], str)
+        ok = ok and _json_int(x["min"]) and _json_int(x["max"])
+        check_json(ok, where, x, '{"var": name, "min": int, "max": int}')
+        return Variable(x["var"], x["min"], x["max"])
+    kind, args = next(iter(x.items()), (None, None))
+    n = _JSON_SIZES.get(kind, 0)
+    ok = len(x) == 1 and kind in _JSON_SIZES and isinstance(args, list) and (n is None or len(args) == n)
+    check_json(ok, where, x, "one of " + ", ".join(f'{{"{k}": [...]}}' for k in _JSON_SIZES) + " with its arguments")
+    a = [sint_from_json(y, f"{where}.{kind}[{i}]") for i, y in enumerate(args)]
+    if kind == "sum":  # nodes first, then numbers, added left to right
+        return functools.reduce(operator.add, sorted(a, key=lambda y: isinstance(y, int)))
+    if kind == "and":
+        return Node.ands(a)
+    ops: dict[str, Callable[[Any, Any], Any]] = {
+        "mul": operator.mul,
+        "div": operator.floordiv,
+        "mod": operator.mod,
+        "lt": operator.lt,
+    }
+    return ops[kind](a[0], a[1])
+
+
+def dtype_from_json(d: Any, where: str) -> DType:
+    if isinstance(d, dict):
+        ok = set(d) == {"image", "shape"} and d["image"] in ("float", "half") and isinstance(d["shape"], list)
+        check_json(ok and all(map(_json_int, d["shape"])), where, d, '{"image": "float" or "half", "shape": [ints]}')
+        return (dtypes.imagef if d["image"] == "float" else dtypes.imageh)(tuple(d["shape"]))
+    check_json(isinstance(d, str) and isinstance(getattr(dtypes, d, None), DType), where, d, "a dtype's name")
+    return getattr(dtypes, d)
+
+
+def shapetracker_from_json(views: Any, where: str) -> ShapeTracker:
+    check_json(isinstance(views, list) and len(views) > 0, where, views, "a list of views")
+    out = []
+    for n, v in enumerate(views):
+        at = f"{where}[{n}]"
+        ok = isinstance(v, dict) and set(v) == {"shape", "strides", "offset", "mask"}
+        check_json(
+            ok and isinstance(v["shape"], list) and isinstance(v["strides"], list),
+            at,
+            v,
+            '{"shape": [sizes], "strides": [sizes], "offset": size, "mask": null or [[begin, end], ...]}',
+        )
+        check_json(
+            v["mask"] is None or (isinstance(v["mask"], list) and all(isinstance(m, list) for m in v["mask"])),
+            f"{at}.mask",
+            v["mask"],
+            "null or a list of [begin, end] pairs",
+        )
+
+        def sizes(xs: list, what: str) -> tuple[sint, ...]:
+            return tuple(sint_from_json(y, f"{at}.{what}[{i}]") for i, y in enumerate(xs))
+
+        mask = tuple(sizes(m, f"mask[{i}]") for i, m in enumerate(v["mask"])) if v["mask"] is not None else None
+        out.append(
+            View.create(
+                sizes(v["shape"], "shape"),
+                sizes(v["strides"], "strides"),
+                sint_from_json(v["offset"], f"{at}.offset"),
+                mask,
+            )
+        )
+    return ShapeTracker(tuple(out))
+
+
+_JSON_OPS = {"UnaryOps": UnaryOps, "BinaryOps": BinaryOps, "TernaryOps": TernaryOps, "ReduceOps": ReduceOps}
+_JSON_OPS["BufferOps"] = BufferOps
+
+
+def lazyop_from_json(x: Any, where: str = "ast") -> LazyOp:
+    """A LazyOp from the JSON form of the golden corpus (testdata/kernels.json), as exported from tinygrad 0.9.1:
+    {"op": "BinaryOps.ADD", "src": [...], "arg": ...}; buffer args are {"idx" or "val", "dtype", "st": [views]}.
+    Every value is checked for its kind: a ValueError names where one isn't what the format says."""
+    check_json(
+        isinstance(x, dict) and set(x) <= {"op", "src", "arg"} and isinstance(x.get("op"), str),
+        where,
+        x,
+        '{"op": "Kind.NAME", "src": [...], "arg": ...}',
+    )
+    kind, _, name = x["op"].partition(".")
+    check_json(
+        kind in _JSON_OPS and name in _JSON_OPS[kind].__members__, f"{where}.op", x["op"], "an op such as BinaryOps.ADD"
+    )
+    op, arg, src = _JSON_OPS[kind][name], x.get("arg"), x.get("src", [])
+    check_json(isinstance(src, list), f"{where}.src", src, "a list of ops")
+    if kind == "BufferOps":
+        value = "val" if op is BufferOps.CONST else "idx"
+        check_json(
+            isinstance(arg, dict) and set(arg) == {value, "dtype", "st"},
+            f"{where}.arg",
+            arg,
+            f'{{"{value}": ..., "dtype": ..., "st": [views]}}',
+        )
+        if value == "val":
+            check_json(isinstance(arg["val"], (int, float, dict)), f"{where}.arg.val", arg["val"], "a number or a size")
+            val = arg["val"] if isinstance(arg["val"], (int, float)) else sint_from_json(arg["val"], f"{where}.arg.val")
+        else:
+            check_json(_json_int(arg["idx"]), f"{where}.arg.idx", arg["idx"], "an int")
+            val = arg["idx"]
+        buf = ConstBuffer if value == "val" else MemBuffer
+        arg = buf(
+            val,
+            dtype_from_json(arg["dtype"], f"{where}.arg.dtype"),
+            shapetracker_from_json(arg["st"], f"{where}.arg.st"),
+        )
+    elif kind == "ReduceOps":
+        check_json(isinstance(arg, list) and all(map(_json_int, arg)), f"{where}.arg", arg, "a list of axes")
+        arg = tuple(arg)
+    elif op in (UnaryOps.CAST, UnaryOps.BITCAST):
+        arg = dtype_from_json(arg, f"{where}.arg")
+    else:
+        check_json(arg is None, f"{where}.arg", arg, f"no arg for {x['op']}")
+    return LazyOp(op, tuple(lazyop_from_json(s, f"{where}.src[{i}]") for i, s in enumerate(src)), arg)
+
+
 # ==== demo: python kernel.py demo [NAME] [--opt ...] [--target T] [--explain | --loops [--steps] | --map] ===
 # Four views of one optimization (the step table, --explain, --loops and --map, each a function below): they read
 # only the Kernel's public state and its `decisions`.

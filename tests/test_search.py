@@ -1,4 +1,4 @@
-"""Tests of search.py's beam search (the mechanism, not its speed: speed is bench.py's business) and of bench.py.
+"""Tests of search.py's beam search (the mechanism, not its speed: speed is bench.py's business).
 
 Small kernels and amt=1 keep them fast; most compile in this process (workers=0), a few in compiler processes."""
 
@@ -18,7 +18,6 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-import bench
 import kernel
 import runtime as R
 import search as S
@@ -496,28 +495,6 @@ def test_cli_search_rejects_bad_arguments(argv, message, capsys):
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_bench_prints_a_row_per_variant(capsys, tmp_path):
-    """With a tinygrad_perf.sh file, the hand-coded row also shows tinygrad's time and the ratio."""
-    measured = tmp_path / "tinygrad_perf.json"
-    measured.write_text('{"sum_axis1_4096": {"tinygrad_s": 0.002}}')
-    bench.bench(["sum axis 1 4096x4096"], runs=1, tinygrad=str(measured))
-    out = capsys.readouterr().out
-    for variant in ("unoptimized", "hand-coded", "numpy"):
-        assert re.search(rf"sum axis 1 4096x4096 +{variant} +[0-9.]+ ms +[0-9.]+ +[0-9.]+", out)
-    assert re.search(r"hand-coded .* 2\.00 ms +[0-9.]+$", out, re.M)
-    assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)
-
-
-@pytest.mark.parametrize("script", ["bench", "search"])
-def test_bench_and_search_have_their_own_command_lines(script, capsys):
-    with pytest.raises(SystemExit) as e:
-        {"bench": bench, "search": S}[script].main(["--help"])
-    assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        bench.main(["no such benchmark"])
-    assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
-
-
 def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     k = Kernel(*elementwise_ast(1 << 20))  # no opts: 2**20 work-groups, more than a probe launches
     inputs, limits = R.random_inputs(k), R.device_limits()
@@ -762,42 +739,6 @@ def test_only_the_contenders_are_timed_again(monkeypatch):
     again = {number[i] for i in launches[len(kernels) :]}
     assert again == {0, 2, 4} and len(launches) == len(kernels) + 3 * (S.TIMING_PASSES - 1)
     assert sorted(t for t, *_ in timed) == [0.95, 1.05, 1.15, 1.5, 1.9, 2.5]
-
-
-def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
-    """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
-    order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
-    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
-    assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
-
-
-def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
-    """Kernels of 5 ms (one median 4 ms): medians of 10 launches go on in turn until their launches add up to 2 s,
-    past SIDE_BY_SIDE_ROUNDS: 20 rounds of two hold 1.99 s, the 21st passes 2 s."""
-    order = []
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or 0.005 - 0.001 * (len(order) == 7))
-    times = bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=10)
-    assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
-
-
-def test_bench_names_the_opts_of_each_searched_kernel(few_actions, monkeypatch):
-    found = []
-    monkeypatch.setattr(bench, "search", lambda *a, **kw: found.append(S.search(*a, **kw, workers=0)) or found[-1])
-    out = io.StringIO()
-    bench.bench(["sum axis 1 4096x4096"], runs=1, out=out, search_amt=1, cache=False)
-    line = next(x for x in out.getvalue().splitlines() if re.match(r"sum axis 1 4096x4096 +searched ", x))
-    assert len(found) == 1 and line.endswith("s  " + (" ".join(map(str, found[0].kernel.applied_opts)) or "no opts"))
-
-
-def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
-    """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both."""
-    row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
-    results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
-    bench._summary(results, None)
-    out = capsys.readouterr().out
-    assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
-    assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
 
 
 def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few_actions, monkeypatch):

@@ -1,0 +1,334 @@
+"""Tests of bench.py's mechanism, not of speed (speed is what bench.py prints): the roofline arithmetic, the loop over
+devices, tinygrad's files (in the form tools/tinygrad_times.py writes them), the side-by-side timing and the tables.
+
+The suite's workloads are replaced by tiny ones (TINY) wherever a benchmark runs, and the device's limits are given
+where they aren't the point: no full-size benchmark runs here."""
+
+from __future__ import annotations
+
+import ast as pyast
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import bench
+import search as S
+from kernel import Opt, OptOps, elementwise_ast, sum_ast
+from tests.common import ROOT
+
+LIMITS = bench.Limits(1e11, 1e10, "given")  # 100 GFLOP/s, 10 GB/s
+# name: (ASTs, flops, bytes, numpy), as BENCHMARKS; named as two of the suite's, so that tinygrad's files may name them
+TINY = {
+    "sum axis 1 4096x4096": (lambda: [sum_ast((64, 64), (1,))], 64 * 64, 4 * (64 * 64 + 64), lambda a: a.sum()),
+    "add 16M": (lambda: [elementwise_ast(4096)], 4096, 3 * 4 * 4096, lambda a, b: a + b),
+}
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setattr(bench, "BENCHMARKS", TINY)
+
+
+@pytest.fixture
+def few_actions(monkeypatch):
+    """A few of tinygrad's actions: a search of a few candidates per round (each costs a compile)."""
+    monkeypatch.setattr(S, "ACTIONS", [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.GROUP, 0, 16)])
+
+
+def lazyop_json(op) -> dict:
+    """A LazyOp in the golden corpus's JSON form, as tools/tinygrad_times.py writes tinygrad's (testdata/README.md)."""
+    d: dict = {"op": f"{type(op.op).__name__}.{op.op.name}"}
+    if op.op.name in ("LOAD", "STORE", "CONST"):
+        views = [
+            {"shape": list(v.shape), "strides": list(v.strides), "offset": v.offset, "mask": v.mask}
+            for v in op.arg.st.views
+        ]
+        first = {"val": op.arg.val} if op.op.name == "CONST" else {"idx": op.arg.idx}
+        d["arg"] = {**first, "dtype": op.arg.dtype.name, "st": views}
+    elif op.arg is not None:
+        d["arg"] = list(op.arg)
+    if op.src:
+        d["src"] = [lazyop_json(s) for s in op.src]
+    return d
+
+
+def tinygrad_file(path, device: str, mode: str, workloads: dict[str, list[tuple]], **extra) -> str:
+    """A file in tools/tinygrad_times.py's form: workloads {name: [(AST, opts, seconds), ...]} (one per kernel)."""
+    out = {}
+    for name, kernels in workloads.items():
+        entries = [
+            {"ast": [lazyop_json(a) for a in ast], "opts": opts, "tinygrad_s": s, "name": f"k{i}"}
+            | ({"search_s": 1.5} if mode == "beam" else {})
+            for i, (ast, opts, s) in enumerate(kernels)
+        ]
+        out[name] = {"kernels": entries, "tinygrad_s": sum(e["tinygrad_s"] for e in entries)}
+        if mode == "beam":
+            out[name]["search_s"] = sum(e["search_s"] for e in entries)
+    data = {"source": "tinygrad 0.9.1, tools/tinygrad_times.py", "device": device, "backend": "GPU", "mode": mode}
+    path.write_text(json.dumps(data | ({"beam": 2} if mode == "beam" else {}) | {"runs": 10, "workloads": out} | extra))
+    return str(path)
+
+
+def test_the_roofline_fraction_is_the_bound_over_the_time():
+    """bound = max(flops / peak, bytes / stream); fraction = bound / time; the larger term is the limit that binds."""
+    # 2 GFLOP at 100 GFLOP/s: 20 ms; 1 MB at 10 GB/s: 0.1 ms. In 40 ms: half the bound, compute-bound
+    assert bench.roofline(2e9, 1e6, 0.040, LIMITS) == pytest.approx((0.5, "compute"))
+    # 16 MFLOP: 0.16 ms; 200 MB: 20 ms. In 25 ms: 0.8 of it, memory-bound
+    fraction, binds = bench.roofline(16e6, 200e6, 0.025, LIMITS)
+    assert fraction == pytest.approx(0.8) and binds == "memory"
+
+
+def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
+    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here."""
+    monkeypatch.setattr(bench, "FMA_ITERS", 8)
+    monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
+    monkeypatch.setattr(bench, "last_level_cache", lambda: 0)
+    limits = bench.device_limits_measured(runs=1)
+    assert limits.peak > 0 and limits.stream > 0
+    assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.25 MiB", limits.how)
+
+
+def test_the_fma_kernel_keeps_independent_chains():
+    src = bench._fma_source(8, bench.FMA_FORMS["fma()"])
+    assert all(f"x{i} = fma(x{i}, a, b);" in src for i in range(bench.FMA_CHAINS)) and "float8 y = x0 + x1" in src
+
+
+def test_bench_prints_a_row_per_variant_with_its_roofline_fraction(device, tiny, capsys, tmp_path):
+    """With tinygrad's file of this device, the hand-coded row also shows tinygrad's time and the ratio."""
+    ast = TINY["sum axis 1 4096x4096"][0]()[0]
+    path = tinygrad_file(tmp_path / "tg.json", device.name, "hand-coded", {"sum axis 1 4096x4096": [(ast, [], 0.002)]})
+    results = bench.bench(["sum axis 1 4096x4096"], runs=1, tinygrad=[path], limits=LIMITS)
+    out = capsys.readouterr().out
+    assert re.search(
+        rf"^device: {re.escape(device.name)} \(.*\), \d+ compute units; .*times from .*tg\.json$", out, re.M
+    )
+    assert "FMA peak 100.0 GFLOP/s, stream 10.0 GB/s (given)" in out
+    assert re.search(r"optimizer: .* [0-9.]+ ms per kernel \(168 corpus kernels", out)
+    for variant in ("unoptimized", "hand-coded", "numpy"):
+        t = results["sum axis 1 4096x4096"][variant]
+        fraction = 4 * (64 * 64 + 64) / 1e10 / t  # memory-bound: bytes / stream over the time
+        row = rf"sum axis 1 4096x4096 +{variant} +[0-9.]+ ms +[0-9.]+ +[0-9.]+ +{fraction:5.2f} +memory"
+        assert re.search(row, out), (row, out)
+    assert re.search(r"hand-coded .* 2\.00 ms +[0-9.]+$", out, re.M)
+    assert "each hand-coded kernel is the one tinygrad ran" in out
+
+
+def test_another_devices_file_is_not_used(device, tiny, capsys, tmp_path):
+    ast = TINY["add 16M"][0]()[0]
+    path = tinygrad_file(tmp_path / "tg.json", "some other device", "hand-coded", {"add 16M": [(ast, [], 0.002)]})
+    bench.bench(["add 16M"], runs=1, tinygrad=[path], limits=LIMITS)
+    out = capsys.readouterr().out
+    assert "tinygrad" not in out.split("optimizer:")[0] and "ours/tinygrad" not in out
+
+
+def test_the_script_and_bench_name_the_same_workloads():
+    """tools/tinygrad_times.py (not importable here: it imports tinygrad) builds bench.py's workloads by its names."""
+    tree = pyast.parse(open(os.path.join(ROOT, "tools", "tinygrad_times.py")).read())
+    found = next(n.value for n in tree.body if isinstance(n, pyast.Assign) and n.targets[0].id == "WORKLOADS")
+    assert [pyast.literal_eval(k) for k in found.keys] == list(bench.BENCHMARKS)
+
+
+def test_a_beam_file_gives_tinygrads_opts_on_our_kernels(tmp_path):
+    """Each kernel of a BEAM file is our Kernel of its AST with its opts applied; its search seconds add up."""
+    asts = bench._sum_in_two(4096, 16)
+    opts = [[["UPCAST", 0, 4]], [["GROUP", 0, 16]]]
+    path = tinygrad_file(tmp_path / "b.json", "dev A", "beam", {"sum 16M": [(a, o, 0.001) for a, o in zip(asts, opts)]})
+    device, read = bench.read_tinygrad_file(path, "beam")
+    kernels = read["sum 16M"]["kernels"]
+    assert device == "dev A" and read["sum 16M"]["search_s"] == 3.0 and read["sum 16M"]["asts"] == asts
+    assert [k.applied_opts for k in kernels] == [[Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.GROUP, 0, 16)]]
+
+
+@pytest.mark.parametrize(
+    "what, message",
+    [
+        ("not JSON", r"b\.json can't be read as JSON"),
+        ("a list", r"b\.json holds a JSON list, not an object"),
+        (
+            "the other mode",
+            r"b\.json is not a file of tools/tinygrad_times\.py .*mode 'beam'.*give it to --tinygrad-beam",
+        ),
+        ("no device", r"b\.json is not a file of tools/tinygrad_times\.py \(KeyError: 'device'\)"),
+        ("an unknown workload", r"b\.json is not a file .*workload 'nope' is none of bench\.py's"),
+        ("a bad AST", r"b\.json is not a file .*ast\.op: expected an op such as BinaryOps\.ADD"),
+        ("two of one device", r"a\.json and .*b\.json are both of device 'dev A'"),
+    ],
+)
+def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, capsys):
+    path = tmp_path / "b.json"
+    ast = elementwise_ast(16)
+    files = [tinygrad_file(tmp_path / "a.json", "dev A", "hand-coded", {"add 16M": [(ast, [], 0.1)]})]
+    if what == "not JSON":
+        path.write_text("tinygrad: 1 ms\n")
+    elif what == "a list":
+        path.write_text("[]")
+    else:
+        mode = "beam" if what == "the other mode" else "hand-coded"
+        tinygrad_file(path, "dev A", mode, {"nope" if what == "an unknown workload" else "add 16M": [(ast, [], 0.1)]})
+        data = json.loads(path.read_text())
+        if what == "no device":
+            del data["device"]
+        if what == "a bad AST":
+            data["workloads"]["add 16M"]["kernels"][0]["ast"][0]["op"] = "BinaryOps.NOPE"
+        path.write_text(json.dumps(data))
+    files = files + [str(path)] if what == "two of one device" else [str(path)]
+    with pytest.raises(SystemExit) as e:
+        bench.main(["add 16M", *[x for f in files for x in ("--tinygrad", f)]])
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # (argparse prints its usage first)
+    assert e.value.code == 2 and re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
+
+
+@pytest.fixture
+def two_devices(monkeypatch):
+    """Two devices that work, and each child's command line and KERNELPY_DEVICE recorded instead of run."""
+    children = []
+    monkeypatch.delenv("KERNELPY_DEVICE", raising=False)
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.setattr(bench, "_devices", lambda: ["dev A (plat X)", "pthread-dev B (plat Y)"])
+
+    def run(argv, env):
+        children.append((argv[2:], env["KERNELPY_DEVICE"]))
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    return children
+
+
+def test_each_device_runs_in_a_child_of_its_own(two_devices, capsys, tmp_path):
+    ast = elementwise_ast(16)
+    path = tinygrad_file(tmp_path / "a.json", "dev A", "hand-coded", {"add 16M": [(ast, [], 0.1)]})
+    assert bench.main(["add 16M", "--runs", "3", "--tinygrad", path]) == 0
+    argv = ["add 16M", "--runs", "3", "--beam", "2", "--tinygrad", path]
+    assert two_devices == [(argv, "0"), (argv, "1")]
+    out = capsys.readouterr().out
+    assert "==== device 0: dev A (plat X) ====" in out and "==== device 1: pthread-dev B (plat Y) ====" in out
+
+
+@pytest.mark.parametrize("choice, index", [("1", "1"), ("0", "0"), ("pthread", "1"), ("PLAT X", "0")])
+def test_device_chooses_one_by_its_index_or_name(choice, index, two_devices):
+    assert bench.main(["--device", choice, "--search", "--no-cache"]) == 0
+    assert two_devices == [(["--runs", "10", "--beam", "2", "--search", "--no-cache"], index)]
+
+
+@pytest.mark.parametrize("choice", ["2", "nvidia"])
+def test_a_bad_device_is_one_line_naming_it(choice, two_devices, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--device", choice])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and two_devices == []
+    assert err == (
+        f"python bench.py: error: --device {choice!r} names none of the devices that work here "
+        "(0: dev A (plat X), 1: pthread-dev B (plat Y))"
+    )
+
+
+def test_a_failing_child_is_named_and_the_next_device_still_runs(two_devices, monkeypatch, capsys):
+    ran = []
+
+    def run(argv, env):  # the first device's child fails, the second's doesn't
+        ran.append(env["KERNELPY_DEVICE"])
+        return subprocess.CompletedProcess(argv, 3 if len(ran) == 1 else 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    assert bench.main([]) == 3 and ran == ["0", "1"]
+    assert "python bench.py on device 0 (dev A (plat X)) ended with exit status 3" in capsys.readouterr().err
+
+
+def test_a_chosen_device_runs_here(two_devices, monkeypatch):
+    """KERNELPY_DEVICE set (a child, or the user's choice): the suite runs in this process, no child."""
+    ran = []
+    monkeypatch.setenv("KERNELPY_DEVICE", "1")
+    monkeypatch.setattr(bench, "bench", lambda names, runs, **kw: ran.append((names, runs, kw["tinygrad"])))
+    assert bench.main(["add 16M"]) == 0 and ran == [(["add 16M"], 10, [])] and two_devices == []
+
+
+def test_tinygrad_beam_needs_search(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--tinygrad-beam", "x.json"])
+    assert e.value.code == 2 and "--tinygrad-beam needs --search" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", ["bench", "search"])
+def test_bench_and_search_have_their_own_command_lines(script, capsys):
+    with pytest.raises(SystemExit) as e:
+        {"bench": bench, "search": S}[script].main(["--help"])
+    assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["no such benchmark"])
+    assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
+
+
+def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
+    """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
+    order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
+    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
+    assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
+
+
+def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
+    """Kernels of 5 ms (one median 4 ms): medians of 10 launches go on in turn until their launches add up to 2 s,
+    past SIDE_BY_SIDE_ROUNDS: 20 rounds of two hold 1.99 s, the 21st passes 2 s."""
+    order = []
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or 0.005 - 0.001 * (len(order) == 7))
+    times = bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=10)
+    assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
+
+
+def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions, monkeypatch, tmp_path):
+    """With --search and tinygrad's BEAM file of this device, the searched and tinygrad BEAM rows, and the summary."""
+    found = []
+    monkeypatch.setattr(bench, "search", lambda *a, **kw: found.append(S.search(*a, **kw, workers=0)) or found[-1])
+    ast = TINY["sum axis 1 4096x4096"][0]()[0]
+    beam = {"sum axis 1 4096x4096": [(ast, [["UPCAST", 0, 4]], 0.001)]}
+    path = tinygrad_file(tmp_path / "b.json", device.name, "beam", beam)
+    out = io.StringIO()
+    bench.bench(["sum axis 1 4096x4096"], runs=1, out=out, search_amt=1, cache=False, tinygrad_beam=path, limits=LIMITS)
+    lines = out.getvalue().splitlines()
+    line = next(x for x in lines if re.match(r"sum axis 1 4096x4096 +searched ", x))
+    assert len(found) == 1 and line.endswith("s  " + (" ".join(map(str, found[0].kernel.applied_opts)) or "no opts"))
+    assert any(re.match(r"sum axis 1 4096x4096 +tinygrad BEAM .* search 1\.5 s \(tinygrad's", x) for x in lines)
+    assert any(re.match(r"\| sum axis 1 4096x4096 \|.*\| [0-9.]+ \(memory\) \| [0-9.]+ \| 1\.5 \|$", x) for x in lines)
+
+
+def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
+    """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both;
+    "searched of roofline" is the bound over the searched kernel's time."""
+    row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
+    row |= {"bound_s": 0.0015, "binds": "compute"}
+    results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
+    bench._summary(results, None)
+    out = capsys.readouterr().out
+    assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
+    assert re.search(r"^\| matmul 512 \|.*\| 0\.75 \(compute\) \| 5\.0 \| 20\.0 \|$", out, re.M)
+    assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
+
+
+def test_bench_imports_nothing_of_the_tests():
+    """bench.py is a user's command: it reads tinygrad's files with kernel.py's reader, not the tests' loader."""
+    tree = pyast.parse(open(os.path.join(ROOT, "bench.py")).read())
+    modules = [n.module for n in pyast.walk(tree) if isinstance(n, pyast.ImportFrom)]
+    modules += [a.name for n in pyast.walk(tree) if isinstance(n, pyast.Import) for a in n.names]
+    assert not [m for m in modules if m and m.split(".")[0] == "tests"]
+    attributes = {n.attr for n in pyast.walk(tree) if isinstance(n, pyast.Attribute)}
+    assert not {a for a in attributes if a.startswith("_") and not a.startswith("__")}, "a private name of a module"
+
+
+def test_bench_runs_from_the_command_line_on_a_device(device, tmp_path):
+    """The whole path once, in a child of this test: the device's limits, its rows (tiny limits and workloads)."""
+    script = (
+        "import sys, bench\n"
+        "bench.BENCHMARKS = {'add 16M': (lambda: [bench.elementwise_ast(4096)], 4096, 12 * 4096, lambda a, b: a + b)}\n"
+        "bench.FMA_ITERS, bench.STREAM_FLOATS, bench.last_level_cache = 8, 1 << 16, lambda: 0\n"
+        "sys.exit(bench.main(['--runs', '1']))\n"
+    )
+    env = {**os.environ, "KERNELPY_DEVICE": os.environ.get("KERNELPY_DEVICE") or "0"}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^FMA peak [0-9.]+ GFLOP/s, stream [0-9.]+ GB/s \(float", p.stdout, re.M), p.stdout
+    assert re.search(r"^add 16M +hand-coded +[0-9.]+ ms .* memory$", p.stdout, re.M), p.stdout
