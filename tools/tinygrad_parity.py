@@ -4,11 +4,12 @@ bench.py compares our kernel times with tinygrad's own, measured by tinygrad in 
 two sittings differ by more than the code does. Here the sources run in turn on one device, over the same device
 buffers and with the same global and local sizes, so that only the C differs.
 
-tinygrad's side is the source tinygrad rendered, read from the JSON file tinygrad_perf.sh writes (the "tinygrad_src"
-of each kernel of each workload, beside its AST): the project never imports tinygrad. Our side is runtime.render of
-our Kernel of tinygrad's own AST with the hand-coded opts; a kernel whose name differs from tinygrad's (other opts)
-is refused. `--variant FILE` adds a side: a hand-edited C of one kernel (found by its kernel's name), to try a
-change of the renderer before making it. Every side's output is checked against ours first.
+tinygrad's side is the source tinygrad rendered, read from the file `tools/tinygrad_times.py --hand-coded FILE`
+writes under tinygrad 0.9.1 (each kernel's "tinygrad_src", beside its AST): the project never imports tinygrad.
+Our side is runtime.render of our Kernel of tinygrad's own AST with the hand-coded opts; a kernel whose name
+differs from tinygrad's (other opts) is refused. `--variant FILE` adds a side: a hand-edited C of one kernel (found
+by its kernel's name), to try a change of the renderer before making it. Every side's output is checked against
+ours first.
 
 Each round times every side in turn (the first of a round changes from round to round), each the median of `runs`
 launches by OpenCL profiling events after one warm-up launch. The table gives each side's best median and median of
@@ -22,6 +23,7 @@ Usage: KERNELPY_DEVICE=pthread python tools/tinygrad_parity.py FILE [NAME ...] [
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -31,11 +33,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench import BENCHMARKS, TINYGRAD_KEYS, _load_json, _what_file  # noqa: E402
-from kernel import Kernel, optimize, run_command_line  # noqa: E402
-from runtime import BuildError, NoDeviceError, Program, _Launch, device_limits, get_device, random_inputs  # noqa: E402
+from bench import BENCHMARKS, read_tinygrad_file  # noqa: E402
+from kernel import Kernel, lazyop_from_json, optimize, run_command_line  # noqa: E402
+from runtime import BuildError, Launch, NoDeviceError, Program, device_limits, get_device, random_inputs  # noqa: E402
 from runtime import render, run  # noqa: E402
-from tests.corpus import lazyop_from_json  # noqa: E402
 
 
 def kernel_of(src: str) -> str:
@@ -48,20 +49,20 @@ def kernel_of(src: str) -> str:
 def tinygrad_kernels(path: str, names) -> dict[str, list[tuple[Kernel, str]]]:
     """Per workload (bench.py's names) in the file: its kernels, each (our hand-coded Kernel of tinygrad's AST,
     tinygrad's C)."""
-    if not (data := _load_json(path)):
-        raise ValueError(f"{path} is no file of tinygrad_perf.sh (missing or empty)")
-    out = {}
-    with _what_file(path, "tinygrad_perf.sh"):
-        for name in names:
-            if (key := TINYGRAD_KEYS[name]) in data:
-                out[name] = [
-                    (optimize(Kernel(*(lazyop_from_json(a) for a in k["ast"]))), k["tinygrad_src"])
-                    for k in data[key]["kernels"]
-                ]
-    return out
+    read_tinygrad_file(path, "hand-coded")  # the file's form checked, a ValueError naming it where it is wrong
+    with open(path) as f:
+        workloads = json.load(f)["workloads"]
+    missing = [n for n in names or workloads if n in workloads and "tinygrad_src" not in workloads[n]["kernels"][0]]
+    if missing:
+        raise ValueError(f"{path} holds no tinygrad sources for {missing[0]!r}: write it with tinygrad_times.py anew")
+    return {
+        name: [(optimize(Kernel(*(lazyop_from_json(a) for a in k["ast"]))), k["tinygrad_src"]) for k in w["kernels"]]
+        for name, w in workloads.items()
+        if not names or name in names
+    }
 
 
-def launches(k: Kernel, sources: dict[str, str]) -> dict[str, _Launch]:
+def launches(k: Kernel, sources: dict[str, str]) -> dict[str, Launch]:
     """Per side ("ours" and each of `sources`): k launched from that C, all over one set of device buffers."""
     ours = render(k, device_limits())
     programs = {"ours": ours}
@@ -72,15 +73,15 @@ def launches(k: Kernel, sources: dict[str, str]) -> dict[str, _Launch]:
     inputs = random_inputs(k, seed=1)  # real data: untouched pages flatter memory-bound kernels
     want = run(k, *inputs)
     for side, prg in programs.items():  # each on buffers of its own, poisoned: a side that skips a store shows
-        (check := _Launch(k, inputs, prg=prg)).launch()
+        (check := Launch(k, inputs, prg=prg)).launch()
         for got, expected in zip(check.read(), want):
             if not np.allclose(got, expected, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(expected).max()))):
                 raise ValueError(f"{side}'s {ours.name} computes another result than ours")
     shared: dict = {}
-    return {side: _Launch(k, inputs, prg=prg, device_args=shared) for side, prg in programs.items()}
+    return {side: Launch(k, inputs, prg=prg, device_args=shared) for side, prg in programs.items()}
 
 
-def median_of_runs(launch: _Launch, runs: int) -> float:
+def median_of_runs(launch: Launch, runs: int) -> float:
     """Median seconds of `runs` launches, after one: the side before may have left the caches to itself."""
     launch.launch().wait()
     times = []
@@ -90,7 +91,7 @@ def median_of_runs(launch: _Launch, runs: int) -> float:
     return statistics.median(times)
 
 
-def in_turn(kernels: list[dict[str, _Launch]], rounds: int, runs: int) -> dict[str, list[float]]:
+def in_turn(kernels: list[dict[str, Launch]], rounds: int, runs: int) -> dict[str, list[float]]:
     """Per side, one time a round (the sum over the workload's kernels), the sides taken in turn."""
     sides = list(kernels[0])
     times: dict[str, list[float]] = {side: [] for side in sides}
@@ -102,7 +103,7 @@ def in_turn(kernels: list[dict[str, _Launch]], rounds: int, runs: int) -> dict[s
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tools/tinygrad_parity.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("file", help="the JSON file of tinygrad_perf.sh (tinygrad's sources and ASTs)")
+    p.add_argument("file", help="the file of tools/tinygrad_times.py --hand-coded (tinygrad's sources and ASTs)")
     p.add_argument("names", nargs="*", help="workloads, bench.py's names (default: every one in the file)")
     p.add_argument("--rounds", type=int, default=20, help="rounds, each timing every side once (default 20)")
     p.add_argument("--runs", type=int, default=10, help="launches per median (default 10)")

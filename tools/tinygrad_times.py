@@ -124,7 +124,7 @@ def measure(names: list[str], runs: int, beam_amt: int | None) -> dict:
             opts = [[o.op.name, o.axis, o.amt] for o in k.applied_opts]
             entry = {"ast": [lazyop_json(a) for a in si.ast], "opts": opts}
             runner = CompiledRunner(k.to_program())
-            entry |= {"tinygrad_s": _seconds(runner, si, runs), "name": runner.p.name}
+            entry |= {"tinygrad_s": _seconds(runner, si, runs), "name": runner.p.name, "tinygrad_src": runner.p.src}
             kernels.append(entry | ({"search_s": search_s} if beam_amt else {}))
         out[name] = {"kernels": kernels, "tinygrad_s": sum(k["tinygrad_s"] for k in kernels)}
         if beam_amt:
