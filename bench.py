@@ -28,9 +28,13 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, launched as runtime.py launches
 
-from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, conv2d_ast
-from kernel import elementwise_ast, int_at_least, lazyop_from_json, load, matmul_ast, matvec_ast, optimize, reduce
-from kernel import run_command_line, store, sum_ast
+from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
+from demo import conv2d_ast
+from kernel import load, optimize, reduce
+from demo import elementwise_ast, int_at_least, matmul_ast, matvec_ast
+from corpus import lazyop_from_json
+from kernel import store
+from demo import run_command_line, sum_ast
 from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
 from search import search
 

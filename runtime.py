@@ -39,10 +39,13 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from kernel import DEMOS, TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
+from kernel import TARGETS, AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, Kernel, LazyOp, LtNode
+from demo import DEMOS
 from kernel import MemBuffer, ModNode, MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps
-from kernel import UnaryOps, Variable, dedup, demo_kernel, dtypes, int_at_least, parse_opt_arg, prod, render_lt_as_ge
-from kernel import SHORT_FLOATS, VECTOR_WIDTHS, check_arg, is_int, is_vector_start, run_command_line, sym_infer
+from kernel import UnaryOps, Variable, dedup, dtypes, prod, render_lt_as_ge
+from demo import demo_kernel, int_at_least, parse_opt_arg
+from kernel import SHORT_FLOATS, VECTOR_WIDTHS, check_arg, is_int, is_vector_start, sym_infer
+from demo import run_command_line
 from kernel import _map_view, sym_render, verify_lazyop, walk_ast
 
 # ============================================================================================================

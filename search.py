@@ -30,8 +30,10 @@ import pyopencl as cl
 
 import kernel
 import runtime
-from kernel import DEMOS, TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
-from kernel import fit, optimize, parse_opt_arg, prod, run_command_line, terminal_width, use_color
+from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
+from demo import DEMOS
+from kernel import optimize, prod, use_color
+from demo import fit, parse_opt_arg, run_command_line, terminal_width
 from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
 from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
 from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify

@@ -17,6 +17,7 @@ import re
 import pytest
 
 import kernel
+import demo
 from kernel import (
     TARGETS,
     BinaryOps,
@@ -31,18 +32,20 @@ from kernel import (
     ShapeTracker,
     UnaryOps,
     alu,
-    attention_ast,
-    broadcast_ast,
     const,
-    conv2d_ast,
     dtypes,
-    elementwise_ast,
-    image_matvec_ast,
     load,
-    matmul_ast,
-    matvec_ast,
     reduce,
     store,
+)
+from demo import (
+    attention_ast,
+    broadcast_ast,
+    conv2d_ast,
+    elementwise_ast,
+    image_matvec_ast,
+    matmul_ast,
+    matvec_ast,
     sum_ast,
 )
 
@@ -1185,7 +1188,7 @@ class TestHeuristics:
         assert k.applied_opts[0] == Opt(UPCAST, 1, 4)
 
     def test_heuristic_log_says_why(self):
-        k, decisions = kernel.weighed(new_kernel(matvec_ast(1024, 768)), Kernel.hand_coded_optimizations)
+        k, decisions = demo.weighed(new_kernel(matvec_ast(1024, 768)), Kernel.hand_coded_optimizations)
         assert [o for d in decisions for o in d.chosen] == k.applied_opts
         assert [why for d in decisions for why in d.reasons] == [
             "matvec: 8 threads share each output's reduce (GROUP)",

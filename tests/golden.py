@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import kernel as K
-from tests.corpus import build_kernel, opt_of
+from corpus import build_kernel, opt_of
 
 
 def enc(x):

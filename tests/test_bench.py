@@ -18,7 +18,8 @@ import pytest
 
 import bench
 import search as S
-from kernel import Opt, OptOps, elementwise_ast, sum_ast
+from kernel import Opt, OptOps
+from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
 
 LIMITS = bench.Limits(1e11, 1e10, "given")  # 100 GFLOP/s, 10 GB/s

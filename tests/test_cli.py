@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import kernel
+import demo
 import runtime as R
 from kernel import Opt, OptOps
 from tests.common import ROOT, one_line_error, run_script
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("no_colour_settings")
 
 
 def test_demo_one_kernel_with_the_readers_opts(capsys):
-    kernel.main(["demo", "elementwise", "--opt", "UPCAST:0:4", "--opt", "LOCAL:0:32"])
+    demo.main(["demo", "elementwise", "--opt", "UPCAST:0:4", "--opt", "LOCAL:0:32"])
     out = capsys.readouterr().out
     assert "matmul" not in out
     assert "UPCAST:0:4" in out and "LOCAL:0:32" in out
@@ -35,7 +36,7 @@ def test_demo_one_kernel_with_the_readers_opts(capsys):
 
 def test_demo_target_chooses_the_target_and_its_opts(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    kernel.main(["demo", "matmul", "--target", "metal"])
+    demo.main(["demo", "matmul", "--target", "metal"])
     out = capsys.readouterr().out
     assert "matmul [metal]" in out and "TC:0:0" in out
 
@@ -74,7 +75,7 @@ def test_the_help_says_how_each_opt_counts_its_axis_as_the_kernel_does():
     assert "AXIS counts in the shape the opt applies to" in text and "UNROLL and GROUP count axes from" not in text
     assert "UNROLL from the first reduce axis (the first green, white or red one)" in text
     assert "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one)" in text
-    k = kernel.Kernel(*kernel.matvec_ast(1024, 768))
+    k = kernel.Kernel(*demo.matvec_ast(1024, 768))
     k.apply_opt(kernel.Opt.parse("GROUP:0:8"))
     assert [k.colors()[kernel.Opt.parse(o).real_axis(k)] for o in ("UNROLL:0:4", "GROUP:0:4")] == ["green", "red"]
 
@@ -228,14 +229,14 @@ def test_rejected_opts_are_shown_after_the_header_with_room_for_long_labels(caps
     assert R.main(["show", "sum_axis1", "--opt", "UPCAST:7:4"]) == 0
     out = capsys.readouterr().out
     assert out.index("sum_axis1 [") < re.search(r"UPCAST:7:4 +rejected", out).start()
-    kernel.demo_kernel("matvec", opts=[Opt(OptOps.GROUPTOP, 100, 1000)])
+    demo.demo_kernel("matvec", opts=[Opt(OptOps.GROUPTOP, 100, 1000)])
     assert re.search(r"GROUPTOP:100:1000 +rejected", capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("view", ["steps", "explain"])
 def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys, device):
     opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
-    k, rejected = kernel.demo_kernel("sum", opts=opts, view=view)
+    k, rejected = demo.demo_kernel("sum", opts=opts, view=view)
     assert k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:] and "axis" in rejected[0][1]
     capsys.readouterr()
     assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import kernel as K
-from tests.corpus import case_id, load_corpus
+from corpus import case_id, load_corpus
 from tests.golden import check_construction, check_heuristics, check_sequences, check_tensor_cores, views_of
 from tests.golden import with_tensor_cores
 

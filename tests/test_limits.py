@@ -13,11 +13,12 @@ import re
 import numpy as np
 import pytest
 
-import kernel
+import demo
 import runtime as R
 import search
 from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps
-from kernel import Variable, alu, const, dtypes, image_matvec_ast, load, reduce, store, sum_ast
+from kernel import Variable, alu, const, dtypes, load, reduce, store
+from demo import image_matvec_ast, sum_ast
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device
 
@@ -63,7 +64,7 @@ def test_every_walk_over_a_deeply_shared_ast_is_linear():
     assert len(ast[0].lazyops) == 45 and ast == build()  # two ASTs built apart compare equal
     assert hash(ast[0]) == hash(Kernel(*ast).ast[0]) and len(repr(ast[0])) < 10_000
     assert repr(ast[0]).count("lazyops[") == 40  # each op read twice: written out once, then named by its place
-    lines = kernel.loop_nest(k, width=10_000)
+    lines = demo.loop_nest(k, width=10_000)
     assert len("\n".join(lines)) < 10_000 and sum(line.strip().startswith("t") for line in lines) == 39
     a = np.random.default_rng(0).random(64, dtype=np.float32)
     (out,) = R.run(k, a)
@@ -106,7 +107,7 @@ def test_a_chain_of_2000_ops_builds_renders_runs_and_verifies():
         (out,) = R.run(k, a)
         np.testing.assert_allclose(out, numpy(a.reshape(8, 16)).sum(axis=1), rtol=1e-5)
         R.verify(k, a)
-    assert Kernel(*ast).ast == ast and len(repr(ast[0])) > 2000 and len(kernel.loop_nest(k)) > 2
+    assert Kernel(*ast).ast == ast and len(repr(ast[0])) > 2000 and len(demo.loop_nest(k)) > 2
     padded = Kernel(*ast)
     padded.apply_opt(Opt(OptOps.PADTO, 1, 32))  # (the padding's consts read 0 too: every op keeps its zeros)
     R.verify(padded, a)

@@ -27,9 +27,11 @@ import numpy as np
 import pytest
 
 import kernel as K
+import demo
 from kernel import TARGETS, BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps, alu
-from kernel import const, load, matmul_ast, reduce, store
-from tests.corpus import build_kernel, case_id, load_corpus
+from kernel import const, load, reduce, store
+from demo import matmul_ast
+from corpus import build_kernel, case_id, load_corpus
 from tests.golden import accepted_kernels, check_construction, check_heuristics, check_sequences, check_tensor_cores
 from tests.golden import replay, state_of, with_tensor_cores
 from tests.test_fuzz import verify_random_opts
@@ -332,7 +334,7 @@ def test_group_checks_shared_memory_with_every_reduce_dtype():
 
 
 def test_the_demo_has_a_kernel_with_two_reduces():
-    k = Kernel(*K.DEMOS["variance"].build())
+    k = Kernel(*demo.DEMOS["variance"].build())
     assert [r.op for r in k.reduceops] == [ReduceOps.SUM, ReduceOps.SUM] and len(k.ast) == 2
 
 
@@ -526,7 +528,7 @@ def test_two_reduces_upcast_mid_reduce_into_an_image(device):
     """White axes (UPCASTMID, image outputs): each reduce's finishing thread unrolls them."""
     import runtime as R
 
-    (out,) = K.image_matvec_ast(256, 64)
+    (out,) = demo.image_matvec_ast(256, 64)
     k = Kernel(K.LazyOp(K.BufferOps.STORE, (alu(BinaryOps.ADD, out.src[0], _renumbered(out.src[0], 2)),), out.arg))
     for opt in ("GROUP:0:8", "UPCASTMID:0:4"):
         k.apply_opt(Opt.parse(opt))

@@ -17,9 +17,10 @@ import pytest
 
 import runtime as R
 from kernel import BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps, UnaryOps
-from kernel import LazyOp, Variable, alu, const, dtypes, load, matmul_ast, reduce, round_to_float, store
+from kernel import LazyOp, Variable, alu, const, dtypes, load, reduce, round_to_float, store
+from demo import matmul_ast
 from tests.common import INTS, copy_ast, bf16_of, exact_bf16, float_to_int
-from tests.corpus import lazyop_from_json
+from corpus import lazyop_from_json
 
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.5, -2.0, 1e-40]  # 1e-40: a float32 denormal
 

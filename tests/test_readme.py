@@ -24,7 +24,9 @@ import sys
 import pytest
 
 import kernel
-from kernel import Kernel, Opt, matmul_ast, sum_ast
+import demo
+from kernel import Kernel, Opt
+from demo import matmul_ast, sum_ast
 from tests.common import ROOT
 
 README = os.path.join(ROOT, "README.md")
@@ -196,15 +198,16 @@ def test_the_picture_draws_each_colour_in_its_own_fill(monkeypatch):
     its own dark background; a colour without a fill is refused."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("NO_COLOR", raising=False)
+    tool = runpy.run_path(os.path.join(ROOT, "tools", "demo_svg.py"))
     text = " ".join(kernel.colored(f"<{c}&>", c) for c in kernel.COLOR_LEGEND) + "\nplain"
     black = kernel.colored("x", "black")
-    svg = kernel.ansi_to_svg(text)
+    svg = tool["ansi_to_svg"](text)
     fills = re.findall(r'<tspan fill="(#[0-9a-f]{6})">&lt;(\w+)&amp;&gt;</tspan>', svg)
     assert [c for _, c in fills] == list(kernel.COLOR_LEGEND) and len({f for f, _ in fills}) == len(fills) == 8
-    assert dict((c, f) for f, c in fills) == kernel.SVG_COLORS
+    assert dict((c, f) for f, c in fills) == tool["SVG_COLORS"]
     assert "<text" in svg.split("\n")[-3] and ">plain</text>" in svg and 'fill="#161b22"' in svg
     with pytest.raises(ValueError, match="ansi_to_svg: colour"):
-        kernel.ansi_to_svg(black)
+        tool["ansi_to_svg"](black)
 
 
 # ============================================================================================================
@@ -292,7 +295,7 @@ def test_the_action_counts_are_those_of_the_search():
 
 def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
     R = pytest.importorskip("runtime")
-    k = Kernel(*kernel.elementwise_ast(4096))
+    k = Kernel(*demo.elementwise_ast(4096))
     k.apply_opt(Opt.parse("UPCAST:0:8"))
     src = R.render(k).src
     assert len(re.findall(r"data1\[", src)) == 8 and "float4" not in src and "float2" not in src
@@ -301,7 +304,7 @@ def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
 
 def test_variance_is_one_kernel_with_a_loop_over_x_per_reduce():
     R = pytest.importorskip("runtime")
-    src = R.render(Kernel(*kernel.DEMOS["variance"].build())).src
+    src = R.render(Kernel(*demo.DEMOS["variance"].build())).src
     assert src.count("for (int ridx") == 2 and src.count("__kernel") == 1
     assert "in one kernel: `SUM(x)` and `SUM(x*x)`, each its own loop over the row (two passes over x)" in TEXT
     assert "in one pass" not in TEXT
@@ -309,7 +312,7 @@ def test_variance_is_one_kernel_with_a_loop_over_x_per_reduce():
 
 def test_the_shared_memory_check_counts_every_reduce_as_the_readme_says():
     """_check_shared_memory counts both reduces of variance (tinygrad: the first only)."""
-    one, two = Kernel(*sum_ast((64, 1024), (1,))), Kernel(*kernel.DEMOS["variance"].build())
+    one, two = Kernel(*sum_ast((64, 1024), (1,))), Kernel(*demo.DEMOS["variance"].build())
     needs = []
     for k in (one, two):
         k.opts = kernel.Target("TEST", shared_max=0)
@@ -354,7 +357,7 @@ def _appendix_calls_unmarked() -> list[str]:
 
 def test_part_1_calls_into_the_appendix_on_lines_that_say_so():
     """README: "Where Part 1 calls it, the call is one line with a comment saying so"; the heuristics record nothing
-    (kernel.weighed, in the appendix, notes what their candidates methods return), so there is no exception."""
+    (demo.weighed, in the appendix, notes what their candidates methods return), so there is no exception."""
     assert "Where Part 1 calls it, the call is one line with a comment saying so" in TEXT
     assert _appendix_calls_unmarked() == []
 
@@ -370,7 +373,7 @@ def test_the_symbolic_banners_example_holds():
 
 def test_the_count_of_demo_kernels_is_the_demos():
     words = {12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen", 17: "seventeen"}
-    assert f"reshapes {words[len(kernel.DEMOS)]} classic kernels" in TEXT
+    assert f"reshapes {words[len(demo.DEMOS)]} classic kernels" in TEXT
 
 
 def test_nothing_in_the_repository_points_where_a_clone_cant_follow():

@@ -22,12 +22,15 @@ import numpy as np
 import pytest
 
 import kernel
+import demo as D
 import runtime as R
 from kernel import BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps
-from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, alu, const, dtypes, load, matmul_ast, reduce
-from kernel import elementwise_ast, store, sum_ast
+from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, alu, const, dtypes, load, reduce
+from demo import matmul_ast
+from kernel import store
+from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
-from tests.corpus import build_kernel, load_corpus, opt_of
+from corpus import build_kernel, load_corpus, opt_of
 from tests.golden import state_of
 
 N = Variable("i", 1, 8)
@@ -239,7 +242,7 @@ _GROWING = {
     "GROUP": (_sum_576(), [G9], Opt(OptOps.GROUP, 0, 4)),
     "GROUPTOP of half (kept in float)": (_sum_576(dtypes.half), [], Opt(OptOps.GROUPTOP, 0, 16)),
     "UPCASTMID of an image": (
-        kernel.image_matvec_ast(256, 576),
+        D.image_matvec_ast(256, 576),
         [Opt(OptOps.GROUP, 0, 16)],
         Opt(OptOps.UPCASTMID, 0, 4),
     ),
@@ -285,7 +288,7 @@ def test_every_state_of_random_opts_keeps_its_local_memory_within_shared_max():
     kinds = (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.PADTO, OptOps.UPCASTMID)
     pool = [Opt(op, axis, amt) for op in kinds for axis in range(3) for amt in (0, 2, 4, 9, 16, 32)]
     rng, accepted, refused = random.Random(0), set(), set()
-    starts = [(_sum_576(), 9), (_sum_576(dtypes.half), 9), (kernel.image_matvec_ast(256, 576), 16)]
+    starts = [(_sum_576(), 9), (_sum_576(dtypes.half), 9), (D.image_matvec_ast(256, 576), 16)]
     for (ast, group), _ in itertools.product(starts, range(40)):
         k = Kernel(*ast, opts=target)
         for opt in [Opt(OptOps.GROUP, 0, group), *rng.choices(pool, k=6)]:
@@ -336,11 +339,11 @@ def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
 @pytest.mark.parametrize("shape, axes", [((4, 0), (1,)), ((0, 4), (1,)), ((0, 0), (0, 1)), ((4, 0, 3), (1,))])
 def test_loops_and_map_of_a_reduce_with_a_0_size_axis(shape, axes):
     k = Kernel(store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape(shape)), axes)))
-    loops = "\n".join(kernel.ansistrip(line) for line in kernel.loop_nest(k))
+    loops = "\n".join(kernel.ansistrip(line) for line in D.loop_nest(k))
     for a, s in enumerate(k.full_shape):
         assert re.search(rf"for \w+{a} in range\({s}\)", loops) or s == 1, (a, s, loops)
     outputs = kernel.prod(s for a, s in enumerate(shape) if a not in axes)
-    assert ("the output has no elements" in "\n".join(kernel.output_map(k))) == (outputs == 0)
+    assert ("the output has no elements" in "\n".join(D.output_map(k))) == (outputs == 0)
 
 
 # the store, and for each element of the buffer the work-group that writes it (None: none does)
@@ -359,23 +362,23 @@ _STORES = {
 def test_the_map_of_a_store_to_part_of_its_buffer_says_who_writes_each_element(name):
     st, writers = _STORES[name]
     k = Kernel(_store_through(st))
-    lines = [kernel.ansistrip(line) for line in kernel.output_map(k, width=200)]
+    lines = [kernel.ansistrip(line) for line in D.output_map(k, width=200)]
     rows = [line for line in lines[2:] if re.match(r"\s+\d+\s", line)]  # each: its first index, then its cells
     cells = [c for line in rows for c in line.split()[1:]]
     assert cells == ["-" if w is None else f"g{w}" for w in writers], lines
     assert any(line.strip().startswith("- = an element this kernel doesn't write") for line in lines) == (
         None in writers
     )
-    assert "data0[" in "\n".join(kernel.loop_nest(k))
+    assert "data0[" in "\n".join(D.loop_nest(k))
 
 
 # ============================================================================================================
 # every public function's arguments checked by kind and range; one name is one Variable in an AST
 # ============================================================================================================
 def _bad_calls(k: Kernel) -> dict:
-    ast = kernel.elementwise_ast(16)
+    ast = D.elementwise_ast(16)
     x = [np.zeros(16, np.float32)] * 2
-    demo = functools.partial(kernel.demo_kernel, "matmul", out=io.StringIO())
+    demo = functools.partial(D.demo_kernel, "matmul", out=io.StringIO())
     return {  # the call, what the ValueError names
         "apply_opt append_opt": (lambda: k.apply_opt(Opt(OptOps.UPCAST, 0, 4), append_opt="no"), "append_opt"),
         "TC use_tensor_cores True": (lambda: k.apply_tensor_cores(True), "use_tensor_cores must be 0, 1 or 2"),
@@ -471,7 +474,7 @@ def test_a_damaged_search_cache_entry_is_said_and_searched_again(cache_dir, devi
     import search as S
 
     monkeypatch.setattr(S, "ACTIONS", [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 4)])
-    k, other = Kernel(*kernel.elementwise_ast(256)), Kernel(*kernel.elementwise_ast(512))
+    k, other = Kernel(*D.elementwise_ast(256)), Kernel(*D.elementwise_ast(512))
     inputs = R.random_inputs(k)
     first = S.search(k, *inputs, amt=1, workers=0)
     S.search(other, *R.random_inputs(other), amt=1, workers=0)
@@ -718,7 +721,7 @@ def test_differences_md_says_what_running_the_heuristics_on_an_optimized_kernel_
     nothing, only where one of its opts fails. DIFFERENCES.md's examples are what happens."""
     runs = {}
     for name, first in (("sum", "again"), ("sum", "nolocals"), ("matmul", "nolocals")):
-        k = Kernel(*kernel.DEMOS[name].build())
+        k = Kernel(*D.DEMOS[name].build())
         k.hand_coded_optimizations() if first == "again" else k.apply_opt(Opt(OptOps.NOLOCALS))
         before = list(k.applied_opts)
         try:

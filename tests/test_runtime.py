@@ -26,12 +26,14 @@ import pytest
 
 import kernel
 import runtime as R
-from tests.corpus import build_kernel, case_id, lazyop_from_json, load_corpus
+from corpus import build_kernel, case_id, lazyop_from_json, load_corpus
 from tests.common import copy_ast
 from tests.golden import accepted_kernels
 from kernel import TARGETS, BinaryOps, BufferOps, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps
-from kernel import UnaryOps, alu, const, conv2d_ast, dtypes, elementwise_ast, image_matvec_ast, load, matmul_ast
-from kernel import matvec_ast, prod, reduce, store, sum_ast
+from kernel import UnaryOps, alu, const, dtypes, load
+from demo import conv2d_ast, elementwise_ast, image_matvec_ast, matmul_ast
+from kernel import prod, reduce, store
+from demo import matvec_ast, sum_ast
 
 CASES = load_corpus("kernels.json")["cases"]
 LARGE = 1 << 22  # iteration spaces above this many elements are verified only with RUNTIME_LARGE=1

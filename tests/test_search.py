@@ -28,19 +28,15 @@ from kernel import (
     Opt,
     OptOps,
     ShapeTracker,
-    attention_ast,
-    elementwise_ast,
     load,
-    matmul_ast,
-    matvec_ast,
     prod,
     reduce,
     ReduceOps,
     store,
-    sum_ast,
     UnaryOps,
     alu,
 )
+from demo import attention_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
 from tests.common import ROOT, run_script
 
 
@@ -311,7 +307,8 @@ CACHE_SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
 import runtime, search
-from kernel import Kernel, Opt, OptOps, elementwise_ast, matmul_ast
+from kernel import Kernel, Opt, OptOps
+from demo import elementwise_ast, matmul_ast
 search.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.UPCAST, 1, 2)]
 kernels = [Kernel(*elementwise_ast(4096)), Kernel(*matmul_ast(32, 32, 32))]
 for k in kernels if sys.argv[1] == "forward" else kernels[::-1]:
@@ -548,7 +545,8 @@ sys.path.insert(0, {here!r})
 print("the script runs", flush=True)
 import runtime
 import search
-from kernel import Kernel, Opt, OptOps, elementwise_ast
+from kernel import Kernel, Opt, OptOps
+from demo import elementwise_ast
 search.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)]
 k = Kernel(*elementwise_ast(4096))
 found = search.search(k, *runtime.random_inputs(k), amt=1, timeout=60, workers=2)

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import pytest
 
 import kernel
-from kernel import DEMOS, TARGETS, ConstBuffer, ImageDType, Kernel, KernelOptError, Opt, OptOps, optimize
+import demo as D
+from kernel import TARGETS, ConstBuffer, ImageDType, Kernel, KernelOptError, Opt, OptOps, optimize
+from demo import DEMOS
 
 R = pytest.importorskip("runtime")
 np = pytest.importorskip("numpy")
@@ -258,7 +260,7 @@ def test_every_stride_on_a_thread_or_loop_axis_is_the_multiplier_in_the_rendered
 
 
 def explain_lines(s: State) -> list[str]:
-    return kernel._explain(s.k, s.opt, "", (), [], s.before)
+    return D._explain(s.k, s.opt, "", (), [], s.before)
 
 
 @pytest.mark.sweep
@@ -301,7 +303,7 @@ def test_a_vector_access_is_named_exactly_where_the_rendered_c_has_one():
         for i, buf in enumerate(s.k.bufs):
             if isinstance(buf, ConstBuffer) or isinstance(buf.dtype, ImageDType):
                 continue
-            axis, why = kernel.vector_access(s.k, i)
+            axis, why = D.vector_access(s.k, i)
             found = c_vector_widths(s.src, buf.idx)
             if axis is None:
                 assert not found and why, (s.label, buf.idx, why)
@@ -319,7 +321,7 @@ def notes_of(s: State) -> list[tuple[int, int, str]]:
         (int(a), note) for a, note in re.findall(r"^      \w+ axis (\d+): (.*)$", "\n".join(explain_lines(s)), re.M)
     ]
     up = s.k.shape_len - s.k.upcasted
-    found += [(a, note) for a in range(up, s.k.shape_len) for note in kernel.axis_notes(s.k, a, names)]
+    found += [(a, note) for a in range(up, s.k.shape_len) for note in D.axis_notes(s.k, a, names)]
     return [(a, names.index(note.split(":")[0].split(" has ")[0]), note) for a, note in found]
 
 
@@ -460,7 +462,7 @@ def test_every_group_note_names_the_steps_and_the_loop_of_the_rendered_c():
 
 
 def nest(s: State) -> list[str]:
-    return kernel.loop_nest(s.k, width=10_000)
+    return D.loop_nest(s.k, width=10_000)
 
 
 @pytest.mark.sweep
@@ -612,7 +614,7 @@ def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_
     position through the ShapeTracker. Every target, NOLOCALS, images, tensor cores."""
     checked = 0
     for s in plain_states():
-        lines = kernel.output_map(s.k, width=100)
+        lines = D.output_map(s.k, width=100)
         if lines[0].startswith("  ("):
             assert len(s.k.sts[0].views) > 1 or None in s.k.sts[0].real_strides(), s.label  # it says why not
             continue
@@ -691,7 +693,7 @@ def test_every_opt_but_nolocals_and_padto_splits_an_axis_as_the_docstrings_say()
 def demo(name: str, view: str = "steps", *opts: str, **kw) -> str:
     out = io.StringIO()
     parsed = [Opt.parse(o) for o in opts] if opts else None
-    kernel.demo_kernel(name, opts=parsed, out=out, view=view, width=1000, **kw)
+    D.demo_kernel(name, opts=parsed, out=out, view=view, width=1000, **kw)
     return out.getvalue()
 
 
@@ -718,9 +720,9 @@ def test_plain_text_gives_each_size_its_colours_letter_and_lists_the_letters():
             if opt is not None:
                 k.apply_opt(opt)
             sizes = re.findall(r"(\d+|<[^>]*>)([a-zA-Z])(?=\s|$)", line)
-            assert [(str(s), kernel.ROLES[c][0]) for s, c in zip(k.full_shape, k.colors())] == sizes[: k.shape_len]
+            assert [(str(s), D.ROLES[c][0]) for s, c in zip(k.full_shape, k.colors())] == sizes[: k.shape_len]
             used |= set(k.colors())
-        key = ", ".join(f"{kernel.ROLES[c][0]} {c}: {kernel.ROLES[c][1]}" for c in kernel.COLOR_LEGEND if c in used)
+        key = ", ".join(f"{D.ROLES[c][0]} {c}: {D.ROLES[c][1]}" for c in kernel.COLOR_LEGEND if c in used)
         assert lines[-1] == f"  ({key})", name
 
 
@@ -747,7 +749,7 @@ def test_last_view_rows_are_the_strides_the_heuristics_read_where_they_differ():
             if not isinstance(s.k.bufs[i], kernel.MemBuffer):
                 continue
             name = f"data{s.k.bufs[i].idx}"
-            last, real = [kernel._txt(x) for x in st.views[-1].strides], [kernel._txt(x) for x in st.real_strides()]
+            last, real = [D._txt(x) for x in st.views[-1].strides], [D._txt(x) for x in st.real_strides()]
             assert rows.get(name) == (last if last != real else None), (s.label, name)
             seen += last != real
         if s.opt is None and rows:
@@ -757,9 +759,9 @@ def test_last_view_rows_are_the_strides_the_heuristics_read_where_they_differ():
 
 def test_the_opts_the_heuristics_never_choose_each_have_a_demo():
     """PADTO, UPCASTMID and NOLOCALS appear under a demo's default opts, _upcast_masked_axes under the heuristics."""
-    shown = {o.op for name in DEMOS for o in kernel.demo_kernel(name, out=io.StringIO())[0].applied_opts}
+    shown = {o.op for name in DEMOS for o in D.demo_kernel(name, out=io.StringIO())[0].applied_opts}
     assert {OptOps.PADTO, OptOps.UPCASTMID, OptOps.NOLOCALS} <= shown
-    decisions = kernel.weighed(Kernel(*DEMOS["cat"].build()))[1]
+    decisions = D.weighed(Kernel(*DEMOS["cat"].build()))[1]
     assert any(d.heuristic == "_upcast_masked_axes" and d.chosen for d in decisions)
     assert "small masked axis 1: upcast it whole" in demo("cat")
 
@@ -769,7 +771,7 @@ def test_every_step_table_reason_is_true_on_every_target():
     from tests.test_teaching import _reason_holds
 
     for (name, d), target in itertools.product(DEMOS.items(), TARGETS):
-        for decision in kernel.weighed(Kernel(*d.build(), opts=TARGETS[target]))[1]:
+        for decision in D.weighed(Kernel(*d.build(), opts=TARGETS[target]))[1]:
             state = decision.state.copy()
             for opt, why in zip(decision.chosen, decision.reasons):
                 assert _reason_holds(why, opt, state), (name, target, opt, why)

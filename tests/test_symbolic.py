@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import kernel as K
+import demo
 from kernel import (
     Kernel,
     KernelOptError,
@@ -27,12 +28,12 @@ from kernel import (
     ShapeTracker,
     Variable,
     View,
-    attention_ast,
     create_lt_node,
     sym_infer,
     sym_render,
 )
-from tests.corpus import build_kernel, case_id, load_corpus
+from demo import attention_ast
+from corpus import build_kernel, case_id, load_corpus
 from tests.golden import accepted_kernels, check_construction, check_heuristics, check_sequences, enc
 
 SYMBOLIC_CASES = load_corpus("symbolic.json")["cases"]
@@ -385,7 +386,7 @@ class TestSymbolicKernel:
         assert all(order.index(s) < order.index(x) for x in order for s in x.src)
 
     def test_late_upcast_tc_upcasts_the_tensor_cores_second_axis_by_4(self):
-        k = Kernel(*K.matmul_ast(64, 64, 64), opts=K.TARGETS["metal"])
+        k = Kernel(*demo.matmul_ast(64, 64, 64), opts=K.TARGETS["metal"])
         assert k.apply_tensor_cores(1, extra_opts=[])
         k.late_upcast_tc(1)
         assert k.applied_opts[-1] == Opt(OptOps.UPCAST, k.tensor_core_opts.axes[1], 4)

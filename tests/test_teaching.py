@@ -1,4 +1,4 @@
-"""The teaching views of the demo (--explain, --loops, --map), what the heuristics weighed (kernel.weighed), and the
+"""The teaching views of the demo (--explain, --loops, --map), what the heuristics weighed (D.weighed), and the
 Kernel methods that only tinygrad's linearizer uses.
 
 The heuristics record nothing: weighed() runs them on a copy whose `*_candidates` methods note each call, and the
@@ -23,24 +23,12 @@ import sys
 import pytest
 
 import kernel
-from kernel import (
-    DEMOS,
-    TARGETS,
-    Kernel,
-    LocalBuffer,
-    Opt,
-    OptOps,
-    ShapeTracker,
-    View,
-    elementwise_ast,
-    matmul_ast,
-    matvec_ast,
-    optimize,
-    render_condition,
-)
+import demo as D
+from kernel import TARGETS, Kernel, LocalBuffer, Opt, OptOps, ShapeTracker, View, optimize, render_condition
+from demo import DEMOS, elementwise_ast, matmul_ast, matvec_ast
 from tests import test_sentences
 from tests.common import ROOT
-from tests.corpus import lazyop_from_json, load_corpus
+from corpus import lazyop_from_json, load_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -53,16 +41,16 @@ def _plain(monkeypatch):
 def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int = 1000, target=None) -> str:
     """What the demo prints (wide: one sentence per line, unless `width` says otherwise)."""
     out = io.StringIO()
-    kernel.demo_kernel(name, target, list(opts) if opts else None, out, view, every_step, width)
+    D.demo_kernel(name, target, list(opts) if opts else None, out, view, every_step, width)
     return out.getvalue()
 
 
-def weighed(ast, target: str = "opencl", heuristics=optimize) -> tuple[Kernel, list[kernel.Decision]]:
-    """The kernel `heuristics` tuned, and what they weighed (kernel.weighed)."""
-    return kernel.weighed(Kernel(*ast, opts=TARGETS[target]), heuristics)
+def weighed(ast, target: str = "opencl", heuristics=optimize) -> tuple[Kernel, list[D.Decision]]:
+    """The kernel `heuristics` tuned, and what they weighed (D.weighed)."""
+    return D.weighed(Kernel(*ast, opts=TARGETS[target]), heuristics)
 
 
-def decision(decisions: list[kernel.Decision], heuristic: str, step: int) -> kernel.Decision:
+def decision(decisions: list[D.Decision], heuristic: str, step: int) -> D.Decision:
     return next(d for d in decisions if d.heuristic == heuristic and d.step == step)
 
 
@@ -94,7 +82,7 @@ def test_decisions_account_for_every_heuristic_opt_in_order():
 
 def test_weighed_leaves_the_kernel_it_is_given_as_it_was():
     k = Kernel(*matmul_ast(64, 64, 64))
-    tuned, decisions = kernel.weighed(k)
+    tuned, decisions = D.weighed(k)
     assert k.applied_opts == [] and tuned.applied_opts and decisions
     assert all("_candidates" not in vars(d.state) for d in decisions)  # a snapshot is a plain kernel
 
@@ -133,7 +121,7 @@ def test_heuristics_that_decline_say_why():
 def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks():
     """On clang, _matvec, _grouping and _locals decline because the target has no local threads, and each
     says so by name; every branch of hand_coded_optimizations that ran has a decision, declines included."""
-    decisions = weighed(kernel.sum_ast((4096,)), "clang")[1]
+    decisions = weighed(D.sum_ast((4096,)), "clang")[1]
     rules = {d.heuristic: d.rule for d in decisions}
     for heuristic in ("_matvec", "_grouping", "_locals"):
         assert rules[heuristic] == "no: the CLANG target has no local threads", heuristic
@@ -290,7 +278,7 @@ def test_map_labels_agree_with_the_output_shapetracker():
     idx = np.asarray(idx)
     colors = k.colors()
     for flat in (0, 5, 512 * 5 + 6, 512 * 15 + 7):
-        cells = kernel._output_cells(k, {flat})[flat]
+        cells = D._output_cells(k, {flat})[flat]
         where = [int(x[0]) for x in np.nonzero(idx == flat)]
         assert cells["blue"] == [where[a] for a in range(k.shape_len) if colors[a] == "blue"]
         assert cells["cyan"] == [where[a] for a in range(k.shape_len) if colors[a] == "cyan"]
@@ -398,7 +386,7 @@ def test_rendered_ids_name_their_colour_and_axis():
 
 def test_rendered_padding_conditions_read_as_ge():
     runtime = pytest.importorskip("runtime")
-    k = optimize(Kernel(*kernel.conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1)))
+    k = optimize(Kernel(*D.conv2d_ast(1, 16, 32, 32, 32, 3, 1, 1)))
     src = runtime.render(k).src
     assert ">=1)" in src and "*-1)" not in src and "*-16)" not in src
 
@@ -477,7 +465,7 @@ def test_the_broadcast_rule_counts_threads_not_outputs():
 
 def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
     """A 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
-    k, decisions = weighed(kernel.sum_ast((16,)))
+    k, decisions = weighed(D.sum_ast((16,)))
     assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
     d = decision(decisions, "_grouping", 0)
     assert "the reduce's length is not tested" in d.rule
@@ -507,7 +495,7 @@ def test_matvec_step_reasons_are_true_of_the_final_kernel():
         assert why["LOCAL:0:4"] == "matvec: 4 threads per work-group along axis 0"
         assert why["UPCAST:0:4"] == "matvec: each thread computes 4 outputs along axis 0"
     k = optimize(Kernel(*matvec_ast(1024, 768)))
-    cells = kernel._output_cells(k, set(range(64)))
+    cells = D._output_cells(k, set(range(64)))
     assert sorted(f for f, c in cells.items() if c["blue"] == [0]) == list(range(16))
     assert {c["yellow"][0]: f for f, c in cells.items() if c["blue"] == [0] and c["cyan"] == [1]} == {
         0: 1,
@@ -579,7 +567,7 @@ def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
 def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
     out = demo("attention", "explain")
     assert "symbolic size i: no size divides it" in out and "no size fits" not in out
-    decisions = weighed(kernel.attention_ast(64, 1024), heuristics=HAND_CODED)[1]
+    decisions = weighed(D.attention_ast(64, 1024), heuristics=HAND_CODED)[1]
     assert "symbolic size" in " ".join(c.note for d in decisions for c in d.candidates if d.heuristic == "_locals")
 
 
@@ -607,15 +595,15 @@ def test_verify_counts_kernels_and_runs_apart(device, capsys):
 
 SIZES = [
     (elementwise_ast, [(4096,), (30,), (1 << 20,)]),
-    (kernel.broadcast_ast, [(256, 256), (7, 96), (1024, 3)]),
-    (kernel.sum_ast, [((16,),), ((1 << 20,),), ((64, 64), (1,)), ((512, 256), (0,)), ((3, 5, 7), (2,))]),
+    (D.broadcast_ast, [(256, 256), (7, 96), (1024, 3)]),
+    (D.sum_ast, [((16,),), ((1 << 20,),), ((64, 64), (1,)), ((512, 256), (0,)), ((3, 5, 7), (2,))]),
     (matvec_ast, [(1024, 768), (256, 64), (64, 40), (4096, 4096)]),
     (matmul_ast, [(16, 16, 16), (64, 48, 32), (384, 384, 384), (20, 20, 2), (512, 512, 512)]),
-    (kernel.conv2d_ast, [(), (1, 4, 6, 6, 3), (2, 3, 5, 5, 8, 3, 1, 2)]),
-    (kernel.mean_var_ast, [(512, 256), (64, 1024), (8, 8)]),
-    (kernel.image_matvec_ast, [(256, 64), (64, 256)]),
-    (kernel.attention_ast, [(64, 1024), (8, 16)]),
-    (kernel.cat_ast, [(), (4, 3, 5), (64, 1, 2)]),
+    (D.conv2d_ast, [(), (1, 4, 6, 6, 3), (2, 3, 5, 5, 8, 3, 1, 2)]),
+    (D.mean_var_ast, [(512, 256), (64, 1024), (8, 8)]),
+    (D.image_matvec_ast, [(256, 64), (64, 256)]),
+    (D.attention_ast, [(64, 1024), (8, 16)]),
+    (D.cat_ast, [(), (4, 3, 5), (64, 1, 2)]),
 ]
 PREFIXES = [Opt(op, axis, amt) for op in (OptOps.UPCAST, OptOps.LOCAL) for axis in (0, 1) for amt in (0, 2, 4)]
 PREFIXES += [Opt(op, 0, amt) for op in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP) for amt in (0, 2, 4, 16)]
@@ -648,7 +636,7 @@ def _weighed_kernels(count: int, seed: int = 24):
                 pass
         heuristics = HAND_CODED if prefix else _tc_first(rng.choice((0, 1, 2)))
         try:
-            yield (f"{build.__name__}{args} {target} {' '.join(map(str, prefix))}", *kernel.weighed(k, heuristics))
+            yield (f"{build.__name__}{args} {target} {' '.join(map(str, prefix))}", *D.weighed(k, heuristics))
         except kernel.KernelOptError:
             continue  # hand_coded_optimizations refused the prefix (a LOCAL after NOLOCALS): it changed nothing
 
@@ -658,14 +646,14 @@ WEIGHED = list(
 )
 
 
-def _predicted(d: kernel.Decision) -> list[bool]:
+def _predicted(d: D.Decision) -> list[bool]:
     """The candidates the rule takes: the smallest key of those not ruled out; _locals the first 3; masked: all."""
     keyed = sorted((c.key, j) for j, c in enumerate(d.candidates) if c.key is not None)
     n = len(keyed) if d.heuristic == "_upcast_masked_axes" else 3 if d.heuristic == "_locals" else 1
     return [j in {j for _, j in keyed[:n]} for j in range(len(d.candidates))]
 
 
-def _in_the_state_seen(d: kernel.Decision) -> list[str]:
+def _in_the_state_seen(d: D.Decision) -> list[str]:
     """The chosen opts, each LOCAL's axis counted in the shape the heuristic saw: applied one by one to a copy of it,
     a LOCAL that takes a whole global axis removes that axis, so the next ones count one lower."""
     k, origin, opts = d.state.copy(), list(range(d.state.shape_len)), []
@@ -703,7 +691,7 @@ def test_each_heuristic_takes_what_its_rule_predicts():
             assert d.state.applied_opts == tuned.applied_opts[: d.step], label
 
 
-def _facts(d: kernel.Decision, earlier: list[kernel.Decision]) -> None:
+def _facts(d: D.Decision, earlier: list[D.Decision]) -> None:
     """Each candidate's key, opt and note of decision d, recomputed from the state it saw."""
     k, h, cands = d.state, d.heuristic, d.candidates
     fr, up, last = k.first_reduce, k.shape_len - k.upcasted, [st.views[-1].strides for st in k.sts]
@@ -716,9 +704,7 @@ def _facts(d: kernel.Decision, earlier: list[kernel.Decision]) -> None:
                 axis, amt = c.key[2:]
                 strides = [s[axis] for s in last]
                 assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt) and k.full_shape[axis] % amt == 0
-                assert c.note.split("strides: ")[1] == ", ".join(
-                    f"{n} {kernel._txt(s)}" for n, s in zip(names, strides)
-                )
+                assert c.note.split("strides: ")[1] == ", ".join(f"{n} {D._txt(s)}" for n, s in zip(names, strides))
                 assert str(c) == f"UPCAST:{axis}:{amt}"
                 continue
             axis, why = int(str(c).split()[1]), c.note
@@ -764,7 +750,7 @@ def _facts(d: kernel.Decision, earlier: list[kernel.Decision]) -> None:
         if d.rule.startswith("tiny"):
             assert k.full_shape[-1] <= 3 and (cands[0].key is not None) == (isinstance(s, int) and s <= 3)
         else:
-            assert cands[0].note.startswith(f"whole: size {kernel._txt(s)} ")
+            assert cands[0].note.startswith(f"whole: size {D._txt(s)} ")
             assert (cands[0].key is not None) == (isinstance(s, int) and s <= 32)
             assert isinstance(s, int) <= ((cands[1].key is not None) == (s % 4 == 0))
     elif h == "_upcast_masked_axes":
@@ -814,7 +800,7 @@ def test_explain_prints_each_decision_as_the_heuristics_returned_it():
     candidate with its key (- if ruled out), opts and note, `->` on the taken ones, as weighed() recorded them."""
     for name, demo_kernel in [(n, d) for n, d in DEMOS.items() if not d.opts]:  # the heuristics choose
         out = demo(name, "explain").splitlines()
-        rename = kernel._renamer(Kernel(*demo_kernel.build()), demo_kernel.buffers)
+        rename = D._renamer(Kernel(*demo_kernel.build()), demo_kernel.buffers)
         at = 0
         for d in weighed(demo_kernel.build(), demo_kernel.target)[1]:
             at = out.index(f"    {d.heuristic}: {rename(d.rule)}", at) + 1
@@ -889,7 +875,7 @@ def test_the_tensor_core_step_names_the_opts_it_applied(target, tc_opt):
         for size in (64, 60):
             k = Kernel(*matmul_ast(size, size, size, tc.dtype_in, acc), opts=TARGETS[target])
             try:
-                tuned, decisions = kernel.weighed(k, lambda k: k.apply_opt(Opt(OptOps.TC, 0, tc_opt)))
+                tuned, decisions = D.weighed(k, lambda k: k.apply_opt(Opt(OptOps.TC, 0, tc_opt)))
             except kernel.KernelOptError:
                 assert size % 8 and tc_opt < 2  # only tc_opt 2 pads
                 continue

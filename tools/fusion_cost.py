@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import runtime  # noqa: E402
 from bench import BENCHMARKS  # noqa: E402
-from kernel import Kernel, optimize, parse_opt_arg  # noqa: E402
+from kernel import Kernel, optimize
+from demo import parse_opt_arg  # noqa: E402
 
 # (workload, opts): None is the heuristics' opts; the others are what the search chose on Intel's runtime
 CASES = [

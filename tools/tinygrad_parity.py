@@ -34,7 +34,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench import BENCHMARKS, read_tinygrad_file  # noqa: E402
-from kernel import Kernel, lazyop_from_json, optimize, run_command_line  # noqa: E402
+from kernel import Kernel, optimize  # noqa: E402
+from demo import run_command_line  # noqa: E402
+from corpus import lazyop_from_json  # noqa: E402
 from runtime import BuildError, Launch, NoDeviceError, Program, device_limits, get_device, random_inputs  # noqa: E402
 from runtime import render, run  # noqa: E402
 

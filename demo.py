@@ -1,0 +1,860 @@
+"""demo.py: the demo of kernel.py (`python kernel.py demo`), standard library only: classic kernels built by hand,
+the optimizer's steps on them as coloured shapes, and the views of one optimization (--explain, --loops, --map).
+Also the command-line plumbing that runtime.py, search.py and bench.py share."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import math
+import os
+import re
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+from kernel import (
+    BinaryOps,
+    BufferOps,
+    COLOR_LEGEND,
+    Candidate,
+    ConstBuffer,
+    DType,
+    ImageDType,
+    Kernel,
+    KernelOptError,
+    LazyOp,
+    MemBuffer,
+    Node,
+    NumNode,
+    Opt,
+    OptOps,
+    ReduceOps,
+    ShapeTracker,
+    TARGETS,
+    TernaryOps,
+    UnaryOps,
+    Variable,
+    View,
+    Weighing,
+    alu,
+    ansilen,
+    ansistrip,
+    check_arg,
+    colored,
+    const,
+    dtypes,
+    getenv,
+    is_int,
+    is_vector_start,
+    load,
+    optimize,
+    prod,
+    reduce,
+    render_condition,
+    store,
+    use_color,
+    walk_ast,
+)
+from kernel import KnobError
+
+
+def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
+    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
+    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
+    stdout (`>&-`) is a stdout that discards what it gets."""
+    if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
+        sys.stdout = open(os.devnull, "w")  # what is printed goes nowhere, as the user asked
+    try:
+        status = main()
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not in the interpreter's exit
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's own flush can't fail
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except (KnobError, *one_line) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, KnobError) else 1
+
+
+def elementwise_ast(n: int = 4096) -> tuple[LazyOp, ...]:
+    """out[i] = a[i] + b[i]"""
+    st = ShapeTracker.from_shape((n,))
+    return (store(alu(BinaryOps.ADD, load(1, st), load(2, st))),)
+
+
+def broadcast_ast(m: int = 256, n: int = 256) -> tuple[LazyOp, ...]:
+    """out[i, j] = a[i, j] * b[j] (b is expanded along i)"""
+    b = ShapeTracker.from_shape((n,)).reshape((1, n)).expand((m, n))
+    return (store(alu(BinaryOps.MUL, load(1, ShapeTracker.from_shape((m, n))), load(2, b))),)
+
+
+def sum_ast(shape: tuple[int, ...] = (4096 * 256,), axis: tuple[int, ...] | None = None) -> tuple[LazyOp, ...]:
+    """out = a.sum(axis) (every axis by default), keeping the reduced axes as size 1"""
+    axis = tuple(range(len(shape))) if axis is None else axis
+    return (store(reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape(shape)), axis)),)
+
+
+def matmul_ast(
+    m: int = 512, n: int = 512, k: int = 512, dtype: DType = dtypes.float32, acc_dtype: DType | None = None
+) -> tuple[LazyOp, ...]:
+    """out[i, j] = sum_k a[i, k] * b[k, j]; with acc_dtype, the products are cast to it before the sum"""
+    a = ShapeTracker.from_shape((m, k)).reshape((m, 1, k)).expand((m, n, k))  # strides (k, 0, 1)
+    b = ShapeTracker.from_shape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))  # strides (0, 1, n)
+    product = alu(BinaryOps.MUL, load(1, a, dtype), load(2, b, dtype))
+    if acc_dtype is not None and acc_dtype != dtype:
+        product = alu(UnaryOps.CAST, product, arg=acc_dtype)
+    return (store(reduce(ReduceOps.SUM, product, (2,))),)
+
+
+def matvec_ast(n: int = 4096, k: int = 4096) -> tuple[LazyOp, ...]:
+    """out[i] = sum_k a[i, k] * x[k]"""
+    a = ShapeTracker.from_shape((n, k))
+    x = ShapeTracker.from_shape((k,)).reshape((1, k)).expand((n, k))
+    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, a), load(2, x)), (1,))),)
+
+
+def conv2d_ast(
+    bs: int = 1, cin: int = 16, h: int = 32, w: int = 32, cout: int = 32, ksize: int = 3, pad: int = 1, stride: int = 1
+) -> tuple[LazyOp, ...]:
+    """out[b, co, y, x] = sum_{ci, ky, kx} img[b, ci, y*stride + ky - pad, x*stride + kx - pad] * wt[co, ci, ky, kx]
+
+    The image is padded (a masked view), then a second view slides the window over it: each output position
+    (b, co, y, x) and filter tap (ci, ky, kx) picks one element of the padded image."""
+    hp, wp = h + 2 * pad, w + 2 * pad
+    oh, ow = (hp - ksize) // stride + 1, (wp - ksize) // stride + 1
+    full = (bs, cout, oh, ow, cin, ksize, ksize)
+    padded = ShapeTracker.from_shape((bs, cin, h, w)).pad(((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    window = View.create(full, (cin * hp * wp, 0, stride * wp, stride, hp * wp, wp, 1))
+    img = ShapeTracker(padded.views + (window,)).simplify()
+    wt = ShapeTracker.from_shape((cout, cin, ksize, ksize)).reshape((1, cout, 1, 1, cin, ksize, ksize)).expand(full)
+    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, img), load(2, wt)), (4, 5, 6))),)
+
+
+def mean_var_ast(m: int = 64, n: int = 1024) -> tuple[LazyOp, ...]:
+    """mean[i] = sum_j a[i, j] / n and var[i] = sum_j a[i, j]^2 / n - mean[i]^2: two reduces in one kernel
+
+    The two SUMs reduce the same shape to the same shape, so they share the kernel's shape and opts; each keeps its
+    own accumulators and loops over a (two passes). Buffers: 0 the means, 1 the variances, 2 the input."""
+    x = load(2, ShapeTracker.from_shape((m, n)))
+    inv_n = const(1 / n, (m, 1))
+    mean = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, x, (1,)), inv_n)
+    mean_of_squares = alu(BinaryOps.MUL, reduce(ReduceOps.SUM, alu(BinaryOps.MUL, x, x), (1,)), inv_n)
+    var = alu(BinaryOps.ADD, mean_of_squares, alu(UnaryOps.NEG, alu(BinaryOps.MUL, mean, mean)))
+    return store(mean, 0), store(var, 1)
+
+
+def image_matvec_ast(n: int = 256, k: int = 64) -> tuple[LazyOp, ...]:
+    """out[i] = sum_k a[i, k] * x[k], written into an RGBA image of n/4 pixels (height 4)"""
+    if n % 16:
+        raise ValueError(f"an image of height 4 holds a multiple of 16 floats, not {n}")
+    return (store(matvec_ast(n, k)[0].src[0], dtype=dtypes.imagef((4, n // 16, 4))),)
+
+
+def attention_ast(d: int = 64, max_len: int = 1024) -> tuple[LazyOp, ...]:
+    """scores[j] = sum_k q[k] * keys[j, k] / sqrt(d) for j < i: one query against the first i keys of a KV cache
+    of max_len. i is a Variable (the number of tokens so far): one program for every length."""
+    i = Variable("i", 1, max_len)
+    q = ShapeTracker.from_shape((d,)).reshape((1, d)).expand((i, d))
+    keys = ShapeTracker.from_shape((max_len, d)).shrink(((0, i), (0, d)))  # only the cached part is read
+    dot = reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, q), load(2, keys)), (1,))
+    return (store(alu(BinaryOps.MUL, dot, const(1 / math.sqrt(d), (i, 1)))),)
+
+
+def cat_ast(m: int = 256, a: int = 3, b: int = 3) -> tuple[LazyOp, ...]:
+    """out = the columns of x (m, a) then those of y (m, b): each padded with zeros to (m, a + b), then added"""
+    x, y = (ShapeTracker.from_shape((m, n)).pad(((0, 0), pad)) for n, pad in ((a, (0, b)), (b, (a, 0))))
+    return (store(alu(BinaryOps.ADD, load(1, x), load(2, y))),)
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A classic kernel for the demo: what it computes (a `{}` for each size), how to build it (its sizes are the
+    builder's arguments and their defaults, which --size replaces), the names `what` gives buffers 0, 1, ... (the
+    others are called data<idx>, as in the OpenCL C), the target to show it on, and the opts it shows instead of
+    the heuristics' (none: the heuristics')."""
+
+    text: str
+    build: Callable[..., tuple[LazyOp, ...]]
+    buffers: tuple[str, ...]
+    target: str = "opencl"
+    opts: tuple[str, ...] = ()
+    sizes = property(lambda self: tuple(x for x in self.build.__defaults__ or () if is_int(x)))  # not a dtype
+    what = property(lambda self: self.text.format(*self.sizes))
+
+
+_OAB, _OAX = ("out", "a", "b"), ("out", "a", "x")  # the demos' names of their buffers 0, 1, 2
+DEMOS: dict[str, Demo] = {
+    "elementwise": Demo("out[i] = a[i] + b[i], {} elements", lambda n=4096: elementwise_ast(n), _OAB),
+    "broadcast": Demo("out[i, j] = a[i, j] * b[j], {}x{}", lambda m=256, n=256: broadcast_ast(m, n), _OAB),
+    "sum": Demo("out = sum of {} floats", lambda n=1 << 20: sum_ast((n,)), ("out", "a")),
+    "sum_axis0": Demo("out[j] = sum_i a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (0,)), ("out", "a")),
+    "sum_axis1": Demo("out[i] = sum_j a[i, j], {}x{}", lambda m=512, n=256: sum_ast((m, n), (1,)), ("out", "a")),
+    "matvec": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}", lambda n=1024, k=768: matvec_ast(n, k), _OAX),
+    "matmul": Demo("out = a @ b, {0}x{2} @ {2}x{1}", matmul_ast, _OAB),
+    "conv2d": Demo(
+        "3x3 conv, padding 1: {} -> {} channels on {}x{}: out = conv(img, wt)",
+        lambda cin=16, cout=32, h=32, w=32: conv2d_ast(1, cin, h, w, cout),
+        ("out", "img", "wt"),
+    ),
+    "tc_matmul": Demo(
+        "out = a @ b, {0}x{2} @ {2}x{1} on Metal's 8x8x8 tensor cores",
+        lambda m=256, n=256, k=256: matmul_ast(m, n, k),
+        _OAB,
+        "metal",
+    ),
+    "image": Demo("out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image 4 pixels high", image_matvec_ast, _OAX),
+    "attention": Demo(
+        "scores[j] = q . keys[j] / sqrt({0}) for the first i (a Variable, 1..{1}) keys of a KV cache, d = {0}",
+        lambda d=64, max_len=1024: attention_ast(d, max_len),
+        ("scores", "q", "keys"),
+    ),
+    "variance": Demo(
+        "mean and variance of each row of {}x{}: two reduces in one kernel", mean_var_ast, ("mean", "var", "x")
+    ),
+    "cat": Demo("out = cat(x, y) of {0}x{1} and {0}x{2}: small masked axes", cat_ast, ("out", "x", "y")),
+    # the opts the heuristics never choose, each in a kernel of its own
+    "nolocals": Demo(
+        "out[i] = a[i] + b[i], {} elements, NOLOCALS", elementwise_ast, _OAB, opts=("NOLOCALS", "UPCAST:0:4")
+    ),
+    "padto": Demo(
+        "out = a @ b, {0}x{2} @ {2}x{1}, padded (PADTO)",
+        lambda m=60, n=60, k=60: matmul_ast(m, n, k),
+        _OAB,
+        opts=("PADTO:0:32", "PADTO:1:32", "LOCAL:0:16", "LOCAL:1:16"),
+    ),
+    "upcastmid": Demo(
+        "out[i] = sum_k a[i, k] * x[k], {}x{}, out an RGBA image",
+        image_matvec_ast,
+        _OAX,
+        opts=("GROUP:0:8", "UPCASTMID:0:4"),
+    ),
+}
+
+
+# ==== demo: python kernel.py demo [NAME] [--opt ...] [--target T] [--explain | --loops [--steps] | --map] ===
+# Four views of one optimization (the step table, --explain, --loops and --map, each a function below): they read
+# only the Kernel's public state and its `decisions`.
+
+
+# each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
+ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
+ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
+
+
+def legend() -> str:
+    """The colour legend (COLOR_LEGEND), one line per colour, with its letter in plain text."""
+    return "\n".join(f"  {colored(f'{c:8s}', c)}({ROLES[c][0]}) {what}" for c, what in COLOR_LEGEND.items())
+
+
+def shape_row(k: Kernel) -> str:
+    """k's shape as the step table prints it: coloured, or in plain text each size followed by its colour's letter
+    (as wide as in colour: a size of 4 or more digits gets a space before it)."""
+    plain = [" " * (len(x := str(s)) > 3 and i > 0) + f"{x:>4}" for i, s in enumerate(k.full_shape)]  # a Node: <i..>
+    return k.colored_shape() if use_color() else "".join(x + ROLES[c][0] for x, c in zip(plain, k.colors()))
+
+
+def terminal_width(out: Any = None) -> int:
+    """The columns the demo's lines fit in: the terminal's width, or 100 off a terminal (a file, a pipe)."""
+    try:
+        tty = (out or sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size((100, 24)).columns if tty else 100
+
+
+def fit(line: str, width: int, hang: int | None = None) -> list[str]:
+    """`line` wrapped at spaces to `width` columns (colour codes take none), continuation lines indented `hang`
+    columns (default: 4 more than the line); a word longer than the width (an index expression) is broken after
+    a `+`."""
+    indent = hang if hang is not None else ansilen(line) - len(ansistrip(line).lstrip(" ")) + 4
+    out = []
+    while ansilen(line) > width:
+        codes = {i for m in re.finditer(r"\x1b\[[0-9;]*m", line) for i in range(*m.span())}  # colour codes
+        # (column, index) of each visible character that may end the line: past the hang, in the width
+        seen = list(enumerate(i for i in range(len(line)) if i not in codes))[indent + 1 : width + 1]
+        lead = len(line) - len(line.lstrip())  # never cut in the indentation
+        spaces = [i for _, i in seen if i > lead and line[i] == " "]
+        pluses = [i + 1 for column, i in seen if column < width and i > lead and line[i] == "+"]
+        if not spaces + pluses:
+            break
+        cut = (spaces or pluses)[-1]
+        out.append(line[:cut].rstrip())
+        line = " " * indent + line[cut:].lstrip(" ")
+    return out + [line]
+
+
+def _txt(x: Any) -> str:
+    """A size, stride or index as text (a symbolic one renders itself; None, a stride with no single value, is ?)."""
+    return "?" if x is None else x.render() if isinstance(x, Node) else str(x)
+
+
+def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+    """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
+    named = dict(enumerate(names))
+    return [f"const {b.val}" if isinstance(b, ConstBuffer) else named.get(b.idx, f"data{b.idx}") for b in k.bufs]
+
+
+def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
+    """Replace data<idx> in the heuristics' notes by the demo's buffer names."""
+    table = {f"data{b.idx}": n for b, n in zip(k.bufs, buffer_names(k, names)) if isinstance(b, MemBuffer)}
+    return lambda text: re.sub(r"\bdata\d+\b", lambda m: table.get(m.group(0), m.group(0)), text)
+
+
+# -- --explain: strides and decisions --
+
+
+@dataclass
+class Decision:
+    """One call of a `*_candidates` method: the `heuristic` that called it, the `rule` and `candidates` it returned, a
+    copy of the `state` it saw (with `step` opts applied); the opts applied until the next call (`chosen`), which
+    candidates they are (`taken`) and the step table's reason for each (`reasons`)."""
+
+    heuristic: str
+    rule: str
+    candidates: list[Candidate]
+    state: Kernel
+    step: int
+    chosen: list[Opt]
+    taken: list[bool]
+    reasons: list[str]
+
+
+def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[Kernel, list[Decision]]:
+    """Run `heuristics` (by default optimize: tensor cores, else hand_coded_optimizations) on a copy of k; return
+    that copy and a Decision for each call of a `*_candidates` method, the one function each heuristic chooses by.
+    The heuristics record nothing: here the copy's candidates methods are wrapped to note each call."""
+    replay, calls, names = k.copy(), [], [n for n in dir(Kernel) if n.endswith("_candidates")]
+
+    def call(name: str, *args: Any, **kwargs: Any) -> Weighing:
+        state, heuristic = replay.copy(), sys._getframe(1).f_code.co_name  # the method that called: the heuristic
+        for n in names:
+            del state.__dict__[n]  # the snapshot calls its own methods
+        calls.append((heuristic, state, weighing := getattr(Kernel, name)(replay, *args, **kwargs)))
+        return weighing
+
+    for name in names:
+        setattr(replay, name, functools.partial(call, name))
+    heuristics(replay)
+    ends = [len(state.applied_opts) for _, state, _ in calls[1:]] + [len(replay.applied_opts)]
+    return replay, [_decision(*c, replay.applied_opts[len(c[1].applied_opts) : end]) for c, end in zip(calls, ends)]
+
+
+def _decision(heuristic: str, state: Kernel, weighing: Weighing, chosen: list[Opt]) -> Decision:
+    """One call's Decision: an opt chosen is the first candidate's that lists it, one not ruled out first. _locals
+    applies its LOCALs in axis order, a whole axis gone from the shape the next counts in: it is counted back here."""
+    (rule, candidates), taken, reasons, deleted = weighing, [False] * len(weighing[1]), [], 0
+    order = sorted(range(len(candidates)), key=lambda j: candidates[j].key is None)  # those not ruled out first
+    for applied in chosen:
+        opt = replace(applied, axis=applied.axis + deleted) if applied.op is OptOps.LOCAL else applied
+        deleted += opt.op is OptOps.LOCAL and opt.amt == state.full_shape[opt.axis]
+        if (j := next((j for j in order if opt in candidates[j].opts), None)) is not None:
+            taken[j] = True  # a reason's {axis} is the axis the opt was applied on
+        reasons.append("" if j is None else candidates[j].why[candidates[j].opts.index(opt)].format(axis=applied.axis))
+    return Decision(heuristic, rule, candidates, state, len(state.applied_opts), chosen, taken, reasons)
+
+
+def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
+    """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
+    it reads or writes float2/float4 vectors, or None; and why not). Kernel.vector_axis is the rule; here it also
+    holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
+    axis, why = k.vector_axis(i)
+    if axis is None:
+        return None, why
+    st, up, amt = k.sts[i], k.shape_len - k.upcasted, k.sts[i].shape[axis]
+    loops = [Variable(f"i{a}", 0, (s if isinstance(s, int) else s.max) - 1) for a, s in enumerate(st.shape[:up])]
+    for values in itertools.product(*(range(st.shape[a] if a != axis else 1) for a in range(up, k.shape_len))):
+        if not is_vector_start(st.expr_idxs(loops + [NumNode(v) for v in values])[0], amt):
+            return None, f"a vector's first index is not always a multiple of {amt}"
+    return axis, ""
+
+
+def _reduce_split(k: Kernel, before: Kernel, opt: Opt, i: int) -> str:
+    """GROUP's or GROUPTOP's split of a reduce axis as the C runs it, for buffer i: which steps of the axis thread t
+    takes, and the loop left over it (ridxN, its steps and their stride), or that none is left (the whole axis)."""
+    split = opt.real_axis(before)
+    size, threads = _txt(before.full_shape[split]), k.full_shape[k.first_reduce + k.group_for_reduces - 1]
+    if (rest := before.full_shape[split] // threads) == 1:
+        return f"the {threads} threads take one step each of the whole axis ({opt.op.name}: no loop is left over it)"
+    steps, n = f"thread t takes steps t, t+{threads}, ... of the {size} ({opt.op.name})", _txt(rest)
+    if opt.op is OptOps.GROUPTOP:
+        steps = f"thread t takes its own run of {n} consecutive steps of the {size}, from {n}*t (GROUPTOP)"
+    return f"{steps}; loop ridx{split + 1}: {n} steps {_txt(k.sts[i].real_strides()[split + 1])} apart"
+
+
+def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = None, before=None) -> list[str]:
+    """What each buffer's stride on `axis` means for the colour the axis has: one sentence per buffer (a constant is
+    no memory and gets none). `opt` is the opt that made the axis, `before` the kernel it was applied to."""
+    colors, size, outputs, notes = k.colors(), _txt(k.full_shape[axis]), len(k.ast), []
+    color, registers = colors[axis], colors[axis] in ("yellow", "magenta")
+    for i, st in enumerate(k.sts):
+        stride, name, read = st.real_strides()[axis], names[i], i >= outputs
+        if isinstance(k.bufs[i], ConstBuffer) or stride is None or (not read and color in ("green", "red", "magenta")):
+            continue  # a constant; no single stride; or an output on a reduce axis (stride 0: it is reduced)
+        verb, load = ("read", "load") if read else ("write", "store")
+        if registers and stride == 0:
+            notes.append(f"{name} has stride 0 here: one {load} serves all {size} (registers)")
+        elif registers and stride == 1:
+            vec, why = vector_access(k, i)
+            if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
+                access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
+                if not read and vec != axis:  # runtime.py writes an image output with no aligned pixels as a buffer
+                    access = f"{size} scalar stores: the image is written as a plain buffer ({why})"
+            elif vec == axis:
+                access = f"one float{size} {load}"
+            else:
+                access = f"{size} scalar {load}s ({why})"
+            notes.append(f"{name} has stride 1 here: {size} neighbouring elements, {access}")
+        elif registers:
+            what = "register" if color == "yellow" else "unrolled step of the reduce"
+            notes.append(f"{name}: {size} accesses {stride} apart, one per {what}")
+        elif color in ("green", "cyan", "white") and stride == 0:  # a green axis: an input (outputs are skipped)
+            notes.append(f"{name} has stride 0 here: all {size} threads {verb} the same element")
+        elif color == "green" and opt is not None and before is not None:  # GROUP and GROUPTOP split it differently
+            notes.append(f"{name}: neighbouring threads read {_txt(stride)} apart, {_reduce_split(k, before, opt, i)}")
+        elif color == "white" and not read:  # the first thread of the group writes them all, after the reduce
+            notes.append(f"{name} has stride {stride} here: the thread that finishes the reduce writes all {size}")
+        elif color in ("cyan", "white"):
+            apart = "neighbouring elements" if stride == 1 else f"{stride} apart"
+            notes.append(f"{name} has stride {stride} here: neighbouring threads {verb} {apart}")
+    return notes
+
+
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence, before=None) -> list[str]:
+    """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
+    coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
+    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
+    rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
+    rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
+    for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
+        real, last = st.real_strides(), st.views[-1].strides
+        differs = list(map(_txt, real)) != list(map(_txt, last))
+        rows += [(f"strides {bnames[i]}", real)] + [(f"last view {bnames[i]}", last)] * differs
+    widths = [max([4, len(_txt(s))] + [len(_txt(x[a])) for _, x in rows]) for a, s in enumerate(k.full_shape)]
+    letters = [""] * len(colors) if use_color() else [ROLES[c][0] for c in colors]  # plain text: the colours' letters
+
+    def row(values: Sequence[Any], marks: Sequence[str]) -> str:
+        return " ".join(colored(f"{_txt(v):>{w}}", c) + m for v, w, c, m in zip(values, widths, colors, marks))
+
+    width = max([16] + [len(label) + 5 for label, _ in rows])  # the label column: "    strides NAME "
+    label, blank = "start" if opt is None else str(opt), [" " * len(m) for m in letters]
+    lines = [f"  {label:<{width}}{row(k.full_shape, letters)}   {rename(why)}".rstrip()]
+    lines += [f"    {label:<{width - 2}}{row(x, blank)}".rstrip() for label, x in rows]
+    unknown, differ = any(s is None for _, x in rows for s in x), any(r[0].startswith("last") for r in rows)
+    if opt is None and (unknown or differ):
+        legend = "? = no single stride (a padding condition or a division of the index uses the axis). " * unknown
+        legend += "The heuristics read each buffer's last view's strides (st.views[-1].strides), which know "
+        legend += (
+            "neither its padding nor the views under it" + ": a `last view` row gives them where they differ" * differ
+        )
+        lines.append("    " + legend)
+    # the axis the opt just made: shift_to put the piece it split off last among the registers, locals or groups
+    ends = {OptOps.UPCAST: k.shape_len, OptOps.UNROLL: k.shape_len, OptOps.LOCAL: k.first_reduce}
+    ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
+    if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
+        lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt, before)]
+    for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
+        keys, labels = (
+            ["-" if c.key is None else str(c.key) for c in d.candidates],
+            [rename(str(c)) for c in d.candidates],
+        )
+        kw, ww = max(map(len, keys), default=0), max(map(len, labels), default=0)
+        lines.append(f"    {d.heuristic}: {rename(d.rule)}")
+        for key, label, c, taken in zip(keys, labels, d.candidates, d.taken):
+            lines.append(f"      {'->' if taken else '  '} {key:<{kw}}  {label:<{ww}}  {rename(c.note)}".rstrip())
+    return lines
+
+
+# -- --loops: the kernel as a loop nest --
+
+_INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
+# each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
+# registers are up (upcast) and un (unrolled)
+_PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
+_NO_GROUPS = "one thread each (the target has no local threads)"  # a blue loop of clang's: get_global_id
+
+
+def _has_groups(k: Kernel) -> bool:
+    """Does the C give the blue axes work-group ids (get_group_id), not thread ids (get_global_id)?"""
+    return k.opts.has_local and not k.dont_use_locals
+
+
+# what the iterations of a parallel loop over an axis of each colour are
+_PARALLEL_LOOPS = dict(blue="one work-group each", BLUE="one thread each (NOLOCALS: no work-group of the kernel's own)")
+_PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that share one reduce")
+_PARALLEL_LOOPS |= dict(white="threads; the finishing thread unrolls it")
+
+
+def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict, let: Callable) -> str:
+    """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register. An
+    op that several ops read (a load aside) is computed once: let(its text) writes its line and names it."""
+    uses = Counter(s for op in x.lazyops for s in op.src)
+
+    def text(x: LazyOp, srcs: list[str]) -> str:
+        if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
+            i = k.bufs.index(x.arg)
+            idx, valid = k.sts[i].expr_idxs(idxs)
+            text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
+            return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
+        if x.op in ReduceOps:
+            return accs.get(x, "acc")
+        if x.op in BinaryOps and x.op.name in _INFIX:
+            ret = f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
+        elif x.op is UnaryOps.CAST:
+            ret = f"({x.arg.name})({srcs[0]})"
+        elif x.op is UnaryOps.NEG:
+            ret = f"-{srcs[0]}"
+        elif x.op is TernaryOps.WHERE:
+            ret = f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
+        else:
+            ret = f"{x.op.name.lower()}({', '.join(srcs)})"
+        return let(ret) if uses[x] > 1 else ret
+
+    return walk_ast(x, text, {}, stop=lambda op: op.op in ReduceOps)
+
+
+def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
+    """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
+    `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
+    colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
+    rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
+    depth = 0
+    idxs = [
+        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) and s else max(getattr(s, "max", 2) - 1, 1))
+        for a, (s, c) in enumerate(zip(shape, colors))
+    ]
+    var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
+    regs = range(k.shape_len - k.upcasted, k.shape_len)
+    yellow = [a for a in regs if colors[a] == "yellow"]
+    group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
+    # the first thread of the group finishes the reduce for every value of the white axes: their unrolled loops
+    white = {a: Variable(f"mid{a}", 0, shape[a] - 1) for a in group_axes if colors[a] == "white"}
+    fin = [colored(white[a].render(), "white") if a in white else v for a, v in enumerate(var)]
+
+    def add(code: str, comment: str = "", open_block: bool = False) -> None:
+        nonlocal depth
+        rows.append((depth, code, comment))
+        depth += open_block
+
+    def loop(a: int, keyword: str, what: str) -> None:
+        code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
+        add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
+
+    def unrolled(axes: Sequence[int], comment: str, names: Sequence[str] = var) -> None:
+        loops = ", ".join(f"{names[a]} in range({_txt(shape[a])})" for a in axes)
+        add(f"for {loops} (unrolled):", comment, open_block=True)
+
+    for a in range(k.first_reduce + k.group_for_reduces):
+        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]] if _has_groups(k) or a >= k.global_dims else _NO_GROUPS)
+    accs: dict[LazyOp, str] = {}
+    lets: list[str] = []
+
+    def let(text: str) -> str:  # a shared op's line `t0 = ...`, before the line that reads it
+        add(f"t{len(lets)} = {text}")
+        return lets.append(text) or f"t{len(lets) - 1}"
+
+    sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
+    outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
+    # a reduce that reads another one comes after it
+    for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
+        acc, local_array = ("acc", "temp") if len(k.reduceops) == 1 else (f"acc{n}", f"temp{n}")  # temp: __local
+        total, top = r.op is ReduceOps.SUM, depth
+        init = f"registers: {outs} accumulator(s) per thread" if yellow else ""
+        add(f"{acc}{size} = {'0' if total else '-inf'}", init)
+        for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
+            loop(a, "for", "a loop")
+        if regs:
+            unrolled(regs, "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs))
+        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs, let)}")
+        depth = top
+        accs[r] = f"{acc}{sub}"
+        if group_axes:
+            green = [a for a in group_axes if colors[a] == "green"]
+            local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
+            every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
+            add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
+            add("barrier", "wait for every thread of the work-group")
+            first, which = " and ".join(f"{var[a]} == 0" for a in group_axes), "green and white" if white else "green"
+            add(f"if {first}:", f"the first of the {prod(shape[a] for a in group_axes)} {which} threads finishes", True)
+            if yellow or white:
+                regs_of = [f"white axis {a}: a result each" for a in white] + ["registers: each thread's outputs"]
+                unrolled([*white, *yellow], ", ".join(regs_of[: len(white) + bool(yellow)]), fin)
+            parts = "".join("[:]" if a in green else f"[{fin[a]}]" for a in local)
+            reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
+            accs[r] = "".join([acc] + [f"[{fin[a]}]" for a in white]) + sub
+            add(f"{accs[r]} = {reduced}", "over the green threads' partial results")
+            if n < len(k.reduceops) - 1:
+                depth = top
+    if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
+        unrolled(yellow, "registers: each thread's outputs")
+    # the stores' indices: the reduce axes at 0 (magenta ones too), but for the white ones
+    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *yellow] else NumNode(0) for a, v in enumerate(idxs)]
+    for root in k.ast:
+        i = k.bufs.index(root.arg)
+        idx, valid = k.sts[i].expr_idxs(late)
+        store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs, let)}"
+        add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
+    # the comments in one column; a comment that would run past `width` goes on a line of its own above its code
+    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
+    column, out = min(max(fits, default=0), 72), []
+    for d, code, comment in rows:
+        text = "  " + "  " * d + code
+        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
+        if comment and ansilen(line) > width:
+            out.append("  " + "  " * d + "# " + comment)
+        out.append(line if comment and ansilen(line) <= width else text)
+    return out
+
+
+# -- --map: who computes each output element --
+
+
+def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
+    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
+    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
+    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
+    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
+    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
+              zip(axes, bounds)]  # fmt: skip
+    cells: dict[int, dict[str, list[int]]] = {}
+    for values in itertools.product(*ranges):
+        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
+        if flat in want and flat not in cells:
+            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+    return cells
+
+
+def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
+    """--map: the first rows and columns of the output, each cell labelled with the work-group (g, blue), thread
+    (t, cyan) and register (r, yellow) that computes it."""
+    st, colors, out = k.sts[0], k.colors(), names[0] if names else "out"
+    if not all(isinstance(s, int) for s in k.full_shape):
+        return ["  (the map needs numeric sizes: this kernel has a symbolic one)"]
+    if 0 in st.shape:
+        return ["  (the output has no elements: there is nothing to map)"]
+    if len(st.views) > 1 or any(s < 0 for s in st.views[-1].strides):
+        return ["  (the map needs an output written through one plain view)"]
+    v = st.views[-1]  # where it isn't contiguous, the buffer as far as the store reaches: its last element, plus 1
+    last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
+    logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
+    group = "work-group (blue axes)" if _has_groups(k) else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
+    group = group or "thread (blue axes: the target has no local threads)"
+    parts = [  # the letters of a cell's label: the colours of their axes, and what they number
+        ("g", ("blue", "BLUE"), group),
+        ("t", ("cyan",), "thread in it (cyan axes)"),
+        ("r", ("yellow", "white"), "register (yellow axes" + (", then white ones)" if "white" in colors else ")")),
+    ]
+    parts = [(g, cs, what) for g, cs, what in parts if g == "g" or any(c in colors for c in cs)]
+
+    def label(cell: dict[str, list[int]]) -> str:
+        return " ".join(
+            colored(g + (",".join(str(v) for c in cs for v in cell.get(c, [])) or "0"), cs[0]) for g, cs, _ in parts
+        )
+
+    rows_total, cols_total = (logical[-2], logical[-1]) if len(logical) >= 2 else (None, logical[-1])
+    # every index at its largest: the widest label
+    widest = {c: [s - 1 for a, s in enumerate(k.full_shape) if colors[a] == c and st.shape[a] != 1] for c in colors}
+    cell_width = max(8, ansilen(label(widest)) + 1)
+    cols = max(1, min(cols_total, (width - 10) // (cell_width + 1)))
+    if rows_total is None:  # one output axis: wrap it into rows of `cols` (a power of two, for the patterns)
+        cols = 1 << (cols.bit_length() - 1)
+        rows = min(4, -(-cols_total // cols))
+        flat = [[r * cols + c for c in range(cols) if r * cols + c < cols_total] for r in range(rows)]
+        title = f"{out}[row + column] for the first {min(rows * cols, cols_total)} of {cols_total} elements"
+    else:
+        rows = min(rows_total, 16)
+        flat = [[r * cols_total + c for c in range(cols)] for r in range(rows)]
+        lead = "0, " * (len(logical) - 2)
+        title = f"{out}[{lead}row, column] of shape {tuple(logical)}: rows 0..{rows - 1}, columns 0..{cols - 1}"
+    cells = _output_cells(k, {f for row in flat for f in row})
+    lines = [f"  {title}", ("  " + " " * 8 + "".join(f"{c:<{cell_width + 1}}" for c in range(cols))).rstrip()]
+    for r, row in enumerate(flat):
+        texts = [label(cells[f]) if f in cells else "-" for f in row]  # "-": an element the store leaves as it was
+        body = "".join(text + " " * (cell_width + 1 - ansilen(text)) for text in texts)
+        lines.append(f"  {row[0] if rows_total is None else r:>6}  {body.rstrip()}")
+    lines.append("  each cell: " + ", ".join(f"{g} = {what}" for g, _, what in parts))
+    if any(f not in cells for row in flat for f in row):
+        lines.append("  - = an element this kernel doesn't write (its store covers part of the buffer)")
+    if sum(c in ("blue", "BLUE") for c in colors) > 1:
+        lines.append(
+            "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
+            f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
+        )
+    if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
+        which = f"{prod(k.full_shape[a] for a in group)} {'green and white' if 'white' in colors else 'green'}"
+        lines.append(f"  and the {which} threads of each cell's thread share its reduce; the first of them writes it")
+    return lines
+
+
+# -- the command line --
+
+
+def demo_kernel(
+    name: str,
+    target: str | None = None,
+    opts: Sequence[Opt] | None = None,
+    out=None,
+    view: str = "steps",
+    every_step: bool = False,
+    width: int | None = None,
+    sizes: Sequence[int] | None = None,
+) -> tuple[Kernel, list[tuple[Opt, str]]]:
+    """Print how the optimizer reshapes one demo kernel (at `sizes`, default its own); return the optimized kernel and
+    the opts rejected, with why. Without opts the demo's opts apply, else the heuristics choose (tensor cores first,
+    as tinygrad does); opts are applied in order, and a rejected one is reported and skipped. `view` is "steps" (one
+    line per opt), "explain", "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width`
+    columns (default: terminal_width(out))."""
+    out = out or sys.stdout
+    width = width or terminal_width(out)
+    if name not in DEMOS:
+        raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
+    check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
+    check_arg("demo_kernel", "view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map")
+    d, target = DEMOS[name], target or DEMOS[name].target
+    sizes = tuple(d.sizes if sizes is None else sizes)
+    if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
+        want = f"{len(d.sizes)} sizes >= 1 ({'x'.join(map(str, d.sizes))} by default)"
+        raise ValueError(f"{name} takes {want}, not {'x'.join(map(str, sizes))}")
+    k = Kernel(*d.build(*sizes), opts=TARGETS[target])
+    steps, decisions = [(o, "") for o in (opts or [Opt.parse(o) for o in d.opts])], []
+    if opts is None and not d.opts:
+        decisions = weighed(k)[1]
+        steps = [(opt, why) for x in decisions for opt, why in zip(x.chosen, x.reasons)]
+    rename, rows, rejected, counted, roles = _renamer(k, d.buffers), [], [], [], set()
+    # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
+    for opt, why in [(None, "")] + list(steps):
+        before = k.copy()
+        try:
+            if opt is not None:
+                k.apply_opt(opt)
+        except KernelOptError as e:  # the kernel stays as it was
+            rejected.append((opt, str(e)))
+            under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
+            rows.append((str(opt), f"rejected: {e}", "", under))
+            continue
+        under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
+        if every_step and view == "loops":
+            under = loop_nest(k, d.buffers, width) + [""]
+        rows.append(("start" if opt is None else str(opt), shape_row(k), rename(why), under))
+        if opt is not None and opt.axis is not None and opt.real_axis(before) != opt.axis:
+            counted.append(f"{opt} is axis {opt.real_axis(before)}")
+        roles.update(k.colors())
+    label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
+    shape_width = max(ansilen(row[1]) for row in rows) + 3
+    lines = [f"{name} [{target}]: {d.text.format(*sizes)}"]
+    for label, shape, why, under in rows:  # the reason after the shape, wrapped under its own column if there's room
+        head = f"  {label:<{label_width}}{shape}{' ' * (shape_width - ansilen(shape))}"
+        hang = ansilen(head) if why and ansilen(head) + 20 <= width else None
+        lines += under if view == "explain" else fit((head + why).rstrip(), width, hang) + under
+    if counted:  # the axis numbers of UNROLL, GROUP and GROUPTOP count from a reduce axis
+        lines.append(
+            f"  ({', '.join(counted)} of the line above: UNROLL counts axes from the first reduce axis, GROUP and "
+            "GROUPTOP from the first red one, the others from 0)"
+        )
+    if not use_color():  # the colours' letters
+        lines.append("  (" + ", ".join(f"{ROLES[c][0]} {c}: {ROLES[c][1]}" for c in COLOR_LEGEND if c in roles) + ")")
+    if view == "loops" and not every_step:
+        lines += [""] + loop_nest(k, d.buffers, width)
+    elif view == "map":
+        lines += [""] + output_map(k, d.buffers, width=width)
+    print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
+    return k, rejected
+
+
+def parse_opt_arg(text: str) -> Opt:
+    """Opt.parse for argparse: a bad opt is reported with what an opt looks like."""
+    try:
+        return Opt.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def sizes_arg(text: str) -> tuple[int, ...]:
+    """--size 4096x4096 -> (4096, 4096): sizes >= 1, or an error that says what a size looks like."""
+    if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
+        raise argparse.ArgumentTypeError(f"want sizes >= 1 joined by x, such as 4096x4096: got {text!r}")
+    return tuple(int(x) for x in text.split("x"))
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type for the command lines: an integer >= low, or an error that says so."""
+
+    def parse(text: str) -> int:
+        try:
+            if int(text) >= low:
+                return int(text)
+        except ValueError:
+            pass
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+
+    return parse
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python kernel.py",
+        description="Watch tinygrad 0.9.1's kernel optimizer reshape classic kernels. Each axis of a kernel's shape "
+        "is coloured by what it became; every line shows one optimization and the shape after it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="kernels: " + ", ".join(DEMOS) + "\n\nexamples:\n  python kernel.py demo\n"
+        "  python kernel.py demo matmul\n"
+        "  python kernel.py demo matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --opt UNROLL:0:4\n"
+        "  python kernel.py demo matmul --target metal\n"
+        "  python kernel.py demo matmul --explain     # strides after each opt; what each heuristic weighed\n"
+        "  python kernel.py demo matvec --loops       # the optimized kernel as a loop nest (--steps: after each opt)\n"
+        "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
+        "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
+        "axis); AMT 0 means the whole axis. AXIS counts in the shape the opt applies to (the line above it in the "
+        "step table): from axis 0, but UNROLL from the first reduce axis (the first green, white or red one) and "
+        "GROUP, GROUPTOP from the first reduce axis not yet grouped (the first red one).\n"
+        "Colour goes to a terminal only: FORCE_COLOR=1 forces it, NO_COLOR=1 turns it off (then each size is "
+        "followed by its colour's letter).",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="show how kernels are optimized")
+    d.add_argument("name", nargs="?", choices=list(DEMOS), help="one kernel (default: all)")
+    opt_help = "apply these opts in order instead of the heuristics (repeatable)"
+    d.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help=opt_help)
+    d.add_argument("--target", choices=list(TARGETS), help="the device to optimize for (default: the kernel's own)")
+    d.add_argument("--size", type=sizes_arg, metavar="AxB", help="the kernel's sizes (e.g. sum_axis0 --size 4096x4096)")
+    views = d.add_mutually_exclusive_group()
+    for view, what in [
+        ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
+        ("loops", "the optimized kernel as a coloured loop nest"),
+        ("map", "the output as a grid: the work-group, thread and register of each element"),
+    ]:
+        views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
+    d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
+    args = p.parse_args(argv)
+    if args.steps and args.view not in ("steps", "loops"):
+        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    if args.size and not args.name:
+        d.error("--size goes with one kernel's name: each kernel has sizes of its own")
+    args.view = "loops" if args.steps else args.view
+    getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
+    if not args.name:  # the legend once, before all the kernels
+        print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
+        print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=14)))
+    for name in [args.name] if args.name else list(DEMOS):
+        if not args.name:
+            print()
+        try:
+            demo_kernel(name, args.target, args.opt, view=args.view, every_step=args.steps, sizes=args.size)
+        except ValueError as e:  # sizes the kernel doesn't take
+            if not args.size:
+                raise
+            d.error(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_command_line(main, "python kernel.py"))
