@@ -5,7 +5,6 @@ Also the command-line plumbing that runtime.py, search.py and bench.py share."""
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import math
 import os
@@ -14,15 +13,14 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 
 from kernel import (
     BinaryOps,
     BufferOps,
-    COLOR_LEGEND,
-    Candidate,
+    Decision,
     ConstBuffer,
     DType,
     ImageDType,
@@ -41,7 +39,6 @@ from kernel import (
     UnaryOps,
     Variable,
     View,
-    Weighing,
     alu,
     ansilen,
     ansistrip,
@@ -207,7 +204,7 @@ DEMOS: dict[str, Demo] = {
         ("out", "img", "wt"),
     ),
     "tc_matmul": Demo(
-        "out = a @ b, {0}x{2} @ {2}x{1} on Metal's 8x8x8 tensor cores",
+        "out = a @ b, {0}x{2} @ {2}x{1}, float32: tensor cores where the target has them for float32 (Metal's)",
         lambda m=256, n=256, k=256: matmul_ast(m, n, k),
         _OAB,
         "metal",
@@ -246,6 +243,21 @@ DEMOS: dict[str, Demo] = {
 # only the Kernel's public state and its `decisions`.
 
 
+# COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of Kernel.colored_shape(), tinygrad's
+# eight chunks of a shape, and what each becomes in runtime.py's OpenCL C
+COLOR_LEGEND = {
+    "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
+    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
+    ", of the largest divisor <= 32 of launch dim 0 in runtime.py",
+    "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
+    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
+    "white": "output dims upcast mid-reduce (UPCASTMID, images): threads, each reducing its own outputs, whose results "
+    "the finishing thread stores one per index",
+    "red": "reduce loops: a for loop",
+    "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
+    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
+    "buffer's only stride-1 upcast axis is 2 or 4 long (Kernel.vector_axis)",
+}
 # each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
 ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
 ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
@@ -313,54 +325,13 @@ def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
 # -- --explain: strides and decisions --
 
 
-@dataclass
-class Decision:
-    """One call of a `*_candidates` method: the `heuristic` that called it, the `rule` and `candidates` it returned, a
-    copy of the `state` it saw (with `step` opts applied); the opts applied until the next call (`chosen`), which
-    candidates they are (`taken`) and the step table's reason for each (`reasons`)."""
-
-    heuristic: str
-    rule: str
-    candidates: list[Candidate]
-    state: Kernel
-    step: int
-    chosen: list[Opt]
-    taken: list[bool]
-    reasons: list[str]
-
-
 def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[Kernel, list[Decision]]:
-    """Run `heuristics` (by default optimize: tensor cores, else hand_coded_optimizations) on a copy of k; return
-    that copy and a Decision for each call of a `*_candidates` method, the one function each heuristic chooses by.
-    The heuristics record nothing: here the copy's candidates methods are wrapped to note each call."""
-    replay, calls, names = k.copy(), [], [n for n in dir(Kernel) if n.endswith("_candidates")]
-
-    def call(name: str, *args: Any, **kwargs: Any) -> Weighing:
-        state, heuristic = replay.copy(), sys._getframe(1).f_code.co_name  # the method that called: the heuristic
-        for n in names:
-            del state.__dict__[n]  # the snapshot calls its own methods
-        calls.append((heuristic, state, weighing := getattr(Kernel, name)(replay, *args, **kwargs)))
-        return weighing
-
-    for name in names:
-        setattr(replay, name, functools.partial(call, name))
-    heuristics(replay)
-    ends = [len(state.applied_opts) for _, state, _ in calls[1:]] + [len(replay.applied_opts)]
-    return replay, [_decision(*c, replay.applied_opts[len(c[1].applied_opts) : end]) for c, end in zip(calls, ends)]
-
-
-def _decision(heuristic: str, state: Kernel, weighing: Weighing, chosen: list[Opt]) -> Decision:
-    """One call's Decision: an opt chosen is the first candidate's that lists it, one not ruled out first. _locals
-    applies its LOCALs in axis order, a whole axis gone from the shape the next counts in: it is counted back here."""
-    (rule, candidates), taken, reasons, deleted = weighing, [False] * len(weighing[1]), [], 0
-    order = sorted(range(len(candidates)), key=lambda j: candidates[j].key is None)  # those not ruled out first
-    for applied in chosen:
-        opt = replace(applied, axis=applied.axis + deleted) if applied.op is OptOps.LOCAL else applied
-        deleted += opt.op is OptOps.LOCAL and opt.amt == state.full_shape[opt.axis]
-        if (j := next((j for j in order if opt in candidates[j].opts), None)) is not None:
-            taken[j] = True  # a reason's {axis} is the axis the opt was applied on
-        reasons.append("" if j is None else candidates[j].why[candidates[j].opts.index(opt)].format(axis=applied.axis))
-    return Decision(heuristic, rule, candidates, state, len(state.applied_opts), chosen, taken, reasons)
+    """A copy of k that `heuristics` (default optimize: tensor cores, else the hand-coded opts) tuned, and the
+    decisions they recorded (Kernel.decisions, in the order they were taken)."""
+    tuned = k.copy()
+    tuned.decisions = []
+    heuristics(tuned)
+    return tuned, tuned.decisions
 
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
@@ -463,14 +434,15 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt, before)]
     for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
-        keys, labels = (
-            ["-" if c.key is None else str(c.key) for c in d.candidates],
-            [rename(str(c)) for c in d.candidates],
-        )
+        keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
+        labels = [rename(str(c)) for c in d.candidates]
         kw, ww = max(map(len, keys), default=0), max(map(len, labels), default=0)
         lines.append(f"    {d.heuristic}: {rename(d.rule)}")
-        for key, label, c, taken in zip(keys, labels, d.candidates, d.taken):
-            lines.append(f"      {'->' if taken else '  '} {key:<{kw}}  {label:<{ww}}  {rename(c.note)}".rstrip())
+        for key, label, c in zip(keys, labels, d.candidates):
+            mark = "->" if c in d.taken else "  "
+            lines.append(f"      {mark} {key:<{kw}}  {label:<{ww}}  {rename(c.note)}".rstrip())
+        if not d.candidates:
+            lines.append("         (none: this kernel doesn't meet the rule)")
     return lines
 
 
@@ -689,9 +661,9 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
             f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
         )
-    if group := range(k.first_reduce, k.first_reduce + k.group_for_reduces):
-        which = f"{prod(k.full_shape[a] for a in group)} {'green and white' if 'white' in colors else 'green'}"
-        lines.append(f"  and the {which} threads of each cell's thread share its reduce; the first of them writes it")
+    if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if colors[a] == "green"]:
+        threads = prod(k.full_shape[a] for a in green)
+        lines.append(f"  and the {threads} green threads of each cell's thread share its reduce; the first writes it")
     return lines
 
 
@@ -728,7 +700,7 @@ def demo_kernel(
     steps, decisions = [(o, "") for o in (opts or [Opt.parse(o) for o in d.opts])], []
     if opts is None and not d.opts:
         decisions = weighed(k)[1]
-        steps = [(opt, why) for x in decisions for opt, why in zip(x.chosen, x.reasons)]
+        steps = [step for x in decisions for step in x.applied]
     rename, rows, rejected, counted, roles = _renamer(k, d.buffers), [], [], [], set()
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
     for opt, why in [(None, "")] + list(steps):

@@ -1,20 +1,20 @@
-"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file, in two parts.
+"""kernel.py: tinygrad 0.9.1's kernel optimizer in one readable file.
 
-Part 1, the reading path, in the order data flows through it:
+Part 1 is the optimizer, in the order data flows through it:
 
     helpers -> dtypes -> ops / AST -> symbolic indices -> View -> ShapeTracker
     -> Kernel (shape bookkeeping) -> OptOps (apply_opt) -> tensor cores -> heuristics -> targets
 
-Then the Appendix banner line, after which comes what Part 1 relies on but a first read skips; Part 1 calls
-into it in one line, marked "in the appendix". README.md's "Reading kernel.py" says what to read first.
+The appendix, after its banner, checks what comes in at the gates (the AST's nodes and Kernel(), View.create and the
+movement ops, apply_opt): the rules where kernel.py is stricter than tinygrad (DIFFERENCES.md lists them).
 
 A kernel is an AST of LazyOps whose leaves LOAD buffers through ShapeTrackers. The Kernel puts every buffer's
 ShapeTracker on one common iteration shape, and each optimization but NOLOCALS and PADTO reshapes and permutes that
 shape: an axis is split in two and one part moved to where it means "global", "local", "grouped", "loop" or
-"unrolled" (the colours of `Kernel.colored_shape()`, COLOR_LEGEND). An axis is *upcast* when one thread computes
-all of its values itself, in registers, its loop unrolled: a loop transformation, not a type widening.
+"unrolled" (the colours of `Kernel.colored_shape()`). An axis is *upcast* when one thread computes all of its values
+itself, in registers, its loop unrolled: a loop transformation, not a type widening. `python kernel.py demo` shows it.
 
-Only the standard library is imported at module level.
+Only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import os
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, NoReturn, TypeVar
-from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
 
@@ -69,6 +69,14 @@ def is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
+def all_int(xs: Iterable[Any]) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+class KnobError(ValueError):
+    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
+
+
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
     text = os.environ.get(key, "")
@@ -78,7 +86,7 @@ def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
         value = None
     if value is None or (minimum is not None and value < minimum):
         want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")  # in the appendix
+        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")
     return value
 
 
@@ -91,6 +99,28 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
     except ValueError:
         return None
     return [list(range(st, ed)) for st, ed in zip([0] + split[:-1], split[:-1] + [len(old_shape)])]
+
+
+def use_color(out=None) -> bool:
+    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
+    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
+    return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
+
+
+def colored(text: Any, color: str | None) -> str:
+    """Text in tinygrad's ANSI colour code (an UPPERCASE name: the bright variant), or plain unless use_color()."""
+    if color is None or not use_color():
+        return str(text)
+    code = 30 + "black red green yellow blue magenta cyan white".split().index(color.lower()) + 60 * color.isupper()
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def ansistrip(s: str) -> str:
+    return re.sub(r"\x1b\[(K|.*?m)", "", s)
+
+
+def ansilen(s: str) -> int:
+    return len(ansistrip(s))
 
 
 # ==== dtypes ================================================================================================
@@ -173,6 +203,11 @@ DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinst
 INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()}
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
+# the floats narrower than float32, computed in float registers: (significant bits, smallest normal exponent, largest)
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
+    dtypes.float16: (11, -14, 65504.0),
+    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
+}
 
 # ==== ops: the kernel's AST =================================================================================
 
@@ -185,16 +220,9 @@ TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
 ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
 BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: read a buffer or a constant, write
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
-
-
-def check_arg(where: str, name: str, value: Any, ok: bool, want: str) -> None:
-    """An argument or field of the wrong kind or range: a ValueError naming where, which one and what it must be."""
-    if not ok:
-        raise ValueError(f"{where}: {name} must be {want}, got {value!r}")
-
-
-def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
-    check_arg(type(obj).__name__, name, getattr(obj, name), ok, want)
+# the ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them (tinygrad's list; here
+# reduce_padding_changes also evaluates a SUM's source on zeros, which catches MOD, a boolean NEG, ...)
+UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
 @dataclass(frozen=True)
@@ -206,19 +234,20 @@ class MemBuffer:
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        check_buffer_fields(self)  # and an int-like idx becomes an int: in the appendix
+        check_buffer(self)
 
 
 @dataclass(frozen=True)
 class ConstBuffer:
-    """A constant broadcast to the shape of `st` (its mask can still zero out padding)."""
+    """A constant broadcast to the shape of `st` (its mask can still zero out padding). A half or bfloat16 value is
+    kept as that dtype holds it (as numpy's np.float16(x) rounds)."""
 
     val: int | float | bool | Variable
     dtype: DType
     st: ShapeTracker
 
     def __post_init__(self) -> None:
-        check_buffer_fields(self)  # and a half or bfloat16 value is rounded to its dtype: in the appendix
+        check_buffer(self)
 
 
 @dataclass(frozen=True)
@@ -229,8 +258,8 @@ class LazyOp:
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
-    def __post_init__(self) -> None:  # a malformed node fails where it is built (between nodes: verify_lazyop)
-        check_lazyop_fields(self)  # its op, number of sources and kind of arg: in the appendix
+    def __post_init__(self) -> None:
+        check_lazyop(self)
         _ = self._hash, self.dtype  # now, from the sources' (known already): no recursion down a deep AST later
 
     @functools.cached_property
@@ -252,7 +281,17 @@ class LazyOp:
         return True
 
     def __repr__(self) -> str:
-        return lazyop_repr(self)  # in the appendix
+        """`LazyOp(op, src=(...), arg=...)`, each op written out once, then `lazyops[n]` (its place in lazyops)."""
+        place, written, out, todo = {x: n for n, x in enumerate(self.lazyops)}, set(), [], [self]
+        while todo:  # depth first, as self.lazyops lists them
+            if isinstance(x := todo.pop(), str) or x in written:
+                out.append(x if isinstance(x, str) else f"lazyops[{place[x]}]")
+                continue
+            written.add(x)
+            out.append(f"LazyOp({x.op}, src=(")
+            parts = [part for src in x.src for part in (", ", src)][1:] + ["," if len(x.src) == 1 else ""]
+            todo += reversed([*parts, f"), arg={x.arg})"])
+        return "".join(out)
 
     @functools.cached_property
     def dtype(self) -> DType:
@@ -279,11 +318,62 @@ class LazyOp:
         return sorted(set().union(*found, consts), key=lambda v: v.expr)
 
 
+def walk_ast(x: LazyOp, fn: Callable[[LazyOp, list], Any], memo: dict, stop: Callable | None = None) -> Any:
+    """fn(op, [its sources' values]) of x, the ops below it first, each once (memo keeps them, in that order); an op
+    `stop` accepts gets fn(op, []), and nothing under it is visited. A walk in a recursion's order, of any depth."""
+    todo = [x]
+    while todo:
+        if (op := todo.pop()) in memo:
+            continue
+        srcs = () if stop and stop(op) else op.src
+        if missing := [s for s in srcs if s not in memo]:
+            todo += [op, *reversed(missing)]  # back to op once its sources are done
+        else:
+            memo[op] = fn(op, [memo[s] for s in srcs])
+    return memo[x]
+
+
 @functools.cache
 def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
-    walk_ast(op, lambda x, srcs: None, found := {})  # in the appendix: it visits the ops in this order
+    walk_ast(op, lambda x, srcs: None, found := {})
     return list(found)
+
+
+# Building an AST by hand: the movement ops (reshape, permute, expand, pad, shrink, stride) live in the LOADs'
+# ShapeTrackers; demo.py's kernels (matmul_ast, ...) are built with these.
+def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
+    """Read buffer idx through st."""
+    return LazyOp(BufferOps.LOAD, (), MemBuffer(idx, dtype, st))
+
+
+def const(val: float | int | bool, shape: tuple[int, ...], dtype: DType = dtypes.float32) -> LazyOp:
+    """The constant val, broadcast to shape."""
+    st = ShapeTracker.from_shape((1,) * len(shape)).expand(tuple(shape))
+    return LazyOp(BufferOps.CONST, (), ConstBuffer(val, dtype, st))
+
+
+def alu(op: UnaryOps | BinaryOps | TernaryOps, *srcs: LazyOp, arg: Any = None) -> LazyOp:
+    return LazyOp(op, tuple(srcs), arg)
+
+
+def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:
+    """Reduce src over axes; they stay in the shape with size 1."""
+    return LazyOp(op, (src,), tuple(axes))
+
+
+def ast_shape(op: LazyOp) -> tuple[int, ...]:
+    """The shape an AST node computes: its first leaf's, with the axes of the reduces on the way down at 1."""
+    axes: set[int] = set()
+    while op.op not in BufferOps:
+        axes, op = axes | set(op.arg if op.op in ReduceOps else ()), op.src[0]
+    return tuple(1 if i in axes else s for i, s in enumerate(op.arg.st.shape))
+
+
+def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
+    """Write value to buffer idx, contiguously unless st says otherwise."""
+    st = st if st is not None else ShapeTracker.from_shape(ast_shape(value))
+    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtype or value.dtype, st))
 
 
 # ==== symbolic: index expressions with known bounds =========================================================
@@ -829,12 +919,18 @@ def is_sint(x: Any) -> bool:
     return type(x) is int or isinstance(x, Node) or is_int(x)  # the common cases first: an ABC check is slow
 
 
-def all_int(xs: Iterable[Any]) -> bool:
-    return all(isinstance(x, int) for x in xs)
-
-
 def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
     return str(a) if isinstance(a, int) else a.render(ops, ctx)
+
+
+def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
+    """The value of a (an int, or a node of the variables in var_vals)."""
+    if isinstance(a, (int, float)):
+        return a
+    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
+    if not isinstance(ret, NumNode):
+        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
+    return ret.b
 
 
 def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
@@ -963,13 +1059,16 @@ def _sint(x: Any) -> sint:
 @dataclass(frozen=True)
 class View:
     """A strided, offset, optionally masked view of a flat buffer; build one with `View.create`. An immutable value, so
-    its methods (the size, every movement op) cache their results; invert and unbind are in the appendix."""
+    its methods (the size, every movement op) cache their results."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
     mask: Ranges | None
     contiguous: bool
+
+    def __post_init__(self) -> None:
+        check_view(self)
 
     @functools.cache
     def size(self) -> int:
@@ -983,7 +1082,7 @@ class View:
         """Make a View in canonical form, so that equal views compare equal.
         Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
         index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
-        shape, mask = checked_create_args(tuple(shape), strides, offset, mask)  # in the appendix
+        shape, mask = check_create_args(tuple(shape), strides, offset, mask)
         strides = tuple(map(_sint, strides)) if strides is not None else None
         mask = tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None
         return View._create(shape, strides, _sint(offset), mask)
@@ -1025,7 +1124,7 @@ class View:
     @functools.cache
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add arg[k] = (before, after) invalid elements around axis k."""
-        check_movement_arg("pad", self, arg)  # in the appendix, as for each movement op
+        check_movement_arg("pad", self, arg)
         if not any(b or e for b, e in arg):
             return self
         window = tuple((-b, s + e) for s, (b, e) in zip(self.shape, arg))
@@ -1035,13 +1134,13 @@ class View:
     @functools.cache
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [begin, end) of each axis."""
-        check_movement_arg("shrink", self, arg)  # in the appendix
+        check_movement_arg("shrink", self, arg)
         return self._resize(arg)
 
     @functools.cache
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast axes of size 1 to new sizes (stride 0: every index reads the same element)."""
-        check_movement_arg("expand", self, new_shape)  # in the appendix
+        check_movement_arg("expand", self, new_shape)
         if 0 in self.shape:
             return View.create(new_shape)
         mask = None
@@ -1061,14 +1160,14 @@ class View:
     @functools.cache
     def permute(self, axis: tuple[int, ...]) -> View:
         """Reorder the axes: new axis k is old axis axis[k]."""
-        check_movement_arg("permute", self, axis)  # in the appendix
+        check_movement_arg("permute", self, axis)
         mask = tuple(self.mask[a] for a in axis) if self.mask is not None else None
         return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset, mask)
 
     @functools.cache
     def stride(self, mul: tuple[int, ...]) -> View:
         """Take every mul[k]-th element of axis k; a negative mul walks the axis backwards (a flip)."""
-        check_movement_arg("stride", self, mul)  # in the appendix
+        check_movement_arg("stride", self, mul)
         strides = tuple(z * m for z, m in zip(self.strides, mul))
         new_shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
         offset = sum((s - 1) * z for s, z, m in zip(self.shape, self.strides, mul) if m < 0)
@@ -1083,7 +1182,7 @@ class View:
         """The same elements in a new shape, or None when one View can't express it (the caller stacks a View)."""
         if self.shape == new_shape:
             return self
-        check_movement_arg("reshape", self, new_shape)  # in the appendix
+        check_movement_arg("reshape", self, new_shape)
         if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if new_shape == () and self.mask and any(b == e for b, e in self.mask):
@@ -1126,6 +1225,32 @@ class View:
             return self.reshape(tuple(x[0] for x in _merge_dims(self.shape, self.strides, self.mask))) or self
         except ValueError:  # symbolic sizes whose product is written another way ((1+j)*i*j, (1+j)*(i*j)): as it is
             return self
+
+    @functools.cache
+    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
+        """The view that maps this view's output back onto its input, or None when there is none (only flips and
+        permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements; symbolic strides give
+        None too, their signs and order may differ from one value to another)."""
+        if not all_int(self.strides):
+            return None
+        ret = View.create(self.shape)
+        if self.mask:
+            ret = ret.shrink(self.mask)
+        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
+        ret = ret.permute(tuple(sorted(range(len(self.strides)), key=lambda j: -abs(self.strides[j]))))  # largest first
+        return ret if prod(ret.shape) == prod(out_shape) else None
+
+    @functools.cache
+    def unbind(self) -> tuple[View, dict[Variable, int]]:
+        """The view over unbound variables, and the value each bound one had."""
+        bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
+        unbound = {v: uv for v, (uv, _) in bound.items()}
+        return self.map_sizes(lambda x: x if isinstance(x, int) else x.substitute(unbound)), _bindings(bound.values())
+
+    def map_sizes(self, f: Callable[[sint], sint]) -> View:
+        """This view with f applied to every number of its shape, strides, offset and mask."""
+        mask = tuple((f(b), f(e)) for b, e in self.mask) if self.mask is not None else None
+        return View.create(tuple(map(f, self.shape)), tuple(map(f, self.strides)), f(self.offset), mask)
 
     @functools.cache
     def __add__(self, vm1: View) -> View | None:
@@ -1191,6 +1316,16 @@ class View:
         return View.create(vm1.shape, tuple(strides), sum(o * s for o, s in zip(origin, vm2.strides)) + vm2.offset)
 
 
+def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
+    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values (the pairs
+    are taken in name and value order: a set of variables gives the same dict, and the same error, every run)."""
+    ret: dict[Variable, int] = {}
+    for var, val in sorted(pairs, key=lambda pair: (pair[0].expr, pair[1])):
+        if ret.setdefault(var, val) != val:
+            raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
+    return ret
+
+
 # ==== ShapeTracker: a stack of Views ========================================================================
 # Most movement ops change only the last View. A reshape that one View can't express (for example merging two
 # axes of a transposed buffer) pushes a new contiguous View on top: the index is computed through the top view,
@@ -1217,7 +1352,6 @@ class ShapeTracker:
     """Movement ops on a buffer without copying it: `views[-1]` is the shape you see, `views[0]` the memory."""
 
     views: tuple[View, ...]
-    # invert, consecutive, var_vals, unbind, real_size, at_values and indices (numpy): in the appendix (see there)
 
     @staticmethod
     def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -1303,6 +1437,78 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
+    @property
+    def consecutive(self) -> bool:
+        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
+        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
+
+    def real_size(self) -> int:
+        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
+        idx, valid = self.expr_idxs()
+        return upper_bound(idx) + 1 if valid and 0 not in self.shape else 0  # a symbolic largest index at its largest
+
+    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
+        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
+        inverted = [v.invert(s) for v, s in zip(self.views[::-1], [v.shape for v in self.views[-2::-1]] + [out_shape])]
+        return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
+
+    @property
+    def var_vals(self) -> dict[Variable, int]:
+        """{unbound variable: value} of every bound variable in the views."""
+        return _bindings(v.unbind() for v in self.vars())
+
+    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+        """The ShapeTracker over unbound variables, and the value each bound one had."""
+        views, var_vals = zip(*[v.unbind() for v in self.views])
+        return ShapeTracker(tuple(views)), _bindings(pair for d in var_vals for pair in d.items())
+
+    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
+        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
+        to): a plain integer one. ValueError names a variable that has no value."""
+        st, vals = self.unbind()
+        vals.update(var_vals or {})
+        if missing := sorted({v.expr for v in st.vars()} - {v.expr for v in vals}):
+            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
+        return ShapeTracker(tuple(v.map_sizes(lambda x: sym_infer(x, vals)) for v in st.views))
+
+    def indices(self, var_vals: dict[Variable, int] | None = None):
+        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
+        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with numpy
+        instead of symbolic: the top view maps each element to a flat index, which is unravelled into the shape of
+        the view below it, mapped again, and so on down to memory. A symbolic one is evaluated at var_vals."""
+        import numpy as np  # (only here: kernel.py itself needs nothing but the standard library)
+
+        if self.vars():
+            return self.at_values(var_vals).indices()
+
+        def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
+            if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
+                return op(acc, x, out=acc)
+            return op(acc, x)
+
+        bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
+        dtype = np.int32 if bound < 2**31 else np.int64  # int32 where every index fits: half the memory traffic
+        idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
+        valid = None  # None: every element so far is valid
+        views = [self.views[-1]] + [v.minify() for v in self.views[-2::-1]]  # top first
+        for view, below in zip(views, views[1:] + [None]):
+            idx = np.asarray(view.offset, dtype=dtype)  # the numpy version of _expr_view
+            for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
+                if st != 0:
+                    idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
+                if m is not None:
+                    mask = (i >= m[0]) & (i < m[1])
+                    valid = mask if valid is None else accumulate(valid, mask, np.logical_and)
+            if valid is not None:  # an invalid element reads index 0: in range of any view below
+                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
+            if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
+                flat, idxs = idx, []
+                for d in below.shape[:0:-1]:
+                    idxs.insert(0, flat % d)
+                    flat = flat // d
+                idxs.insert(0, flat)  # the outermost axis's index
+        return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
+
     # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         return self._on_top("pad", arg, pairs=True)
@@ -1323,7 +1529,7 @@ class ShapeTracker:
         return self._on_top("reshape", new_shape)
 
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
-        arg = _op_arg(op, self.shape, arg, pairs)  # the argument as a tuple of sizes: in the appendix
+        arg = movement_arg(op, self.shape, arg, pairs)
         if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
             return ShapeTracker(self.views + (View.create(arg),))
         return ShapeTracker(self.views[:-1] + (new_view,))
@@ -1333,25 +1539,13 @@ class ShapeTracker:
 # The Kernel keeps one ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all with the same number of axes.
 # `full_shape` is the shape of the iteration space (taken from an input of the reduce); the output's shape is
 # the same with the reduced axes set to 1. Every optimization is a reshape + permute applied to all of them at
-# once, so the bookkeeping is only a few counters that say which axes are which:
+# once, so the bookkeeping is only a few counters that say which axes are which, and the colours of colored_shape():
 #
-#   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims |
+#   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims    |
 #   0             global_dims  first_reduce                               shape_len - upcasted
+#     blue         cyan         green (white: kept)          red          yellow (magenta: reduced)
 #
-# COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of colored_shape(), tinygrad's eight
-# chunks of a shape, and what each becomes in OpenCL C; the yellow and magenta ones (registers) are the last `upcasted`.
-COLOR_LEGEND = {
-    "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
-    "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
-    ", of the largest divisor <= 32 of launch dim 0 in runtime.py",
-    "cyan": "local dims (LOCAL): threads of a work-group (get_local_id)",
-    "green": "grouped reduce dims (GROUP, GROUPTOP): threads that share one reduce through local memory",
-    "white": "reduce dims upcast mid-reduce (UPCASTMID, images): unrolled where the grouped reduce finishes",
-    "red": "reduce loops: a for loop",
-    "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
-    "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
-    "buffer's only stride-1 upcast axis is 2 or 4 long (Kernel.vector_axis)",
-}
+# (BLUE, bright: global dims after NOLOCALS. demo.py's COLOR_LEGEND says what each becomes in OpenCL C.)
 
 
 class OptOps(Enum):
@@ -1404,10 +1598,9 @@ class Opt:
                 return Opt(OptOps[op.upper()], *(int(x) for x in rest))
         except (KeyError, ValueError, TypeError):
             pass
-        raise ValueError(
-            f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {', '.join(o.name for o in OptOps)} "
-            "and AXIS, AMT integers (NOLOCALS alone)"
-        )
+        ops = ", ".join(o.name for o in OptOps)
+        raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {ops} and AXIS, AMT integers "
+                         "(NOLOCALS alone)")  # fmt: skip
 
     def real_axis(self, k: Kernel) -> int:
         if self.axis is None:
@@ -1465,6 +1658,26 @@ class TensorCoreOptions:
         self.axes, self.axes_exist = tuple(axes), tuple(exist)
 
 
+class _Knob:
+    """A Target field that, left at None, is its environment variable's value each time it is read, as tinygrad's
+    Renderer.tc reads TC: importing kernel.py reads no environment, and a bad value fails where it is used."""
+
+    def __init__(self, env: str, default: int):
+        self.env, self.default = env, default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, target: Target | None, owner: type | None = None) -> int | None:
+        if target is None:
+            return None  # the field's default
+        value = target.__dict__.get(self.name)
+        return getenv(self.env, self.default) if value is None else value
+
+    def __set__(self, target: Target, value: int | None) -> None:
+        target.__dict__[self.name] = value
+
+
 @dataclass
 class Target:
     """What a device offers the optimizer (the fields of tinygrad 0.9.1's Renderer)."""
@@ -1477,68 +1690,69 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    # None: read from the environment (TC, default 1; TC_OPT, default 0) each time (_knob_field, in the appendix)
-    tc: int | None = None
-    tc_opt: int | None = None
+    tc: int | None = _Knob("TC", 1)  # type: ignore[assignment]
+    tc_opt: int | None = _Knob("TC_OPT", 0)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
-        for name in ("supports_float4", "has_local", "has_shared"):
-            _check_field(self, name, isinstance(getattr(self, name), bool), "True or False")
-        for name in ("global_max", "local_max"):  # None: no limit
-            sizes = getattr(self, name)
-            ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
-            _check_field(self, name, ok, "None (no limit) or a tuple of ints >= 1")
-        _check_field(self, "shared_max", is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0")
+        limits = [(n, getattr(self, n)) for n in ("global_max", "local_max")]  # None: no limit
+        for name, ok, want in [
+            *[(n, isinstance(getattr(self, n), bool), "True or False") for n in ("supports_float4", "has_local")],
+            ("has_shared", isinstance(self.has_shared, bool), "True or False"),
+            *[(n, x is None or (isinstance(x, (tuple, list)) and all(is_int(y) and y >= 1 for y in x)), "None (no "
+               "limit) or a tuple of ints >= 1") for n, x in limits],
+            ("shared_max", is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"),
+        ]:  # fmt: skip
+            if not ok:
+                raise ValueError(f"Target: {name} must be {want}, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One option a heuristic weighs: the opts taking it applies; its sort key (the heuristic takes the smallest;
-    None: ruled out, the note says why); the facts behind the key, in words; and each opt's reason for the step
-    table. A heuristic gets them, with its rule (a Weighing), from its one `*_candidates` method."""
+    """One option a heuristic weighs: its sort key (the smallest is taken; None: ruled out), the opts taking it
+    applies, the facts behind the key (`note`), and each opt's reason for the demo's step table (`why`)."""
 
     key: tuple | None
     opts: tuple[Opt, ...]
-    note: str
+    note: str = ""
     why: tuple[str, ...] = ()
-    name: str = ""  # what it is where that is not its opts: a tensor core, an axis no size fits
+    name: str = ""  # what it is, where that is not its opts (a tensor core, an axis no size fits)
 
     def __str__(self) -> str:
         return self.name or " ".join(map(str, self.opts))
 
 
-Weighing = tuple[str, list[Candidate]]  # a heuristic's rule ("no: ..." where it declines) and its candidates
+@dataclass
+class Decision:
+    """What one heuristic weighed and did, as Kernel._take records it (where k.decisions is a list): its rule, its
+    candidates, the ones it took, the opts that applied with the reason of each, and `step`, how many opts the
+    kernel had when it looked. A decision with no candidates is a branch whose conditions didn't hold."""
+
+    heuristic: str
+    rule: str
+    candidates: list[Candidate]
+    taken: list[Candidate]
+    applied: list[tuple[Opt, str]]
+    step: int
 
 
-def best(candidates: list[Candidate]) -> Candidate | None:
-    """The candidate a heuristic takes: the smallest key of those not ruled out."""
-    return min((c for c in candidates if c.key is not None), key=lambda c: c.key, default=None)
+@dataclass(frozen=True)
+class LocalBuffer:
+    """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
 
-
-def dividing(op: OptOps, axis: int, size: sint, amts: Sequence[int], why: str, key: Callable = lambda d: (-d,)):
-    """A Candidate for each amount, `op` on `axis` by it, ruled out unless it divides `size`."""
-    note = [f"{sym_render(size)} % {d} = {sym_render(size % d)}" for d in amts]
-    return [Candidate(key(d) if size % d == 0 else None, (Opt(op, axis, d),), n, (why,)) for d, n in zip(amts, note)]
-
-
-def first_failed(*checks: tuple[Any, str]) -> str | None:
-    """The reason of the first (failed, reason) that failed, or None: a heuristic's conditions in their order."""
-    return next((why for failed, why in checks if failed), None)
+    name: str
+    size: int
+    dtype: DType = dtypes.float32
 
 
 class Kernel:
     """The optimizer's view of one kernel: its AST, its buffers, and one ShapeTracker per buffer on a common shape.
 
-    Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`."""
+    Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`. Make `k.decisions` a list
+    before running the heuristics to have each of them record what it weighed (a Decision; demo.py's --explain)."""
 
     def __init__(self, *ast: LazyOp, opts: Target | None = None):
-        if isinstance(opts, str) and opts in TARGETS:
-            opts = TARGETS[opts]
-        if opts is not None and not isinstance(opts, Target):
-            raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
-        self.opts = opts if opts is not None else TARGETS["opencl"]
-        verify_lazyop(*ast)  # the AST's rules: in the appendix
+        self.opts = check_kernel(ast, opts)
         self.ast = ast
         self.lazyops = flatten(op.lazyops for op in ast)
         # every reduce op once, children before parents (verify_lazyop allows sibling reduces only)
@@ -1564,18 +1778,19 @@ class Kernel:
         self.tensor_core: TensorCore | None = None
         self.tensor_core_opts: TensorCoreOptions | None = None
         self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
-        self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)
+        self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)  # alias_buffer's
+        self.decisions: list[Decision] | None = None  # None: the heuristics record nothing
 
         self.simplify_ones()
         self.simplify_merge_adjacent()
 
     def copy(self) -> Kernel:
-        """An independent copy: optimizing it doesn't touch this kernel."""
+        """An independent copy: optimizing it doesn't touch this kernel (local buffers belong to a rendering)."""
         ret = copy.copy(self)
         ret._restore(self._state())  # its own copies of everything an opt changes
-        ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]  # local buffers belong to a rendering
-        ret.sts = self.sts[: len(ret.bufs)]
-        ret.local_alias = defaultdict(dict)
+        ret.bufs = [x for x in self.bufs if not isinstance(x, LocalBuffer)]
+        ret.sts, ret.local_alias = self.sts[: len(ret.bufs)], defaultdict(dict)
+        ret.decisions = None if self.decisions is None else list(self.decisions)
         return ret
 
     # -- the state an opt changes, so a rejected opt can put it back --
@@ -1625,7 +1840,7 @@ class Kernel:
         return [j for j in range(fr, fr + self.group_for_reduces) if self.full_shape[j] == self.sts[0].shape[j]]
 
     def colors(self) -> list[str]:
-        """The colour of each axis of full_shape (the legend is COLOR_LEGEND above)."""
+        """The colour of each axis of full_shape (the diagram above)."""
         fr, up, mid = self.first_reduce, self.shape_len - self.upcasted, self.upcast_in_mid_reduce_axes
         colors = ["BLUE" if self.dont_use_locals else "blue"] * self.global_dims + ["cyan"] * self.local_dims
         colors += ["white" if i in mid else "green" for i in range(fr, fr + self.group_for_reduces)]
@@ -1636,8 +1851,8 @@ class Kernel:
     def colored_shape(self, pad: int | None = None, dense: bool = False) -> str:
         """full_shape with each axis in its colour (plain text under NO_COLOR)."""
         sizes = [f"{s:4d}" if isinstance(s, int) and not dense else s for s in self.full_shape]  # a Node: <i[1-64]>
-        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))  # in the appendix
-        return ret + " " * (pad - ansilen(ret)) if pad else ret  # in the appendix
+        ret = " ".join(colored(s, c) for s, c in zip(sizes, self.colors()))
+        return ret + " " * (pad - ansilen(ret)) if pad else ret
 
     def float4_axis(self, i: int) -> list[int]:
         """Upcasted axes (counted from the first upcasted one) where buffer i is contiguous in chunks of 4."""
@@ -1650,6 +1865,66 @@ class Kernel:
         check(all_int(self.sts[i].shape[up:]), f"cannot upcast a symbolic amount {self.sts[i].shape[up:]}")
         reduced = [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]
         return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:], reduced))
+
+    # -- the members tinygrad 0.9.1's linearizer and search use (runtime.py renders without them) --
+    @property
+    def membufs(self) -> list[MemBuffer]:
+        """The buffers in global memory, outputs first: no CONSTs, no local buffers."""
+        return [x for x in self.bufs if isinstance(x, MemBuffer)]
+
+    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
+        """Every combination of indices into buffer i's upcasted axes, the last axis's index first; [()] without any."""
+        upcasted = self.sts[i].shape[self.shape_len - self.upcasted :][::-1]
+        return itertools.product(*[range(s) for s in upcasted]) if self.upcasted > 0 else [()]
+
+    def acc_offsets(self, i: int) -> list[int]:
+        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
+        ax = self.upcasted_axis(i)[::-1]
+        # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
+        acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
+        return [
+            sum(t) for t in itertools.product(*[[y * st for y in range(s)] for (s, _, _), st in zip(ax, acc_strides)])
+        ]
+
+    def get_float4_upcast_dim(self, i: int) -> list[int]:
+        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
+        dtype, up = self.bufs[i].dtype, self.shape_len - self.upcasted
+        if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
+            return []
+        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
+
+    def vector_axis(self, i: int) -> tuple[int | None, str]:
+        """The one vector rule, as tinygrad's global_load and global_store apply it (runtime.py renders with it, the
+        demo explains with it): buffer i is read and written as float2/float4 vectors along its only
+        get_float4_upcast_dim axis when that axis is VECTOR_WIDTHS long (an image: 4, one pixel), each vector where
+        its first index is aligned (is_vector_start). Returns (that axis, "") or (None, why there is none)."""
+        buf, axes = self.bufs[i], self.get_float4_upcast_dim(i)
+        widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
+        if isinstance(buf, ConstBuffer):
+            return None, "a constant is no memory"
+        if not self.opts.supports_float4:
+            return None, f"the {self.opts.device} target has no float4"
+        if not (buf.dtype in (dtypes.float, dtypes.half) or isinstance(buf.dtype, ImageDType)):
+            return None, f"{buf.dtype.name} is not float or half"
+        if len(axes) != 1:
+            return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
+        if (amt := self.sts[i].shape[axes[0]]) not in widths:
+            return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {sym_render(amt)}"
+        return axes[0], ""
+
+    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
+        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
+        order of their pattern number (used for tensor-core operands)."""
+        if len(pattern) != len(self.sts[i].shape):
+            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
+        bst, real_strides = 1, self.sts[i].real_strides()
+        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
+        for j in sorted((j for j, p in enumerate(pattern) if p > 0 and real_strides[j] != 0), key=pattern.__getitem__):
+            stride[j] = bst
+            bst *= shp[j]
+        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
+        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
+        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
     # -- the moves every optimization is made of --
     def reshape_and_permute(
@@ -1720,7 +1995,7 @@ class Kernel:
 
     def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
         """Apply one optimization, or raise KernelOptError saying why it doesn't apply (changing nothing)."""
-        check_arg("apply_opt", "append_opt", append_opt, isinstance(append_opt, bool), "True or False")
+        check_opt(opt, append_opt)
         state = self._state()
         try:
             self._apply_opt(opt, append_opt)
@@ -1729,12 +2004,10 @@ class Kernel:
             raise
 
     def _apply_opt(self, opt: Opt, append_opt: bool) -> None:
-        check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
         check(0 not in self.full_shape, f"the kernel has no elements (shape {self.full_shape}): no opt applies")
         uses_locals = opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID)
         check(not (self.dont_use_locals and uses_locals), f"not using locals: after NOLOCALS, no {opt.op.name}")
         if opt.op is OptOps.TC:
-            check_opt_args(opt)  # an int axis and a tc_opt of 0, 1 or 2: in the appendix
             check(not self.applied_opts, f"tensor core opts must be first: {len(self.applied_opts)} applied already")
             why = f"the {self.opts.device} target has none, and TC is {self.opts.tc}"
             check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, f"must have tensor cores or TC=2: {why}")
@@ -1745,7 +2018,16 @@ class Kernel:
         grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
         if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
             self._check_shared_memory(amt)
-        getattr(self, f"_opt_{opt.op.name.lower()}")(axis, amt)  # LOCAL: _opt_local, and so on below
+        {
+            OptOps.LOCAL: self._opt_local,
+            OptOps.GROUP: self._opt_group,
+            OptOps.GROUPTOP: functools.partial(self._opt_group, top=True),
+            OptOps.UNROLL: self._opt_unroll,
+            OptOps.UPCAST: self._opt_upcast,
+            OptOps.UPCASTMID: self._opt_upcastmid,
+            OptOps.NOLOCALS: self._opt_nolocals,
+            OptOps.PADTO: self._opt_padto,
+        }[opt.op](axis, amt)
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
@@ -1761,7 +2043,6 @@ class Kernel:
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
         """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
         NOLOCALS takes neither: (-1, -1)."""
-        check_opt_args(opt)  # an axis and an amount of the right kinds: in the appendix
         if opt.op is OptOps.NOLOCALS:
             return -1, -1
         axis = opt.real_axis(self)
@@ -1792,7 +2073,9 @@ class Kernel:
         """GROUP (green): split a reduce axis across the threads of a work-group; each thread reduces its share
         and the partial results meet in local memory. GROUP:0:16 on (64 64) -> (64 16 4), blue green red:
         the 16 threads are the fast part of the split, so thread t reduces elements t, t+16, t+32, t+48
-        (interleaved: neighbouring threads read neighbouring elements)."""
+        (interleaved: neighbouring threads read neighbouring elements, stride 1).
+        GROUPTOP (`top`) takes the threads from the slow part of the split: GROUPTOP:0:16 on (64 64) -> (64 16 4)
+        too, the same shape line, but thread t now reduces the contiguous run 4t..4t+3 (its threads' stride is 4)."""
         no = f"the {self.opts.device} target has no {'local memory' if self.opts.has_local else 'local threads'}"
         check(self.opts.has_local and self.opts.has_shared, f"target does not support local or shared mem: {no}")
         ungrouped = list(range(self.first_reduce + self.group_for_reduces, self.shape_len - self.upcasted))
@@ -1800,12 +2083,6 @@ class Kernel:
         check(not self.tensor_core, "can't group with tensor cores")
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
-
-    def _opt_grouptop(self, axis: int, amt: int) -> None:
-        """GROUPTOP (green): GROUP with the threads taken from the slow (top) part of the split.
-        GROUPTOP:0:16 on (64 64) -> (64 16 4) too, the same shape line, but thread t now reduces the contiguous
-        run 4t..4t+3. `demo --explain` shows the difference in the strides: 1 for GROUP's threads, 4 here."""
-        self._opt_group(axis, amt, top=True)
 
     def _opt_unroll(self, axis: int, amt: int) -> None:
         """UNROLL (magenta): split a reduce axis; the new piece is unrolled in registers at the end of the shape.
@@ -1832,7 +2109,14 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        check((why := self._upcast_mid_blocked()) is None, f"invalid upcast mid reduce: {why}")
+        for ok, why in (
+            (self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
+            (not self.float4_axis(0), "the output is written 4 at a time already"),
+            (self.group_for_reduces != 0, "the reduce is not grouped"),
+            (self.first_reduce <= 2, "more than 2 output axes"),
+            (prod(self.sts[0].shape) > 1, "there is one output"),
+        ):
+            check(ok, f"invalid upcast mid reduce: {why}")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
         check(axes[0] == axis, f"wrong axis: the output's unit-stride axis is {axes[0]}, not {axis}")
@@ -1857,14 +2141,14 @@ class Kernel:
         amt divide it. PADTO:0:32 on a 60x60x60 matmul (60 60 60) -> (64 60 60)."""
         check(not self.vars, "does not work with symbolic shape")
         check(axis < self.shape_len - self.upcasted, f"cannot pad upcasted: axis {axis} is upcast")
-        if self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:  # in the appendix
+        if self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:
             raise KernelOptError(f"cannot pad: {why}")  # padding a reduce axis adds zeros to every SUM
         padded = False
         for i, st in enumerate(self.sts):
             if st.shape[axis] == 1:
                 continue  # reduced in this buffer
             size, ru = st.shape[axis], round_up(st.shape[axis], amt) - st.shape[axis]
-            why = f"{self._buf_name(i)}'s axis {axis} of {size} becomes {size + ru} ({size} <= {amt}//4)"
+            why = f"{self._names([i])}'s axis {axis} of {size} becomes {size + ru} ({size} <= {amt}//4)"
             check(size > amt // 4, f"pad would at least quadruple the work: {why}")
             if ru:
                 self.sts[i] = st.pad(((0, 0),) * axis + ((0, ru),) + ((0, 0),) * (len(st.shape) - axis - 1))
@@ -1922,51 +2206,51 @@ class Kernel:
             return None
         return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads, bufs=(buf0, buf1))
 
-    def _apply_tc_opt_candidates(self, use_tensor_cores: int, axis: int, opt_level: int) -> Weighing:
-        """The target's tensor cores (key: its order), each ruled out unless every reduce fits it alike, padded."""
-        r, device = self.reduceop, self.opts.device
-        if why := first_failed(
-            (not use_tensor_cores, "TC=0 (environment)"),
-            (not self.opts.has_local, f"the {device} target has no local threads"),
-            (r is None or r.op is not ReduceOps.SUM, "the kernel has no SUM reduce"),
-            (not self.opts.tensor_cores, f"the {device} target has no tensor cores"),
-        ):
-            return f"no: {why}", []
-        candidates = []
-        for i, tc in enumerate(self.opts.tensor_cores):
-            fits = [self._create_tc_opts(x, tc, axis, opt_level) for x in self.reduceops]
-            check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
-            pads = [Opt(OptOps.PADTO, a, d) for a, d in tco.axis_pads] if (tco := fits[0]) else []
-            if tco is None or (refused := self._refusal(pads)):
-                why = f"fits padded, but {refused}" if tco else "doesn't fit: its dtypes, a MUL of loads, axes or sizes"
-                candidates.append(Candidate(None, (), why, name=str(tc)))
-                continue
-            nmk = ", ".join(f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes))
-            said = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
-            warp, threads = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads), prod(a for _, a in tc.threads)
-            shape = "; ".join([f"pad axis {o.axis} to a multiple of {o.amt}" for o in pads] + [", ".join(said)])
-            shape += f", local {warp} (a warp of {threads} threads)"
-            why = (f"tensor core: {shape}",)
-            candidates.append(Candidate((i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {shape}", why, str(tc)))
-        rule = "the first that fits SUM(MUL(A, B)) (key: the target's order); N: an axis A has stride 0 on, M: one B"
-        return f"{rule} has, K: a reduce axis; the TC opt's axis ({axis}) picks a choice from the last", candidates
-
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:
-        """Shape the kernel for the first tensor core that fits (_apply_tc_opt_candidates), or raise KernelOptError:
-        pad the axes it needs padded, then apply its steps (TensorCore.steps) to its N, M and K axes."""
-        rule, candidates = self._apply_tc_opt_candidates(use_tensor_cores, axis, opt_level)
-        why = "; ".join(f"{c}: {c.note}" for c in candidates) or rule.removeprefix("no: ")
-        check((c := best(candidates)) is not None, f"no tensor core available: {why}")
-        tc = self.opts.tensor_cores[c.key[0]]
-        fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
-        self.bufs_for_tensor_core = {r: tco.bufs for r, tco in zip(self.reduceops, fits)}
-        tco = self.tensor_core_opts = fits[0]  # the opts below shift its axes as they remove size-1 axes
-        for pad_axis, dim in tco.axis_pads:
-            self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
-        for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
-            self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), append_opt=False)
-        if use_tensor_cores == 1:
-            self.tensor_core = tc  # TC=2 shapes the kernel the same way but renders plain multiply-adds
+        """The TC opt: shape the kernel for the first of the target's tensor cores that takes every reduce alike
+        (_create_tc_opts), or raise KernelOptError: pad the axes that need it (PADTO may refuse: then the next core),
+        then apply the core's steps (TensorCore.steps) to its N, M and K axes. use_tensor_cores 2 (TC=2) shapes the
+        kernel the same way but leaves tensor_core unset: it renders plain multiply-adds."""
+        tried: list[Candidate] = []
+        if use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM:
+            for i, tc in enumerate(self.opts.tensor_cores):
+                fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
+                check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
+                if (tco := fits[0]) is None:
+                    tried.append(
+                        Candidate(None, (), "doesn't fit: its dtypes, a MUL of loads, axes or sizes", (), str(tc))
+                    )
+                    continue
+                nmk = ", ".join(
+                    f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes)
+                )
+                state = self._state()
+                try:
+                    for pad_axis, dim in tco.axis_pads:
+                        self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
+                except KernelOptError as e:
+                    self._restore(state)
+                    tried.append(
+                        Candidate(None, (), f"fits padded, but apply_opt refuses the padding: {e}", (), str(tc))
+                    )
+                    continue
+                self.bufs_for_tensor_core = {r: x.bufs for r, x in zip(self.reduceops, fits)}
+                self.tensor_core_opts = tco  # the opts below shift its axes as they remove size-1 axes
+                for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
+                    self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), False)
+                if use_tensor_cores == 1:
+                    self.tensor_core = tc
+                steps = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
+                warp = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads)
+                said = [f"pad axis {a} to a multiple of {d}" for a, d in tco.axis_pads] + [", ".join(steps)]
+                said = f"{'; '.join(said)}, local {warp} (a warp of {prod(a for _, a in tc.threads)} threads)"
+                taken = Candidate(
+                    (i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {said}", (f"tensor core: {said}",), str(tc)
+                )
+                self._take("_apply_tc_opt", TC_RULE, [*tried, taken], apply=False)
+                return
+        why = "; ".join(f"{c}: {c.note}" for c in tried) or "the kernel has no SUM reduce"
+        check(False, f"no tensor core available: {why}")
 
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
@@ -1980,436 +2264,357 @@ class Kernel:
         The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
         only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
         As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
-        check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)  # their kinds and ranges: in the appendix
+        check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)
         tc_opt = self.opts.tc_opt if tc_opt is None else tc_opt
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
-        try:
-            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))  # (it sets tensor_core_opts)
-            if extra_opts is not None:
-                for opt in extra_opts:
-                    self.apply_opt(opt)
-                return True
-            for tc_dim in (1, 0):  # upcast M, then N, by the largest of 5, 4, 3, 2 that divides it
-                self.late_upcast_tc(tc_dim)
-            self._take(self._late_local_tc_candidates())  # and make some of N local
+        try:  # check TC first and apply hand-coded opts if successful
+            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
+            if (tc_opts := self.tensor_core_opts) is not None:
+                if extra_opts is not None:
+                    for opt in extra_opts:
+                        self.apply_opt(opt)
+                else:
+                    for tc_dim in (1, 0):  # upcast M, then N
+                        if tc_opts.axes_exist[tc_dim]:
+                            size, amts = self.full_shape[tc_opts.axes[tc_dim]], (5, 4, 3, 2)
+                            upcasts = [
+                                Candidate(
+                                    (-a,) if size % a == 0 else None,
+                                    (Opt(OptOps.UPCAST, tc_opts.axes[tc_dim], a),),
+                                    f"{size} % {a} = {size % a}",
+                                    (f"tensor core: upcast {'NM'[tc_dim]} for reuse",),
+                                )
+                                for a in amts
+                            ]
+                            self._take(
+                                "apply_tensor_cores",
+                                f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)",
+                                upcasts,
+                            )
+                    if self.tensor_core and tc_opts.axes_exist[0]:  # attempt to local N
+                        size = self.full_shape[tc_opts.axes[0]]
+                        locals_ = [
+                            Candidate(
+                                (-a,) if size % a == 0 else None,
+                                (Opt(OptOps.LOCAL, tc_opts.axes[0], a),),
+                                f"{size} % {a} = {size % a}",
+                                ("tensor core: more of N as local threads",),
+                            )
+                            for a in (4, 2)
+                        ]
+                        self._take(
+                            "apply_tensor_cores",
+                            "N as local threads: the first of 4, 2 that divides it (tuned)",
+                            locals_,
+                        )
             return True
         except KernelOptError:
             return False
 
-    def late_upcast_tc(self, tc_dim: int) -> None:
-        """After a tensor core: upcast its N (0) or M (1) axis by the largest of 5, 4, 3, 2 that divides it; the list
-        is tinygrad's, tuned rather than derived."""
-        self._take(self._late_upcast_tc_candidates(tc_dim))
-
-    def _late_upcast_tc_candidates(self, tc_dim: int) -> Weighing:
-        """The amounts 5, 4, 3, 2 for N (0) or M (1) (key: -amount), each ruled out unless it divides."""
-        tco, dim = self.tensor_core_opts, "NM"[tc_dim]
-        if tco is None or not tco.axes_exist[tc_dim]:
-            return f"no: {'no tensor core' if tco is None else f'{dim} is used up (its axis has size 1)'}", []
-        axis, size = tco.axes[tc_dim], self.full_shape[tco.axes[tc_dim]]
-        candidates = dividing(OptOps.UPCAST, axis, size, (5, 4, 3, 2), f"tensor core: upcast {dim} for reuse")
-        return f"upcast {dim} (axis {axis}) by the largest of 5, 4, 3, 2 that divides it (tuned)", candidates
-
-    def _late_local_tc_candidates(self) -> Weighing:
-        """The amounts 4, 2 of N as more local threads (key: -amount), each ruled out unless it divides."""
-        tco = self.tensor_core_opts
-        if self.tensor_core is None or tco is None or not tco.axes_exist[0]:
-            return f"no: {'N is used up (its axis has size 1)' if self.tensor_core else 'TC=2: no tensor core'}", []
-        axis, size = tco.axes[0], self.full_shape[tco.axes[0]]
-        candidates = dividing(OptOps.LOCAL, axis, size, (4, 2), "tensor core: more of N as local threads")
-        return f"N (axis {axis}) as local threads: the first of 4, 2 that divides", candidates
-
     # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
-    # Each branch gets its ranked Candidates and its rule ("no: ..." where it declines) from one `*_candidates`
-    # method, takes the smallest key and applies it (`_take`); `demo --explain` prints what those methods returned.
+    # One method per branch of tinygrad's hand_coded_optimizations, each testing tinygrad's conditions in its order.
+    # A branch lists the options it weighs as Candidates with their sort key (tinygrad's xb_choices are such a
+    # table) and applies its choice through _take, which records the decision where self.decisions is a list (what
+    # tinygrad prints at DEBUG >= 4). Where a docstring says "tuned", the number was picked by trying, not derived
+    # (tinygrad: "below this line need to be optional and benchmarked").
 
-    def _take(self, weighing: Weighing) -> Candidate | None:
-        """Apply the opts of the candidate with the smallest key (`best`), if any is not ruled out; return it."""
-        if (c := best(weighing[1])) is not None:
-            for opt in c.opts:
-                self.apply_opt(opt)
-        return c
+    def _take(
+        self,
+        heuristic: str,
+        rule: str,
+        candidates: list[Candidate],
+        taken=None,
+        applied=None,
+        fallback=False,
+        apply=True,
+    ) -> list[Candidate]:
+        """The heuristics' one funnel: take the candidate with the smallest key (None: ruled out), or the ones the
+        branch chose (`taken`, applying `applied`, their opts as it applies them); record the decision where
+        self.decisions is a list; apply it. With `fallback` a candidate apply_opt refuses is ruled out and the next
+        one tried (tinygrad's try/except). Returns the candidates taken."""
+        d = Decision(heuristic, rule, candidates, [], [], len(self.applied_opts))
+        if self.decisions is not None:
+            self.decisions.append(d)
+        keyed = sorted((c for c in candidates if c.key is not None), key=lambda c: c.key)
+        for option in [taken] if taken is not None else [[c] for c in (keyed if fallback else keyed[:1])]:
+            try:
+                for opt, why in applied or [(o, w) for c in option for o, w in zip(c.opts, c.why)]:
+                    d.applied.append((opt, why))
+                    self.apply_opt(opt) if apply else None
+                d.taken = option
+                break
+            except KernelOptError as e:
+                if not fallback:
+                    raise
+                d.applied.clear()
+                candidates[candidates.index(option[0])] = replace(
+                    option[0], key=None, note=f"apply_opt refuses it: {e}"
+                )
+        return d.taken
+
+    def _names(self, idxs: Sequence[int]) -> str:
+        """How the renderer names buffers: data<idx>; a constant is no buffer, it is named by its value."""
+        names = [f"data{b.idx}" if isinstance(b := self.bufs[i], MemBuffer) else f"the constant {b.val}" for i in idxs]
+        return " and ".join(names)
 
     def required_optimizations(self) -> None:
-        """An image output is written 4 floats (one pixel) at a time: upcast its unit-stride axis by 4."""
+        """An image output is written a pixel (4 floats) at a time: upcast its unit-stride axis by 4."""
         if isinstance(self.bufs[0].dtype, ImageDType):
-            weighing = self._image_float4_candidates(0)
-            check(bool(weighing[1]), f"image output needs a unit stride axis of a multiple of 4 in {self.sts[0].shape}")
-            self._take(weighing)
+            self._upcast_pixel(0, "required_optimizations", required=True)
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where one of
         its opts fails (a LOCAL after NOLOCALS) it raises KernelOptError, changing nothing; else, like tinygrad's, it
-        adds what still applies to the opts a kernel has (run twice, `sum` gets a second GROUPTOP:0:16).
-
-        Every threshold below is tinygrad's; where a docstring says "tuned" the number was picked by trying, not
-        derived (tinygrad's own comments say these branches "need to be optional and benchmarked")."""
+        adds what still applies to the opts a kernel has (run twice, `sum` gets a second GROUPTOP:0:16)."""
         state = self._state()
         try:
-            self._hand_coded()
+            if 0 not in self.full_shape:  # (an empty kernel: nothing to optimize)
+                self.required_optimizations()
+                if not self._matvec():
+                    self._grouping()
+                    self._image_float4()
+                    if not self.group_for_reduces:  # no more opt if we are grouping
+                        self._upcast_masked_axes()
+                        self._upcast_broadcast_axes()
+                        self._unroll_reduce()
+                        self._default_upcast()
+                        self._locals()
         except KernelOptError:
             self._restore(state)
             raise
 
-    def _hand_coded(self) -> None:
-        if 0 in self.full_shape:
-            return  # an empty kernel: nothing to optimize
-        self.required_optimizations()
-        if self._matvec():
-            return
-        self._grouping()
-        self._image_float4()
-        if self.group_for_reduces:
-            return  # no more opts once a reduce is grouped
-        self._upcast_masked_axes()
-        self._upcast_broadcast_axes()
-        self._unroll_reduce()
-        self._default_upcast()
-        self._locals()
-
-    def _refusal(self, opts: Sequence[Opt]) -> str | None:
-        """Why apply_opt refuses one of these opts, tried in order on a copy; None if it takes them all."""
-        trial = self.copy()
-        try:
-            for opt in opts:
-                trial.apply_opt(opt)
-        except KernelOptError as e:
-            return f"apply_opt refuses {opt}: {e}"
-        return None
-
-    def _buf_name(self, i: int) -> str:
-        """How the renderer names buffer i: data<idx>; a constant is no buffer, it is named by its value."""
-        buf = self.bufs[i]
-        return f"data{buf.idx}" if isinstance(buf, MemBuffer) else f"the constant {buf.val}"
-
-    def _stride0(self, idxs: list[int]) -> str:
-        """'data1 has stride 0', 'data1 and data2 have stride 0': the buffers at these indices of self.bufs."""
-        return f"{' and '.join(map(self._buf_name, idxs))} {'has' if len(idxs) == 1 else 'have'} stride 0"
-
     def _matvec(self) -> bool:
-        """A matrix-vector product (SUM of MUL of two LOADs, the first contiguous along the reduce): group the
-        reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows per work-group, MV_ROWS_PER_THREAD per thread.
-        True (the heuristics end here) if it applied.
-
-        Sort key: the global axis number; the first axis whose size divides by MV_BLOCKSIZE * MV_ROWS_PER_THREAD
-        while the reduce divides by MV_THREADS_PER_ROW wins. The defaults 4, 8, 4 are tuned (tinygrad: "adjust/tune
-        based on the wide vs tall/large vs small mat"), hence the environment knobs. GROUP, not GROUPTOP, is
-        hard-coded: the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring
-        elements in each step, which a GPU serves in one memory transaction (on PoCL a 4096x4096 matvec took 8.4 ms
-        with GROUP:0:8 and 19.5 ms with GROUPTOP:0:8)."""
-        return self._take(self._matvec_candidates()) is not None
-
-    def _matvec_candidates(self) -> Weighing:
-        """The first of _matvec's conditions that fails, or each global axis (key: the axis), ruled out unless fit."""
-        mv, blocksize = getenv("MV", 1), getenv("MV_BLOCKSIZE", 4, minimum=1)
-        threads, rows = getenv("MV_THREADS_PER_ROW", 8, minimum=1), getenv("MV_ROWS_PER_THREAD", 4, minimum=1)
-        r, fr, device = self.reduceop, self.first_reduce, self.opts.device
-        mul = r.src[0] if r is not None else None
-        if why := first_failed(
-            (not self.opts.has_local, f"the {device} target has no local threads"),
-            (mv == 0, "MV=0 (environment)"),
-            (blocksize == threads == rows == 1, "MV_BLOCKSIZE, MV_THREADS_PER_ROW and MV_ROWS_PER_THREAD are all 1"),
-            (r is None, "the kernel has no reduce"),
-            (r is not None and r.op is not ReduceOps.SUM, "the reduce is not a SUM"),
-            (len(self.full_shape) < 2, "the kernel has only one axis"),
-            (not self.opts.has_shared, f"the {device} target has no local memory"),
-            (mul is not None and mul.op is not BinaryOps.MUL, "the reduce's source is not a MUL"),
-            (mul is not None and any(s.op is not BufferOps.LOAD for s in mul.src), "the MUL's sources aren't 2 LOADs"),
-            (fr >= self.shape_len, "every reduced axis has size 1"),
-        ):
-            return f"no: {why}", []
-        i0, i1 = (self.bufs.index(s.arg) for s in mul.src)
-        (st0, strides0), (st1, strides1) = ((self.sts[i], self.sts[i].real_strides()) for i in (i0, i1))
-        a, b = self._buf_name(i0), self._buf_name(i1)
-        if strides0[fr] != 1:
-            return f"no: {a} has stride {strides0[fr]} on the reduce axis, not 1", []
-        if all(any(s > 1 and x == 0 for s, x in zip(st.shape, xs)) for st, xs in ((st0, strides0), (st1, strides1))):
-            return f"no: both {a} and {b} have a stride-0 axis: a matrix-matrix product", []
-        reduce_size, block, candidates = self.full_shape[fr], blocksize * rows, []
-        for g in range(self.global_dims):
-            size = self.full_shape[g]
-            pairs = [(Opt(OptOps.GROUP, 0, threads), f"{threads} threads share each output's reduce (GROUP)")]
-            pairs += [(Opt(OptOps.LOCAL, g, blocksize), f"{blocksize} threads per work-group along axis {g}")]
-            pairs += [(Opt(OptOps.UPCAST, g, rows), f"each thread computes {rows} outputs along axis {g}")]
-            opts, why = zip(*((o, f"matvec: {w}") for o, w in pairs if o.amt > 1))
-            note = f"reduce {sym_render(reduce_size)} % {threads} = {sym_render(reduce_size % threads)}, "
-            note += f"axis {g} ({sym_render(size)}) % {block} = {sym_render(size % block)}"
-            key = (g,) if reduce_size % threads == 0 and size % block == 0 else None
-            candidates.append(Candidate(key, opts, note, why))
-        if not candidates:
-            return "no: no global axis to take the rows", []
-        rule = f"first global axis (key: axis) whose size divides by {blocksize}*{rows} rows while the reduce divides "
-        rule += f"by {threads} threads; GROUP, not GROUPTOP (hard-coded): {a} has stride 1 on the reduce, so GROUP's "
-        return rule + "neighbouring threads read neighbouring elements; taking one ends the heuristics", candidates
-
-    def _grouping_blocked(self) -> str | None:
-        """Why no reduce is split across threads here (tinygrad's test before _grouping and its image step)."""
-        if not (self.opts.has_local and self.opts.has_shared):
-            return f"the {self.opts.device} target has no {'local memory' if self.opts.has_local else 'local threads'}"
-        return None if all_int(self.sts[0].shape[: self.first_reduce]) else "the number of outputs is symbolic"
+        """A matrix-vector product: GROUP the reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows a work-group
+        (LOCAL) and MV_ROWS_PER_THREAD a thread (UPCAST). True (the heuristics end here) if it applied. The defaults
+        4, 8, 4 are tuned (tinygrad: "adjust/tune based on the wide vs tall/large vs small mat"). GROUP, not GROUPTOP:
+        the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring elements."""
+        blocksize, threads = getenv("MV_BLOCKSIZE", 4, minimum=1), getenv("MV_THREADS_PER_ROW", 8, minimum=1)
+        rows, candidates = getenv("MV_ROWS_PER_THREAD", 4, minimum=1), []
+        if self.opts.has_local and getenv("MV", 1) != 0 and (blocksize > 1 or threads > 1 or rows > 1) and \
+                self.reduceop is not None and self.reduceop.op is ReduceOps.SUM and len(self.full_shape) >= 2 and \
+                self.opts.has_shared and (mulop := self.reduceop.src[0]).op is BinaryOps.MUL and \
+                mulop.src[0].op is BufferOps.LOAD and mulop.src[1].op is BufferOps.LOAD:  # fmt: skip
+            st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
+            strides0, strides1, fr = st0.real_strides(), st1.real_strides(), self.first_reduce
+            expanded = [
+                any(s > 1 and x == 0 for s, x in zip(st.shape, xs)) for st, xs in ((st0, strides0), (st1, strides1))
+            ]
+            # (fr < shape_len: a reduce of size-1 axes has none left, where tinygrad reads past the strides)
+            if fr < self.shape_len and strides0[fr] == 1 and not all(expanded):
+                red, per_group = self.full_shape[fr], blocksize * rows
+                for g in range(self.global_dims):
+                    steps = [(Opt(OptOps.GROUP, 0, threads), f"{threads} threads share each output's reduce (GROUP)")]
+                    steps += [(Opt(OptOps.LOCAL, g, blocksize), f"{blocksize} threads per work-group along axis {g}")]
+                    steps += [(Opt(OptOps.UPCAST, g, rows), f"each thread computes {rows} outputs along axis {g}")]
+                    opts, whys = zip(*[(o, f"matvec: {w}") for o, w in steps if o.amt > 1])
+                    size, fits = self.full_shape[g], red % threads == 0 and self.full_shape[g] % per_group == 0
+                    note = f"reduce {sym_render(red)} % {threads} = {sym_render(red % threads)}, "
+                    note += f"axis {g} ({sym_render(size)}) % {per_group} = {sym_render(size % per_group)}"
+                    candidates.append(Candidate((g,) if fits else None, opts, note, whys))
+        rule = "SUM(MUL(LOAD, LOAD)), the first with stride 1 on the reduce, not both with a stride-0 axis: the first "
+        rule += f"global axis (key: axis) that divides by {blocksize}*{rows} while the reduce divides by {threads}"
+        return bool(self._take("_matvec", rule, candidates))
 
     def _grouping(self) -> None:
-        """Few outputs: split the reduce across a work-group (GROUPTOP 256 or 16), if shared memory allows; for
-        images, then upcast the output's unit-stride axis mid-reduce. Only the number of outputs is tested, not the
-        length of the reduce: a 16-element sum of one output gets GROUPTOP:0:16 too.
-
-        Sort key: the size, tried in the order 256, 16 (256 only when there are <= 32 outputs); the first that
-        divides every buffer's reduce axis and fits shared memory wins. Both thresholds are tuned: with <= 2048
-        outputs there are too few work-groups to fill a GPU unless the reduce itself is spread over threads, and
-        256 threads per output only while that stays a small launch (tinygrad: "use 1024 if it's allowed in a
-        smarter way")."""
-        self._take(self._grouping_candidates())
-        if self.bufs[0].dtype.name.startswith("image"):
-            self._take(self._upcast_mid_candidates())  # the image step
-
-    def _grouping_candidates(self) -> Weighing:
-        """Why _grouping declines, or the sizes it tries (key: -size), ruled out unless they divide and fit."""
-        if why := self._grouping_blocked():
-            return f"no: {why}", []
-        fr, outputs = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce])
-        count = f"{outputs} output" + "s" * (outputs != 1)
-        if why := first_failed(
-            (self.float4_axis(0), "the output is written 4 at a time already"),
-            (fr > 2, f"{fr} output axes, more than 2"),
-            (fr + 1 > self.shape_len, "no axis after the outputs (nothing to reduce)"),
-            (outputs > 2048, f"{count} > 2048: enough work-groups without splitting the reduce"),
-        ):
-            return f"no: {why}", []
-        candidates, size = [], self.full_shape[fr]
-        for sz in [256, 16] if outputs <= 32 else [16]:
-            opt, why = Opt(OptOps.GROUPTOP, 0, sz), f"{count} <= 2048: {sz} threads share each output's reduce"
-            if not all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in self.sts):
-                candidates.append(Candidate(None, (opt,), f"{sz} doesn't divide the reduce axis ({sym_render(size)})"))
-            elif refused := self._refusal([opt]):
-                candidates.append(Candidate(None, (opt,), refused))
-            else:
-                note = f"divides the reduce axis ({sym_render(size)}); apply_opt takes it"
-                candidates.append(Candidate((-sz,), (opt,), note, (why,)))
-        tried = "256, then 16" if outputs <= 32 else f"16 ({outputs} > 32; 256 is tried only with <= 32)"
-        rule = f"{count} <= 2048, too few work-groups to fill a GPU: GROUPTOP the reduce by {tried}, the first that "
-        rule += "divides and fits (key: -size; the reduce's length is not tested); once grouped, only the image steps"
-        return rule + " follow", candidates
-
-    def _upcast_mid_blocked(self) -> str | None:
-        """Why UPCASTMID can't apply (tinygrad's one test, in apply_opt and in _grouping's image step), or None."""
-        return first_failed(
-            (not self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
-            (self.float4_axis(0), "the output is written 4 at a time already"),
-            (self.group_for_reduces == 0, "the reduce is not grouped"),
-            (self.first_reduce > 2, "more than 2 output axes"),
-            (prod(self.sts[0].shape) <= 1, "there is one output"),
-        )
-
-    def _upcast_mid_candidates(self) -> Weighing:
-        """_grouping's image step: the output's only unit-stride axis by 4 mid-reduce (UPCASTMID), a pixel at a time."""
-        if why := self._grouping_blocked() or self._upcast_mid_blocked():
-            return f"no: {why}", []
-        axes = self.sts[0].unit_stride_axes()
-        check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-        why, axis = "image output: upcast mid-reduce by 4", axes[0]
-        candidates = dividing(OptOps.UPCASTMID, axis, self.sts[0].shape[axis], (4,), why, lambda _: (axis,))
-        return "image output: its only unit-stride axis, by 4 (one pixel)", candidates
+        """Few outputs: split the reduce across a work-group (GROUPTOP by 256 or 16), if shared memory allows; for an
+        image output, then upcast its unit-stride axis mid-reduce. Only the number of outputs is tested, not the
+        length of the reduce. Both thresholds are tuned: with <= 2048 outputs there are too few work-groups to fill a
+        GPU unless the reduce is spread over threads (tinygrad: "use 1024 if it's allowed in a smarter way")."""
+        if self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce]):
+            fr, outputs, candidates = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce]), []
+            count = f"{outputs} output" + "s" * (outputs != 1)
+            # are we grouping? (requires local shape support)
+            if not self.float4_axis(0) and fr <= 2 and fr + 1 <= self.shape_len and outputs <= 2048:
+                for sz in [256, 16] if outputs <= 32 else [16]:
+                    divides = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in self.sts)
+                    note = (
+                        f"{'divides' if divides else 'does not divide'} the reduce ({sym_render(self.full_shape[fr])})"
+                    )
+                    why = f"{count} <= 2048: {sz} threads share each output's reduce"
+                    candidates.append(
+                        Candidate((-sz,) if divides else None, (Opt(OptOps.GROUPTOP, 0, sz),), note, (why,))
+                    )
+            rule = f"{count}; with <= 2048 in <= 2 output axes, not written 4 at a time: GROUPTOP by 256 (only with <= "
+            rule += "32 outputs) or 16, the first that divides the reduce and that apply_opt takes (key: -size)"
+            self._take("_grouping", rule, candidates, fallback=True)  # (apply_opt may refuse: too much shared memory)
+            # are we upcasting in mid reduce? (only for images)
+            if self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces and \
+                    self.first_reduce <= 2 and prod(self.sts[0].shape) > 1:  # fmt: skip
+                axes = self.sts[0].unit_stride_axes()
+                check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
+                key, size = (axes[0],) if self.sts[0].shape[axes[0]] % 4 == 0 else None, self.sts[0].shape[axes[0]]
+                why = "image output: upcast mid-reduce by 4"
+                mid = Candidate(key, (Opt(OptOps.UPCASTMID, axes[0], 4),), f"size {size}", (why,))
+                self._take("_grouping", "image output: its only unit-stride axis, by 4 (a pixel), mid-reduce", [mid])
+        else:
+            rule = "only on a target with local threads and memory, for a number of outputs that is not symbolic"
+            self._take("_grouping", rule, [])
 
     def _image_float4(self) -> None:
         """Every image buffer is read and written a pixel (4 floats) at a time: upcast its pixel axis by 4 (unroll it,
         on a reduce axis), buffer by buffer."""
         for i, buf in enumerate(self.bufs):
             if isinstance(buf.dtype, ImageDType):
-                self._take(self._image_float4_candidates(i))
+                self._upcast_pixel(i, "_image_float4")
 
-    def _image_float4_candidates(self, i: int) -> Weighing:
-        """Image buffer i's unit-stride axes whose size divides by 4 (key: the axis), by 4: a pixel at a time."""
-        st, fr, up, name = self.sts[i], self.first_reduce, self.shape_len - self.upcasted, self._buf_name(i)
-        axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
-        if not axes4:
-            return f"no: image {name} has no unit-stride axis whose size divides by 4", []
-        blocked = "; one of them is upcast already" if any(a >= up for a in axes4) else ""
-        blocked = blocked or ("; the first is upcast mid-reduce" if axes4[0] in self.upcast_in_mid_reduce_axes else "")
-        candidates = []
-        for a in axes4:
-            opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
-            why = f"image {name}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
-            note = f"size {sym_render(st.shape[a])}{blocked or ''}"
-            candidates.append(Candidate(None if blocked else (a,), (opt,), note, (why,)))
-        return f"image {name}: its first unit-stride axis whose size divides by 4 (key: axis), by 4", candidates
+    def _upcast_pixel(self, i: int, heuristic: str, required: bool = False) -> None:
+        """Image buffer i's first unit-stride axis whose size divides by 4, by 4 (unless one of them is upcast already,
+        or the first is upcast mid-reduce)."""
+        st, fr, name, candidates = self.sts[i], self.first_reduce, self._names([i]), []
+        axes = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]  # unit_stride_axes_mul_4
+        check(not required or axes, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
+        if (
+            axes
+            and all(a < self.shape_len - self.upcasted for a in axes)
+            and axes[0] not in self.upcast_in_mid_reduce_axes
+        ):
+            for a in axes:
+                opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
+                why = f"image {name}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
+                candidates.append(Candidate((a,), (opt,), f"size {st.shape[a]}", (why,)))
+        rule = f"image {name}: its first unit-stride axis that divides by 4 (key: axis), by 4, if none is upcast"
+        self._take(heuristic, rule, candidates)
 
     def _upcast_masked_axes(self) -> None:
-        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants.
-
-        Every output axis of size <= 7 that some buffer masks is taken, from the left, while the upcast elements
-        (those already upcast times these) stay <= 7 * 7; then they are applied right to left. 7 and 7 * 7 are
-        tuned bounds on the code an upcast copies (tinygrad: "this can be made much smarter")."""
-        for c in [c for c in self._upcast_masked_axes_candidates()[1] if c.key is not None][::-1]:
-            self.apply_opt(c.opts[0])
-
-    def _upcast_masked_axes_candidates(self) -> Weighing:
-        """Each small masked output axis (key: the axis), ruled out beyond 49 upcast elements; all others are taken."""
-        upcast_elements, to_upcast, candidates = prod(self.full_shape[self.shape_len - self.upcasted :]), [], []
+        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants: the
+        output axes of size <= 7 that a buffer masks, from the left, while the upcast elements stay <= 7 * 7; applied
+        right to left. Both bounds are tuned (tinygrad: "this can be made much smarter")."""
+        to_upcast, candidates, upcast_now = [], [], prod(self.full_shape[self.shape_len - self.upcasted :])
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
-            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):  # not symbolic
-                n = upcast_elements * prod(self.full_shape[j] for j in to_upcast) * size
+            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
+                n = upcast_now * prod(self.full_shape[j] for j in to_upcast) * size
                 to_upcast += [axis] if n <= 7 * 7 else []
-                note = f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49"
-                why = (f"small masked axis {axis}: upcast it whole",)
-                candidates.append(Candidate((axis,) if n <= 49 else None, (Opt(OptOps.UPCAST, axis, 0),), note, why))
-        rule = "masked output axes of size <= 7, from the left (key: axis), while upcast elements stay <= 7*7"
-        return rule if candidates else "no: no masked output axis of size <= 7", candidates
+                note, why = (
+                    f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49",
+                    f"small masked axis {axis}",
+                )
+                opt = Opt(OptOps.UPCAST, axis, 0)
+                candidates.append(
+                    Candidate((axis,) if n <= 7 * 7 else None, (opt,), note, (why + ": upcast it whole",))
+                )
+        rule = (
+            "masked output axes of size <= 7 (key: axis), while the upcast elements stay <= 7*7; applied right to left"
+        )
+        self._take("_upcast_masked_axes", rule, candidates, [c for c in candidates if c.key is not None][::-1])
 
     def _upcast_broadcast_axes(self) -> None:
-        """While the output has >= 1024 positions outside the upcast axes (one thread each, until locals group them),
-        upcast an output axis that some buffer has stride 0 on (and none of that buffer's upcast axes has): the
-        thread then computes that many outputs in registers and one load of that buffer serves them all.
-
-        Sort key, smallest first: (buffers that move along the axis, the sum of their strides, axis, amount).
-        Fewest moving buffers first; a tie there is broken by the smaller sum of strides (matmul: both axes have two
-        moving buffers, and axis 1's strides 1 + 1 beat axis 0's 512 + 512, so axis 1 goes first); then the lower
-        axis; then the amount, 3 before 4 (plain tuple order: a 384 matmul is upcast by 3). Strides are those of
-        each buffer's last view. 1024 is tuned: each upcast divides the threads, and below that too few remain."""
+        """While there are >= 1024 threads (outputs outside the upcast axes, one thread each until locals group them),
+        upcast an output axis that a buffer has stride 0 on (and on none of its upcast axes): a thread computes that
+        many outputs in registers, and one load of that buffer serves them all. Sort key, smallest first: (buffers
+        moving along the axis, the sum of their strides, axis, amount): a matmul's axes both have two moving buffers,
+        and axis 1's strides 1 + 1 beat axis 0's 512 + 512; a 384 matmul is upcast by 3 (3 sorts before 4). Strides
+        are each buffer's last view's. 1024 is tuned: each upcast divides the threads."""
         upcasted_axis: set[int] = set()
-        while (c := self._take(self._upcast_broadcast_axes_candidates(upcasted_axis))) is not None:
-            upcasted_axis.add(c.opts[0].axis)
-
-    def _upcast_broadcast_axes_candidates(self, upcasted_axis: set[int]) -> Weighing:
-        """One round: each (axis, amount) that qualifies, by its key, and each output axis ruled out, and why."""
-        threads, fr = prod(self.sts[0].shape[: self.first_reduce]), self.first_reduce
-        counted = f"{sym_render(threads)} threads (outputs outside the upcast axes)"
-        if not threads >= 1024:
-            return f"stop: {counted} < 1024", []
-        keys, up, last = [], self.shape_len - self.upcasted, [st.views[-1].strides for st in self.sts]
-        for axis, amt in itertools.product(range(fr), [3, 4]):
-            if axis in upcasted_axis or not isinstance(self.full_shape[axis], int) or self.full_shape[axis] % amt:
-                continue
-            if self._broadcast_bufs(axis):
-                strides = [s[axis] for s in last]
-                keys.append((sum(st > 0 for st in strides), sum(strides), axis, amt))
-        candidates = []
-        for key in sorted(keys):
-            stride0, (axis, amt) = self._stride0(self._broadcast_bufs(key[2])), key[2:]
-            strides = ", ".join(f"{self._buf_name(i)} {sym_render(s[axis])}" for i, s in enumerate(last))
-            note = f"{stride0}; last views' strides: {strides}"
-            why = (f"{stride0} on axis {axis}: upcast {amt} to reuse its loads",)
-            candidates.append(Candidate(key, (Opt(OptOps.UPCAST, axis, amt),), note, why))
-        for axis in sorted(set(range(fr)) - {key[2] for key in keys}):
-            size, zero = self.full_shape[axis], [i for i, s in enumerate(last) if s[axis] == 0]
-            if axis in upcasted_axis:
-                why = "upcast already by this heuristic"
-            elif not isinstance(size, int):
-                why = f"symbolic size {sym_render(size)}"
-            elif size % 3 and size % 4:
-                why = f"size {size} divides by neither 3 nor 4"
-            elif not zero:
-                why = "no buffer has stride 0 on it"
-            else:
-                pairs = [(i, up + j) for i in zero for j, x in enumerate(self.upcasted_axis(i)) if x[1] == 0]
-                where = ", ".join(f"{self._buf_name(i)} on axis {a}" for i, a in pairs)
-                why = f"{self._stride0(zero)} here, but already on an upcast axis too ({where})"
-            candidates.append(Candidate(None, (), f"ruled out: {why}", name=f"axis {axis}"))
-        if not keys:
-            return f"stop: {counted}, but no output axis qualifies", candidates
-        key = "(buffers moving along the axis, sum of their last views' strides, axis, amount)"
-        return f"{counted} >= 1024; key {key}, smallest first", candidates
-
-    def _broadcast_bufs(self, axis: int) -> list[int]:
-        """The buffers broadcast along `axis` (stride 0 in their last view) and along none of the upcast axes."""
-        broadcast = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-        return [i for i in broadcast if all(stride != 0 for _, stride, _ in self.upcasted_axis(i))]
+        while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
+            xb_choices, last = [], [st.views[-1].strides for st in self.sts]
+            for axis, upcast_amount in itertools.product(range(self.first_reduce), [3, 4]):
+                # not upcast yet, not symbolic, it divides, and a buffer has stride 0 on it but on none of its upcasts
+                zero = [
+                    i for i, s in enumerate(last) if s[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
+                ]
+                if axis not in upcasted_axis and isinstance(self.full_shape[axis], int) and \
+                        self.full_shape[axis] % upcast_amount == 0 and zero:  # fmt: skip
+                    stride0 = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0"
+                    strides = ", ".join(f"{self._names([i])} {sym_render(s[axis])}" for i, s in enumerate(last))
+                    key = (sum(s[axis] > 0 for s in last), sum(s[axis] for s in last), axis, upcast_amount)
+                    why = f"{stride0} on axis {axis}: upcast {upcast_amount} to reuse its loads"
+                    opt = Opt(OptOps.UPCAST, axis, upcast_amount)
+                    xb_choices.append(Candidate(key, (opt,), f"{stride0}; last views' strides: {strides}", (why,)))
+            rule = f"{sym_render(threads)} threads (outputs outside the upcast axes) >= 1024: an output axis a buffer "
+            rule += (
+                "has stride 0 on; key (buffers moving along the axis, sum of their last views' strides, axis, amount)"
+            )
+            if not (
+                taken := self._take(
+                    "_upcast_broadcast_axes", rule + ", smallest first", sorted(xb_choices, key=lambda c: c.key)
+                )
+            ):
+                break
+            upcasted_axis.add(taken[0].opts[0].axis)
 
     def _unroll_reduce(self) -> None:
-        """Unroll the last reduce axis: whole if it's <= 32 (and a second one too if both are <= 3), else by 4.
-
-        Only while few registers are in use: the full buffer has <= 4 upcast elements or none of its upcast axes is
-        a reduce axis, and fewer than 64 upcast elements in all. 32 matches apply_opt's limit on UNROLL; 4, 3 and
-        64 are tuned bounds on code size and registers."""
-        if (c := self._take(self._unroll_reduce_candidates())) is not None and c.opts[0].amt == 0:
-            self._take(self._unroll_reduce_candidates(second=True))
-
-    def _unroll_reduce_candidates(self, second: bool = False) -> Weighing:
-        """The last reduce axis whole (key 0) or by 4 (key 1); `second`: after a whole one (now last), the next."""
-        fr, up = self.first_reduce, self.shape_len - self.upcasted
-        if fr >= up:
-            return "no: no reduce loop left to unroll", []
-        s, opt = self.full_unupcasted_shape[-1], Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0)
-        if second:
-            if (first := self.full_shape[-1]) > 3:
-                return f"no second axis: the one unrolled whole is {first} > 3", []
-            small, why = isinstance(s, int) and s <= 3, "tiny reduce: unroll the next reduce axis whole too"
-            note = f"size {sym_render(s)} {'<=' if small else '>'} 3"
-            rule = f"tiny reduce ({first} <= 3): the next reduce axis whole too, if <= 3"
-            return rule, [Candidate((0,) if small else None, (opt,), note, (why,))]
-        elements = prod(self.full_shape[up:])
-        if elements >= 64 or (elements > 4 and any(r for _, _, r in self.upcasted_axis(self.full_buf_index))):
-            why = ">= 64" if elements >= 64 else "> 4, and a reduce axis is upcast already"
-            return f"no: {elements} upcast elements {why} (registers)", []
-        short, why = isinstance(s, int) and s <= 32, f"short reduce axis ({s}): unroll it whole"  # not a symbolic one
-        size = f"size {sym_render(s)} " + ("is symbolic" if not isinstance(s, int) else "<= 32" if short else "> 32")
-        whole = Candidate((0,) if short else None, (opt,), f"whole: {size}", (why,))
-        by4 = dividing(OptOps.UNROLL, opt.axis, s, (4,), "long reduce axis: unroll the loop by 4", lambda _: (1,))
+        """If the last reduce axis is small(ish), unroll it whole (and a second one if both are <= 3), else by 4;
+        only while the full buffer has <= 4 upcast elements or none of its upcast axes is a reduce one, and < 64 in
+        all. 32 is apply_opt's limit on UNROLL; 4, 3 and 64 are tuned bounds on code size and registers."""
+        fr, up, candidates = self.first_reduce, self.shape_len - self.upcasted, []
+        reduce_upcast = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
+        if fr < up and (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or not reduce_upcast) and \
+                (self.upcasted == 0 or prod(self.full_shape[up:]) < 64):  # fmt: skip
+            s, axis = self.full_unupcasted_shape[-1], len(self.full_unupcasted_shape) - 1 - fr
+            small = isinstance(s, int) and s <= 32  # (cannot loop unroll a symbolic axis)
+            size = f"size {sym_render(s)} " + ("<= 32" if small else "> 32" if isinstance(s, int) else "is symbolic")
+            whys = (f"short reduce axis ({s}): unroll it whole",), ("long reduce axis: unroll the loop by 4",)
+            candidates = [Candidate((0,) if small else None, (Opt(OptOps.UNROLL, axis, 0),), f"whole: {size}", whys[0])]
+            by_4 = f"{sym_render(s)} % 4 = {sym_render(s % 4)}"
+            candidates += [Candidate((1,) if s % 4 == 0 else None, (Opt(OptOps.UNROLL, axis, 4),), by_4, whys[1])]
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        return rule, [whole, *by4]
+        if (taken := self._take("_unroll_reduce", rule, candidates)) and taken[0] is candidates[0] and s <= 3:
+            # if it's small, upcast a second reduce dimension too
+            if self.first_reduce < self.shape_len - self.upcasted:
+                s2, why = self.full_unupcasted_shape[-1], ("tiny reduce: unroll the next reduce axis whole too",)
+                opt = Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0)
+                tiny = Candidate(
+                    (0,) if isinstance(s2, int) and s2 <= 3 else None, (opt,), f"size {sym_render(s2)}", why
+                )
+                self._take("_unroll_reduce", f"tiny reduce ({s} <= 3): the next reduce axis whole too, if <= 3", [tiny])
 
     def _default_upcast(self) -> None:
-        """Nothing upcast yet: upcast the last axis by 4 if 4 divides it."""
-        self._take(self._default_upcast_candidates())
-
-    def _default_upcast_candidates(self) -> Weighing:
-        """The last axis by 4, ruled out unless 4 divides it; none if something is upcast already."""
-        if self.upcasted or not self.full_unupcasted_shape:
-            return f"no: upcast axes already ({self.upcasted})" if self.upcasted else "no: the shape has no axes", []
-        axis, s = len(self.full_unupcasted_shape) - 1, self.full_unupcasted_shape[-1]
-        why = "nothing upcast yet: upcast the last axis by 4"
-        return "nothing upcast yet: the last axis by 4", dividing(OptOps.UPCAST, axis, s, (4,), why, lambda _: (0,))
+        """If nothing at all is upcasted and it's easy to, upcast the last axis by 4."""
+        candidates = []
+        if self.upcasted == 0 and self.full_unupcasted_shape:
+            axis, s = len(self.full_unupcasted_shape) - 1, self.full_unupcasted_shape[-1]
+            opt, why = Opt(OptOps.UPCAST, axis, 4), "nothing upcast yet: upcast the last axis by 4"
+            note = f"{sym_render(s)} % 4 = {sym_render(s % 4)}"
+            candidates = [Candidate((0,) if s % 4 == 0 else None, (opt,), note, (why,))]
+        self._take("_default_upcast", "if nothing is upcast yet: the last axis by 4", candidates)
 
     def _locals(self) -> None:
-        """Make work-groups of at most 128 threads from up to 3 global axes; or NOLOCALS=1 turns locals off.
-
-        Sort key, smallest first: (-(some buffer has stride 0 on the axis), -axis): broadcast axes first, then from
-        the right. Each axis in turn gets the first size of [32 (axis 0 only), 16, 8, 4, 3, 2] that divides it and
-        keeps the work-group <= 128 threads; the first 3 axes that got one are applied in axis order. 128 threads
-        and the sizes are tuned (they fit every target's work-group limit); 3 is the launch's number of dims."""
-        taken = [c.opts[0] for c in self._locals_candidates()[1] if c.key is not None][:3]  # the first 3 ranked
-        if taken == [Opt(OptOps.NOLOCALS)]:  # NOLOCALS=1 (environment)
-            self.apply_opt(taken[0])
-            return
-        deleted = 0
-        for axis, sz in sorted((o.axis, o.amt) for o in taken):
-            whole = sz == self.full_shape[axis - deleted]  # a whole axis is gone after the opt
-            self.apply_opt(Opt(OptOps.LOCAL, axis - deleted, sz))
-            deleted += whole
-
-    def _locals_candidates(self) -> Weighing:
-        """Each global axis in ranked order (its key) with the first size that fits (ruled out if none); or NOLOCALS."""
+        """Work-groups of at most 128 threads from up to 3 global axes (or none with NOLOCALS=1). Sort key, smallest
+        first: (-(a buffer has stride 0 on the axis), -axis): broadcast axes first, then from the right. Each axis in
+        turn gets the first of [32 (axis 0 only), 16, 8, 4, 3, 2] that divides it and keeps <= 128 threads; the first
+        3 that got one apply in axis order. 128 and the sizes are tuned; 3 is the launch's number of dims."""
         if not self.opts.has_local:
-            return f"no: the {self.opts.device} target has no local threads", []
-        if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            why = "NOLOCALS=1: no work-groups of the kernel's own"
-            return "NOLOCALS=1 (environment)", [Candidate((0,), (Opt(OptOps.NOLOCALS),), "asked for", (why,))]
-        if not self.first_reduce:
-            return "no: no output axis to make local (one output)", []
-        ranking = [(any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)]
-        candidates, threads = [], 1  # threads: those of the axes ranked before that got a size
-        for broadcast, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):  # broadcast axes first, then right
-            size, sizes = self.full_shape[axis], ([32] if axis == 0 else []) + [16, 8, 4, 3, 2]
-            fits = [x for x in sizes if size % x == 0 and threads * x <= 128]
-            zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-            if fits:
-                what = f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)"
-            elif not isinstance(size, int):
-                what = f"symbolic size {sym_render(size)}: no size divides it"
-            elif not (divisors := [x for x in sizes if size % x == 0]):
-                what = f"size {size} divides by none of {', '.join(map(str, sizes))}"
-            else:
-                what = f"no size fits: {threads} threads already, {threads}*{divisors[-1]} > 128"  # the smallest
-            note, key = f"{self._stride0(zero) if zero else 'no stride 0'}; {what}", (-int(broadcast), -axis)
-            if fits:
-                why = (f"work-group: {fits[0]} threads along axis {{axis}}",)
-                candidates.append(Candidate(key, (Opt(OptOps.LOCAL, axis, fits[0]),), note, why))
-                threads *= fits[0]
-            else:
-                candidates.append(Candidate(None, (), note, name=f"axis {axis}"))
-        rule = "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; sizes "
-        return rule + "[32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads", candidates
+            self._take("_locals", f"only on a target with local threads (not {self.opts.device})", [])
+        elif getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+            nolocals = Candidate(
+                (0,), (Opt(OptOps.NOLOCALS),), "asked for", ("NOLOCALS=1: no work-groups of the kernel's own",)
+            )
+            self._take("_locals", "NOLOCALS=1 (environment)", [nolocals])
+        else:
+            # prioritize making expand axes local
+            ranking = [
+                (any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)
+            ]
+            to_local: list[tuple[int, int]] = []
+            candidates, applied = [], []
+            for expand, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
+                local_size, sizes = prod(sz for _, sz in to_local), [32] * (axis == 0) + [16, 8, 4, 3, 2]
+                local_sz = next((x for x in sizes if self.full_shape[axis] % x == 0 and local_size * x <= 128), None)
+                zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
+                note = f"{self._names(zero) or 'no buffer'} {'has' if len(zero) < 2 else 'have'} stride 0; "
+                if local_sz is None:
+                    candidates.append(Candidate(None, (), note + "no size fits", name=f"axis {axis}"))
+                    continue
+                to_local.append((axis, local_sz))
+                fits = f"{local_sz} fits ({local_size}*{local_sz} <= 128 threads)"
+                candidates.append(Candidate((-expand, -axis), (Opt(OptOps.LOCAL, axis, local_sz),), note + fits))
+            deleted_shape = 0
+            for axis, local_sz in sorted(to_local[:3]):  # a whole axis goes: the later ones count one lower
+                why = f"work-group: {local_sz} threads along axis {axis - deleted_shape}"
+                applied.append((Opt(OptOps.LOCAL, axis - deleted_shape, local_sz), why))
+                deleted_shape += local_sz == self.full_shape[axis]
+            rule = (
+                "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; sizes "
+            )
+            rule += "[32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+            self._take("_locals", rule, candidates, [c for c in candidates if c.key is not None][:3], applied)
+
+
+# the TC opt's rule, as the demo's record of it says it
+TC_RULE = "the first that fits SUM(MUL(A, B)) (N: an axis A has stride 0 on, M: one B has, K: a reduce axis; the TC "
+TC_RULE += "opt's axis picks one of their choices, from the last)"
 
 
 # ==== targets ===============================================================================================
@@ -2460,14 +2665,44 @@ def optimize(k: Kernel) -> Kernel:
 
 
 # ============================================================================================================
-# Appendix: what Part 1 relies on and a first read skips, each piece called from one line marked "in the appendix"
+# Appendix: the checks at the gates, where kernel.py is stricter than tinygrad (DIFFERENCES.md lists each)
 # ============================================================================================================
+# tinygrad 0.9.1 asserts, or takes what it is given and fails later (or computes a wrong answer). Here what comes in
+# is checked where it comes in, and refused with a ValueError (KernelOptError for an opt) that names what is wrong:
+# the AST's nodes (LazyOp, MemBuffer, ConstBuffer) and the whole AST (Kernel(), verify_lazyop), a View and its
+# movement ops (View.create, the View's, ShapeTracker's through movement_arg), apply_opt's and apply_tensor_cores's
+# arguments, and PADTO of a reduce axis (reduce_padding_changes). (A Target checks its own fields; corpus.py's reader
+# checks the corpus's JSON the same way.)
 
 
-# -- the fields of a buffer (MemBuffer's and ConstBuffer's __post_init__ check them) and Target's tc and tc_opt --
+def check_arg(where: str, name: str, value: Any, ok: bool, want: str) -> None:
+    """An argument or field of the wrong kind or range: a ValueError naming where, which one and what it must be."""
+    if not ok:
+        raise ValueError(f"{where}: {name} must be {want}, got {value!r}")
 
 
-def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
+def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
+    check_arg(type(obj).__name__, name, getattr(obj, name), ok, want)
+
+
+def check_kernel(ast: tuple, opts: Any) -> Target:
+    """Kernel()'s arguments: the AST's rules (verify_lazyop) and the target (a Target, or a name in TARGETS)."""
+    if isinstance(opts, str) and opts in TARGETS:
+        opts = TARGETS[opts]
+    if opts is not None and not isinstance(opts, Target):
+        raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
+    verify_lazyop(*ast)
+    return opts if opts is not None else TARGETS["opencl"]
+
+
+def check_view(v: View) -> None:
+    """A View built directly (View.create checks more of what it is given): a stride and a mask range per axis."""
+    if len(v.strides) != len(v.shape) or (v.mask is not None and len(v.mask) != len(v.shape)):
+        raise ValueError(f"View: shape {v.shape} needs one stride and one mask range per axis, got strides "
+                         f"{v.strides} and mask {v.mask} (View.create makes a View from a shape alone)")  # fmt: skip
+
+
+def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
     """A field of the wrong kind fails here, naming it; a ConstBuffer's value must also fit its dtype."""
     if isinstance(buf, MemBuffer):
         _check_field(buf, "idx", is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
@@ -2490,13 +2725,6 @@ def check_buffer_fields(buf: MemBuffer | ConstBuffer) -> None:
         )
 
 
-# the floats narrower than float32, as (significant bits, smallest normal exponent, largest finite value)
-SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
-    dtypes.float16: (11, -14, 65504.0),
-    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
-}
-
-
 def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
     """x rounded to the nearest float with `bits` significant bits (ties to even, as IEEE and numpy round), whose
     normal numbers start at 2**min_exp (below it, the spacing stays 2**(min_exp-bits+1): subnormals). A value that
@@ -2509,20 +2737,7 @@ def round_to_float(x: float, bits: int, min_exp: int, largest: float) -> float:
     return math.copysign(rounded if abs(rounded) <= largest else math.inf, x)  # a tiny negative: -0.0
 
 
-def _knob_field(name: str, env: str, default: int) -> property:
-    """A Target field that, left at None, reads its environment variable each time it is used (as tinygrad reads
-    TC and TC_OPT), so that importing kernel.py reads no environment and a bad value fails where it is used."""
-    return property(
-        lambda self: getenv(env, default) if self.__dict__[name] is None else self.__dict__[name],
-        lambda self, value: self.__dict__.__setitem__(name, value),
-    )
-
-
-Target.tc = _knob_field("tc", "TC", 1)  # type: ignore[assignment]
-Target.tc_opt = _knob_field("tc_opt", "TC_OPT", 0)  # type: ignore[assignment]
-
-
-# -- AST validation: the checks of one node (LazyOp.__post_init__) and of a whole kernel (verify_lazyop) --
+# -- the AST: each node as it is built (check_lazyop, check_buffer), and a whole kernel's (verify_lazyop) --
 
 
 # how many sources each op takes, and the kind of arg an op takes where that is one object (a reduce op's is axes)
@@ -2531,9 +2746,6 @@ ARITY |= {**dict.fromkeys(TernaryOps, 3), BufferOps.LOAD: 0, BufferOps.CONST: 0}
 ARG_KIND: dict[Op, type] = {BufferOps.LOAD: MemBuffer, BufferOps.STORE: MemBuffer, BufferOps.CONST: ConstBuffer}
 ARG_KIND |= {UnaryOps.CAST: DType, UnaryOps.BITCAST: DType}
 
-# tinygrad 0.9.1's list of ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them. It misses
-# some (MOD, a boolean NEG, ...): reduce_padding_changes, below, also evaluates the SUM's source on zeros.
-UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 # ALU ops defined on some kinds of dtype only (tinygrad 0.9.1's Tensor casts an int to float for sqrt, exp2, log2 and
 # sin, and has xor for ints and bools, shifts for ints); a bool has no multiply-add (1*1+1 is 2, no bool)
 ALU_KINDS = dict.fromkeys([UnaryOps.SQRT, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN], ("float",))
@@ -2541,7 +2753,8 @@ ALU_KINDS |= dict.fromkeys([BinaryOps.SHL, BinaryOps.SHR], ("int",))
 ALU_KINDS |= {BinaryOps.XOR: ("int", "bool"), TernaryOps.MULACC: ("int", "float")}
 
 
-def check_lazyop_fields(self: LazyOp) -> None:
+def check_lazyop(self: LazyOp) -> None:
+    """A node's op, the number and kind of its sources, the kind of its arg, the dtypes its op is defined on."""
     if not isinstance(self.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps)):
         raise ValueError(
             f"LazyOp: {self.op!r} is not an op (a member of UnaryOps, BinaryOps, TernaryOps, ReduceOps or BufferOps)"
@@ -2571,36 +2784,6 @@ def check_lazyop_fields(self: LazyOp) -> None:
     if len({s.dtype.scalar() for s in srcs}) > 1:
         names = ", ".join(s.dtype.name for s in srcs)
         raise ValueError(f"{name} of different dtypes ({names}): CAST its sources to one dtype first")
-
-
-def lazyop_repr(op: LazyOp) -> str:
-    """`LazyOp(op, src=(...), arg=...)`, each op written out once: where it comes again it is `lazyops[n]`, its place
-    in op.lazyops (written out at every use, a shared op would double the text at each level that shares it)."""
-    place, written, out, todo = {x: n for n, x in enumerate(op.lazyops)}, set(), [], [op]
-    while todo:  # depth first, as op.lazyops lists them (a walk, not a recursion)
-        if isinstance(x := todo.pop(), str) or x in written:
-            out.append(x if isinstance(x, str) else f"lazyops[{place[x]}]")
-            continue
-        written.add(x)
-        out.append(f"LazyOp({x.op}, src=(")
-        parts = [part for src in x.src for part in (", ", src)][1:] + ["," if len(x.src) == 1 else ""]
-        todo += reversed([*parts, f"), arg={x.arg})"])
-    return "".join(out)
-
-
-def walk_ast(x: LazyOp, fn: Callable[[LazyOp, list], Any], memo: dict, stop: Callable | None = None) -> Any:
-    """fn(op, [its sources' values]) of x, the ops below it first, each once (memo keeps them, in that order); an op
-    `stop` accepts gets fn(op, []), and nothing under it is visited. A walk in a recursion's order, of any depth."""
-    todo = [x]
-    while todo:
-        if (op := todo.pop()) in memo:
-            continue
-        srcs = () if stop and stop(op) else op.src
-        if missing := [s for s in srcs if s not in memo]:
-            todo += [op, *reversed(missing)]  # back to op once its sources are done
-        else:
-            memo[op] = fn(op, [memo[s] for s in srcs])
-    return memo[x]
 
 
 def const_out_of_range(val: Any, dtype: DType) -> str | None:
@@ -2812,11 +2995,13 @@ def reduce_padding_changes(k: Kernel) -> str | None:
     return None
 
 
-# -- the arguments of an Opt (apply_opt checks them first) and of a movement op (made tuples of sizes here) --
+# -- the arguments of an opt, of apply_tensor_cores and of the movement ops (made tuples of sizes here) --
 
 
-def check_opt_args(opt: Opt) -> None:
-    """The kinds of an Opt's axis and amount, checked before apply_opt reads them."""
+def check_opt(opt: Any, append_opt: Any) -> None:
+    """apply_opt's arguments: an Opt whose axis and amount are of the kinds its op takes (KernelOptError)."""
+    check_arg("apply_opt", "append_opt", append_opt, isinstance(append_opt, bool), "True or False")
+    check(isinstance(opt, Opt) and isinstance(opt.op, OptOps), f"not an Opt: {opt!r}")
     if opt.op is OptOps.NOLOCALS:
         got = f"got {opt.axis} and {opt.amt}"
         check(opt.axis is None and opt.amt is None, f"NOLOCALS takes no axis and no amount, {got}")
@@ -2840,7 +3025,7 @@ def check_tc_args(use_tensor_cores: Any, extra: Any, axis: Any, tc_opt: Any) -> 
         check_arg("apply_tensor_cores", name, x, ok, want)
 
 
-def checked_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
+def check_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
     if not all(type(s) is int for s in shape):
         shape = tuple(_sint(s) for s in shape)
@@ -2915,7 +3100,7 @@ def check_movement_arg(op: str, v: View, arg: Any) -> None:
             raise ValueError(f"{op}: {why} (shape {v.shape}, arg {arg})")
 
 
-def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
+def movement_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> tuple:
     """A movement op's argument as a (hashable) tuple of sizes, or of (begin, end) pairs of sizes. A size is a
     Python int, a numpy integer (not a bool) or a symbolic Node; the view op checks the values."""
     if type(arg) is tuple and not pairs and all(type(x) is int for x in arg):
@@ -2933,152 +3118,7 @@ def _op_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False) -> 
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-# -- View and ShapeTracker methods the optimizer doesn't call (runtime.py, search.py, the demo and the tests do) --
-
-
-def _methods_of(cls: type) -> Callable[[type], type]:
-    """Class decorator: its class's methods and properties become cls's (the appendix adds to reading-path classes)."""
-
-    def attach(methods: type) -> type:
-        for name, value in vars(methods).items():
-            if not name.startswith("__"):
-                setattr(cls, name, value)
-        return methods
-
-    return attach
-
-
-def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
-    """The value of a (an int, or a node of the variables in var_vals)."""
-    if isinstance(a, (int, float)):
-        return a
-    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
-    if not isinstance(ret, NumNode):
-        raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
-    return ret.b
-
-
-def _map_view(v: View, f: Callable[[sint], sint]) -> View:
-    """v with f applied to every number of its shape, strides, offset and mask."""
-    mask = tuple((f(b), f(e)) for b, e in v.mask) if v.mask is not None else None
-    return View.create(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset), mask)
-
-
-@_methods_of(View)
-class _ViewMethods:
-    @functools.cache
-    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
-        """The view that maps this view's output back onto its input, or None when there is none (only flips
-        and permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements). Symbolic strides
-        give None too: their signs and order, which the inverse is built from, may differ from one value to another."""
-        if not all_int(self.strides):
-            return None
-        ret = View.create(self.shape)
-        if self.mask:
-            ret = ret.shrink(self.mask)
-        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(tuple(sorted(range(len(self.strides)), key=lambda j: -abs(self.strides[j]))))  # largest first
-        return ret if prod(ret.shape) == prod(out_shape) else None
-
-    @functools.cache
-    def unbind(self) -> tuple[View, dict[Variable, int]]:
-        """The view over unbound variables, and the value each bound one had."""
-        bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
-        unbound = {v: uv for v, (uv, _) in bound.items()}
-        return _map_view(self, lambda x: x if isinstance(x, int) else x.substitute(unbound)), _bindings(bound.values())
-
-
-def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
-    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values (the pairs
-    are taken in name and value order: a set of variables gives the same dict, and the same error, every run)."""
-    ret: dict[Variable, int] = {}
-    for var, val in sorted(pairs, key=lambda pair: (pair[0].expr, pair[1])):
-        if ret.setdefault(var, val) != val:
-            raise ValueError(f"{var.expr} is bound to both {ret[var]} and {val}")
-    return ret
-
-
-@_methods_of(ShapeTracker)
-class _EvaluateMethods:
-    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
-        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = [v.invert(s) for v, s in zip(self.views[::-1], [v.shape for v in self.views[-2::-1]] + [out_shape])]
-        return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
-
-    @property
-    def consecutive(self) -> bool:
-        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
-        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
-
-    @property
-    def var_vals(self) -> dict[Variable, int]:
-        """{unbound variable: value} of every bound variable in the views."""
-        return _bindings(v.unbind() for v in self.vars())
-
-    def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
-        """The ShapeTracker over unbound variables, and the value each bound one had."""
-        views, var_vals = zip(*[v.unbind() for v in self.views])
-        return ShapeTracker(tuple(views)), _bindings(pair for d in var_vals for pair in d.items())
-
-    def real_size(self) -> int:
-        """How many elements of the underlying buffer must exist: one past the largest index ever read."""
-        idx, valid = self.expr_idxs()
-        return upper_bound(idx) + 1 if valid and 0 not in self.shape else 0  # a symbolic largest index at its largest
-
-    def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
-        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
-        to): a plain integer one. ValueError names a variable that has no value."""
-        st, vals = self.unbind()
-        vals.update(var_vals or {})
-        missing = sorted({v.expr for v in st.vars()} - {v.expr for v in vals})
-        if missing:
-            raise ValueError(f"no value for the variable(s) {', '.join(missing)} of {self}")
-        return ShapeTracker(tuple(_map_view(v, lambda x: sym_infer(x, vals)) for v in st.views))
-
-    def indices(self, var_vals: dict[Variable, int] | None = None):
-        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
-        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with
-        numpy instead of symbolic: the top view maps each element to a flat index, which is unravelled into the
-        shape of the view below it, mapped again, and so on down to memory. A symbolic ShapeTracker is evaluated
-        at var_vals (see at_values)."""
-        import numpy as np
-
-        if self.vars():
-            return self.at_values(var_vals).indices()
-
-        def accumulate(acc, x, op):  # acc op x, in place once acc has the full broadcast shape
-            if isinstance(acc, np.ndarray) and acc.shape == np.broadcast_shapes(acc.shape, np.shape(x)):
-                return op(acc, x, out=acc)
-            return op(acc, x)
-
-        bound = max(abs(v.offset) + sum(abs(x) * s for x, s in zip(v.strides, v.shape)) + v.size() for v in self.views)
-        dtype = np.int32 if bound < 2**31 else np.int64  # int32 where every index fits: half the memory traffic
-        idxs = np.ix_(*[np.arange(s, dtype=dtype) for s in self.shape])  # each axis's index, along its own axis
-        valid = None  # None: every element so far is valid
-        views = [self.views[-1]] + [v.minify() for v in self.views[-2::-1]]  # top first
-        for view, below in zip(views, views[1:] + [None]):
-            idx = np.asarray(view.offset, dtype=dtype)  # the numpy version of _expr_view
-            for i, st, m in zip(idxs, view.strides, view.mask or [None] * len(view.shape)):
-                if st != 0:
-                    idx = accumulate(idx, i if st == 1 else i * dtype(st), np.add)
-                if m is not None:
-                    mask = (i >= m[0]) & (i < m[1])
-                    valid = mask if valid is None else accumulate(valid, mask, np.logical_and)
-            if valid is not None:  # an invalid element reads index 0: in range of any view below
-                idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
-            if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
-                flat, idxs = idx, []
-                for d in below.shape[:0:-1]:
-                    idxs.insert(0, flat % d)
-                    flat = flat // d
-                idxs.insert(0, flat)  # the outermost axis's index
-        return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
-
-
-# -- the Kernel members only tinygrad's linearizer and search use (0.9.1: alias_buffer in linearize, acc_offsets in
-# render_reduceop, get_float4_upcast_dim in global_load and global_store, membufs in search; shape_offsets, also in
-# a heuristic that counts the upcasts another way here): runtime.py renders without them; tests pin what they do --
-
+# -- kept here for runtime.py and demo.py until render.py holds the renderer's rules --
 
 VECTOR_WIDTHS = (2, 4)  # the widths loaded and stored as one vector (float2, float4), as tinygrad's linearizer does
 
@@ -3088,77 +3128,8 @@ def is_vector_start(idx: Node, amt: int) -> bool:
     return idx.min >= 0 and idx // amt * amt == idx
 
 
-@dataclass(frozen=True)
-class LocalBuffer:
-    """A buffer in local (shared) memory, as alias_buffer adds (runtime.py declares a grouped reduce's `temp`)."""
-
-    name: str
-    size: int
-    dtype: DType = dtypes.float32
-
-
-@_methods_of(Kernel)
-class _LinearizerMethods:
-    @property
-    def membufs(self) -> list[MemBuffer]:
-        """The buffers in global memory, outputs first: no CONSTs, no local buffers."""
-        return [x for x in self.bufs if isinstance(x, MemBuffer)]
-
-    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
-        """Every combination of indices into buffer i's upcasted axes, the last axis's index first; [()] without any."""
-        upcasted = self.sts[i].shape[self.shape_len - self.upcasted :][::-1]
-        return itertools.product(*[range(s) for s in upcasted]) if self.upcasted > 0 else [()]
-
-    def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
-        ax = self.upcasted_axis(i)[::-1]
-        # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
-        acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
-        offsets = [[y * st for y in range(s)] for (s, _, _), st in zip(ax, acc_strides)]
-        return [sum(t) for t in itertools.product(*offsets)]
-
-    def get_float4_upcast_dim(self, i: int) -> list[int]:
-        """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
-        dtype, up = self.bufs[i].dtype, self.shape_len - self.upcasted
-        if not self.opts.supports_float4 or not (dtype in (dtypes.float, dtypes.half) or isinstance(dtype, ImageDType)):
-            return []
-        return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
-
-    def vector_axis(self, i: int) -> tuple[int | None, str]:
-        """The one vector rule, as tinygrad's global_load and global_store apply it (runtime.py renders with it, the
-        demo explains with it): buffer i is read and written as float2/float4 vectors along its only
-        get_float4_upcast_dim axis when that axis is VECTOR_WIDTHS long (an image: 4, one pixel), each vector where
-        its first index is aligned (is_vector_start). Returns (that axis, "") or (None, why there is none)."""
-        buf, axes = self.bufs[i], self.get_float4_upcast_dim(i)
-        widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
-        if isinstance(buf, ConstBuffer):
-            return None, "a constant is no memory"
-        if not self.opts.supports_float4:
-            return None, f"the {self.opts.device} target has no float4"
-        if not (buf.dtype in (dtypes.float, dtypes.half) or isinstance(buf.dtype, ImageDType)):
-            return None, f"{buf.dtype.name} is not float or half"
-        if len(axes) != 1:
-            return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
-        if (amt := self.sts[i].shape[axes[0]]) not in widths:
-            return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {sym_render(amt)}"
-        return axes[0], ""
-
-    def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
-        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
-        order of their pattern number (used for tensor-core operands)."""
-        if len(pattern) != len(self.sts[i].shape):
-            raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
-        bst, real_strides = 1, self.sts[i].real_strides()
-        shp, stride = [(s if p != 0 else 1) for s, p in zip(self.sts[i].shape, pattern)], [0] * len(pattern)
-        for j in sorted((j for j, p in enumerate(pattern) if p > 0 and real_strides[j] != 0), key=pattern.__getitem__):
-            stride[j] = bst
-            bst *= shp[j]
-        self.sts.append(ShapeTracker((View.create(tuple(shp), tuple(stride)),)))
-        self.bufs.append(LocalBuffer(name=f"ldata{i}", size=self.sts[-1].size))
-        self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
-
-
-# -- symbolic conditions as a person writes them (the demo's --loops view and runtime.py's C) --
+def _map_view(v: View, f: Callable[[sint], sint]) -> View:
+    return v.map_sizes(f)
 
 
 def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
@@ -3177,75 +3148,6 @@ def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
 def render_condition(node: sint) -> str:
     """A validity condition as a person writes it: tinygrad's Python syntax, comparisons as what they mean."""
     return sym_render(node, {**render_python, LtNode: render_lt_as_ge})
-
-
-# -- command-line plumbing shared by kernel.py, runtime.py, search.py and bench.py --
-
-
-class KnobError(ValueError):
-    """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
-
-
-def colored(text: Any, color: str | None) -> str:
-    """Text in tinygrad's ANSI colour code (an UPPERCASE name: the bright variant), or plain unless use_color()."""
-    if color is None or not use_color():
-        return str(text)
-    code = 30 + "black red green yellow blue magenta cyan white".split().index(color.lower()) + 60 * color.isupper()
-    return f"\x1b[{code}m{text}\x1b[0m"
-
-
-def ansistrip(s: str) -> str:
-    return re.sub(r"\x1b\[(K|.*?m)", "", s)
-
-
-def ansilen(s: str) -> int:
-    return len(ansistrip(s))
-
-
-def use_color(out=None) -> bool:
-    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
-    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
-    return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
-
-
-# ==== building kernels by hand ==============================================================================
-# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement ops (reshape,
-# permute, expand, pad, shrink, stride) live in the ShapeTrackers of the LOADs: matmul_ast views both operands on
-# the common shape (M, N, K), and sums over axis 2.
-
-
-def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
-    """Read buffer idx through st."""
-    return LazyOp(BufferOps.LOAD, (), MemBuffer(idx, dtype, st))
-
-
-def const(val: float | int | bool, shape: tuple[int, ...], dtype: DType = dtypes.float32) -> LazyOp:
-    """The constant val, broadcast to shape."""
-    st = ShapeTracker.from_shape((1,) * len(shape)).expand(tuple(shape))
-    return LazyOp(BufferOps.CONST, (), ConstBuffer(val, dtype, st))
-
-
-def alu(op: UnaryOps | BinaryOps | TernaryOps, *srcs: LazyOp, arg: Any = None) -> LazyOp:
-    return LazyOp(op, tuple(srcs), arg)
-
-
-def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:
-    """Reduce src over axes; they stay in the shape with size 1."""
-    return LazyOp(op, (src,), tuple(axes))
-
-
-def ast_shape(op: LazyOp) -> tuple[int, ...]:
-    """The shape an AST node computes: its first leaf's, with the axes of the reduces on the way down at 1."""
-    axes: set[int] = set()
-    while op.op not in BufferOps:
-        axes, op = axes | set(op.arg if op.op in ReduceOps else ()), op.src[0]
-    return tuple(1 if i in axes else s for i, s in enumerate(op.arg.st.shape))
-
-
-def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
-    """Write value to buffer idx, contiguously unless st says otherwise."""
-    st = st if st is not None else ShapeTracker.from_shape(ast_shape(value))
-    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtype or value.dtype, st))
 
 
 if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, beside this file

@@ -3,7 +3,7 @@ hand-coded heuristics, their tuned thresholds at the boundary, and colours. An o
 names: Opt(UPCAST, 0, 4) is UPCAST:0:4 (the command lines are test_cli.py's).
 
 Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
-is written as `full_shape` with one colour per axis; the colours are kernel.py's COLOR_LEGEND.
+is written as `full_shape` with one colour per axis; the colours are demo.py's COLOR_LEGEND.
 
 The golden-corpus replays live in test_golden.py.
 """
@@ -1189,8 +1189,8 @@ class TestHeuristics:
 
     def test_heuristic_log_says_why(self):
         k, decisions = demo.weighed(new_kernel(matvec_ast(1024, 768)), Kernel.hand_coded_optimizations)
-        assert [o for d in decisions for o in d.chosen] == k.applied_opts
-        assert [why for d in decisions for why in d.reasons] == [
+        assert [o for d in decisions for o, _ in d.applied] == k.applied_opts
+        assert [why for d in decisions for _, why in d.applied] == [
             "matvec: 8 threads share each output's reduce (GROUP)",
             "matvec: 4 threads per work-group along axis 0",
             "matvec: each thread computes 4 outputs along axis 0",
@@ -1331,4 +1331,4 @@ def test_each_colour_in_colored_shape(ast, target, opts, colour):
 
 
 def test_legend_names_all_eight_colours():
-    assert list(kernel.COLOR_LEGEND) == ["blue", "BLUE", "cyan", "green", "white", "red", "magenta", "yellow"]
+    assert list(demo.COLOR_LEGEND) == ["blue", "BLUE", "cyan", "green", "white", "red", "magenta", "yellow"]

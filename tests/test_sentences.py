@@ -722,7 +722,7 @@ def test_plain_text_gives_each_size_its_colours_letter_and_lists_the_letters():
             sizes = re.findall(r"(\d+|<[^>]*>)([a-zA-Z])(?=\s|$)", line)
             assert [(str(s), D.ROLES[c][0]) for s, c in zip(k.full_shape, k.colors())] == sizes[: k.shape_len]
             used |= set(k.colors())
-        key = ", ".join(f"{D.ROLES[c][0]} {c}: {D.ROLES[c][1]}" for c in kernel.COLOR_LEGEND if c in used)
+        key = ", ".join(f"{D.ROLES[c][0]} {c}: {D.ROLES[c][1]}" for c in D.COLOR_LEGEND if c in used)
         assert lines[-1] == f"  ({key})", name
 
 
@@ -762,7 +762,7 @@ def test_the_opts_the_heuristics_never_choose_each_have_a_demo():
     shown = {o.op for name in DEMOS for o in D.demo_kernel(name, out=io.StringIO())[0].applied_opts}
     assert {OptOps.PADTO, OptOps.UPCASTMID, OptOps.NOLOCALS} <= shown
     decisions = D.weighed(Kernel(*DEMOS["cat"].build()))[1]
-    assert any(d.heuristic == "_upcast_masked_axes" and d.chosen for d in decisions)
+    assert any(d.heuristic == "_upcast_masked_axes" and d.applied for d in decisions)
     assert "small masked axis 1: upcast it whole" in demo("cat")
 
 
@@ -771,11 +771,11 @@ def test_every_step_table_reason_is_true_on_every_target():
     from tests.test_teaching import _reason_holds
 
     for (name, d), target in itertools.product(DEMOS.items(), TARGETS):
-        for decision in D.weighed(Kernel(*d.build(), opts=TARGETS[target]))[1]:
-            state = decision.state.copy()
-            for opt, why in zip(decision.chosen, decision.reasons):
-                assert _reason_holds(why, opt, state), (name, target, opt, why)
-                state.apply_opt(opt)
+        tuned, decisions = D.weighed(Kernel(*d.build(), opts=TARGETS[target]))
+        state = Kernel(*d.build(), opts=TARGETS[target])
+        for opt, why in [step for decision in decisions for step in decision.applied]:
+            assert _reason_holds(why, opt, state), (name, target, opt, why)
+            state.apply_opt(opt)
 
 
 def test_the_renderer_and_the_explanation_use_the_one_vector_rule(monkeypatch):

@@ -385,11 +385,11 @@ class TestSymbolicKernel:
         assert order[-1] == root  # ordered_lazyops is cached: an equal AST built earlier may answer
         assert all(order.index(s) < order.index(x) for x in order for s in x.src)
 
-    def test_late_upcast_tc_upcasts_the_tensor_cores_second_axis_by_4(self):
+    def test_the_tensor_cores_follow_up_upcasts_m_then_n_by_the_largest_of_5_4_3_2_that_divides(self):
         k = Kernel(*demo.matmul_ast(64, 64, 64), opts=K.TARGETS["metal"])
-        assert k.apply_tensor_cores(1, extra_opts=[])
-        k.late_upcast_tc(1)
-        assert k.applied_opts[-1] == Opt(OptOps.UPCAST, k.tensor_core_opts.axes[1], 4)
+        assert k.apply_tensor_cores(1)
+        tco = k.tensor_core_opts
+        assert k.applied_opts[1:3] == [Opt(OptOps.UPCAST, tco.axes[1], 4), Opt(OptOps.UPCAST, tco.axes[0], 4)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

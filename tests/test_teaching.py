@@ -14,17 +14,31 @@ table reason with no such check fails test_every_step_table_reason_is_true_of_th
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
 import kernel
 import demo as D
-from kernel import TARGETS, Kernel, LocalBuffer, Opt, OptOps, ShapeTracker, View, optimize, render_condition
+from kernel import (
+    TARGETS,
+    Candidate,
+    Decision,
+    Kernel,
+    LocalBuffer,
+    Opt,
+    OptOps,
+    ShapeTracker,
+    View,
+    optimize,
+    render_condition,
+)
 from demo import DEMOS, elementwise_ast, matmul_ast, matvec_ast
 from tests import test_sentences
 from tests.common import ROOT
@@ -45,20 +59,28 @@ def demo(name: str, view: str, *opts: Opt, every_step: bool = False, width: int 
     return out.getvalue()
 
 
-def weighed(ast, target: str = "opencl", heuristics=optimize) -> tuple[Kernel, list[D.Decision]]:
-    """The kernel `heuristics` tuned, and what they weighed (D.weighed)."""
+def weighed(ast, target: str = "opencl", heuristics=optimize) -> tuple[Kernel, list[Decision]]:
+    """The kernel `heuristics` tuned, and what they recorded (demo.weighed: Kernel.decisions)."""
     return D.weighed(Kernel(*ast, opts=TARGETS[target]), heuristics)
 
 
-def decision(decisions: list[D.Decision], heuristic: str, step: int) -> D.Decision:
+def decision(decisions: list[Decision], heuristic: str, step: int) -> Decision:
     return next(d for d in decisions if d.heuristic == heuristic and d.step == step)
+
+
+def state_seen(ast, target: str, tuned: Kernel, d: Decision) -> Kernel:
+    """The kernel as the heuristic saw it: the AST's kernel with the opts applied before the decision."""
+    k = Kernel(*ast, opts=TARGETS[target])
+    for opt in tuned.applied_opts[: d.step]:
+        k.apply_opt(opt)
+    return k
 
 
 HAND_CODED = Kernel.hand_coded_optimizations
 
 
 # ============================================================================================================
-# decisions: what each heuristic weighed
+# decisions: what each heuristic weighed, recorded by Kernel._take (the corpus-wide checks are at the end)
 # ============================================================================================================
 
 
@@ -68,93 +90,94 @@ def corpus_kernels():
     return [(c["name"], tuple(lazyop_from_json(a) for a in c["ast"]), c["target"]) for c in cases]
 
 
-def test_decisions_account_for_every_heuristic_opt_in_order():
-    """Over the corpus, the opts the decisions chose, in order, are exactly the opts the heuristics applied, and
-    the copy `weighed` ran them on gets the opts a plain run gets: recording changes no decision."""
-    for name, ast, target in corpus_kernels():
-        tuned, decisions = weighed(ast, target, HAND_CODED)
-        assert [o for d in decisions for o in d.chosen] == tuned.applied_opts, name
-        plain = Kernel(*ast, opts=TARGETS[target])
-        plain.hand_coded_optimizations()
-        assert plain.applied_opts == tuned.applied_opts, name
-        assert all(d.step == len(d.state.applied_opts) <= len(tuned.applied_opts) for d in decisions), name
-
-
 def test_weighed_leaves_the_kernel_it_is_given_as_it_was():
     k = Kernel(*matmul_ast(64, 64, 64))
     tuned, decisions = D.weighed(k)
-    assert k.applied_opts == [] and tuned.applied_opts and decisions
-    assert all("_candidates" not in vars(d.state) for d in decisions)  # a snapshot is a plain kernel
+    assert k.applied_opts == [] and k.decisions is None and tuned.applied_opts and decisions
+
+
+def test_a_copy_records_on_its_own_list():
+    k = Kernel(*matmul_ast(64, 64, 64))
+    k.decisions = []
+    copy = k.copy()
+    copy.hand_coded_optimizations()
+    assert copy.decisions and k.decisions == [] and k.copy().decisions == []
 
 
 def test_matmul_upcast_axis_tie_is_broken_by_the_sum_of_strides():
     """Both axes have 2 moving buffers; axis 1's strides sum to 1 + 1, axis 0's to 512 + 512."""
     d = decision(weighed(matmul_ast(512, 512, 512))[1], "_upcast_broadcast_axes", 0)
     assert [c.key for c in d.candidates] == [(2, 2, 1, 4), (2, 1024, 0, 4)]
-    assert d.taken == [True, False]
-    assert d.chosen == [Opt(OptOps.UPCAST, 1, 4)]
+    assert d.taken == d.candidates[:1] and [o for o, _ in d.applied] == [Opt(OptOps.UPCAST, 1, 4)]
     assert "data1 has stride 0" in d.candidates[0].note  # a (buffer 1) is broadcast along axis 1
 
 
 def test_matmul_384_upcasts_by_3_because_the_amount_is_in_the_sort_key():
     d = decision(weighed(matmul_ast(384, 384, 384))[1], "_upcast_broadcast_axes", 0)
     assert [c.key for c in d.candidates[:2]] == [(2, 2, 1, 3), (2, 2, 1, 4)]
-    assert d.chosen == [Opt(OptOps.UPCAST, 1, 3)]
+    assert [o for o, _ in d.applied] == [Opt(OptOps.UPCAST, 1, 3)]
 
 
 def test_matvec_decision_names_its_rule_and_candidates():
     d = decision(weighed(matvec_ast(1024, 768))[1], "_matvec", 0)
-    assert d.chosen == [Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]
+    assert [o for o, _ in d.applied] == [Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]
     assert [(c.key, str(c), c.note) for c in d.candidates] == [
         ((0,), "GROUP:0:8 LOCAL:0:4 UPCAST:0:4", "reduce 768 % 8 = 0, axis 0 (1024) % 16 = 0")
     ]
-    assert d.taken == [True]
-    assert "GROUP, not GROUPTOP (hard-coded): data1 has stride 1 on the reduce" in d.rule
+    assert d.taken == d.candidates
+    assert d.rule.startswith("SUM(MUL(LOAD, LOAD)), the first with stride 1 on the reduce, not both with")
 
 
-def test_heuristics_that_decline_say_why():
-    why = {d.heuristic: d.rule for d in weighed(matmul_ast(512, 512, 512))[1] if not d.chosen}
-    assert "matrix-matrix product" in why["_matvec"]
-    assert "262144 outputs > 2048" in why["_grouping"]
+def test_a_heuristic_whose_conditions_dont_hold_records_its_rule_and_no_candidates():
+    """A matmul is no matvec (both operands have a stride-0 axis) and has 262144 outputs, too many to group."""
+    decisions = weighed(matmul_ast(512, 512, 512))[1]
+    matvec, grouping = decision(decisions, "_matvec", 0), decision(decisions, "_grouping", 0)
+    assert matvec.candidates == grouping.candidates == [] and not matvec.applied and not grouping.applied
+    assert grouping.rule.startswith("262144 outputs; with <= 2048")
+    assert "(none: this kernel doesn't meet the rule)" in demo("matmul", "explain")
 
 
-def test_every_heuristic_that_runs_says_what_it_did_naming_the_target_it_lacks():
-    """On clang, _matvec, _grouping and _locals decline because the target has no local threads, and each
-    says so by name; every branch of hand_coded_optimizations that ran has a decision, declines included."""
-    decisions = weighed(D.sum_ast((4096,)), "clang")[1]
-    rules = {d.heuristic: d.rule for d in decisions}
-    for heuristic in ("_matvec", "_grouping", "_locals"):
-        assert rules[heuristic] == "no: the CLANG target has no local threads", heuristic
-    assert set(rules) == {"_matvec", "_grouping", "_upcast_masked_axes", "_upcast_broadcast_axes", "_unroll_reduce"} | {
-        "_default_upcast",
-        "_locals",
-    }
-    out = demo("sum", "explain", target="clang")
-    assert "_grouping: no: the CLANG target has no local threads" in out
+def test_every_branch_that_runs_records_a_decision_naming_the_target_it_lacks():
+    """On clang every branch of hand_coded_optimizations runs and records; _grouping and _locals say why not."""
+    rules = {d.heuristic: d.rule for d in weighed(D.sum_ast((4096,)), "clang")[1]}
+    assert set(rules) == {"_matvec", "_grouping", "_upcast_masked_axes", "_unroll_reduce", "_default_upcast", "_locals"}
+    assert rules["_grouping"].startswith("only on a target with local threads and memory")
+    assert rules["_locals"] == "only on a target with local threads (not CLANG)"
 
 
 def test_explain_answers_why_16_and_why_group():
-    """A reader's questions, answered by --explain alone: sum_axis0 has 256 outputs, more than 32, so only 16 is
-    tried (256 only with <= 32 outputs, as the 1-output sum gets); matvec's GROUP is hard-coded, and why."""
-    axis0 = demo("sum_axis0", "explain")
-    assert "_grouping: 256 outputs <= 2048" in axis0 and "by 16 (256 > 32; 256 is tried only with <= 32)" in axis0
-    assert "_grouping: 1 output <= 2048" in demo("sum", "explain") and "by 256, then 16" in demo("sum", "explain")
-    why = "GROUP, not GROUPTOP (hard-coded): a has stride 1 on the reduce, so GROUP's neighbouring threads read"
-    assert why + " neighbouring elements" in demo("matvec", "explain")
+    """sum_axis0 has 256 outputs, more than 32, so only 16 is weighed (256 with <= 32 outputs, as the 1-output sum
+    gets); matvec's GROUP is hard-coded, and its docstring says why."""
+    axis0, one = (decision(weighed(DEMOS[n].build())[1], "_grouping", 0) for n in ("sum_axis0", "sum"))
+    assert [str(c) for c in axis0.candidates] == ["GROUPTOP:0:16"] and axis0.rule.startswith("256 outputs")
+    assert [str(c) for c in one.candidates] == ["GROUPTOP:0:256", "GROUPTOP:0:16"] and one.rule.startswith("1 output;")
+    assert "GROUP's neighbouring threads read neighbouring elements" in " ".join(Kernel._matvec.__doc__.split())
 
 
 def test_locals_decision_ranks_broadcast_axes_first_from_the_right():
     d = next(d for d in weighed(matmul_ast(512, 512, 512))[1] if d.heuristic == "_locals")
     assert [(c.key, str(c)) for c in d.candidates] == [((-1, -1), "LOCAL:1:16"), ((-1, 0), "LOCAL:0:8")]
-    assert d.taken == [True, True]
-    assert d.chosen == [Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 1, 16)]  # applied in axis order
+    assert d.taken == d.candidates
+    assert [o for o, _ in d.applied] == [Opt(OptOps.LOCAL, 0, 8), Opt(OptOps.LOCAL, 1, 16)]  # applied in axis order
 
 
 def test_tensor_core_decision_lists_the_cores_and_axes_weighed():
     d = weighed(matmul_ast(256, 256, 256), "metal")[1][0]
-    assert d.heuristic == "_apply_tc_opt" and d.chosen == [Opt(OptOps.TC, 0, 0)]
-    assert str(d.candidates[0]) == "WMMA_8_8_8_float_float" and d.taken[0]
+    assert d.heuristic == "_apply_tc_opt" and [o for o, _ in d.applied] == [Opt(OptOps.TC, 0, 0)]
+    assert str(d.candidates[0]) == "WMMA_8_8_8_float_float" and d.taken == d.candidates[:1]
     assert d.candidates[0].note.startswith("N = axis 1 (256), M = axis 0 (256), K = axis 2 (256): unroll K by 8")
+
+
+def test_an_opt_apply_opt_refuses_is_ruled_out_with_its_refusal_and_the_next_taken():
+    """_grouping tries GROUPTOP by 256, then 16, as tinygrad's try/except does: 256 threads' float accumulators
+    (1024 bytes) are too much shared memory for a target of 1000, and the record says apply_opt's reason."""
+    small = dataclasses.replace(TARGETS["opencl"], shared_max=1000)
+    k = Kernel(*D.sum_ast((16, 4096), (1,)), opts=small)
+    tuned, decisions = D.weighed(k, HAND_CODED)
+    d = decision(decisions, "_grouping", 0)
+    assert [c.key for c in d.candidates] == [None, (-16,)] and d.taken == d.candidates[1:]
+    assert d.candidates[0].note.startswith("apply_opt refuses it: exceeds maximum shared memory size")
+    assert tuned.applied_opts[0] == Opt(OptOps.GROUPTOP, 0, 16)
 
 
 # ============================================================================================================
@@ -179,7 +202,7 @@ def test_explain_matmul_shows_strides_candidates_and_winner():
 def test_explain_matvec_shows_x_is_loaded_once_for_4_rows():
     out = demo("matvec", "explain")
     assert "yellow axis 4: x has stride 0 here: one load serves all 4 (registers)" in out
-    assert "_matvec: first global axis" in out
+    assert "_matvec: SUM(MUL(LOAD, LOAD)), the first with stride 1 on the reduce" in out
 
 
 def test_explain_tells_group_from_grouptop():
@@ -432,16 +455,11 @@ def test_both_command_lines_name_the_target_the_same_way(capsys):
 # ============================================================================================================
 
 
-def test_the_broadcast_stop_line_names_what_stopped_it():
-    """matmul, broadcast, conv2d and attention stop with stride-0 axes left; the stop says why."""
+def test_the_broadcast_loop_stops_with_a_decision_with_no_candidates():
+    """matmul, broadcast, conv2d and attention stop with stride-0 axes left: a last decision weighed none."""
     for name in ("matmul", "broadcast", "conv2d", "attention"):
-        out = demo(name, "explain")
-        assert "no axis left that a buffer has stride 0 on" not in out
-        assert "_upcast_broadcast_axes: stop:" in out and "ruled out:" in out, name
-    conv = demo("conv2d", "explain")
-    # the first round's UPCAST:1:4 is ruled out in the second, and the reason is printed
-    assert "axis 1      ruled out: wt has stride 0 here, but already on an upcast axis too (wt on axis 6)" in conv
-    assert "axis 0  ruled out: symbolic size i" in demo("attention", "explain")
+        rounds = [d for d in weighed(DEMOS[name].build())[1] if d.heuristic == "_upcast_broadcast_axes"]
+        assert rounds and not rounds[-1].candidates and all(d.taken for d in rounds[:-1]), name
 
 
 def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
@@ -455,21 +473,21 @@ def test_conv2d_sort_keys_can_be_recomputed_from_what_explain_prints():
 
 def test_the_broadcast_rule_counts_threads_not_outputs():
     """After UPCAST:1:4 a 512x512 matmul still has 262144 outputs; 65536 is the threads."""
-    d = decision(weighed(matmul_ast(512, 512, 512))[1], "_upcast_broadcast_axes", 1)
-    state = d.state
+    ast = matmul_ast(512, 512, 512)
+    tuned, decisions = weighed(ast)
+    d = decision(decisions, "_upcast_broadcast_axes", 1)
+    state = state_seen(ast, "opencl", tuned, d)
     outputs = kernel.prod(state.sts[0].shape)
     per_thread = kernel.prod(state.sts[0].shape[state.shape_len - state.upcasted :])
     assert d.rule.startswith(f"{outputs // per_thread} threads (outputs outside the upcast axes) >= 1024")
     assert outputs == 262144 and "65536 threads" in d.rule and "outputs >= 1024" not in d.rule
 
 
-def test_grouping_says_it_tests_the_outputs_not_the_reduce_length():
-    """A 16-element sum gets GROUPTOP:0:16 (one element per thread): no 'long reduce'."""
+def test_grouping_tests_the_outputs_not_the_reduce_length():
+    """A 16-element sum of one output gets GROUPTOP:0:16 (one element per thread)."""
     k, decisions = weighed(D.sum_ast((16,)))
     assert k.applied_opts == [Opt(OptOps.GROUPTOP, 0, 16)]
-    d = decision(decisions, "_grouping", 0)
-    assert "the reduce's length is not tested" in d.rule
-    assert all("long" not in why for d in decisions for why in d.reasons)
+    assert all("long" not in why for d in decisions for _, why in d.applied)
 
 
 def test_green_notes_come_from_the_op_and_the_loop_stride_in_the_c():
@@ -491,7 +509,7 @@ def test_matvec_step_reasons_are_true_of_the_final_kernel():
     """No reason claims what a later opt changes ('4 rows per work-group' was true only until the
     UPCAST): a work-group of the final matvec writes 16 outputs, 4 per thread, as the README and --map say."""
     for name in ("matvec", "image"):
-        why = {str(o): w for d in weighed(DEMOS[name].build())[1] for o, w in zip(d.chosen, d.reasons)}
+        why = {str(o): w for d in weighed(DEMOS[name].build())[1] for o, w in d.applied}
         assert why["LOCAL:0:4"] == "matvec: 4 threads per work-group along axis 0"
         assert why["UPCAST:0:4"] == "matvec: each thread computes 4 outputs along axis 0"
     k = optimize(Kernel(*matvec_ast(1024, 768)))
@@ -517,9 +535,9 @@ def test_nolocals_says_what_the_runtime_launches():
     largest divisor <= 32 of launch dim 0."""
     R = pytest.importorskip("runtime")
     doc = " ".join(kernel.Kernel._opt_nolocals.__doc__.split())
-    assert "largest divisor <= 32 of launch dim 0" in kernel.COLOR_LEGEND["BLUE"] and "largest divisor <= 32" in doc
+    assert "largest divisor <= 32 of launch dim 0" in D.COLOR_LEGEND["BLUE"] and "largest divisor <= 32" in doc
     # tinygrad 0.9.1 pads the local size with 1s (get_grouped_dims): one thread a work-group
-    assert "in work-groups of 1 thread in tinygrad" in kernel.COLOR_LEGEND["BLUE"] and "local size [1, 1, 1]" in doc
+    assert "in work-groups of 1 thread in tinygrad" in D.COLOR_LEGEND["BLUE"] and "local size [1, 1, 1]" in doc
     assert "leaves the work-group size to the device" not in doc
     nolocals = Kernel(*elementwise_ast(4096))
     for opt in (Opt(OptOps.NOLOCALS), Opt(OptOps.UPCAST, 0, 4)):
@@ -550,7 +568,7 @@ def test_every_line_fits_100_columns_off_a_terminal():
 def test_the_legend_is_printed_once_and_only_for_all_kernels():
     all_kernels = run_bare("demo", color=False).stdout
     assert all_kernels.count("Each axis of a kernel's shape is coloured by its role") == 1
-    assert all_kernels.count(kernel.COLOR_LEGEND["magenta"]) == 1
+    assert all_kernels.count(D.COLOR_LEGEND["magenta"]) == 1
     assert "coloured by its role" not in run_bare("demo", "matvec", color=False).stdout
 
 
@@ -564,11 +582,12 @@ def test_yellow_and_magenta_sit_in_the_order_their_opts_were_applied():
     assert "in the order their opts were applied" in open(os.path.join(ROOT, "README.md")).read()
 
 
-def test_a_heuristic_skipped_for_a_symbolic_size_says_so():
-    out = demo("attention", "explain")
-    assert "symbolic size i: no size divides it" in out and "no size fits" not in out
-    decisions = weighed(D.attention_ast(64, 1024), heuristics=HAND_CODED)[1]
-    assert "symbolic size" in " ".join(c.note for d in decisions for c in d.candidates if d.heuristic == "_locals")
+def test_a_symbolic_axis_gets_no_local_size():
+    """attention's axis 0 is i tokens long: no local size divides a symbolic size (i % 2 is no number)."""
+    d = next(d for d in weighed(D.attention_ast(64, 1024), heuristics=HAND_CODED)[1] if d.heuristic == "_locals")
+    assert [(str(c), c.key) for c in d.candidates] == [("axis 0", None)] and d.candidates[0].note.endswith(
+        "no size fits"
+    )
 
 
 def test_map_says_the_launch_numbers_blue_axes_the_other_way_round():
@@ -616,13 +635,13 @@ def _tc_first(tc_opt: int):
 
 
 def _weighed_kernels(count: int, seed: int = 24):
-    """(label, tuned kernel, decisions): every corpus kernel; then `count` random ones, a demo builder at one of its
+    """(label, start, tuned, decisions): every corpus kernel; then `count` random ones, a demo builder at one of its
     sizes on a random target, after 0 to 2 random opts that apply (none: with tensor cores first, tc_opt 0-2)."""
     import random
 
     rng = random.Random(seed)
     for name, ast, target in corpus_kernels():
-        yield (name, *weighed(ast, target, HAND_CODED))
+        yield (name, Kernel(*ast, opts=TARGETS[target]), HAND_CODED)
     for n in range(count):
         build, sizes = rng.choice(SIZES)
         args, target = rng.choice(sizes), rng.choice(list(TARGETS))
@@ -634,30 +653,43 @@ def _weighed_kernels(count: int, seed: int = 24):
                 prefix.append(opt)
             except kernel.KernelOptError:
                 pass
-        heuristics = HAND_CODED if prefix else _tc_first(rng.choice((0, 1, 2)))
+        yield (f"{build.__name__}{args} {target} {' '.join(map(str, prefix))}", k, HAND_CODED if prefix else
+               _tc_first(rng.choice((0, 1, 2))))  # fmt: skip
+
+
+def _weighed(count: int, seed: int) -> list[tuple[str, Kernel, Kernel, list[Decision], Callable]]:
+    found = []
+    for label, start, heuristics in _weighed_kernels(count, seed):
         try:
-            yield (f"{build.__name__}{args} {target} {' '.join(map(str, prefix))}", *D.weighed(k, heuristics))
+            found.append((label, start, *D.weighed(start, heuristics), heuristics))
         except kernel.KernelOptError:
             continue  # hand_coded_optimizations refused the prefix (a LOCAL after NOLOCALS): it changed nothing
+    return found
 
 
-WEIGHED = list(
-    _weighed_kernels(int(os.environ.get("HEURISTICS_FUZZ", 40)), int(os.environ.get("HEURISTICS_FUZZ_SEED", 24)))
-)
+WEIGHED = _weighed(int(os.environ.get("HEURISTICS_FUZZ", 40)), int(os.environ.get("HEURISTICS_FUZZ_SEED", 24)))
 
 
-def _predicted(d: D.Decision) -> list[bool]:
-    """The candidates the rule takes: the smallest key of those not ruled out; _locals the first 3; masked: all."""
-    keyed = sorted((c.key, j) for j, c in enumerate(d.candidates) if c.key is not None)
-    n = len(keyed) if d.heuristic == "_upcast_masked_axes" else 3 if d.heuristic == "_locals" else 1
-    return [j in {j for _, j in keyed[:n]} for j in range(len(d.candidates))]
+def _seen(start: Kernel, tuned: Kernel, d: Decision) -> Kernel:
+    """The kernel decision d looked at: the start with the opts applied before d."""
+    k = start.copy()
+    for opt in tuned.applied_opts[len(start.applied_opts) : d.step]:
+        k.apply_opt(opt)
+    return k
 
 
-def _in_the_state_seen(d: D.Decision) -> list[str]:
-    """The chosen opts, each LOCAL's axis counted in the shape the heuristic saw: applied one by one to a copy of it,
-    a LOCAL that takes a whole global axis removes that axis, so the next ones count one lower."""
-    k, origin, opts = d.state.copy(), list(range(d.state.shape_len)), []
-    for o in d.chosen:
+def _predicted(d: Decision) -> list[Candidate]:
+    """The candidates the rule takes: the smallest key of those not ruled out; _locals the first 3 (in key order);
+    masked axes: all, applied right to left."""
+    keyed = sorted((c for c in d.candidates if c.key is not None), key=lambda c: c.key)
+    return keyed[::-1] if d.heuristic == "_upcast_masked_axes" else keyed[:3] if d.heuristic == "_locals" else keyed[:1]
+
+
+def _in_the_state_seen(d: Decision, k: Kernel) -> list[str]:
+    """The opts applied, each LOCAL's axis counted in the shape the heuristic saw (k): applied one by one to a copy of
+    it, a LOCAL that takes a whole global axis removes that axis, so the next ones count one lower."""
+    k, origin, opts = k.copy(), list(range(k.shape_len)), []
+    for o, _ in d.applied:
         opts.append(str(Opt(o.op, origin[o.axis], o.amt) if o.op is OptOps.LOCAL else o))
         if o.op is OptOps.LOCAL and k.full_shape[o.axis] == o.amt:
             origin.pop(o.axis)
@@ -666,59 +698,62 @@ def _in_the_state_seen(d: D.Decision) -> list[str]:
 
 
 def test_the_check_reaches_every_heuristic_and_its_declines():
-    seen = {(d.heuristic, bool(d.chosen)) for _, _, ds in WEIGHED for d in ds}
+    seen = {(d.heuristic, bool(d.applied)) for *_, ds, _ in WEIGHED for d in ds}
     for h in ("_matvec", "_grouping", "_upcast_masked_axes", "_upcast_broadcast_axes", "_unroll_reduce", "_locals"):
         assert {(h, True), (h, False)} <= seen, h
-    assert {("_default_upcast", True), ("_apply_tc_opt", True), ("late_upcast_tc", True)} <= seen
-    assert {("required_optimizations", True), ("_image_float4", True), ("apply_tensor_cores", True)} <= seen
+    assert {("_default_upcast", True), ("_apply_tc_opt", True), ("apply_tensor_cores", True)} <= seen
+    assert {("required_optimizations", True), ("_image_float4", True)} <= seen
     assert len(WEIGHED) >= 236 + 30
 
 
+def test_every_heuristic_opt_goes_through_the_record_and_recording_changes_nothing():
+    """The opts the decisions applied, in order, are exactly the opts the heuristics added; a run that records
+    nothing adds the same; each decision's step is the number of opts the kernel had when it looked."""
+    for label, start, tuned, decisions, heuristics in WEIGHED:
+        added = tuned.applied_opts[len(start.applied_opts) :]
+        assert [o for d in decisions for o, _ in d.applied] == added, label
+        plain = start.copy()
+        heuristics(plain)
+        assert plain.applied_opts == tuned.applied_opts and plain.decisions is None, label
+        steps = [
+            len(start.applied_opts) + len([o for e in decisions[:j] for o in e.applied]) for j in range(len(decisions))
+        ]
+        assert [d.step for d in decisions] == steps, label
+
+
 def test_each_heuristic_takes_what_its_rule_predicts():
-    """Keyed candidates are listed in key order; the taken ones are the ones the rule predicts, and their opts are
-    exactly the opts applied after the decision; a decision without candidates declines ('no:', 'stop:') and
-    applies nothing; every opt applied has a reason."""
-    for label, tuned, decisions in WEIGHED:
-        assert [o for d in decisions for o in d.chosen] == tuned.applied_opts[len(decisions[0].state.applied_opts) :]
+    """Keyed candidates are listed in key order; the taken ones are those the rule predicts, and their opts are
+    exactly the opts applied (in the shape the heuristic saw); a decision with no candidates applies nothing; every
+    opt applied has a reason."""
+    for label, start, tuned, decisions, _ in WEIGHED:
         for d in decisions:
             keys = [c.key for c in d.candidates if c.key is not None]
             assert keys == sorted(keys), (label, d.heuristic)
-            assert d.taken == _predicted(d), (label, d.heuristic, d.candidates, d.chosen)
-            taken = sorted(str(o) for c, t in zip(d.candidates, d.taken) if t for o in c.opts)
-            assert taken == _in_the_state_seen(d), (label, d.heuristic, d.chosen)
-            assert d.candidates or (d.rule.startswith(("no", "stop")) and not d.chosen), (label, d.heuristic)
-            assert all(d.reasons) and len(d.reasons) == len(d.chosen), (label, d.heuristic)
-            assert d.state.applied_opts == tuned.applied_opts[: d.step], label
+            assert d.taken == _predicted(d), (label, d.heuristic, d.candidates, d.applied)
+            taken = sorted(str(o) for c in d.taken for o in c.opts)
+            assert taken == _in_the_state_seen(d, _seen(start, tuned, d)), (label, d.heuristic, d.applied)
+            assert d.candidates or not d.applied, (label, d.heuristic)
+            assert all(why for _, why in d.applied), (label, d.heuristic)
 
 
-def _facts(d: D.Decision, earlier: list[D.Decision]) -> None:
-    """Each candidate's key, opt and note of decision d, recomputed from the state it saw."""
-    k, h, cands = d.state, d.heuristic, d.candidates
+def _facts(d: Decision, k: Kernel) -> None:
+    """Each candidate's key, opt and note of decision d, recomputed from k, the kernel it saw."""
+    h, cands = d.heuristic, d.candidates
     fr, up, last = k.first_reduce, k.shape_len - k.upcasted, [st.views[-1].strides for st in k.sts]
     names = [f"data{b.idx}" if hasattr(b, "idx") else f"the constant {b.val}" for b in k.bufs]
     outputs = kernel.prod(k.sts[0].shape[:fr])
-    if h == "_upcast_broadcast_axes" and cands:
-        assert d.rule.removeprefix("stop: ").startswith(f"{kernel.sym_render(outputs)} threads (outputs outside")
+    if h == "_upcast_broadcast_axes":
+        assert d.rule.startswith(f"{kernel.sym_render(outputs)} threads (outputs outside") and outputs >= 1024
         for c in cands:
-            if c.key is not None:
-                axis, amt = c.key[2:]
-                strides = [s[axis] for s in last]
-                assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt) and k.full_shape[axis] % amt == 0
-                assert c.note.split("strides: ")[1] == ", ".join(f"{n} {D._txt(s)}" for n, s in zip(names, strides))
-                assert str(c) == f"UPCAST:{axis}:{amt}"
-                continue
-            axis, why = int(str(c).split()[1]), c.note
-            zero = [i for i, s in enumerate(last) if s[axis] == 0]
-            if "upcast already" in why:
-                assert any(f"UPCAST:{axis}:" in str(o) for e in earlier for o in e.chosen)
-            elif "symbolic" in why:
-                assert not isinstance(k.full_shape[axis], int)
-            elif "divides by neither" in why:
-                assert k.full_shape[axis] % 3 and k.full_shape[axis] % 4
-            elif "no buffer has stride 0" in why:
-                assert not zero
-            else:
-                assert zero and all(any(s == 0 for s in k.sts[i].real_strides()[up:]) for i in zero), why
+            axis, amt = c.key[2:]
+            strides = [s[axis] for s in last]
+            zero = [i for i, s in enumerate(last) if s[axis] == 0 and all(s != 0 for _, s, _ in k.upcasted_axis(i))]
+            assert c.key == (sum(s > 0 for s in strides), sum(strides), axis, amt) and k.full_shape[axis] % amt == 0
+            stride0 = f"{' and '.join(names[i] for i in zero)} {'has' if len(zero) == 1 else 'have'} stride 0"
+            assert c.note == f"{stride0}; last views' strides: " + ", ".join(
+                f"{n} {D._txt(s)}" for n, s in zip(names, strides)
+            )
+            assert str(c) == f"UPCAST:{axis}:{amt}"
     elif h == "_locals" and cands and d.rule != "NOLOCALS=1 (environment)":
         axes = [-c.key[1] if c.key else int(str(c).split()[1]) for c in cands]
         broadcast = {a: any(s[a] == 0 for s in last) for a in range(fr)}
@@ -730,17 +765,21 @@ def _facts(d: D.Decision, earlier: list[D.Decision]) -> None:
             assert (str(c), c.key) == (
                 (f"LOCAL:{axis}:{fits[0]}", (-int(broadcast[axis]), -axis)) if fits else (f"axis {axis}", None)
             )
+            assert c.note.endswith(f"{fits[0]} fits ({threads}*{fits[0]} <= 128 threads)" if fits else "no size fits")
             threads *= fits[0] if fits else 1
     elif h == "_grouping" and cands and cands[0].opts[0].op is OptOps.GROUPTOP:
         sizes = [256, 16] if outputs <= 32 else [16]
-        assert [str(c) for c in cands] == [f"GROUPTOP:0:{sz}" for sz in sizes] and f"{outputs} output" in d.rule
+        assert [str(c) for c in cands] == [f"GROUPTOP:0:{sz}" for sz in sizes] and d.rule.startswith(
+            f"{outputs} output"
+        )
         for sz, c in zip(sizes, cands):
-            fits = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in k.sts)
+            divides = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in k.sts)
             try:
                 k.copy().apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
-            except kernel.KernelOptError:
-                fits = False
-            assert (c.key == (-sz,)) == fits
+                refused = ""
+            except kernel.KernelOptError as e:
+                refused = str(e)
+            assert (c.key == (-sz,)) == (divides and not refused) and (not divides or c.note.endswith(refused))
     elif h == "_matvec" and cands:
         for g, c in enumerate(cands):
             assert str(c) == f"GROUP:0:8 LOCAL:{g}:4 UPCAST:{g}:4"
@@ -765,32 +804,31 @@ def _facts(d: D.Decision, earlier: list[D.Decision]) -> None:
         s = k.full_unupcasted_shape[-1]
         assert k.upcasted == 0 and str(cands[0]) == f"UPCAST:{len(k.full_unupcasted_shape) - 1}:4"
         assert (cands[0].key is not None) == (s % 4 == 0)
-    elif h in ("late_upcast_tc", "apply_tensor_cores") and cands:
+    elif h == "apply_tensor_cores":
         for c in cands:
             axis, amt = c.opts[0].axis, c.opts[0].amt
             assert axis in k.tensor_core_opts.axes and (c.key is not None) == (k.full_shape[axis] % amt == 0)
-    elif h == "_apply_tc_opt" and any(c.key is not None for c in cands):
+    elif h == "_apply_tc_opt" and d.taken:
         mul = k.reduceop.src[0].src[0] if k.reduceop.src[0].op is kernel.UnaryOps.CAST else k.reduceop.src[0]
         a, b = (
             k.sts[k.bufs.index(x.arg if x.op is kernel.BufferOps.LOAD else x.src[0].arg)].real_strides()
             for x in mul.src
         )
-        for c in (c for c in cands if c.key is not None):
-            n, m, kk = (int(x) for x in re.findall(r"[NMK] = axis (\d+)", c.note))
-            assert a[n] == 0 and b[m] == 0 and kk >= fr, c.note
-    elif h in ("required_optimizations", "_image_float4"):
+        n, m, kk = (int(x) for x in re.findall(r"[NMK] = axis (\d+)", d.taken[0].note))
+        assert a[n] == 0 and b[m] == 0 and kk >= fr and str(d.taken[0]) == str(k.opts.tensor_cores[d.taken[0].key[0]])
+    elif h in ("required_optimizations", "_image_float4") and cands:
         i = next(j for j, n in enumerate(names) if re.search(rf"image {n}\b", d.rule))
         st = k.sts[i]
         axes4 = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]
-        assert [c.key or (a,) for c, a in zip(cands, axes4)] == [(a,) for a in axes4] and len(cands) == len(axes4)
+        assert [c.key for c in cands] == [(a,) for a in axes4]
         assert [str(c) for c in cands] == [f"UPCAST:{a}:4" if a < fr else f"UNROLL:{a - fr}:4" for a in axes4]
 
 
 def test_every_candidate_key_and_note_is_a_fact_of_the_state_the_heuristic_saw():
-    for label, _, decisions in WEIGHED:
-        for j, d in enumerate(decisions):
+    for label, start, tuned, decisions, _ in WEIGHED:
+        for d in decisions:
             try:
-                _facts(d, [e for e in decisions[:j] if e.heuristic == d.heuristic])
+                _facts(d, _seen(start, tuned, d))
             except AssertionError as e:
                 raise AssertionError(f"{label}: {d.heuristic}: {d.rule}") from e
 
@@ -804,10 +842,11 @@ def test_explain_prints_each_decision_as_the_heuristics_returned_it():
         at = 0
         for d in weighed(demo_kernel.build(), demo_kernel.target)[1]:
             at = out.index(f"    {d.heuristic}: {rename(d.rule)}", at) + 1
-            for c, taken, line in zip(d.candidates, d.taken, out[at:]):
+            for c, line in zip(d.candidates, out[at:]):
                 key, label, note = (re.escape(x) for x in ("-" if c.key is None else str(c.key), str(c), c.note))
-                mark = "->" if taken else "  "
+                mark = "->" if c in d.taken else "  "
                 assert re.fullmatch(rf"      {mark} {key} +{rename(label)} +{rename(note)}", line), (name, line)
+            assert d.candidates or out[at] == "         (none: this kernel doesn't meet the rule)"
 
 
 def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
@@ -824,7 +863,7 @@ def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
         ),
         r"(.+) ha(?:s|ve) stride 0 on axis (\d+): upcast (\d+) to reuse its loads": lambda names, a, n: (
             opt == Opt(OptOps.UPCAST, int(a), int(n))
-            and all(k.sts[i].views[-1].strides[int(a)] == 0 for i, b in enumerate(k.bufs) if k._buf_name(i) in names)
+            and all(k.sts[i].views[-1].strides[int(a)] == 0 for i, b in enumerate(k.bufs) if k._names([i]) in names)
         ),
         r"short reduce axis \((\d+)\): unroll it whole": lambda s: (
             opt.op is OptOps.UNROLL and opt.amt == 0 and size == int(s) <= 32
@@ -844,7 +883,15 @@ def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
             and k.sts[[getattr(x, "idx", None) for x in k.bufs].index(int(b))].shape[axis] % 4 == 0
         ),
         r"image output: upcast mid-reduce by 4": lambda: opt.op is OptOps.UPCASTMID and opt.amt == 4,
-        r"tensor core: .*": lambda: opt.op in (OptOps.TC, OptOps.UPCAST, OptOps.LOCAL),
+        r"tensor core: upcast (N|M) for reuse": lambda d: (
+            opt.op is OptOps.UPCAST and opt.axis == k.tensor_core_opts.axes["NM".index(d)]
+        ),
+        r"tensor core: more of N as local threads": lambda: (
+            opt.op is OptOps.LOCAL and opt.axis == k.tensor_core_opts.axes[0]
+        ),
+        r"tensor core: .*": lambda: (
+            opt.op is OptOps.TC
+        ),  # its words: test_the_tensor_core_step_names_the_opts_it_applied
         r"NOLOCALS=1: no work-groups of the kernel's own": lambda: opt.op is OptOps.NOLOCALS,
     }
     for pattern, holds in patterns.items():
@@ -854,12 +901,11 @@ def _reason_holds(why: str, opt: Opt, k: Kernel) -> bool:
 
 
 def test_every_step_table_reason_is_true_of_the_kernel_it_was_given_for():
-    for label, _, decisions in WEIGHED:
-        for d in decisions:
-            state = d.state.copy()
-            for opt, why in zip(d.chosen, d.reasons):
-                assert _reason_holds(why, opt, state), (label, opt, why)
-                state.apply_opt(opt)
+    for label, start, tuned, decisions, _ in WEIGHED:
+        state = start.copy()
+        for opt, why in [step for d in decisions for step in d.applied]:
+            assert _reason_holds(why, opt, state), (label, opt, why)
+            state.apply_opt(opt)
 
 
 @pytest.mark.parametrize("target", ["metal", "cuda"])
@@ -880,9 +926,9 @@ def test_the_tensor_core_step_names_the_opts_it_applied(target, tc_opt):
                 assert size % 8 and tc_opt < 2  # only tc_opt 2 pads
                 continue
             d = decisions[0]
-            (c,) = [c for c, t in zip(d.candidates, d.taken) if t]
+            (c,) = d.taken
             said = c.note.split(": ", 1)[1]
-            assert str(c) == str(tuned.tensor_core) == str(tc) and d.reasons == [f"tensor core: {said}"]
+            assert str(c) == str(tuned.tensor_core) == str(tc) and [w for _, w in d.applied] == [f"tensor core: {said}"]
             # before: N is the axis A has stride 0 on, M the one B has, K the reduce; each is padded if it must be
             a, b = (k.sts[i].real_strides() for i in tuned.bufs_for_tensor_core[tuned.reduceop])
             nmk = [a.index(0), b.index(0), k.first_reduce]
