@@ -234,6 +234,15 @@ def last_level_cache() -> int:
     return max(sizes)
 
 
+def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
+    """Floats per array of the triad: STREAM_FLOATS or more and at least the last-level cache (`cache` bytes), each
+    array within the device's largest buffer (`max_alloc` bytes) and all 3 under 1/5 of its `memory`. A power of two,
+    so that its float4s fill whole work-groups of 64 (PoCL refuses a launch that doesn't), and the same size from one
+    sitting to the next while the memory a device reports moves (PoCL's: what is free now)."""
+    most = min(max_alloc // 4, memory // 64)
+    return 1 << min((max(STREAM_FLOATS, cache // 4) - 1).bit_length(), most.bit_length() - 1)
+
+
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     """The device's FMA peak and stream bandwidth, measured now (see FMA_CHAINS)."""
     dev = get_device()
@@ -248,8 +257,7 @@ def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
             t = _median_launch(kern, items, local, out, np.float32(0.999), np.float32(0.001), runs=runs)
             peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
     best = max(peaks, key=peaks.get)
-    n = max(STREAM_FLOATS, last_level_cache() // 4)  # floats per array
-    n = min(n, device.max_mem_alloc_size // 4, device.global_mem_size // 64) // 4 * 4  # all 3: under 1/5 of memory
+    n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
     bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, 4 * n) for _ in range(3)]
     for b in bufs:  # every page touched before it is timed
         cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)

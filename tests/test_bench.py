@@ -85,13 +85,26 @@ def test_the_roofline_fraction_is_the_bound_over_the_time():
 
 
 def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
-    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here."""
+    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here. Every
+    launch fills whole work-groups (PoCL refuses one that doesn't: INVALID_WORK_GROUP_SIZE), even where the
+    last-level cache is no round number of floats."""
+    launches, median_launch = [], bench._median_launch
+    monkeypatch.setattr(bench, "_median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
     monkeypatch.setattr(bench, "FMA_ITERS", 8)
     monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
-    monkeypatch.setattr(bench, "last_level_cache", lambda: 0)
+    monkeypatch.setattr(bench, "last_level_cache", lambda: 4 * ((1 << 16) + 20))  # 5 float4s past 2**16 floats
     limits = bench.device_limits_measured(runs=1)
     assert limits.peak > 0 and limits.stream > 0
-    assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.25 MiB", limits.how)
+    assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.5 MiB", limits.how)
+    assert len(launches) == 7 and all(local is None or size % local == 0 for size, local in launches), launches
+
+
+def test_the_stream_arrays_are_a_power_of_two_of_floats():
+    """Whole work-groups of float4s, and one size whatever memory PoCL reports free in a sitting (5.0 GB, 5.7 GB)."""
+    for memory in (5_000_001_234, 5_700_000_000):  # 1/64 of it: 78 or 89 Mi floats; 2 GiB buffers at most
+        assert bench.stream_floats(480 << 20, 2 << 30, memory) == 64 << 20  # not the 480 MiB cache: under 1/5
+    assert bench.stream_floats(480 << 20, 12 << 30, 25 << 30) == 128 << 20  # the cache's 120 Mi floats, rounded up
+    assert bench.stream_floats(1 << 20, 12 << 30, 25 << 30) == bench.STREAM_FLOATS == 64 << 20
 
 
 def test_the_fma_kernel_keeps_independent_chains():
