@@ -121,6 +121,13 @@ def _what_file(path: str):
         raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
 
 
+def _seconds(w: dict, key: str, name: str) -> float:
+    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0."""
+    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+        raise ValueError(f"workload {name!r} has {key!r}: {t!r}, not a number of seconds > 0")
+    return float(t)
+
+
 def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
     """(device name, {benchmark: {"tinygrad_s", "asts", and in a BEAM file "kernels" (tinygrad's choices applied to
     our own Kernels of its ASTs) and "search_s"}}) of a file of tools/tinygrad_times.py in `mode` ("hand-coded" or
@@ -137,13 +144,13 @@ def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
             if name not in BENCHMARKS:
                 raise KeyError(f"workload {name!r} is none of bench.py's")
             asts = [tuple(lazyop_from_json(a) for a in k["ast"]) for k in w["kernels"]]
-            out[name] = {"tinygrad_s": float(w["tinygrad_s"]), "asts": asts}
+            out[name] = {"tinygrad_s": _seconds(w, "tinygrad_s", name), "asts": asts}
             if mode == "beam":
                 kernels = [Kernel(*ast) for ast in asts]
                 for k, entry in zip(kernels, w["kernels"]):
                     for op, axis, amt in entry["opts"]:
                         k.apply_opt(Opt(OptOps[op], axis, amt))
-                out[name] |= {"kernels": kernels, "search_s": float(w["search_s"])}
+                out[name] |= {"kernels": kernels, "search_s": _seconds(w, "search_s", name)}
     return device, out
 
 

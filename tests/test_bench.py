@@ -197,6 +197,30 @@ def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, caps
     assert e.value.code == 2 and re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [("tinygrad_s", 0), ("tinygrad_s", -1.0), ("tinygrad_s", float("nan")), ("tinygrad_s", float("inf"))]
+    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)],
+)
+def test_a_time_that_is_no_number_of_seconds_is_one_line_naming_its_file_and_workload(
+    key, value, two_devices, tmp_path, capsys
+):
+    """Not a ZeroDivisionError, a row of "-1000.00 ms" or of "nan" later (json reads NaN and Infinity)."""
+    mode, option = ("beam", "--tinygrad-beam") if key == "search_s" else ("hand-coded", "--tinygrad")
+    path = tinygrad_file(tmp_path / "b.json", "dev A", mode, {"add 16M": [(elementwise_ast(16), [], 0.1)]})
+    data = json.loads(open(path).read())
+    data["workloads"]["add 16M"][key] = value
+    open(path, "w").write(json.dumps(data))
+    with pytest.raises(SystemExit) as e:
+        bench.main(["add 16M", "--search", option, path])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and two_devices == []
+    assert err == (
+        f"python bench.py: error: {option}: {path} is not a file of tools/tinygrad_times.py (ValueError: workload "
+        f"'add 16M' has {key!r}: {value!r}, not a number of seconds > 0)"
+    )
+
+
 @pytest.fixture
 def two_devices(monkeypatch):
     """Two devices that work, and each child's command line and KERNELPY_DEVICE recorded instead of run."""
