@@ -171,9 +171,10 @@ def test_a_beam_file_gives_tinygrads_opts_on_our_kernels(tmp_path):
         ("an unknown workload", r"b\.json is not a file .*workload 'nope' is none of bench\.py's"),
         ("a bad AST", r"b\.json is not a file .*ast\.op: expected an op such as BinaryOps\.ADD"),
         ("two of one device", r"a\.json and .*b\.json are both of device 'dev A'"),
+        ("no kernels", r"b\.json is not a file .*workload 'add 16M' has no kernels\)$"),
     ],
 )
-def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, capsys):
+def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, two_devices, tmp_path, capsys):
     path = tmp_path / "b.json"
     ast = elementwise_ast(16)
     files = [tinygrad_file(tmp_path / "a.json", "dev A", "hand-coded", {"add 16M": [(ast, [], 0.1)]})]
@@ -189,12 +190,15 @@ def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, caps
             del data["device"]
         if what == "a bad AST":
             data["workloads"]["add 16M"]["kernels"][0]["ast"][0]["op"] = "BinaryOps.NOPE"
+        if what == "no kernels":
+            data["workloads"]["add 16M"]["kernels"] = []
         path.write_text(json.dumps(data))
     files = files + [str(path)] if what == "two of one device" else [str(path)]
     with pytest.raises(SystemExit) as e:
         bench.main(["add 16M", *[x for f in files for x in ("--tinygrad", f)]])
     err = capsys.readouterr().err.strip().splitlines()[-1]  # (argparse prints its usage first)
-    assert e.value.code == 2 and re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
+    assert e.value.code == 2 and two_devices == []
+    assert re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
 
 
 @pytest.mark.parametrize(
@@ -219,6 +223,25 @@ def test_a_time_that_is_no_number_of_seconds_is_one_line_naming_its_file_and_wor
         f"python bench.py: error: {option}: {path} is not a file of tools/tinygrad_times.py (ValueError: workload "
         f"'add 16M' has {key!r}: {value!r}, not a number of seconds > 0)"
     )
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("what", ["no kernels", "a workload it doesn't hold"])
+def test_tinygrad_parity_names_the_file_and_the_workload_it_cant_compare(what, tmp_path):
+    """tools/tinygrad_parity.py: one line and exit status 1, not an IndexError or an empty table and status 0."""
+    path = tinygrad_file(tmp_path / "tg.json", "dev A", "hand-coded", {"add 16M": [(elementwise_ast(16), [], 0.1)]})
+    if what == "no kernels":
+        data = json.loads(open(path).read())
+        data["workloads"]["add 16M"]["kernels"] = []
+        open(path, "w").write(json.dumps(data))
+    name = "add 16M" if what == "no kernels" else "matmul 512"
+    script = [sys.executable, os.path.join("tools", "tinygrad_parity.py"), path, name]
+    p = subprocess.run(script, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    why = {
+        "no kernels": "is not a file of tools/tinygrad_times.py (ValueError: workload 'add 16M' has no kernels)",
+        "a workload it doesn't hold": "holds no workload 'matmul 512' (it holds 'add 16M')",
+    }[what]
+    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"tools/tinygrad_parity.py: error: {path} {why}\n")
 
 
 @pytest.fixture
