@@ -506,15 +506,19 @@ def _devices() -> list[str]:
 
 def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
     """The indices of the devices to run on: all, or the one `choice` names (its index, or a part of its or its
-    platform's name, as KERNELPY_DEVICE takes them); ValueError naming a choice that is none of them."""
+    platform's name, as KERNELPY_DEVICE takes them); ValueError where it names none of them, or two or more."""
     if choice is None:
         return list(range(len(names)))
-    if choice.isdigit() and int(choice) < len(names):
-        return [int(choice)]
-    if not choice.isdigit() and (hits := [i for i, n in enumerate(names) if choice.lower() in n.lower()]):
-        return hits[:1]
-    listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
-    raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed})")
+    if choice.isdigit():
+        hits = [int(choice)] if int(choice) < len(names) else []
+    else:
+        hits = [i for i, n in enumerate(names) if choice.lower() in n.lower()]
+    listed = lambda indices: ", ".join(f"{i}: {names[i]}" for i in indices) or "none"  # noqa: E731
+    if len(hits) > 1:  # the first of them would be a guess
+        raise ValueError(f"--device {choice!r} is ambiguous: it names {listed(hits)}; give an index or more of a name")
+    if not hits:
+        raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed(range(len(names)))})")
+    return hits
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
@@ -549,8 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--device",
         metavar="N|NAME",
-        help="run on this device alone: its index among the working devices, or a part of its name ('pthread', "
-        "'intel')",
+        help="run on this device alone: its index among the working devices, or a part of its or its platform's name "
+        "that no other has ('pthread': PoCL, 'Intel(R) OpenCL': Intel's CPU runtime)",
     )
     p.add_argument(
         "--tinygrad",

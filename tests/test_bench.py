@@ -288,6 +288,31 @@ def test_a_bad_device_is_one_line_naming_it(choice, two_devices, capsys):
     )
 
 
+@pytest.mark.parametrize("choice", ["dev", "PLAT"])
+def test_a_name_of_two_devices_is_ambiguous_and_both_are_named(choice, two_devices, capsys):
+    """Not the first of them without a word: on an Intel machine 'intel' names both PoCL's device and Intel's."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--device", choice])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and two_devices == []
+    assert err == (
+        f"python bench.py: error: --device {choice!r} is ambiguous: it names 0: dev A (plat X), "
+        "1: pthread-dev B (plat Y); give an index or more of a name"
+    )
+
+
+def test_the_help_names_each_device_unambiguously(capsys):
+    """Each example name of --device's help names one device of a machine with both CPU runtimes, Intel or AMD."""
+    with pytest.raises(SystemExit):
+        bench.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+    examples = re.findall(r"'([^']+)'[:,)]", text.split("--device N|NAME", 2)[2].split("--tinygrad")[0])
+    assert len(examples) == 2, text
+    for cpu in ("Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz", "AMD EPYC 9B45"):
+        devices = [f"{cpu} (Intel(R) OpenCL)", f"pthread-{cpu} (Portable Computing Language)"]
+        assert [len([d for d in devices if name.lower() in d.lower()]) for name in examples] == [1, 1], (cpu, examples)
+
+
 def test_a_failing_child_is_named_and_the_next_device_still_runs(two_devices, monkeypatch, capsys):
     ran = []
 
