@@ -28,13 +28,10 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, launched as runtime.py launches
 
-from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
-from demo import conv2d_ast
-from kernel import load, optimize, reduce
-from demo import elementwise_ast, int_at_least, matmul_ast, matvec_ast
 from corpus import lazyop_from_json
-from kernel import store
-from demo import run_command_line, sum_ast
+from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_ast, run_command_line, sum_ast
+from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
+from kernel import load, optimize, reduce, store
 from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
 from search import search
 
@@ -111,16 +108,6 @@ def _load_json(path: str) -> dict:
     return data
 
 
-@contextlib.contextmanager
-def _what_file(path: str):
-    """A file that is JSON but not what tools/tinygrad_times.py writes (a missing key, a malformed AST or opt):
-    ValueError naming it."""
-    try:
-        yield
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
-        raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
-
-
 def _seconds(w: dict, key: str, name: str) -> float:
     """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0."""
     if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
@@ -133,7 +120,7 @@ def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
     our own Kernels of its ASTs) and "search_s"}}) of a file of tools/tinygrad_times.py in `mode` ("hand-coded" or
     "beam"); ValueError naming the file where it is anything else."""
     data = _load_json(path)
-    with _what_file(path):
+    try:  # JSON, but is it what tools/tinygrad_times.py writes? (a missing key, a malformed AST, opt or time)
         if data.get("mode") != mode:
             other = MODES.get(data.get("mode"), "no option of bench.py")
             raise ValueError(f"it holds mode {data.get('mode')!r}, not {mode!r}: give it to {other}")
@@ -152,6 +139,8 @@ def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
                     for op, axis, amt in entry["opts"]:
                         k.apply_opt(Opt(OptOps[op], axis, amt))
                 out[name] |= {"kernels": kernels, "search_s": _seconds(w, "search_s", name)}
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
+        raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
     return device, out
 
 
