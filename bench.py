@@ -502,12 +502,12 @@ def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
         hits = [int(choice)] if int(choice) < len(names) else []
     else:
         hits = [i for i, n in enumerate(names) if choice.lower() in n.lower()]
-    listed = lambda indices: ", ".join(f"{i}: {names[i]}" for i in indices) or "none"  # noqa: E731
-    if len(hits) > 1:  # the first of them would be a guess
-        raise ValueError(f"--device {choice!r} is ambiguous: it names {listed(hits)}; give an index or more of a name")
-    if not hits:
-        raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed(range(len(names)))})")
-    return hits
+    if len(hits) == 1:
+        return hits
+    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names))) or "none"
+    if hits:  # the first of them would be a guess
+        raise ValueError(f"--device {choice!r} is ambiguous: it names {listed}; give an index or more of a name")
+    raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed})")
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
