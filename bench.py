@@ -28,13 +28,10 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, launched as runtime.py launches
 
-from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
-from demo import conv2d_ast
-from kernel import load, optimize, reduce
-from demo import elementwise_ast, int_at_least, matmul_ast, matvec_ast
 from corpus import lazyop_from_json
-from kernel import store
-from demo import run_command_line, sum_ast
+from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_ast, run_command_line, sum_ast
+from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
+from kernel import load, optimize, reduce, store
 from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
 from search import search
 
@@ -111,14 +108,11 @@ def _load_json(path: str) -> dict:
     return data
 
 
-@contextlib.contextmanager
-def _what_file(path: str):
-    """A file that is JSON but not what tools/tinygrad_times.py writes (a missing key, a malformed AST or opt):
-    ValueError naming it."""
-    try:
-        yield
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
-        raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
+def _seconds(w: dict, key: str, name: str) -> float:
+    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0."""
+    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+        raise ValueError(f"workload {name!r} has {key!r}: {t!r}, not a number of seconds > 0")
+    return float(t)
 
 
 def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
@@ -126,7 +120,7 @@ def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
     our own Kernels of its ASTs) and "search_s"}}) of a file of tools/tinygrad_times.py in `mode` ("hand-coded" or
     "beam"); ValueError naming the file where it is anything else."""
     data = _load_json(path)
-    with _what_file(path):
+    try:  # JSON, but is it what tools/tinygrad_times.py writes? (a missing key, a malformed AST, opt or time)
         if data.get("mode") != mode:
             other = MODES.get(data.get("mode"), "no option of bench.py")
             raise ValueError(f"it holds mode {data.get('mode')!r}, not {mode!r}: give it to {other}")
@@ -136,14 +130,17 @@ def read_tinygrad_file(path: str, mode: str) -> tuple[str, dict[str, dict]]:
         for name, w in data["workloads"].items():
             if name not in BENCHMARKS:
                 raise KeyError(f"workload {name!r} is none of bench.py's")
-            asts = [tuple(lazyop_from_json(a) for a in k["ast"]) for k in w["kernels"]]
-            out[name] = {"tinygrad_s": float(w["tinygrad_s"]), "asts": asts}
+            if not (asts := [tuple(lazyop_from_json(a) for a in k["ast"]) for k in w["kernels"]]):
+                raise ValueError(f"workload {name!r} has no kernels")
+            out[name] = {"tinygrad_s": _seconds(w, "tinygrad_s", name), "asts": asts}
             if mode == "beam":
                 kernels = [Kernel(*ast) for ast in asts]
                 for k, entry in zip(kernels, w["kernels"]):
                     for op, axis, amt in entry["opts"]:
                         k.apply_opt(Opt(OptOps[op], axis, amt))
-                out[name] |= {"kernels": kernels, "search_s": float(w["search_s"])}
+                out[name] |= {"kernels": kernels, "search_s": _seconds(w, "search_s", name)}
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, KernelOptError) as e:
+        raise ValueError(f"{path} is not a file of tools/tinygrad_times.py ({type(e).__name__}: {e})") from None
     return device, out
 
 
@@ -234,6 +231,15 @@ def last_level_cache() -> int:
     return max(sizes)
 
 
+def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
+    """Floats per array of the triad: STREAM_FLOATS or more and at least the last-level cache (`cache` bytes), each
+    array within the device's largest buffer (`max_alloc` bytes) and all 3 under 1/5 of its `memory`. A power of two,
+    so that its float4s fill whole work-groups of 64 (PoCL refuses a launch that doesn't), and the same size from one
+    sitting to the next while the memory a device reports moves (PoCL's: what is free now)."""
+    most = min(max_alloc // 4, memory // 64)
+    return 1 << min((max(STREAM_FLOATS, cache // 4) - 1).bit_length(), most.bit_length() - 1)
+
+
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     """The device's FMA peak and stream bandwidth, measured now (see FMA_CHAINS)."""
     dev = get_device()
@@ -248,8 +254,7 @@ def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
             t = _median_launch(kern, items, local, out, np.float32(0.999), np.float32(0.001), runs=runs)
             peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
     best = max(peaks, key=peaks.get)
-    n = max(STREAM_FLOATS, last_level_cache() // 4)  # floats per array
-    n = min(n, device.max_mem_alloc_size // 4, device.global_mem_size // 64) // 4 * 4  # all 3: under 1/5 of memory
+    n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
     bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, 4 * n) for _ in range(3)]
     for b in bufs:  # every page touched before it is timed
         cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)
@@ -388,7 +393,7 @@ def bench(
         n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
         times["unoptimized"] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(unoptimized, inputs))
         hand = [optimize(Kernel(*ast)) for ast in asts]
-        if name in measured and measured[name]["asts"]:
+        if name in measured:
             compared.append(name)
             if not _same_kernels(hand, measured[name]["asts"]):
                 different.append(name)
@@ -490,14 +495,18 @@ def _devices() -> list[str]:
 
 def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
     """The indices of the devices to run on: all, or the one `choice` names (its index, or a part of its or its
-    platform's name, as KERNELPY_DEVICE takes them); ValueError naming a choice that is none of them."""
+    platform's name, as KERNELPY_DEVICE takes them); ValueError where it names none of them, or two or more."""
     if choice is None:
         return list(range(len(names)))
-    if choice.isdigit() and int(choice) < len(names):
-        return [int(choice)]
-    if not choice.isdigit() and (hits := [i for i, n in enumerate(names) if choice.lower() in n.lower()]):
-        return hits[:1]
-    listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names)) or "none"
+    if choice.isdigit():
+        hits = [int(choice)] if int(choice) < len(names) else []
+    else:
+        hits = [i for i, n in enumerate(names) if choice.lower() in n.lower()]
+    if len(hits) == 1:
+        return hits
+    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names))) or "none"
+    if hits:  # the first of them would be a guess
+        raise ValueError(f"--device {choice!r} is ambiguous: it names {listed}; give an index or more of a name")
     raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed})")
 
 
@@ -533,8 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--device",
         metavar="N|NAME",
-        help="run on this device alone: its index among the working devices, or a part of its name ('pthread', "
-        "'intel')",
+        help="run on this device alone: its index among the working devices, or a part of its or its platform's name "
+        "that no other has ('pthread': PoCL, 'Intel(R) OpenCL': Intel's CPU runtime)",
     )
     p.add_argument(
         "--tinygrad",

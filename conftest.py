@@ -14,10 +14,10 @@ HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THRE
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
 # devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
-# and test_search.py runs the tests it names in ON_EVERY_DEVICE (what builds, loads and runs on the device; the rest,
-# the search's own logic: its cache, timeouts, command line, ranking, run on the first).
-# KERNELPY_DEVICE set: all on that one
-EVERY_DEVICE = ("test_runtime", "test_search")
+# and test_search.py and test_bench.py run the tests they name in ON_EVERY_DEVICE (what builds, loads and runs on the
+# device; the rest, the search's own logic: its cache, timeouts, command line, ranking, and bench.py's tables, run on
+# the first). KERNELPY_DEVICE set: all on that one
+EVERY_DEVICE = ("test_runtime", "test_search", "test_bench")
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,12 @@ from kernel import Opt, OptOps
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
 
+# what launches kernels of bench.py's own (the device's limits, then the suite's path end to end) runs on each working
+# device (conftest.py); the rest, bench.py's tables, files and device loop, on the first
+ON_EVERY_DEVICE = {
+    "test_the_device_limits_are_measured_on_the_device",
+    "test_bench_runs_from_the_command_line_on_a_device",
+}
 LIMITS = bench.Limits(1e11, 1e10, "given")  # 100 GFLOP/s, 10 GB/s
 # name: (ASTs, flops, bytes, numpy), as BENCHMARKS; named as two of the suite's, so that tinygrad's files may name them
 TINY = {
@@ -85,13 +91,26 @@ def test_the_roofline_fraction_is_the_bound_over_the_time():
 
 
 def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
-    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here."""
+    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here. Every
+    launch fills whole work-groups (PoCL refuses one that doesn't: INVALID_WORK_GROUP_SIZE), even where the
+    last-level cache is no round number of floats."""
+    launches, median_launch = [], bench._median_launch
+    monkeypatch.setattr(bench, "_median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
     monkeypatch.setattr(bench, "FMA_ITERS", 8)
     monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
-    monkeypatch.setattr(bench, "last_level_cache", lambda: 0)
+    monkeypatch.setattr(bench, "last_level_cache", lambda: 4 * ((1 << 16) + 20))  # 5 float4s past 2**16 floats
     limits = bench.device_limits_measured(runs=1)
     assert limits.peak > 0 and limits.stream > 0
-    assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.25 MiB", limits.how)
+    assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.5 MiB", limits.how)
+    assert len(launches) == 7 and all(local is None or size % local == 0 for size, local in launches), launches
+
+
+def test_the_stream_arrays_are_a_power_of_two_of_floats():
+    """Whole work-groups of float4s, and one size whatever memory PoCL reports free in a sitting (5.0 GB, 5.7 GB)."""
+    for memory in (5_000_001_234, 5_700_000_000):  # 1/64 of it: 78 or 89 Mi floats; 2 GiB buffers at most
+        assert bench.stream_floats(480 << 20, 2 << 30, memory) == 64 << 20  # not the 480 MiB cache: under 1/5
+    assert bench.stream_floats(480 << 20, 12 << 30, 25 << 30) == 128 << 20  # the cache's 120 Mi floats, rounded up
+    assert bench.stream_floats(1 << 20, 12 << 30, 25 << 30) == bench.STREAM_FLOATS == 64 << 20
 
 
 def test_the_fma_kernel_keeps_independent_chains():
@@ -158,9 +177,10 @@ def test_a_beam_file_gives_tinygrads_opts_on_our_kernels(tmp_path):
         ("an unknown workload", r"b\.json is not a file .*workload 'nope' is none of bench\.py's"),
         ("a bad AST", r"b\.json is not a file .*ast\.op: expected an op such as BinaryOps\.ADD"),
         ("two of one device", r"a\.json and .*b\.json are both of device 'dev A'"),
+        ("no kernels", r"b\.json is not a file .*workload 'add 16M' has no kernels\)$"),
     ],
 )
-def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, capsys):
+def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, two_devices, tmp_path, capsys):
     path = tmp_path / "b.json"
     ast = elementwise_ast(16)
     files = [tinygrad_file(tmp_path / "a.json", "dev A", "hand-coded", {"add 16M": [(ast, [], 0.1)]})]
@@ -176,12 +196,58 @@ def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, tmp_path, caps
             del data["device"]
         if what == "a bad AST":
             data["workloads"]["add 16M"]["kernels"][0]["ast"][0]["op"] = "BinaryOps.NOPE"
+        if what == "no kernels":
+            data["workloads"]["add 16M"]["kernels"] = []
         path.write_text(json.dumps(data))
     files = files + [str(path)] if what == "two of one device" else [str(path)]
     with pytest.raises(SystemExit) as e:
         bench.main(["add 16M", *[x for f in files for x in ("--tinygrad", f)]])
     err = capsys.readouterr().err.strip().splitlines()[-1]  # (argparse prints its usage first)
-    assert e.value.code == 2 and re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
+    assert e.value.code == 2 and two_devices == []
+    assert re.match(r"python bench\.py: error: --tinygrad: \S*" + message, err), err
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("tinygrad_s", 0), ("tinygrad_s", -1.0), ("tinygrad_s", float("nan")), ("tinygrad_s", float("inf"))]
+    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)],
+)
+def test_a_time_that_is_no_number_of_seconds_is_one_line_naming_its_file_and_workload(
+    key, value, two_devices, tmp_path, capsys
+):
+    """Not a ZeroDivisionError, a row of "-1000.00 ms" or of "nan" later (json reads NaN and Infinity)."""
+    mode, option = ("beam", "--tinygrad-beam") if key == "search_s" else ("hand-coded", "--tinygrad")
+    path = tinygrad_file(tmp_path / "b.json", "dev A", mode, {"add 16M": [(elementwise_ast(16), [], 0.1)]})
+    data = json.loads(open(path).read())
+    data["workloads"]["add 16M"][key] = value
+    open(path, "w").write(json.dumps(data))
+    with pytest.raises(SystemExit) as e:
+        bench.main(["add 16M", "--search", option, path])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and two_devices == []
+    assert err == (
+        f"python bench.py: error: {option}: {path} is not a file of tools/tinygrad_times.py (ValueError: workload "
+        f"'add 16M' has {key!r}: {value!r}, not a number of seconds > 0)"
+    )
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("what", ["no kernels", "a workload it doesn't hold"])
+def test_tinygrad_parity_names_the_file_and_the_workload_it_cant_compare(what, tmp_path):
+    """tools/tinygrad_parity.py: one line and exit status 1, not an IndexError or an empty table and status 0."""
+    path = tinygrad_file(tmp_path / "tg.json", "dev A", "hand-coded", {"add 16M": [(elementwise_ast(16), [], 0.1)]})
+    if what == "no kernels":
+        data = json.loads(open(path).read())
+        data["workloads"]["add 16M"]["kernels"] = []
+        open(path, "w").write(json.dumps(data))
+    name = "add 16M" if what == "no kernels" else "matmul 512"
+    script = [sys.executable, os.path.join("tools", "tinygrad_parity.py"), path, name]
+    p = subprocess.run(script, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    why = {
+        "no kernels": "is not a file of tools/tinygrad_times.py (ValueError: workload 'add 16M' has no kernels)",
+        "a workload it doesn't hold": "holds no workload 'matmul 512' (it holds 'add 16M')",
+    }[what]
+    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"tools/tinygrad_parity.py: error: {path} {why}\n")
 
 
 @pytest.fixture
@@ -226,6 +292,31 @@ def test_a_bad_device_is_one_line_naming_it(choice, two_devices, capsys):
         f"python bench.py: error: --device {choice!r} names none of the devices that work here "
         "(0: dev A (plat X), 1: pthread-dev B (plat Y))"
     )
+
+
+@pytest.mark.parametrize("choice", ["dev", "PLAT"])
+def test_a_name_of_two_devices_is_ambiguous_and_both_are_named(choice, two_devices, capsys):
+    """Not the first of them without a word: on an Intel machine 'intel' names both PoCL's device and Intel's."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--device", choice])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and two_devices == []
+    assert err == (
+        f"python bench.py: error: --device {choice!r} is ambiguous: it names 0: dev A (plat X), "
+        "1: pthread-dev B (plat Y); give an index or more of a name"
+    )
+
+
+def test_the_help_names_each_device_unambiguously(capsys):
+    """Each example name of --device's help names one device of a machine with both CPU runtimes, Intel or AMD."""
+    with pytest.raises(SystemExit):
+        bench.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+    examples = re.findall(r"'([^']+)'[:,)]", text.split("--device N|NAME", 2)[2].split("--tinygrad")[0])
+    assert len(examples) == 2, text
+    for cpu in ("Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz", "AMD EPYC 9B45"):
+        devices = [f"{cpu} (Intel(R) OpenCL)", f"pthread-{cpu} (Portable Computing Language)"]
+        assert [len([d for d in devices if name.lower() in d.lower()]) for name in examples] == [1, 1], (cpu, examples)
 
 
 def test_a_failing_child_is_named_and_the_next_device_still_runs(two_devices, monkeypatch, capsys):
@@ -320,16 +411,26 @@ def test_bench_imports_nothing_of_the_tests():
     assert not {a for a in attributes if a.startswith("_") and not a.startswith("__")}, "a private name of a module"
 
 
-def test_bench_runs_from_the_command_line_on_a_device(device, tmp_path):
-    """The whole path once, in a child of this test: the device's limits, its rows (tiny limits and workloads)."""
+def test_bench_runs_from_the_command_line_on_a_device(device):
+    """The whole path once, in a child of this test, at a tiny size: the device's limits (a last-level cache of no
+    round size: PoCL refused the triad's launch of such a size), then a row per variant."""
     script = (
         "import sys, bench\n"
         "bench.BENCHMARKS = {'add 16M': (lambda: [bench.elementwise_ast(4096)], 4096, 12 * 4096, lambda a, b: a + b)}\n"
-        "bench.FMA_ITERS, bench.STREAM_FLOATS, bench.last_level_cache = 8, 1 << 16, lambda: 0\n"
+        "bench.FMA_ITERS, bench.STREAM_FLOATS, bench.last_level_cache = 8, 1 << 16, lambda: 4 * ((1 << 16) + 20)\n"
         "sys.exit(bench.main(['--runs', '1']))\n"
     )
-    env = {**os.environ, "KERNELPY_DEVICE": os.environ.get("KERNELPY_DEVICE") or "0"}
+    env = dict(os.environ)  # the fixture's device; where nothing chose it, the first (the suite runs in the child)
+    if not (env.get("KERNELPY_DEVICE") or env.get("PYOPENCL_CTX")):
+        env["KERNELPY_DEVICE"] = "0"
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert re.search(r"^FMA peak [0-9.]+ GFLOP/s, stream [0-9.]+ GB/s \(float", p.stdout, re.M), p.stdout
-    assert re.search(r"^add 16M +hand-coded +[0-9.]+ ms .* memory$", p.stdout, re.M), p.stdout
+    assert re.search(rf"^device: {re.escape(device.name)} ", p.stdout, re.M), p.stdout
+    assert re.search(r"^FMA peak [0-9.]+ GFLOP/s, stream [0-9.]+ GB/s \(float.* 0\.5 MiB", p.stdout, re.M), p.stdout
+    for variant in ("unoptimized", "hand-coded", "numpy"):
+        assert re.search(rf"^add 16M +{variant} +[0-9.]+ ms .* memory$", p.stdout, re.M), p.stdout
+
+
+def test_every_test_named_to_run_on_every_device_exists():
+    """A name in ON_EVERY_DEVICE that no test has (a renamed test) would quietly run that test on one device only."""
+    assert ON_EVERY_DEVICE <= {name for name in globals() if name.startswith("test_")}

@@ -36,7 +36,6 @@ sys.path.insert(0, ROOT)
 from bench import BENCHMARKS, read_tinygrad_file  # noqa: E402
 from kernel import Kernel, optimize  # noqa: E402
 from demo import run_command_line  # noqa: E402
-from corpus import lazyop_from_json  # noqa: E402
 from runtime import BuildError, Launch, NoDeviceError, Program, device_limits, get_device, random_inputs  # noqa: E402
 from runtime import render, run  # noqa: E402
 
@@ -49,18 +48,22 @@ def kernel_of(src: str) -> str:
 
 
 def tinygrad_kernels(path: str, names) -> dict[str, list[tuple[Kernel, str]]]:
-    """Per workload (bench.py's names) in the file: its kernels, each (our hand-coded Kernel of tinygrad's AST,
-    tinygrad's C)."""
-    read_tinygrad_file(path, "hand-coded")  # the file's form checked, a ValueError naming it where it is wrong
+    """Per workload (bench.py's names; none: every one in the file): its kernels, each (our hand-coded Kernel of
+    tinygrad's AST, tinygrad's C)."""
+    _, read = read_tinygrad_file(path, "hand-coded")  # a ValueError naming the file where its form is wrong
     with open(path) as f:
         workloads = json.load(f)["workloads"]
-    missing = [n for n in names or workloads if n in workloads and "tinygrad_src" not in workloads[n]["kernels"][0]]
-    if missing:
+    if absent := [n for n in names if n not in read]:
+        raise ValueError(f"{path} holds no workload {absent[0]!r} (it holds {', '.join(map(repr, read)) or 'none'})")
+    names = names or list(read)
+    if missing := [n for n in names if any("tinygrad_src" not in k for k in workloads[n]["kernels"])]:
         raise ValueError(f"{path} holds no tinygrad sources for {missing[0]!r}: write it with tinygrad_times.py anew")
     return {
-        name: [(optimize(Kernel(*(lazyop_from_json(a) for a in k["ast"]))), k["tinygrad_src"]) for k in w["kernels"]]
-        for name, w in workloads.items()
-        if not names or name in names
+        name: [
+            (optimize(Kernel(*ast)), k["tinygrad_src"])
+            for ast, k in zip(read[name]["asts"], workloads[name]["kernels"])
+        ]
+        for name in names
     }
 
 
@@ -120,7 +123,7 @@ def main(argv=None) -> int:
     for path in args.variant:
         with open(path) as f:
             variants[os.path.basename(path)] = f.read()
-    workloads = tinygrad_kernels(args.file, args.names or list(BENCHMARKS))
+    workloads = tinygrad_kernels(args.file, args.names)
     print(f"device: {get_device().name}; {args.rounds} rounds, each side the median of {args.runs} launches\n")
     print(
         f"{'workload':24s} {'side':12s} {'best ms':>9s} {'median ms':>10s} {'ratio: best':>12s} {'median':>7s}", end=""
