@@ -20,8 +20,8 @@ import sys
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,44 +102,52 @@ def _state_key(k: Kernel) -> tuple:
     return (views, k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces, k.dont_use_locals, repr(k.tensor_core))
 
 
-# -- compiling candidates: in other processes, each fed by a thread of this one ------------------------------------
+# -- compiling candidates: in helper processes, each fed by a thread of this one ---------------------------------
 _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; search._compile_worker()"
 
 
 class _Compiler:
     """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
     answers with the binaries, each naming its source: builds run side by side in processes (two at once in one process
-    of Intel's CPU runtime sometimes never ended, and every later build waited) and a stuck one can be ended. It
-    imports search.py, never the user's script; it starts at its first source and ends when this process closes its
-    input."""
+    of Intel's CPU runtime sometimes never ended, and every later build waited) and a stuck one can be killed. It
+    imports search.py, never the user's script; it starts at its first source (again after a crash, never after end())
+    and ends when this process closes its input."""
 
     def __init__(self, device: str | None = None):
-        self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
+        self.device, self.proc, self.lock, self.ended = device or _device_choice(), None, threading.Lock(), False
 
     def __call__(self, src: str) -> bytes:
         with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
-            if self.proc is None or self.proc.poll() is not None:
+            if not self.ended and (self.proc is None or self.proc.poll() is not None):
                 code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
                 env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
                 # a session of its own: Ctrl-C is the search's alone (in a helper it printed a traceback, and PoCL
                 # failed the build it was in); silent: logs are answers
                 pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
                 self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
+            if self.ended:  # end() came first, or while this thread started the process: it would wait for nothing
+                self.kill()
+                raise ChildProcessError("the search ended its compiles")
             try:
                 pickle.dump(src, self.proc.stdin)
                 self.proc.stdin.flush()
                 source, built, answer = pickle.load(self.proc.stdout)
             except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end() below
-                self.end()
+                self.kill()
                 raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
         if source != src:
-            self.end()
+            self.kill()
             raise ChildProcessError("the compiler's process answered for another source")
         if not built:
             raise BuildError(answer)
         return answer
 
     def end(self) -> None:
+        """Kill the process for good: its compiles are given up on (stuck, out of time, or Ctrl-C)."""
+        self.ended = True
+        self.kill()
+
+    def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
@@ -183,50 +191,47 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            args = [ones[idx] for idx, _ in prg.args]
             with device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
+                event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
             event.wait()
     return i, prg, ""
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
-    why)]. A thread feeds each process, then loads its binary and warms the program up."""
-    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
+    """Compile the kernels, in `workers` processes (0: in this one) each fed by a thread, until the deadline; returns
+    [(number, program or None, why)]. COMPILE_TIMEOUT seconds without an answer: the rest are dropped, stuck."""
     device, n = _device_choice(), min(workers, len(kernels))
     with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
-        compilers = [c for c in _compilers if c.device == device][:n]
-        _compilers[:] = [c for c in _compilers if c not in compilers]
+        compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
+        _compilers[:] = [c for c in _compilers if c not in compilers and not c.ended]
     compilers += [_Compiler(device) for _ in range(n - len(compilers))]
+    idle = queue.SimpleQueue()  # a thread takes a compiler no other thread is using (None: it builds here)
+    for compiler in compilers or [None]:
+        idle.put(compiler)
 
-    def work(compiler: _Compiler | None) -> None:
-        with contextlib.suppress(IndexError):  # no kernel left
-            while not stop.is_set():
-                done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
+    def compile_one(i: int, k: Kernel) -> tuple:
+        compiler = idle.get()
+        try:
+            return _compile_candidate(i, k, limits, ones, compiler)
+        finally:
+            idle.put(compiler)
 
-    # daemon threads: one waiting on a compiler never keeps the program from ending; None: building in this process
-    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]
-    for t in threads:
-        t.start()
-    last_answer = time.perf_counter()
+    pool, results, pending = ThreadPoolExecutor(max(n, 1)), [], set()
     try:
-        while len(results) < len(kernels) and time.perf_counter() <= min(deadline, last_answer + COMPILE_TIMEOUT):
-            with contextlib.suppress(queue.Empty):
-                results.append(done.get(timeout=0.05))
-                progress("compiling", len(results), len(kernels))
-                last_answer = time.perf_counter()
-        if len(results) < len(kernels) and time.perf_counter() > last_answer + COMPILE_TIMEOUT:  # stuck: ended below
-            answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-            return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
+        while pending and time.perf_counter() < deadline:
+            done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
+            results += [f.result() for f in done]
+            progress("compiling", len(results), len(kernels))
+            if not done and time.perf_counter() < deadline:  # stuck: ended below
+                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
     finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
-        stop.set()  # the threads take no new kernel
         if len(results) < len(kernels):
             for compiler in compilers:
-                compiler.end()  # the next source starts it anew
-        for t in threads:  # a build in this process can't be ended: it is waited for (an exit under it would crash)
-            t.join(COMPILE_TIMEOUT)
+                compiler.end()
+        pool.shutdown(cancel_futures=True)  # but a build in this process: it can't be ended, and is waited for
         with _compilers_lock:
             _compilers.extend(compilers)
 
