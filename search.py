@@ -1,8 +1,8 @@
-"""search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py). Each round
-applies every action (one more opt) to the kernels kept so far, compiles the new ones in helper processes, times them
-and keeps the fastest; the answer is verified against runtime.py's numpy reference and kept in a disk cache
-(docs/search.md: where and why it differs from tinygrad's). `beam_search(k, *inputs, amt=2)` is the short form;
-`python search.py NAME` shows a search by rounds."""
+"""search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py; docs/search.md
+says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); compiling, in
+threads that each feed a helper process (_compile_all, _Compiler), where a stuck build is killed; timing
+(_time_candidate); the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's compiles
+and timing, the lines, the runoff, verification); its command line (`python search.py NAME`: main, search_demo)."""
 
 import argparse
 import contextlib
@@ -20,8 +20,8 @@ import sys
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +30,8 @@ import pyopencl as cl
 
 import kernel
 import runtime
-from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv
-from demo import DEMOS
-from kernel import optimize, prod, use_color
-from demo import fit, parse_opt_arg, run_command_line, terminal_width
+from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv, optimize, prod, use_color
+from demo import DEMOS, fit, parse_opt_arg, run_command_line, terminal_width
 from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
 from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
 from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
@@ -96,50 +94,46 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
     return out
 
 
-def _state_key(k: Kernel) -> tuple:
-    """Everything rendering reads from a kernel but its AST: the same key, the same code (TensorCore: its repr)."""
-    views = tuple(st.views for st in k.sts)
-    return (views, k.full_shape, k.upcasted, k.local_dims, k.group_for_reduces, k.dont_use_locals, repr(k.tensor_core))
-
-
-# -- compiling candidates: in other processes, each fed by a thread of this one ------------------------------------
+# -- compiling candidates: in helper processes, each fed by a thread of this one ---------------------------------
 _COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; search._compile_worker()"
 
 
 class _Compiler:
     """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
-    answers with the binaries, each naming its source: builds run side by side in processes (two at once in one process
-    of Intel's CPU runtime sometimes never ended, and every later build waited) and a stuck one can be ended. It
-    imports search.py, never the user's script; it starts at its first source and ends when this process closes its
-    input."""
+    answers with their binaries; in processes, builds run side by side and a stuck one can be killed (docs/search.md).
+    It starts at its first source (again after a crash, never after end()), and ends when its input closes."""
 
     def __init__(self, device: str | None = None):
-        self.device, self.proc, self.lock = device or _device_choice(), None, threading.Lock()
+        self.device, self.proc, self.lock, self.ended = device or _device_choice(), None, threading.Lock(), False
 
     def __call__(self, src: str) -> bytes:
         with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
-            if self.proc is None or self.proc.poll() is not None:
+            if not self.ended and (self.proc is None or self.proc.poll() is not None):
                 code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
                 env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: Ctrl-C is the search's alone (in a helper it printed a traceback, and PoCL
-                # failed the build it was in); silent: logs are answers
+                # a session of its own: Ctrl-C is the search's alone; silent: a build's log comes in its answer
                 pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
                 self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
+            if self.ended:  # before, or while this thread started a process: no answer would come
+                self.end()
+                raise ChildProcessError("the search ended its compiles")
             try:
                 pickle.dump(src, self.proc.stdin)
                 self.proc.stdin.flush()
                 source, built, answer = pickle.load(self.proc.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end() below
-                self.end()
+            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end()
+                self.end(for_good=False)
                 raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
         if source != src:
-            self.end()
+            self.end(for_good=False)
             raise ChildProcessError("the compiler's process answered for another source")
         if not built:
             raise BuildError(answer)
         return answer
 
-    def end(self) -> None:
+    def end(self, for_good: bool = True) -> None:
+        """Kill the process: for good when the search gives up on its compiles, else until the next source."""
+        self.ended = self.ended or for_good
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
@@ -152,10 +146,9 @@ def _device_choice() -> str:
 
 
 def _compile_worker() -> None:
-    """What a _Compiler's process runs: build each source read from stdin and answer (source, True, binary) or
-    (source, False, build log), until stdin closes. What the driver prints goes to stderr, never among the answers."""
+    """A _Compiler's process: answers each source on stdin with (source, True, binary) or (source, False, log)."""
     answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+    os.dup2(2, 1)  # what the driver prints goes to stderr, never among the answers
     ctx = get_device().ctx
     with contextlib.suppress(EOFError):
         while True:
@@ -173,8 +166,8 @@ _compilers_lock = threading.Lock()
 
 
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
-    """Render and build candidate number i, then launch one work-group on `ones` (PoCL compiles the work-group function
-    for a local size at its first launch: the timing measures the kernel alone); returns (i, program or None, why)."""
+    """Render and build candidate i, then launch a work-group of it on `ones` (PoCL compiles the work-group function for
+    a local size at its first launch: the timing sees the kernel alone); returns (i, program or None, why)."""
     try:
         prg = render(k, limits)
         kern = build(prg.src, prg.name, compiler)
@@ -183,50 +176,46 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            args = [ones[idx] for idx, _ in prg.args]
             with device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *args)
+                event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
             event.wait()
     return i, prg, ""
 
 
 def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels, in `workers` processes (0: in this one), until the deadline; returns [(number, program,
-    why)]. A thread feeds each process, then loads its binary and warms the program up."""
-    results, todo, done, stop = [], deque(enumerate(kernels)), queue.SimpleQueue(), threading.Event()
+    """Compile the kernels in `workers` processes (0: here) until the deadline: [(number, program or None, why)]."""
     device, n = _device_choice(), min(workers, len(kernels))
     with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
-        compilers = [c for c in _compilers if c.device == device][:n]
-        _compilers[:] = [c for c in _compilers if c not in compilers]
+        compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
+        _compilers[:] = [c for c in _compilers if c not in compilers and not c.ended]
     compilers += [_Compiler(device) for _ in range(n - len(compilers))]
+    idle = queue.SimpleQueue()  # a thread takes a compiler no other thread is using (None: it builds here)
+    for compiler in compilers or [None]:
+        idle.put(compiler)
 
-    def work(compiler: _Compiler | None) -> None:
-        with contextlib.suppress(IndexError):  # no kernel left
-            while not stop.is_set():
-                done.put(_compile_candidate(*todo.popleft(), limits, ones, compiler))  # popleft: thread-safe
+    def compile_one(i: int, k: Kernel) -> tuple:
+        compiler = idle.get()
+        try:
+            return _compile_candidate(i, k, limits, ones, compiler)
+        finally:
+            idle.put(compiler)
 
-    # daemon threads: one waiting on a compiler never keeps the program from ending; None: building in this process
-    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in compilers or [None]]
-    for t in threads:
-        t.start()
-    last_answer = time.perf_counter()
+    pool, results, pending = ThreadPoolExecutor(max(n, 1)), [], set()
     try:
-        while len(results) < len(kernels) and time.perf_counter() <= min(deadline, last_answer + COMPILE_TIMEOUT):
-            with contextlib.suppress(queue.Empty):
-                results.append(done.get(timeout=0.05))
-                progress("compiling", len(results), len(kernels))
-                last_answer = time.perf_counter()
-        if len(results) < len(kernels) and time.perf_counter() > last_answer + COMPILE_TIMEOUT:  # stuck: ended below
-            answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-            return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
+        pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
+        while pending and time.perf_counter() < deadline:
+            done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
+            results += [f.result() for f in done]
+            progress("compiling", len(results), len(kernels))
+            if not done and time.perf_counter() < deadline:  # stuck: ended below
+                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
+                return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
     finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
-        stop.set()  # the threads take no new kernel
         if len(results) < len(kernels):
             for compiler in compilers:
-                compiler.end()  # the next source starts it anew
-        for t in threads:  # a build in this process can't be ended: it is waited for (an exit under it would crash)
-            t.join(COMPILE_TIMEOUT)
+                compiler.end()
+        pool.shutdown(cancel_futures=True)  # but a build in this process: it can't be ended, and is waited for
         with _compilers_lock:
             _compilers.extend(compilers)
 
@@ -242,8 +231,7 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
 
 
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
-    """One launch's seconds; a large kernel's launch is skipped when a probe of it is slower than `stop_above`
-    (such a kernel can't be kept, and a slow kernel is what makes a search slow)."""
+    """One launch's seconds, or a probe's where a large kernel's part is already slower than `stop_above`."""
     launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
     local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
     groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
@@ -257,8 +245,8 @@ def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: fl
         return (event.profile.end - event.profile.start) * 1e-9 * factor
 
     if prod(groups) > PROBE_GLOBAL_SIZE and math.isfinite(stop_above):
-        # a probe: a part of the launch (a 16th at least, so a launch's fixed cost stays small), its time scaled up;
-        # a part finds more of its data in the cache, so it errs fast: when even it is too slow, the launch is skipped
+        # a part (a 16th at least: a launch's fixed cost stays small), its time scaled up, errs fast (its data fit the
+        # cache better): when even it is too slow, the kernel can't be kept, and its full launch is skipped
         if (probe := once(*_test_global_size(groups, max(PROBE_GLOBAL_SIZE, prod(groups) // 16)))) > stop_above:
             return probe
     return once(groups)
@@ -271,8 +259,7 @@ class SearchError(ValueError):
 
 @dataclass
 class SearchRound:
-    """One round: `candidates` kernels one action from the beam, `compiled` of them built (the rest `dropped`,
-    with `duplicates` rendering to code already timed), `timed`, and the best kernel and time so far."""
+    """A round's counts (`duplicates`: the same code as a kernel timed before) and the best kernel and time so far."""
 
     number: int
     candidates: int
@@ -287,8 +274,7 @@ class SearchRound:
 
 @dataclass
 class SearchResult:
-    """What a search found: the kernel (verified), its time, the rounds, how many candidates were dropped
-    (didn't build, run or verify), whether the answer came from the disk cache, and the wall time."""
+    """The kernel found (verified), its time, the rounds, the candidates dropped (and why), whether from the cache."""
 
     kernel: Kernel
     time_s: float
@@ -297,19 +283,18 @@ class SearchResult:
     cached: bool
     seconds: float
     why_dropped: list[str]
-    finalists: int = 0  # kernels timed again in the runoff before one was chosen
+    finalists: int = 0
 
 
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
-    """This search's file in cache_dir(), named by a hash of all its answer depends on (the code too), and the kernel
-    and time it remembers, or None: no entry, or a damaged one (a warning says so; the search runs, writes it anew)."""
+    """This search's file, named by a hash of all its answer depends on (the code too), and the kernel and time it
+    remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
     code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
     actions, device = [str(a) for a in search_actions()], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
-        with open(path) as f:
-            entry = json.load(f)
+        entry = json.loads(Path(path).read_text())
         opts, t = entry["opts"], entry["time_s"]  # (a TypeError or KeyError where the entry isn't an object of them)
         if entry.get("check") != _check_of(path, opts, t) or type(t) not in (int, float) or not 0 <= t < math.inf:
             raise ValueError(f"its check {entry.get('check')!r} is not that of its opts and time ({t!r} s)")
@@ -329,15 +314,12 @@ def _check_of(path: str, opts, t) -> str:
 
 
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
-    """Remember a verified search (the opts it added, their time); where the cache can't be written (a read-only folder,
-    KERNELPY_CACHE naming a file) warn once and go on: the answer matters more than remembering it."""
+    """Remember a verified search; where the cache can't be written, warn once: the answer matters more."""
     global _cache_warned
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    triples, tmp = [[o.op.name, o.axis, o.amt] for o in opts], f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w") as f:
-            triples = [[o.op.name, o.axis, o.amt] for o in opts]
-            json.dump({"opts": triples, "time_s": t, "check": _check_of(path, triples, t)}, f)
+        Path(tmp).write_text(json.dumps({"opts": triples, "time_s": t, "check": _check_of(path, triples, t)}))
         os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
     except OSError as e:
         if not _cache_warned:
@@ -361,12 +343,9 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
         values = var_values(k, var_vals)
-    except ValueError as e:
-        raise SearchError(str(e)) from None
-    try:
         check_inputs(buffers(concrete_ast(k, values)), inputs)
     except ValueError as e:
-        raise SearchError(f"the inputs don't match the kernel: {e}") from None
+        raise SearchError(str(e)) from None
     return values
 
 
@@ -387,27 +366,32 @@ class _Search:
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals)
 
+    def drop(self, kern: Kernel, why: str) -> None:
+        self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {why}")
+
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
-        """Compile the kernels not seen before; returns the new programs and the counts."""
-        fresh, programs = [], []
+        """Compile the kernels not seen before; returns the programs of code not timed before, and the counts."""
+        fresh = []
         for kern in kernels:
-            if (key := _state_key(kern)) not in self.seen:
+            key = (tuple(st.views for st in kern.sts), kern.full_shape, kern.upcasted, kern.local_dims,  # all that
+                   kern.group_for_reduces, kern.dont_use_locals, repr(kern.tensor_core))  # rendering reads but the AST
+            if key not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
-        results = _compile_all(fresh, self.limits, self.ones, self.workers, self.deadline, self.progress)
+        results, programs = _compile_all(fresh, self.limits, self.ones, self.workers, self.deadline, self.progress), []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
-                self.why_dropped.append(f"{[str(o) for o in fresh[i].applied_opts]}: {why}")
+                self.drop(fresh[i], why)
             elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
-                self.seen.add(key)  # code another kernel rendered too is a duplicate: timing it again tells nothing
+                self.seen.add(key)
                 programs.append((fresh[i], prg))
         compiled = sum(prg is not None for _, prg, _ in results)
         duplicates = len(kernels) - len(fresh) + compiled - len(programs)
         return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
-        """Time the programs in passes: each once, then the CONTENDERS fastest within 2x of the best again (slow kernels
-        make a search slow; passes don't share one busy moment); returns them as (time, number, kernel, program)."""
+        """Time the programs, each once, then the CONTENDERS within 2x of the best again, pass after pass; returns
+        them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
             if time.perf_counter() > self.deadline:
@@ -415,10 +399,10 @@ class _Search:
             try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
             except (cl.Error, RuntimeError, ValueError) as e:
-                self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {e}")
+                self.drop(kern, f"{type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
         contenders = sorted(best, key=best.get)[:CONTENDERS]
-        for _ in range(TIMING_PASSES - 1):  # one pass at a time: launches spread over the round
+        for _ in range(TIMING_PASSES - 1):
             for n in [n for n in contenders if best[n] <= 2 * min(best.values())]:
                 if time.perf_counter() > self.deadline:
                     break
@@ -428,16 +412,15 @@ class _Search:
         return timed
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
-        """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt`
-        fastest, and each line's fastest where it gained over LINE_GAIN) until no line improves; returns the rounds,
-        and if time ran out."""
+        """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt` fastest and
+        each line's fastest where it gained over LINE_GAIN) until no line does: (the rounds, whether out of time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
         while True:
             dropped = len(self.why_dropped)
             programs, counts = self.compile(candidates)
             ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
-            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}  # each drop says why
+            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
             alive = {n for n, x in fastest.items() if x[0] < line_best[n] * (1 - LINE_GAIN) - min_progress}
@@ -455,9 +438,8 @@ class _Search:
             candidates = [kern for kern, _ in children]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest and `also` (the heuristics' kernel) within 2x of the fastest again, in passes, and
-        rank them by best median (a CPU device's times are bimodal, and other work only adds time: the lowest median
-        is the kernel's own), the rest behind; returns (ranking, finalists)."""
+        """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, and rank them by their best
+        median (other work only adds time: the lowest is the kernel's own), the rest behind: (ranking, finalists)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
@@ -468,15 +450,14 @@ class _Search:
         return again + [x for x in ranked if x[1] not in medians], len(finalists)
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
-        """The fastest kernel that computes what the reference does, as (time, kernel); the faster ones are dropped.
-        None does: an error, as the given kernel back would look like the search's choice, and it is not one."""
+        """(time, kernel) of the fastest kernel that computes what the reference does; none: an error, never k."""
         expected = reference(self.k, *self.inputs, var_vals=self.var_vals)
         for t, _, kern, _ in ranked:
             try:
                 verify(kern, *self.inputs, expected=expected, var_vals=self.var_vals)
                 return t, kern
             except (VerificationError, cl.Error, RuntimeError, ValueError) as e:
-                self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {type(e).__name__}: {str(e)[:200]}")
+                self.drop(kern, f"{type(e).__name__}: {str(e)[:200]}")
         if not ranked:
             why = f"its timeout of {self.timeout} s ran out first" if out_of_time else "every candidate was dropped"
             last = f" (last: {self.why_dropped[-1]})" if self.why_dropped else ""
@@ -503,9 +484,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
     if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
-    if workers is None:  # a compiler process per core this process may run on; none where no Python can be started
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = workers if sys.executable else 0  # an embedded Python has no executable to start
+    if workers is None:  # a compiler per core this process may run on; none where Python has no executable to start
+        workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
+        workers = workers if sys.executable else 0
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:
@@ -519,7 +500,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     t, kern = s.fastest_verified(ranked, out_of_time)
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
-    seconds = time.perf_counter() - begin  # why_dropped says why each was dropped: in a round, or at verification
+    seconds = time.perf_counter() - begin
     return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, finalists)
 
 
@@ -531,8 +512,7 @@ def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | N
 
 # -- the command line ---------------------------------------------------------------------------------------------
 class _SearchDisplay:
-    """What `python search.py` prints: a line per round, and on a terminal a progress line while a round runs
-    (overwritten in place, so it never reaches a file or a pipe). Lines fit the terminal (100 columns off one)."""
+    """`python search.py`'s lines, fit to the terminal; on a terminal also a progress line, rewritten in place."""
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
@@ -552,8 +532,8 @@ class _SearchDisplay:
         self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
 
     def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
-        """Say the fields, k's shape (padded to `width`, coloured where `out` takes colour) and its opts two spaces
-        apart, on one line where it fits the terminal; else a field that doesn't fit starts a line indented by 6."""
+        """Say the fields, k's shape (padded to `width`) and opts, two spaces apart: a field that doesn't fit on the
+        line starts the next one."""
         shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
         fields = (*fields, shape + " " * (width - ansilen(shape)), _opts_text(k))
         lines = fit("  " + fields[0], self.width, hang=6)
@@ -574,8 +554,7 @@ def _opts_text(k: Kernel) -> str:
 
 
 def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
-    """`python search.py`: beam-search a demo kernel (from no opts, or from `opts`) round by round, then time the
-    hand-coded and the searched kernel side by side. The options are search()'s (timeout, cache, ...)."""
+    """`python search.py`: search a demo kernel round by round, then time the hand-coded and the searched kernel."""
     if name not in DEMOS:
         raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     demo, display = DEMOS[name], _SearchDisplay(out)
@@ -610,14 +589,13 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python search.py",
+        prog="python search.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
         "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
         f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
