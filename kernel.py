@@ -40,12 +40,10 @@ T = TypeVar("T")
 
 
 def prod(xs: Iterable[int]) -> int:
-    """Product of a sequence (1 for an empty one)."""
     return functools.reduce(operator.mul, xs, 1)
 
 
-def dedup(xs: Iterable[T]) -> list[T]:
-    """The items of xs without repeats, first occurrence kept, order kept."""
+def dedup(xs: Iterable[T]) -> list[T]:  # first occurrences, in order
     return list(dict.fromkeys(xs))
 
 
@@ -57,15 +55,11 @@ def round_up(num: int, amt: int) -> int:
     return (num + amt - 1) // amt * amt
 
 
-def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
-    yes, no = [], []
-    for x in xs:
-        (yes if pred(x) else no).append(x)
-    return yes, no
+def partition(xs: Sequence[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+    return [x for x in xs if pred(x)], [x for x in xs if not pred(x)]
 
 
-def is_int(x: Any) -> bool:
-    """Is x an integer as a size, axis or amount takes it: a Python int or a numpy integer, never a bool."""
+def is_int(x: Any) -> bool:  # a size, axis or amount: a Python or numpy integer, never a bool
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
@@ -79,21 +73,19 @@ class KnobError(ValueError):
 
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
     """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
-    text = os.environ.get(key, "")
-    try:
-        value = int(text) if text.strip() else default
-    except ValueError:
-        value = None
-    if value is None or (minimum is not None and value < minimum):
+    text = os.environ.get(key, "").strip()
+    if not re.fullmatch(r"[-+]?\d+", text or "0") or (minimum is not None and int(text or default) < minimum):
         want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-        raise KnobError(f"environment variable {key} must be {want}, got {key}={text!r}")
-    return value
+        raise KnobError(f"environment variable {key} must be {want}, got {key}={os.environ.get(key)!r}")
+    return int(text) if text else default
 
 
 def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
     """Which axes of old_shape multiply into each axis of new_shape, or None if new_shape isn't a merge of old."""
-    acc_old = list(itertools.accumulate(old_shape, operator.mul))
-    acc_new = list(itertools.accumulate(new_shape, operator.mul))
+    acc_old, acc_new = (
+        list(itertools.accumulate(old_shape, operator.mul)),
+        itertools.accumulate(new_shape, operator.mul),
+    )
     try:
         split = [acc_old.index(acc) + 1 if acc != 1 else 0 for acc in acc_new]
     except ValueError:
@@ -377,40 +369,30 @@ def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTrac
 
 
 # ==== symbolic: index expressions with known bounds =========================================================
-# An index into a buffer is an integer expression of the loop variables idx0, idx1, ... Every node knows its
-# smallest and largest value, and the constructors simplify as they build, using those bounds: a `% 8` of something
-# already in [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge. This
-# is what lets real_strides() read the stride of each axis straight off the expression. The rules are
-# tinygrad 0.9.1's, so the expressions (and so every heuristic that looks at them) come out the same.
-# Floor division and modulo follow Python, and are only ever applied to non-negative values so C's truncating
-# `/` and `%` give the same result.
-#
-# Symbolic shapes: a size may itself be a node, e.g. Variable("i", 1, 64) for a length only known at run time
-# (tinygrad's `sint`: an int or a Node). Then a loop variable's largest value is a node too (idx0 in [0, i-1]),
-# and a comparison of nodes is a node (LtNode) whose truth value is "possibly true": tinygrad's code asks
-# `if size % 4 == 0`, `if prod(shape) >= 1024` on symbolic sizes and gets the answer these rules give.
-# That answer only steers choices. Whatever folds an index or a mask (a comparison decided to 0 or 1, a `%` that
-# disappears, the min of two bounds) asks `always_lt` instead: does it hold at EVERY value of the variables? Where
-# tinygrad folds on "possibly", it computes a wrong answer at some lengths; here the node stays and is rendered.
+# An index is an integer expression of the loop variables idx0, idx1, ... Every node knows its smallest and largest
+# value, and the constructors simplify with them as they build (tinygrad 0.9.1's rules): a `% 8` of something in
+# [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8`, like terms merge; real_strides() reads each axis's stride
+# off the result. `//` and `%` only ever see non-negative numerators, so C's truncating `/` and `%` agree.
+# A size may be a node too, Variable("i", 1, 64) for a length known at run time (tinygrad's `sint`). A comparison of
+# nodes is then a node (LtNode) whose truth is "possibly true", which only steers choices (`if size % 4 == 0`);
+# whatever folds an index or a mask asks always_lt (at the end): does it hold at EVERY value of the variables?
 
 
 class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
     def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
-        """The expression as text: tinygrad's Python syntax by default (`(1+a)`, `(a//2)`); `ops` maps each node
-        type to its own spelling (runtime.py has one for C); ctx "DEBUG" adds variable ranges, "REPR" is repr."""
+        """tinygrad's Python text (`(1+a)`, `(a//2)`), or the spelling `ops` gives each node type (runtime.py's C);
+        ctx "DEBUG" adds the variables' ranges, "REPR" is repr()."""
         return (ops if ops is not None else render_python)[type(self)](self, ops, ctx)
 
     def vars(self) -> set[Variable]:
         return set()
 
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        """The expression with each Variable of var_vals replaced by its node (a NumNode or another Variable)."""
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node:  # each Variable of var_vals by its node
         return self  # a constant; every other kind of node substitutes into its parts
 
-    def unbind(self) -> tuple[Node, int | None]:
-        """The expression over unbound variables (a bound Variable's value is dropped)."""
+    def unbind(self) -> tuple[Node, int | None]:  # over unbound variables (a bound Variable's value dropped)
         return self.substitute({v: v.unbind()[0] for v in self.vars() if v._val is not None}), None
 
     # -- identity: two nodes are equal when they print the same (with variable ranges) --
@@ -474,6 +456,9 @@ class Node:
     def __rfloordiv__(self, b: int) -> Node:
         return NumNode(b) // self
 
+    def __rmod__(self, b: int) -> Node:
+        return NumNode(b) % self
+
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
         if isinstance(b, NumNode):
             return self.__floordiv__(b.b, factoring_allowed)
@@ -490,9 +475,6 @@ class Node:
             offset = low // b
             return (self + -offset * b).__floordiv__(b, factoring_allowed=False) + offset
         return create_node(DivNode(self, b))
-
-    def __rmod__(self, b: int) -> Node:
-        return NumNode(b) % self
 
     def __mod__(self, b: Node | int) -> Node:
         if isinstance(b, NumNode):
@@ -574,8 +556,8 @@ class Variable(Node):
         return self._val
 
     def bind(self, val: int) -> Variable:
-        """This variable with the value val, which must be in its range. (tinygrad binds in place and returns
-        the same object; here a new one comes back, so a variable already used in a shape never changes.)"""
+        """This variable with the value val, in its range: a new one (tinygrad binds in place; a variable already used
+        in a shape never changes here)."""
         if self._val is not None:
             raise ValueError(f"cannot bind {val} to {self}: already bound to {self._val}")
         if not (isinstance(val, int) and not isinstance(val, bool) and self.min <= val <= self.max):
@@ -726,7 +708,7 @@ class ModNode(OpNode):
 
 
 class RedNode(Node):
-    """A node over a list of nodes. Each kind's get_bounds() gives its (min, max)."""
+    """A node over a list of nodes; each kind's get_bounds() gives its (min, max)."""
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
@@ -795,11 +777,8 @@ class SumNode(RedNode):
 
 
 def _mod_term(x: Node, b: Node | int) -> Node:
-    """A term of a sum, reduced modulo b ((a*8 + 3) % 4 is (a*0 + 3) % 4); by a symbolic size b only where it becomes
-    a number (a multiple of b is 0), else it stays as it is."""
-    if type(x) not in (NumNode, MulNode):
-        return x
-    reduced = x % b
+    """A term of a sum reduced modulo b ((a*8 + 3) % 4 is (a*0 + 3) % 4); by a symbolic b only where that's a number."""
+    reduced = x % b if type(x) in (NumNode, MulNode) else x
     return x if isinstance(b, Node) and not isinstance(reduced, NumNode) else reduced
 
 
@@ -838,78 +817,6 @@ def create_ge_node(lhs: Node, b: Node | int) -> Node:
     return create_lt_node(-lhs, -b + 1)
 
 
-# -- what holds at every value of the variables --
-# A loop index over a symbolic size ends at a node (idx0 in [0, i-1]). To bound `idx0 - i`, the index is replaced
-# by the end of its range first, (i-1) - i = -1, so that it cancels against the size; taking every bound at its
-# extreme at once (idx0 <= 15, i >= 1) would only give 14. What is left, an expression of the sizes alone, counts
-# each size at its extreme: a bound that holds at every value, so a comparison it decides is decided for all.
-
-
-def _of_sizes(x: Node) -> bool:
-    """Is every variable of x a size (a range that ends at a number), not a loop index over a symbolic size?"""
-    return all(isinstance(v.max, int) for v in x.vars())
-
-
-def upper_bound(x: sint) -> int:
-    """A number that x never exceeds, at any value of its variables."""
-    for _ in range(16):  # each round replaces the loop indices of the outermost symbolic level by their bounds
-        if not isinstance(x, Node) or isinstance(x, NumNode) or _of_sizes(x):
-            break
-        terms = x.nodes if isinstance(x, SumNode) else [x]
-        x = Node.sum([t if _of_sizes(t) else t.max if isinstance(t.max, Node) else NumNode(t.max) for t in terms])
-    while isinstance(x, Node):
-        x = x.max
-    return x
-
-
-def lower_bound(x: sint) -> int:
-    """A number that x is never below, at any value of its variables."""
-    return x if isinstance(x, int) else -upper_bound(-x)
-
-
-def always_lt(a: sint, b: sint) -> bool:
-    """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
-    return upper_bound(a - b) < 0
-
-
-def sym_min(a: sint, b: sint, what: str = "min") -> sint:
-    """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
-    naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
-    return a if always_lt(a, b + 1) else b if always_lt(b, a + 1) else _undecided(what, a, b, "smaller")
-
-
-def sym_max(a: sint, b: sint, what: str = "max") -> sint:
-    """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
-    return a if always_lt(b, a + 1) else b if always_lt(a, b + 1) else _undecided(what, a, b, "larger")
-
-
-def _undecided(what: str, a: sint, b: sint, which: str) -> NoReturn:
-    raise ValueError(
-        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the {which} at every value of the variables"
-    )
-
-
-def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
-    """a // b or a % b by a symbolic size b: 1 or 0 where a is b, 0 or a where 0 <= a < b at every value of the
-    variables, else kept as a node. C's `/` and `%` truncate where Python's floor, so a numerator that may be
-    negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
-    A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
-    index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
-    if a == b:
-        return NumNode(1 if op is DivNode else 0)
-    if lower_bound(a) >= 0 and always_lt(a, b):
-        return NumNode(0) if op is DivNode else a  # a is already below b
-    if lower_bound(b) < 0:
-        raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
-    if lower_bound(b) < 1:
-        b = b + create_lt_node(b, 1)
-    if (low := lower_bound(a)) < 0:
-        k = -(low // max(lower_bound(b), 1))  # k*b >= -a.min, as b >= 1
-        shifted = create_node(op(a + b * k, b))
-        return shifted - k if op is DivNode else shifted
-    return create_node(op(a, b))
-
-
 # a symbolic int: what a size, stride or offset may be
 sint = int | Node
 
@@ -925,12 +832,10 @@ def sym_render(a: sint, ops: dict | None = None, ctx: str | None = None) -> str:
 
 def sym_infer(a: sint | float, var_vals: dict[Variable, int] | None) -> int | float:
     """The value of a (an int, or a node of the variables in var_vals)."""
-    if isinstance(a, (int, float)):
-        return a
-    ret = a.substitute({k: NumNode(v) for k, v in var_vals.items()}) if var_vals is not None else a
-    if not isinstance(ret, NumNode):
+    ret = a.substitute({k: NumNode(v) for k, v in (var_vals or {}).items()}) if isinstance(a, Node) else a
+    if isinstance(ret, Node) and not isinstance(ret, NumNode):
         raise ValueError(f"sym_infer: {a} has no value with {var_vals}")
-    return ret.b
+    return ret.b if isinstance(ret, NumNode) else ret
 
 
 def _render_variable(x: Variable, ops: dict | None, ctx: str | None) -> str:
@@ -1658,26 +1563,6 @@ class TensorCoreOptions:
         self.axes, self.axes_exist = tuple(axes), tuple(exist)
 
 
-class _Knob:
-    """A Target field that, left at None, is its environment variable's value each time it is read, as tinygrad's
-    Renderer.tc reads TC: importing kernel.py reads no environment, and a bad value fails where it is used."""
-
-    def __init__(self, env: str, default: int):
-        self.env, self.default = env, default
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, target: Target | None, owner: type | None = None) -> int | None:
-        if target is None:
-            return None  # the field's default
-        value = target.__dict__.get(self.name)
-        return getenv(self.env, self.default) if value is None else value
-
-    def __set__(self, target: Target, value: int | None) -> None:
-        target.__dict__[self.name] = value
-
-
 @dataclass
 class Target:
     """What a device offers the optimizer (the fields of tinygrad 0.9.1's Renderer)."""
@@ -1690,8 +1575,14 @@ class Target:
     local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
     shared_max: int = 32768
     tensor_cores: list[TensorCore] = field(default_factory=list)
-    tc: int | None = _Knob("TC", 1)  # type: ignore[assignment]
-    tc_opt: int | None = _Knob("TC_OPT", 0)  # type: ignore[assignment]
+
+    @property
+    def tc(self) -> int:  # read where it is used, as tinygrad's: importing kernel.py reads no environment
+        return getenv("TC", 1)
+
+    @property
+    def tc_opt(self) -> int:
+        return getenv("TC_OPT", 0)
 
     def __post_init__(self) -> None:
         """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
@@ -2255,59 +2146,31 @@ class Kernel:
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
     ) -> bool:
-        """Try to shape the kernel for a tensor core, then add tinygrad's hand-coded follow-up opts (or extra_opts).
-
-        use_tensor_cores: 0 never, 1 yes, 2 the shape only (plain multiply-adds when rendered). As in tinygrad, the
-        TC opt itself reads the target's `tc` (the TC environment variable), not this argument.
-        tc_opt: 0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs;
-        2 also sizes that aren't multiples of the core (PADTO pads them). Returns True if it applied.
-        The follow-up opts: upcast M, then N, by the largest of 5, 4, 3, 2 that divides it; then (real tensor cores
-        only) make N local by the first of 4, 2 that divides it. Both lists are tinygrad's, tuned.
-        As in tinygrad, an opt that fails after the TC opt ends it with False, keeping the opts applied so far."""
+        """Shape the kernel for a tensor core (the TC opt), then add extra_opts or tinygrad's follow-up opts: upcast M,
+        then N, by the largest of 5, 4, 3, 2 that divides it, and (a real tensor core only) make N local by the first
+        of 4, 2 that divides it (both lists tuned). True if the TC opt applied; as in tinygrad, an opt that fails after
+        it ends this with False, keeping the opts applied so far. use_tensor_cores: 0 never, 1 yes, 2 the shape only
+        (rendered as plain multiply-adds); the TC opt itself reads the target's tc (TC), as tinygrad's does. tc_opt:
+        0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs; 2 also sizes
+        that aren't multiples of the core (PADTO pads them)."""
         check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)
-        tc_opt = self.opts.tc_opt if tc_opt is None else tc_opt
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
         try:  # check TC first and apply hand-coded opts if successful
-            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
+            self.apply_opt(Opt(OptOps.TC, axis, self.opts.tc_opt if tc_opt is None else tc_opt))
             if (tc_opts := self.tensor_core_opts) is not None:
-                if extra_opts is not None:
-                    for opt in extra_opts:
-                        self.apply_opt(opt)
-                else:
-                    for tc_dim in (1, 0):  # upcast M, then N
-                        if tc_opts.axes_exist[tc_dim]:
-                            size, amts = self.full_shape[tc_opts.axes[tc_dim]], (5, 4, 3, 2)
-                            upcasts = [
-                                Candidate(
-                                    (-a,) if size % a == 0 else None,
-                                    (Opt(OptOps.UPCAST, tc_opts.axes[tc_dim], a),),
-                                    f"{size} % {a} = {size % a}",
-                                    (f"tensor core: upcast {'NM'[tc_dim]} for reuse",),
-                                )
-                                for a in amts
-                            ]
-                            self._take(
-                                "apply_tensor_cores",
-                                f"upcast {'NM'[tc_dim]} by the largest of 5, 4, 3, 2 that divides it (tuned)",
-                                upcasts,
-                            )
-                    if self.tensor_core and tc_opts.axes_exist[0]:  # attempt to local N
-                        size = self.full_shape[tc_opts.axes[0]]
-                        locals_ = [
-                            Candidate(
-                                (-a,) if size % a == 0 else None,
-                                (Opt(OptOps.LOCAL, tc_opts.axes[0], a),),
-                                f"{size} % {a} = {size % a}",
-                                ("tensor core: more of N as local threads",),
-                            )
-                            for a in (4, 2)
-                        ]
-                        self._take(
-                            "apply_tensor_cores",
-                            "N as local threads: the first of 4, 2 that divides it (tuned)",
-                            locals_,
-                        )
+                for opt in extra_opts or []:
+                    self.apply_opt(opt)
+                follow_ups = [(1, OptOps.UPCAST, (5, 4, 3, 2)), (0, OptOps.UPCAST, (5, 4, 3, 2))]
+                follow_ups += [(0, OptOps.LOCAL, (4, 2))] if self.tensor_core else []  # (attempt to local N)
+                for dim, op, amts in follow_ups if extra_opts is None else []:
+                    if tc_opts.axes_exist[dim]:  # (an upcast may have used the axis up)
+                        size, what = self.full_shape[tc_opts.axes[dim]], "NM"[dim]
+                        why = f"upcast {what} for reuse" if op is OptOps.UPCAST else "more of N as local threads"
+                        candidates = [Candidate((-a,) if size % a == 0 else None, (Opt(op, tc_opts.axes[dim], a),),
+                                                f"{size} % {a} = {size % a}", (f"tensor core: {why}",)) for a in amts]  # fmt: skip
+                        rule = f"{op.name} {what} by the largest of {', '.join(map(str, amts))} that divides it (tuned)"
+                        self._take("apply_tensor_cores", rule, candidates)
             return True
         except KernelOptError:
             return False
@@ -2672,7 +2535,81 @@ def optimize(k: Kernel) -> Kernel:
 # the AST's nodes (LazyOp, MemBuffer, ConstBuffer) and the whole AST (Kernel(), verify_lazyop), a View and its
 # movement ops (View.create, the View's, ShapeTracker's through movement_arg), apply_opt's and apply_tensor_cores's
 # arguments, and PADTO of a reduce axis (reduce_padding_changes). (A Target checks its own fields; corpus.py's reader
-# checks the corpus's JSON the same way.)
+# checks the corpus's JSON the same way.) And the symbolic algebra's bounds at every value of the variables
+# (upper_bound, lower_bound, always_lt, sym_min, sym_max, _divide_by_node), which decide what tinygrad's decides on
+# "possibly": a comparison, a min or max of two sizes, a // or % by a symbolic size.
+
+
+# -- symbolic: what holds at every value of the variables (tinygrad decides on what possibly holds) --
+# A loop index over a symbolic size ends at a node (idx0 in [0, i-1]). To bound `idx0 - i`, the index is replaced
+# by the end of its range first, (i-1) - i = -1, so that it cancels against the size; taking every bound at its
+# extreme at once (idx0 <= 15, i >= 1) would only give 14. What is left, an expression of the sizes alone, counts
+# each size at its extreme: a bound that holds at every value, so a comparison it decides is decided for all.
+
+
+def _of_sizes(x: Node) -> bool:
+    """Is every variable of x a size (a range that ends at a number), not a loop index over a symbolic size?"""
+    return all(isinstance(v.max, int) for v in x.vars())
+
+
+def upper_bound(x: sint) -> int:
+    """A number that x never exceeds, at any value of its variables."""
+    for _ in range(16):  # each round replaces the loop indices of the outermost symbolic level by their bounds
+        if not isinstance(x, Node) or isinstance(x, NumNode) or _of_sizes(x):
+            break
+        terms = x.nodes if isinstance(x, SumNode) else [x]
+        x = Node.sum([t if _of_sizes(t) else t.max if isinstance(t.max, Node) else NumNode(t.max) for t in terms])
+    while isinstance(x, Node):
+        x = x.max
+    return x
+
+
+def lower_bound(x: sint) -> int:
+    """A number that x is never below, at any value of its variables."""
+    return x if isinstance(x, int) else -upper_bound(-x)
+
+
+def always_lt(a: sint, b: sint) -> bool:
+    """Does a < b hold at every value of the variables? (False where it may not: then nothing may be folded.)"""
+    return upper_bound(a - b) < 0
+
+
+def sym_min(a: sint, b: sint, what: str = "min") -> sint:
+    """The smaller of two sizes, where one is the smaller at every value of the variables; else a ValueError
+    naming them (Python's min() of nodes answers on "possibly": min(i+1, i+4) would be i+4)."""
+    return a if always_lt(a, b + 1) else b if always_lt(b, a + 1) else _undecided(what, a, b, "smaller")
+
+
+def sym_max(a: sint, b: sint, what: str = "max") -> sint:
+    """The larger of two sizes, where one is the larger at every value of the variables; else a ValueError."""
+    return a if always_lt(b, a + 1) else b if always_lt(a, b + 1) else _undecided(what, a, b, "larger")
+
+
+def _undecided(what: str, a: sint, b: sint, which: str) -> NoReturn:
+    raise ValueError(
+        f"{what}: neither {sym_render(a)} nor {sym_render(b)} is the {which} at every value of the variables"
+    )
+
+
+def _divide_by_node(a: Node, b: Node, op: type[DivNode] | type[ModNode]) -> Node:
+    """a // b or a % b by a symbolic size b: 1 or 0 where a is b, 0 or a where 0 <= a < b at every value of the
+    variables, else kept as a node. C's `/` and `%` truncate where Python's floor, so a numerator that may be
+    negative is first shifted up by a multiple of b: (a + k*b)//b - k, (a + k*b) % b.
+    A size that may be 0 divides as max(b, 1), written b + (b < 1): where it is 0 its view has no elements and the
+    index is never used, but C computes it all the same (for a padding around it), and must not divide by 0."""
+    if a == b:
+        return NumNode(1 if op is DivNode else 0)
+    if lower_bound(a) >= 0 and always_lt(a, b):
+        return NumNode(0) if op is DivNode else a  # a is already below b
+    if lower_bound(b) < 0:
+        raise ValueError(f"not supported: {a} {'//' if op is DivNode else '%'} {b} (the divisor may be negative)")
+    if lower_bound(b) < 1:
+        b = b + create_lt_node(b, 1)
+    if (low := lower_bound(a)) < 0:
+        k = -(low // max(lower_bound(b), 1))  # k*b >= -a.min, as b >= 1
+        shifted = create_node(op(a + b * k, b))
+        return shifted - k if op is DivNode else shifted
+    return create_node(op(a, b))
 
 
 def check_arg(where: str, name: str, value: Any, ok: bool, want: str) -> None:

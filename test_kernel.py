@@ -937,17 +937,19 @@ class TestTensorCores:
         assert k.apply_tensor_cores(1, tc_opt=1)
         assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
 
-    def test_tc_2_shapes_the_kernel_without_a_tensor_core(self):
+    def test_tc_2_shapes_the_kernel_without_a_tensor_core(self, monkeypatch):
         """TC=2 (the target's tc): the tensor core's shape, rendered as plain multiply-adds. tensor_core stays None,
         and the follow-up LOCAL (which is for real tensor cores) is skipped."""
-        k = Kernel(*matmul_ast(64, 64, 64), opts=dataclasses.replace(TARGETS["metal"], tc=2))
+        monkeypatch.setenv("TC", "2")
+        k = Kernel(*matmul_ast(64, 64, 64), opts=TARGETS["metal"])
         assert k.apply_tensor_cores(1)
         assert k.tensor_core is None
         assert k.applied_opts == [Opt(TC, 0, 0), Opt(UPCAST, 0, 4), Opt(UPCAST, 1, 4)]
         assert k.full_shape == (2, 2, 2, 4, 2, 2, 8, 8, 2, 4, 4)
 
-    def test_tc_0_turns_tensor_cores_off(self):
-        k = Kernel(*matmul_ast(64, 64, 64), opts=dataclasses.replace(TARGETS["metal"], tc=0))
+    def test_tc_0_turns_tensor_cores_off(self, monkeypatch):
+        monkeypatch.setenv("TC", "0")
+        k = Kernel(*matmul_ast(64, 64, 64), opts=TARGETS["metal"])
         before = state(k)
         assert not k.apply_tensor_cores(1)
         assert state(k) == before
