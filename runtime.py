@@ -353,6 +353,16 @@ def _float_to_int(src: str, dst: str) -> str:
     return name
 
 
+def _cast(expr: str, src, dst) -> str:
+    """C for CAST(expr, dst) of a value of dtype src, as docs/numerics.md says: a float to an int truncated toward
+    zero and clamped (NaN: 0), to half or bfloat16 rounded once, anything to bool `!= 0` (C's own conversion).
+    A STORE into a buffer of another dtype converts the same way."""
+    ctype, src_ctype = _type(dst)[2], _type(src)[2]
+    if _is_float(src) and not _is_float(dst) and np_dtype(dst) != np.bool_:
+        return f"{_float_to_int(src_ctype, ctype)}({expr})"
+    return _rounded(dst, expr, src_ctype) if _short(dst) else f"(({ctype})({expr}))"
+
+
 def _rounded(dt, expr: str, ctype: str = "float") -> str:
     """expr (of C type ctype) as dt computes it: for half and bfloat16, rounded once to nearest even (as
     _round_short), by a helper (half_of_float, bf16_of_double, ...)."""
@@ -660,19 +670,13 @@ class _Renderer:
             if _is_float(x.src[0].dtype) and not _is_float(x.arg):  # a NaN's bits are the machine's: one NaN here
                 return f"as_{ctype}(float_bits({srcs[0]}))"
             return f"as_{ctype}({srcs[0]})"
-        src_dt = x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype
-        src_ctype = _type(x.src[0].dtype)[2]
-        if x.op is UnaryOps.CAST and _is_float(x.src[0].dtype) and not _is_float(x.arg) and np_dtype(x.arg) != np.bool_:
-            expr = f"{_float_to_int(src_ctype, ctype)}({srcs[0]})"
-        elif x.op is UnaryOps.CAST:
-            expr = _rounded(x.arg, srcs[0], src_ctype) if _short(x.arg) else f"(({ctype})({srcs[0]}))"
-        else:
-            op = x.op
-            if op is TernaryOps.MULACC and _short(x.dtype):  # a MUL, then an ADD, each rounded (numpy's float16)
-                srcs, op = [_rounded(x.dtype, _c_alu(BinaryOps.MUL, srcs[:2], src_dt)), srcs[2]], BinaryOps.ADD
-            expr = _rounded(x.dtype, _c_alu(op, srcs, src_dt))
-            expr = f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
-        return expr
+        if x.op is UnaryOps.CAST:
+            return _cast(srcs[0], x.src[0].dtype, x.arg)
+        src_dt, op = x.src[0].dtype if x.op is not TernaryOps.WHERE else x.src[1].dtype, x.op
+        if op is TernaryOps.MULACC and _short(x.dtype):  # a MUL, then an ADD, each rounded (numpy's float16)
+            srcs, op = [_rounded(x.dtype, _c_alu(BinaryOps.MUL, srcs[:2], src_dt)), srcs[2]], BinaryOps.ADD
+        expr = _rounded(x.dtype, _c_alu(op, srcs, src_dt))
+        return f"(({ctype}){expr})" if ctype in _NARROW_INTS else expr
 
     def combos(self, shape: Sequence[int]) -> list[tuple[int, ...]]:
         """Every combination of the upcasted axes' indices in `shape` (one per register)."""
@@ -703,7 +707,10 @@ class _Renderer:
                 finished = {r: res[w, combo] for r, res in zip(k.reduceops, results)}
                 items.append((out_idxs + [NumNode(c) for c in combo], finished))
         for root in sorted(k.ast, key=lambda x: x.arg.idx):  # every STORE, evaluated at each of its elements
-            self.store(self.buf_index[root.arg], [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items])
+            vals = [(idxs, self.value(root.src[0], idxs, accs)) for idxs, accs in items]
+            if _scalar(root.src[0].dtype) != _scalar(root.arg.dtype):  # into a buffer of another dtype: as a CAST
+                vals = [(idxs, _cast(val, root.src[0].dtype, root.arg.dtype)) for idxs, val in vals]
+            self.store(self.buf_index[root.arg], vals)
         if k.group_for_reduces:
             self.close()
         for _ in looped:
@@ -1379,6 +1386,14 @@ def _np_cast_float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
     return np.where(over, info.max, np.where(under, info.min, np.where(nan, 0, inside))).astype(to)
 
 
+def _np_cast(x: np.ndarray, dt) -> np.ndarray:
+    """x (in the dtype its values are computed in) CAST to dt, as the device's _cast: a float to an int truncated and
+    clamped (NaN: 0), to half or bfloat16 rounded once, anything to bool `!= 0` (numpy's astype(bool): NaN is True)."""
+    if x.dtype.kind == "f" and np_dtype(dt).kind in "iu":
+        return _np_cast_float_to_int(x, np_dtype(dt))
+    return _round_short(x, short) if (short := _short(dt)) else x.astype(_compute_np(dt), copy=False)
+
+
 def _chunks(shape: tuple[int, ...], reduced: set, limit: int) -> list[tuple[tuple[int, int], ...]]:
     """Split the iteration space into boxes of about `limit` elements, cutting only axes that aren't reduced
     (so that every reduction is complete inside one box), outer axes first."""
@@ -1474,9 +1489,8 @@ class _Reference:
                 ret = np.sum(src, axis=axes, keepdims=True, dtype=dt)
         elif self.nudge and x.op in _BOUNDARIES and not _is_float(x.dtype) and any(map(self.inexact, x.src)):
             ret = self.boundary(x, srcs, dt)
-        elif x.op is UnaryOps.CAST:  # to half or bfloat16: rounded once, from the source (the tail below)
-            src = srcs[0]
-            ret = _np_cast_float_to_int(src, dt) if src.dtype.kind == "f" and dt.kind in "iu" else src
+        elif x.op is UnaryOps.CAST:
+            ret = _np_cast(srcs[0], x.arg)
         elif x.op is UnaryOps.BITCAST:  # every NaN is the one quiet NaN 0x7fc00000, as on the device (float_bits)
             src = srcs[0].astype(np_dtype(x.src[0].dtype))
             src = np.where(np.isnan(src), np.uint32(0x7FC00000).view(np.float32), src) if src.dtype.kind == "f" else src
@@ -1502,8 +1516,8 @@ class _Reference:
                 st = root.arg.st.shrink(tuple((0, 1) if s == 1 else rng for s, rng in zip(root.arg.st.shape, box)))
                 idx, valid = st.indices()
                 val = np.broadcast_to(self.value(root.src[0], box, memo), st.shape)
-                out = _bytes(outputs[root.arg.idx])
-                out[idx[valid]] = _as_stored(val[valid].astype(out.dtype), root.arg.dtype)
+                val = val[valid] if root.src[0].dtype == root.arg.dtype else _np_cast(val[valid], root.arg.dtype)
+                _bytes(outputs[root.arg.idx])[idx[valid]] = val  # into another dtype: converted as a CAST
 
 
 def reference(k_or_ast, *inputs: np.ndarray, var_vals: dict | None = None, _nudge: int = 0) -> list[np.ndarray]:

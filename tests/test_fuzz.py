@@ -636,3 +636,47 @@ def test_differential_expressions_cover_what_they_must():
     assert {x.dtype for x in nodes if x.op is TernaryOps.MULACC} >= set(FLOAT_DTS)
     assert {x.src[0].dtype for x in nodes if x.op is BinaryOps.CMPLT and of_computed_floats(x)} >= set(FLOAT_DTS)
     assert any(x.op is UnaryOps.CAST and dtypes.is_int(x.arg) and of_computed_floats(x) for x in nodes)
+
+
+# ============================================================================================================
+# conversions: STOREs into a buffer of another dtype and CASTs, between every pair of dtypes, against numpy
+# ============================================================================================================
+def conversion_values(dt: DType, rng: np.random.Generator) -> np.ndarray:
+    """Values of dt at the edges of every conversion (each int type's range, half's, the rounding of half, bfloat16
+    and float, NaN and the infinities), and random ones."""
+    if dt == dtypes.bool:
+        return np.arange(N) % 3 == 1
+    npdt = np.dtype(R.np_dtype(dt))
+    if dtypes.is_int(dt):
+        info = np.iinfo(npdt)
+        edges = [0, 1, -1, 2, 127, 128, -129, 255, 256, 512, 32768, 65535, 65520, 2**24 + 1, 2**31, 2**53 + 1, 2**63]
+        edges = np.array([v % (1 << info.bits) for v in edges + [info.min, info.max]], np.uint64).astype(npdt)
+        return np.concatenate([edges, rng.integers(info.min, info.max, N - len(edges), npdt, endpoint=True)])
+    edges = [math.nan, math.inf, -math.inf, 0.0, -0.0, 0.5, -0.5, 2.9, -2.9, 300.0, 255.5, -128.5, -129.0, 1e10]
+    edges += [-1e10, 65504.0, 65519.99, 65520.0, 2049.0, 2.0**24 + 1, 2.0**31 - 0.5, 2.0**31, -(2.0**31) - 1, 1e19]
+    edges += [2.0**63, 2.0**64, -(2.0**63), 3.4e38, 1e-40, 6e-8, 0.1, 1 / 3, 1 + 2**-8, 1 + 3 * 2**-8]
+    with np.errstate(over="ignore"):
+        x = np.array(edges + list(rng.standard_normal(N - len(edges)) * 10.0 ** rng.integers(-3, 12, N - len(edges))))
+        return bf16_of(x.astype(np.float32)) if dt == dtypes.bfloat16 else x.astype(npdt)
+
+
+@pytest.mark.parametrize("src", ANY_DTS, ids=lambda d: d.name)
+def test_stores_and_casts_between_every_pair_of_dtypes_convert_as_numpy(src):
+    """STORE(x, dtype=dst) and STORE(CAST(x, dst)) of every dtype into every dtype give numpy's astype, with the
+    documented rules where numpy's answer is the machine's or isn't astype (docs/numerics.md: a float to an int
+    truncates and clamps, NaN giving 0; to bfloat16 the nearest, rounded once): on the device, with and without
+    opts, and in the reference. One kernel per source dtype, with an output for each conversion."""
+    x = conversion_values(src, np.random.default_rng(5))
+    assert len(x) == N
+    value = load(2 * len(ANY_DTS), ShapeTracker.from_shape((N,)), src)
+    stores = [store(value, i, dtype=dst) for i, dst in enumerate(ANY_DTS)]
+    stores += [store(alu(UnaryOps.CAST, value, arg=dst), len(ANY_DTS) + i) for i, dst in enumerate(ANY_DTS)]
+    with np.errstate(all="ignore"):
+        wants = [numpy_cast(x, src, dst) for dst in ANY_DTS] * 2
+    k = Kernel(*stores)
+    for who, outs in (("device", R.run(k, x)), ("reference", R.reference(k, x)), ("opts", R.run(optimize(k), x))):
+        for n, (got, want) in enumerate(zip(outs, wants)):
+            how = f"{who}: {src.name} {'stored' if n < len(ANY_DTS) else 'cast'} into {ANY_DTS[n % len(ANY_DTS)].name}"
+            assert got.dtype == want.dtype, how
+            ok = same_bits(got if got.dtype != np.bool_ else got.view(np.uint8), want)
+            assert ok.all(), f"{how}: {x[~ok][:4]} gave {got[~ok][:4]}, numpy {want[~ok][:4]} (opts {k.applied_opts})"

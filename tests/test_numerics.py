@@ -309,6 +309,25 @@ def test_float_to_int_casts_saturate_and_nan_gives_zero(dt, src, device):
     check_ints(k, [x], want)
 
 
+def test_a_store_into_a_buffer_of_another_dtype_converts_as_a_cast(device):
+    """STORE(x, dtype=...) converts as CAST does, on the device and in the reference: an int to bool is `!= 0` (256
+    is True; the bytes are 0 and 1), a float to bool too (0.5 and NaN are True), a float to an int truncates and
+    clamps, NaN giving 0 (C's conversion gave 256 -> False, NaN -> INT_MIN, 300.0 -> 44 as a uint8)."""
+    ints = np.array([0, 1, 2, 256, -1, 512, 3, 0], np.int32)
+    floats = np.array([0.5, math.nan, 1e10, -2.9, 300.0, -0.0, 2.9, -1e10], np.float32)
+    for x, dt, want in (
+        (ints, dtypes.bool, [False, True, True, True, True, True, True, False]),
+        (floats, dtypes.bool, [True, True, True, True, True, False, True, True]),
+        (floats, dtypes.int32, [0, 0, 2**31 - 1, -2, 300, 0, 2, -(2**31)]),
+        (floats, dtypes.uint8, [0, 0, 255, 0, 255, 0, 2, 0]),
+    ):
+        src = dtypes.int32 if x is ints else dtypes.float
+        k = Kernel(store(load(1, ShapeTracker.from_shape(x.shape), src), dtype=dt))
+        for who, (got,) in (("device", R.run(k, x)), ("reference", R.reference(k, x))):
+            assert got.view(np.uint8).tolist() == want if dt == dtypes.bool else got.tolist() == want, (who, dt, got)
+        R.verify(k, x)
+
+
 @pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int8, dtypes.int64], ids=lambda d: d.name)
 def test_a_float_cast_to_an_int_and_back_is_plus_zero_near_zero(dt, device):
     """int(-0.5) is 0, and 0 as a float is +0.0 (numpy's): Intel's CPU compiler folded float(int(x)) into trunc(x),
