@@ -1169,7 +1169,7 @@ def working_devices():
 
 def get_device() -> Device:
     """The device everything runs on: the one KERNELPY_DEVICE chooses among working_devices() (by its index, or by a
-    part of its or its platform's name), else the one PYOPENCL_CTX names, else the first that works."""
+    part of its or its platform's name: see pick_device), else the one PYOPENCL_CTX names, else the first that works."""
     global _device
     with _device_init_lock:  # one device a process: never two made at once, nor a half-made one used
         if _device is None:
@@ -1191,19 +1191,33 @@ def _open_device() -> Device:
         else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
             choice = os.environ.get("KERNELPY_DEVICE") or "0"
             working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
-            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
-            by_name = [d for d, n in zip(working, names) if choice.lower() in n.lower()]
             if not working:
                 found = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
                 raise NoDeviceError(f"{_NO_DEVICE} (found: {found or 'none'}; none of them compiles a kernel)")
-            if not (chosen := working[int(choice) :][:1] if choice.isdigit() else by_name[:1]):
-                listed = ", ".join(f"{i}: {n}" for i, n in enumerate(names))
-                raise NoDeviceError(f"KERNELPY_DEVICE={choice!r} names none of the devices that work here ({listed})")
-            ctx = cl.Context(chosen)
+            names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
+            ctx = cl.Context([working[pick_device(choice, names)]])
     except cl.Error as e:
         raise NoDeviceError(f"{_NO_DEVICE} ({e})") from None
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     return Device(ctx, queue, ctx.devices[0].name.strip())
+
+
+def pick_device(choice: str, names: Sequence[str], source: str = "KERNELPY_DEVICE") -> int:
+    """The index of the device `choice` names among `names` (working_devices(), as "device (platform)"): its index,
+    or a part of its name found in no other (case ignored). NoDeviceError, one line listing the devices, where it
+    names none of them or several (`source`: what the choice was given as, for the message)."""
+    if choice.isdigit():
+        hits = [int(choice)] if int(choice) < len(names) else []
+    else:
+        hits = [i for i, name in enumerate(names) if choice.lower() in name.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names)))
+    if hits:
+        raise NoDeviceError(
+            f"{source}={choice!r} names {len(hits)} devices ({listed}): give its index, or more of its name"
+        )
+    raise NoDeviceError(f"{source}={choice!r} names none of the devices that work here ({listed})")
 
 
 def device_limits() -> tuple[int, list[int]]:

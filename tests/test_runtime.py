@@ -863,6 +863,36 @@ def test_kernelpy_device_chooses_among_every_device_that_compiles_by_index_or_na
         R.get_device()
 
 
+def test_kernelpy_device_naming_several_devices_is_an_error_listing_them(monkeypatch):
+    """A part of a name that two working devices share (`intel` on an Intel machine: Intel's runtime and PoCL's CPU
+    device) chooses neither: NoDeviceError, one line, lists the ones it names; a part only one has chooses it."""
+
+    class Fake:  # a device of pyopencl's: its name and its platform's
+        def __init__(self, name: str, platform: str):
+            self.name, self.platform = name, type("Platform", (), {"name": platform})
+
+    fakes = [
+        Fake("Intel(R) Xeon(R) Gold", "Intel(R) OpenCL"),
+        Fake("cpu-Intel(R) Xeon(R) Gold", "Portable Computing Language"),
+    ]
+    names = [f"{d.name} ({d.platform.name})" for d in fakes]
+    assert R.pick_device("portable", names) == 1 and R.pick_device("1", names) == 1
+    monkeypatch.setattr(R, "working_devices", lambda: iter(fakes))
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    for choice in ("intel", "XEON", "Gold"):
+        monkeypatch.setenv("KERNELPY_DEVICE", choice)
+        monkeypatch.setattr(R, "_device", None)
+        with pytest.raises(R.NoDeviceError) as e:
+            R.get_device()
+        listed = f"0: {names[0]}, 1: {names[1]}"
+        assert (
+            str(e.value)
+            == f"KERNELPY_DEVICE={choice!r} names 2 devices ({listed}): give its index, or more of its name"
+        )
+    with pytest.raises(R.NoDeviceError, match=r"^--device='xeon' names 2 devices \(0: Intel"):
+        R.pick_device("xeon", names, "--device")
+
+
 def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):
     """Every process that starts writes the OpenCL driver list it points the loader at: a file another process is
     reading is never rewritten in place (its loader would find a half-written driver, or none); one that changed is
