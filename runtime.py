@@ -591,13 +591,13 @@ class _Renderer:
             var = self.c_vars[buf.val.expr].expr if isinstance(buf.val, Node) else None  # a Variable's value
             val = f"(({ctype}){var})" if var else _c_const(buf.val, buf.dtype)
             return self._gate(valid, val, zero)
-        if _is_image(buf.dtype):
+        if image := _is_image(buf.dtype) and buf.idx not in self.flat_images:
             self.images.add(buf.idx)
         vec = self._vector_base(i, idxs)
         idx, valid = vec[:2] if vec is not None else self.exprs(i, idxs)
         if valid.max == 0:
             return zero  # entirely in the padding: never read memory
-        if _is_image(buf.dtype):  # read a pixel (float4) at a time: element i of the flat buffer is component i%4 of
+        if image:  # read a pixel (float4) at a time: element i of the flat buffer is component i%4 of
             # pixel i//4, which sits at column (i//4) % width and row (i//4) // width
             pixel = f"read_imagef(data{buf.idx}, smp, {self._image_coord(buf.dtype, idx)})"
             pixel = self.reg("float4", self._gate(valid, pixel, "(float4)(0.0f)"), "val")
@@ -901,7 +901,7 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
         if _largest(size) > INT32_MAX:
             what = f"{kernel_name(k)}: axis {axis} of size {size} (its loop counter or id)"
             raise ValueError(f"{what} does not fit in a 32-bit int; split it with a reshape")
-    flat: frozenset = frozenset()
+    flat = frozenset(b.idx for b in k.bufs if _is_image(b.dtype) and prod(b.dtype.shape) == 0)  # no pixels: no image
     while True:
         try:
             return _Renderer(k, flat, limits).render()
@@ -933,7 +933,10 @@ def buffers(ast: Sequence[LazyOp]) -> list[BufferInfo]:
     outputs = {root.arg.idx for root in ast}
     found: dict[int, BufferInfo] = {}
     for x in (op for root in ast for op in root.lazyops if op.op in (BufferOps.LOAD, BufferOps.STORE)):
-        size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else _needed_size(x.arg.st)
+        size = _needed_size(x.arg.st)
+        if _is_image(x.arg.dtype) and size > prod(x.arg.dtype.shape):
+            raise ValueError(f"a view of data{x.arg.idx} reaches element {size - 1}, beyond its image {x.arg.dtype}")
+        size = prod(x.arg.dtype.shape) if _is_image(x.arg.dtype) else size
         old = found.get(x.arg.idx)
         size, read = max(size, old.size if old else 0), x.op is BufferOps.LOAD or bool(old and old.read)
         found[x.arg.idx] = BufferInfo(x.arg.idx, x.arg.dtype, size, x.arg.idx in outputs, read)

@@ -380,6 +380,31 @@ def test_image_buffers_go_through_image2d_t():
     R.verify(k, x)
 
 
+@pytest.mark.parametrize("shape", [(0, 4, 4), (4, 0, 4)], ids=str)
+def test_an_image_without_pixels_runs_as_a_plain_buffer_does(shape, device):
+    """An image input with no pixels: the kernel over its shape, a sum over its empty axis, a view of it that is
+    all padding run as the same kernels on a plain buffer do (not IndexError, nor 'modulo by 0'); a view that reaches
+    beyond an image's pixels is a ValueError naming it."""
+    x = np.zeros(shape, np.float32)
+    views = [(ShapeTracker.from_shape(shape), None), (ShapeTracker.from_shape(shape), (1,))]
+    views.append((ShapeTracker.from_shape((0,)).pad(((0, 8),)), None))
+    outs: dict = {}
+    for dt, data in ((dtypes.imagef(shape), x), (dtypes.float, x.reshape(-1))):
+        for st, axes in views:
+            value = alu(BinaryOps.ADD, load(1, st, dt), const(1.0, st.shape))
+            k = Kernel(store(value if axes is None else reduce(ReduceOps.SUM, value, axes), dtype=dtypes.float))
+            k.hand_coded_optimizations()
+            R.verify(k, data)
+            outs.setdefault(dt, []).append(R.run(k, data)[0].tolist())
+    assert outs[dtypes.imagef(shape)] == outs[dtypes.float]
+    assert [len(out) for out in outs[dtypes.float]] == [0, 0 if shape[0] == 0 else 16, 8]
+    beyond = Kernel(store(load(1, ShapeTracker.from_shape((64,)), dtypes.imagef((4, 2, 4))), dtype=dtypes.float))
+    with pytest.raises(
+        ValueError, match=re.escape("a view of data1 reaches element 63, beyond its image dtypes.imagef")
+    ):
+        R.reference(beyond, np.zeros((4, 2, 4), np.float32))
+
+
 def test_half_is_stored_as_half_and_computed_as_float():
     k = Kernel(*matmul_ast(32, 32, 32, dtypes.half))
     k.hand_coded_optimizations()
