@@ -226,6 +226,20 @@ def test_global_local_reduce_and_upcast_become_ids_loops_and_float4():
     R.verify(k, *R.random_inputs(k))
 
 
+def test_a_vector_that_would_start_off_its_alignment_stays_scalar():
+    """out[i] = a[i + 1] with UPCAST:0:4: each thread's four elements of `a` start at 4*gidx0 + 1, not a multiple of
+    4, so they are four scalar loads (a float4 load there is misaligned: the process segfaulted); the output's start,
+    4*gidx0, is one float4 store. Only a start that is a multiple of the width at every value is one."""
+    a = load(1, ShapeTracker.from_shape((65,)).shrink(((1, 65),)))
+    k = _opt(Kernel(store(a)), "UPCAST:0:4")
+    src = R.render(k).src  # (checked before anything runs)
+    assert "float4*)(data1" not in src and src.count("data1[") == 4, src
+    assert "*((__global float4*)(data0+(gidx0*4))) = (float4)(" in src, src
+    R.verify(k, np.arange(65, dtype=np.float32))
+    g = kernel.Variable("g", 0, 15)
+    assert [R.is_vector_start(x, 4) for x in (g * 4, g * 4 + 1, g * 4 + 4, g * 2)] == [True, False, True, False]
+
+
 def test_group_reduces_through_local_memory_and_a_barrier():
     k = _opt(Kernel(*sum_ast((64, 256), (1,))), "GROUPTOP:0:16")
     src = R.render(k).src
