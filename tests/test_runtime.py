@@ -25,6 +25,7 @@ import pyopencl as cl
 import pytest
 
 import kernel
+import render
 import runtime as R
 from corpus import build_kernel, case_id, lazyop_from_json, load_corpus
 from tests.common import copy_ast
@@ -237,7 +238,7 @@ def test_a_vector_that_would_start_off_its_alignment_stays_scalar():
     assert "*((__global float4*)(data0+(gidx0*4))) = (float4)(" in src, src
     R.verify(k, np.arange(65, dtype=np.float32))
     g = kernel.Variable("g", 0, 15)
-    assert [R.is_vector_start(x, 4) for x in (g * 4, g * 4 + 1, g * 4 + 4, g * 2)] == [True, False, True, False]
+    assert [render.is_vector_start(x, 4) for x in (g * 4, g * 4 + 1, g * 4 + 4, g * 2)] == [True, False, True, False]
 
 
 def test_group_reduces_through_local_memory_and_a_barrier():
