@@ -16,7 +16,6 @@ import sys
 
 import pytest
 
-import kernel
 import demo
 from kernel import Kernel, Opt, OptOps
 from demo import elementwise_ast
