@@ -118,6 +118,20 @@ def test_show_prints_the_c_and_rejected_opts_and_verify_counts_the_kernels(capsy
     assert "1 kernel verified, 0 failed" in capsys.readouterr().out
 
 
+@pytest.mark.cli
+def test_the_c_renders_on_a_bare_python():
+    """render.py needs nothing but the standard library (and kernel.py): the demo can show a kernel's C on a bare
+    Python, without numpy or pyopencl; it is the C runtime.render writes."""
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); import kernel, demo, render"
+    code += "; k = kernel.optimize(kernel.Kernel(*demo.matmul_ast(64, 64, 64)))"
+    code += "; print(render.render(k).src); assert not {'numpy', 'pyopencl'} & set(sys.modules)"
+    bare = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert bare.returncode == 0, bare.stderr
+    assert bare.stdout == R.render(kernel.optimize(kernel.Kernel(*demo.matmul_ast(64, 64, 64)))).src + "\n"
+
+
 @pytest.mark.parametrize("command", ["show", "verify"])
 def test_show_and_verify_help_is_runtimes_usage(command, capsys):
     with pytest.raises(SystemExit) as e:

@@ -636,3 +636,142 @@ def test_differential_expressions_cover_what_they_must():
     assert {x.dtype for x in nodes if x.op is TernaryOps.MULACC} >= set(FLOAT_DTS)
     assert {x.src[0].dtype for x in nodes if x.op is BinaryOps.CMPLT and of_computed_floats(x)} >= set(FLOAT_DTS)
     assert any(x.op is UnaryOps.CAST and dtypes.is_int(x.arg) and of_computed_floats(x) for x in nodes)
+
+
+# ============================================================================================================
+# conversions: STOREs into a buffer of another dtype and CASTs, between every pair of dtypes, against numpy
+# ============================================================================================================
+def conversion_values(dt: DType, rng: np.random.Generator) -> np.ndarray:
+    """Values of dt at the edges of every conversion (each int type's range, half's, the rounding of half, bfloat16
+    and float, NaN and the infinities), and random ones."""
+    if dt == dtypes.bool:
+        return np.arange(N) % 3 == 1
+    npdt = np.dtype(R.np_dtype(dt))
+    if dtypes.is_int(dt):
+        info = np.iinfo(npdt)
+        edges = [0, 1, -1, 2, 127, 128, -129, 255, 256, 512, 32768, 65535, 65520, 2**24 + 1, 2**31, 2**53 + 1, 2**63]
+        edges = np.array([v % (1 << info.bits) for v in edges + [info.min, info.max]], np.uint64).astype(npdt)
+        return np.concatenate([edges, rng.integers(info.min, info.max, N - len(edges), npdt, endpoint=True)])
+    edges = [math.nan, math.inf, -math.inf, 0.0, -0.0, 0.5, -0.5, 2.9, -2.9, 300.0, 255.5, -128.5, -129.0, 1e10]
+    edges += [-1e10, 65504.0, 65519.99, 65520.0, 2049.0, 2.0**24 + 1, 2.0**31 - 0.5, 2.0**31, -(2.0**31) - 1, 1e19]
+    edges += [2.0**63, 2.0**64, -(2.0**63), 3.4e38, 1e-40, 6e-8, 0.1, 1 / 3, 1 + 2**-8, 1 + 3 * 2**-8]
+    with np.errstate(over="ignore"):
+        x = np.array(edges + list(rng.standard_normal(N - len(edges)) * 10.0 ** rng.integers(-3, 12, N - len(edges))))
+        return bf16_of(x.astype(np.float32)) if dt == dtypes.bfloat16 else x.astype(npdt)
+
+
+@pytest.mark.parametrize("src", ANY_DTS, ids=lambda d: d.name)
+def test_stores_and_casts_between_every_pair_of_dtypes_convert_as_numpy(src):
+    """STORE(x, dtype=dst) and STORE(CAST(x, dst)) of every dtype into every dtype give numpy's astype, with the
+    documented rules where numpy's answer is the machine's or isn't astype (docs/numerics.md: a float to an int
+    truncates and clamps, NaN giving 0; to bfloat16 the nearest, rounded once): on the device, with and without
+    opts, and in the reference. One kernel per source dtype, with an output for each conversion."""
+    x = conversion_values(src, np.random.default_rng(5))
+    assert len(x) == N
+    value = load(2 * len(ANY_DTS), ShapeTracker.from_shape((N,)), src)
+    stores = [store(value, i, dtype=dst) for i, dst in enumerate(ANY_DTS)]
+    stores += [store(alu(UnaryOps.CAST, value, arg=dst), len(ANY_DTS) + i) for i, dst in enumerate(ANY_DTS)]
+    with np.errstate(all="ignore"):
+        wants = [numpy_cast(x, src, dst) for dst in ANY_DTS] * 2
+    k = Kernel(*stores)
+    for who, outs in (("device", R.run(k, x)), ("reference", R.reference(k, x)), ("opts", R.run(optimize(k), x))):
+        for n, (got, want) in enumerate(zip(outs, wants)):
+            how = f"{who}: {src.name} {'stored' if n < len(ANY_DTS) else 'cast'} into {ANY_DTS[n % len(ANY_DTS)].name}"
+            assert got.dtype == want.dtype, how
+            ok = same_bits(got if got.dtype != np.bool_ else got.view(np.uint8), want)
+            assert ok.all(), f"{how}: {x[~ok][:4]} gave {got[~ok][:4]}, numpy {want[~ok][:4]} (opts {k.applied_opts})"
+
+
+# ============================================================================================================
+# verify of outputs that jump where an inexact float moves by an ulp: a correct kernel passes, a wrong one fails
+# ============================================================================================================
+def jump_case(seed: int, n: int) -> tuple[Kernel, list[np.ndarray]]:
+    """Case n of seed: a kernel whose output jumps where a float the device computes to a few ulps (a sum, in
+    another order; sin, exp2, log2, sqrt, a reciprocal, a division) moves by an ulp: its BITCAST, MOD, comparison,
+    cast to an int or a bool, a WHERE on a comparison, a STORE into an int, a count of comparisons; maybe followed
+    by an op; with opts. Returns the kernel and its inputs."""
+    rng = np.random.default_rng([seed, n, 11])
+
+    def pick(xs):
+        return xs[int(rng.integers(len(xs)))]
+
+    source = pick(["sum", "sum", "sin", "exp2", "log2", "sqrt", "recip", "div", "count"])
+    if source in ("sum", "count"):
+        shape, out = (64, 256), (64, 1)
+    else:
+        shape = out = (4096,)
+    x, y = (load(i, ShapeTracker.from_shape(shape)) for i in (1, 2))
+    at = (lambda v: const(v, out)) if source != "count" else (lambda v: const(v, shape))
+    if source == "sum":
+        g = reduce(ReduceOps.SUM, x, (1,))
+    elif source == "div":
+        g = alu(BinaryOps.IDIV, x, y)
+    else:
+        unary = {"sin": UnaryOps.SIN, "exp2": UnaryOps.EXP2, "log2": UnaryOps.LOG2, "sqrt": UnaryOps.SQRT}
+        g = alu(unary.get(source, UnaryOps.RECIP), alu(BinaryOps.MUL, x, const(4.0, shape)))
+    scaled = alu(BinaryOps.MUL, g, at(float(pick([1.0, 3.0, 10.0]))))
+    kind = pick(["bitcast", "mod", "cmplt", "cmpne", "cast", "where", "store"]) if source != "count" else "count"
+    value = scaled  # (a STORE into an int converts it)
+    if kind == "bitcast":
+        value = alu(UnaryOps.BITCAST, g, arg=pick([dtypes.int32, dtypes.uint32]))
+    elif kind == "mod":
+        value = alu(BinaryOps.MOD, g, at(pick([1.0, 0.25, 0.1])))
+    elif kind in ("cmplt", "cmpne"):
+        value = alu(BinaryOps.CMPLT if kind == "cmplt" else BinaryOps.CMPNE, g, at(pick([0.0, 0.5, -0.5, 1.0])))
+    elif kind == "cast":
+        value = alu(UnaryOps.CAST, scaled, arg=pick([dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.bool]))
+    elif kind == "where":
+        value = alu(TernaryOps.WHERE, alu(BinaryOps.CMPLT, g, at(pick([0.0, 0.5]))), at(1.0), scaled)
+    elif kind == "count":  # how many sin(4x) of each row are below t
+        below = alu(BinaryOps.CMPLT, alu(UnaryOps.SIN, alu(BinaryOps.MUL, x, at(4.0))), at(pick([0.0, 0.5])))
+        value = reduce(ReduceOps.SUM, alu(UnaryOps.CAST, below, arg=dtypes.float), (1,))
+    then = pick([None, None, UnaryOps.NEG, BinaryOps.ADD, BinaryOps.MUL])  # (an unsigned NEG wraps everywhere but 0)
+    if kind == "store" or value.dtype == dtypes.bool or then is UnaryOps.NEG and dtypes.is_unsigned(value.dtype):
+        then = None
+    if then is not None:
+        one = const(1, out, value.dtype)
+        value = alu(then, value) if then is UnaryOps.NEG else alu(then, value, one)
+    k = Kernel(store(value, dtype=pick([dtypes.int32, dtypes.uint8])) if kind == "store" else store(value))
+    if n % 3 == 1:
+        optimize(k)
+    elif n % 3 == 2 and source in ("sum", "count"):
+        for opt in (Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UNROLL, 0, 4)):
+            k.apply_opt(opt)
+    inputs = R.random_inputs(k, seed=n)
+    if source != "count":  # far more elements near a jump: a quarter of them rounded to 1/8 (a sum: of them 0.5)
+        inputs[0] = np.where(np.arange(inputs[0].size) % 4 == 0, np.round(inputs[0] * 8) / 8, inputs[0])
+        inputs[0] = inputs[0].astype(np.float32).reshape(shape)
+    return k, inputs
+
+
+def test_verify_accepts_correct_kernels_whose_outputs_jump_at_inexact_floats_and_rejects_wrong_ones(monkeypatch):
+    """Each jump_case verifies on the device; the same kernel on its rows or elements in reverse order (an index
+    bug), or leaving one element unwritten, fails verify."""
+    count, seed = int(os.environ.get("FUZZ", 40)), int(os.environ.get("FUZZ_SEED", 0))
+    real_run, checked = R.run, 0
+    for n in range(count):
+        k, inputs = jump_case(seed, n)
+        case = f"jump_case({seed}, {n}) with opts {[str(o) for o in k.applied_opts]}: {k.ast[0]}"
+        try:
+            R.verify(k, *inputs)
+        except R.VerificationError as e:
+            raise AssertionError(f"{case}: a correct kernel failed: {e}") from e
+        (right,) = real_run(k, *inputs)
+        at, out = int(np.random.default_rng([seed, n]).integers(right.size)), R.buffers(k.ast)[0]
+
+        def unwritten(second: bool) -> np.ndarray:  # element `at` keeps the launch's poison
+            ret = right.copy()
+            R._bytes(ret.reshape(-1))[at] = R._bytes(R._poisoned(out, second))[at]  # (a bool's: the byte 0xAB)
+            return ret
+
+        wrongs = [unwritten]
+        if len(np.unique(R.reference(k, *inputs)[0])) > 2:  # (reversed, few values may fall in their own places)
+            wrongs.append(lambda second: real_run(k, *[x[::-1].copy() for x in inputs])[0])
+        for wrong in wrongs:
+            monkeypatch.setattr(R, "run", lambda *args, second_poison=False, wrong=wrong, **kw: [wrong(second_poison)])
+            with pytest.raises(R.VerificationError):
+                R.verify(k, *inputs)
+                print(f"{case}: the {'reversed' if wrong is not unwritten else 'unwritten'} kernel passed verify")
+            checked += 1
+        monkeypatch.setattr(R, "run", real_run)
+    assert checked > count * 1.5

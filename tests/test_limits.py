@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import demo
+import render
 import runtime as R
 import search
 from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps
@@ -45,8 +46,8 @@ def _doubled(depth: int, shape=(16,)):
 
 def test_a_shared_op_is_rendered_once(monkeypatch):
     """Each op becomes C once per upcast combination (a shared one a register), not once per path that reaches it."""
-    loads, real = [], R._Renderer.load
-    monkeypatch.setattr(R._Renderer, "load", lambda self, i, idxs: loads.append(i) or real(self, i, idxs))
+    loads, real = [], render._Renderer.load
+    monkeypatch.setattr(render._Renderer, "load", lambda self, i, idxs: loads.append(i) or real(self, i, idxs))
     src = R.render(Kernel(store(_doubled(16)))).src
     assert len(loads) == 1 and src.count("float alu") == 15  # one load; each op read twice is a register
 

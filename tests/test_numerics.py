@@ -309,6 +309,25 @@ def test_float_to_int_casts_saturate_and_nan_gives_zero(dt, src, device):
     check_ints(k, [x], want)
 
 
+def test_a_store_into_a_buffer_of_another_dtype_converts_as_a_cast(device):
+    """STORE(x, dtype=...) converts as CAST does, on the device and in the reference: an int to bool is `!= 0` (256
+    is True; the bytes are 0 and 1), a float to bool too (0.5 and NaN are True), a float to an int truncates and
+    clamps, NaN giving 0 (C's conversion gave 256 -> False, NaN -> INT_MIN, 300.0 -> 44 as a uint8)."""
+    ints = np.array([0, 1, 2, 256, -1, 512, 3, 0], np.int32)
+    floats = np.array([0.5, math.nan, 1e10, -2.9, 300.0, -0.0, 2.9, -1e10], np.float32)
+    for x, dt, want in (
+        (ints, dtypes.bool, [False, True, True, True, True, True, True, False]),
+        (floats, dtypes.bool, [True, True, True, True, True, False, True, True]),
+        (floats, dtypes.int32, [0, 0, 2**31 - 1, -2, 300, 0, 2, -(2**31)]),
+        (floats, dtypes.uint8, [0, 0, 255, 0, 255, 0, 2, 0]),
+    ):
+        src = dtypes.int32 if x is ints else dtypes.float
+        k = Kernel(store(load(1, ShapeTracker.from_shape(x.shape), src), dtype=dt))
+        for who, (got,) in (("device", R.run(k, x)), ("reference", R.reference(k, x))):
+            assert got.view(np.uint8).tolist() == want if dt == dtypes.bool else got.tolist() == want, (who, dt, got)
+        R.verify(k, x)
+
+
 @pytest.mark.parametrize("dt", [dtypes.int32, dtypes.int8, dtypes.int64], ids=lambda d: d.name)
 def test_a_float_cast_to_an_int_and_back_is_plus_zero_near_zero(dt, device):
     """int(-0.5) is 0, and 0 as a float is +0.0 (numpy's): Intel's CPU compiler folded float(int(x)) into trunc(x),
@@ -595,6 +614,64 @@ def test_verify_still_rejects_an_int_or_bool_beyond_the_boundary(device, monkeyp
     monkeypatch.setattr(R, "run", lambda *args, **kw: [q.copy(), ~below])
     with pytest.raises(R.VerificationError, match="output data1 differs"):
         R.verify(k, rows)
+
+
+def test_verify_accepts_the_bits_and_the_remainder_of_a_sum_or_a_sine_and_rejects_far_ones(device, monkeypatch):
+    """BITCAST(SUM(x)) of 64 rows of 1000 floats differs from the reference in the last bits of most rows, MOD(SUM,
+    1.0) by about 1 where a sum is near a whole number, BITCAST(SIN(x)) by an ulp on Intel's runtime: verify
+    accepts them, with opts too, and still rejects the bits of a sum 1% off, and an element left unwritten where
+    any answer goes (CAST(MOD(SUM, 1.0) * 4) of a row that sums to 3: 0 or 3, or anything between)."""
+    rows = load(1, ShapeTracker.from_shape((64, 1000)))
+    total = reduce(ReduceOps.SUM, rows, (1,))
+    x = np.random.default_rng(0).random((64, 1000), dtype=np.float32) * 2 - 1
+    bits = Kernel(store(alu(UnaryOps.BITCAST, total, arg=dtypes.uint32)))
+    mod = Kernel(store(alu(BinaryOps.MOD, total, const(1.0, (64, 1)))))
+    sums = x.astype(np.float64).sum(axis=1)
+    x[:, 0] -= (sums - np.round(sums)).astype(np.float32)  # each row sums to about a whole number: MOD jumps there
+    for k in (bits, mod):
+        for opts in ([], [Opt(OptOps.GROUPTOP, 0, 8)], [Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.UPCAST, 0, 4)]):
+            k2 = Kernel(*k.ast)
+            for o in opts:
+                k2.apply_opt(o)
+            R.verify(k2, x)
+    sine = np.linspace(-3, 3, 4096, dtype=np.float32)
+    R.verify(
+        Kernel(
+            store(alu(UnaryOps.BITCAST, alu(UnaryOps.SIN, load(1, ShapeTracker.from_shape((4096,)))), arg=dtypes.int32))
+        ),
+        sine,
+    )
+    (off,) = R.reference(Kernel(store(alu(BinaryOps.MUL, total, const(1.01, (64, 1))))), x)
+    monkeypatch.setattr(R, "run", lambda *args, **kw: [off.view(np.uint32)])
+    with pytest.raises(R.VerificationError, match="output data0 differs"):
+        R.verify(bits, x)
+    monkeypatch.undo()
+    three = np.full((64, 1000), 3 / 1000, np.float32)
+    three[0] = 0.0
+    three[0, :3] = 1.0  # row 0 sums to exactly 3.0: near a whole number
+    q = Kernel(
+        store(
+            alu(
+                UnaryOps.CAST,
+                alu(BinaryOps.MUL, alu(BinaryOps.MOD, total, const(1.0, (64, 1))), const(4.0, (64, 1))),
+                arg=dtypes.int8,
+            )
+        )
+    )
+    (right,) = R.run(q, three)
+    for row0, ok in ((2, True), (127, False)):  # 127: the poison, written in neither launch (the second: -128)
+        monkeypatch.setattr(
+            R,
+            "run",
+            lambda *a, row0=row0, second_poison=False, **kw: [
+                np.concatenate([[np.int8(row0 if not second_poison or row0 != 127 else -128)], right[1:]])
+            ],
+        )
+        if ok:
+            R.verify(q, three)
+        else:
+            with pytest.raises(R.VerificationError, match="differs in 1 of 64 elements.* at index 0"):
+                R.verify(q, three)
 
 
 # ------------------------------------------------------------------------------------------------------------

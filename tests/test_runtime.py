@@ -25,6 +25,7 @@ import pyopencl as cl
 import pytest
 
 import kernel
+import render
 import runtime as R
 from corpus import build_kernel, case_id, lazyop_from_json, load_corpus
 from tests.common import copy_ast
@@ -226,6 +227,20 @@ def test_global_local_reduce_and_upcast_become_ids_loops_and_float4():
     R.verify(k, *R.random_inputs(k))
 
 
+def test_a_vector_that_would_start_off_its_alignment_stays_scalar():
+    """out[i] = a[i + 1] with UPCAST:0:4: each thread's four elements of `a` start at 4*gidx0 + 1, not a multiple of
+    4, so they are four scalar loads (a float4 load there is misaligned: the process segfaulted); the output's start,
+    4*gidx0, is one float4 store. Only a start that is a multiple of the width at every value is one."""
+    a = load(1, ShapeTracker.from_shape((65,)).shrink(((1, 65),)))
+    k = _opt(Kernel(store(a)), "UPCAST:0:4")
+    src = R.render(k).src  # (checked before anything runs)
+    assert "float4*)(data1" not in src and src.count("data1[") == 4, src
+    assert "*((__global float4*)(data0+(gidx0*4))) = (float4)(" in src, src
+    R.verify(k, np.arange(65, dtype=np.float32))
+    g = kernel.Variable("g", 0, 15)
+    assert [render.is_vector_start(x, 4) for x in (g * 4, g * 4 + 1, g * 4 + 4, g * 2)] == [True, False, True, False]
+
+
 def test_group_reduces_through_local_memory_and_a_barrier():
     k = _opt(Kernel(*sum_ast((64, 256), (1,))), "GROUPTOP:0:16")
     src = R.render(k).src
@@ -378,6 +393,31 @@ def test_image_buffers_go_through_image2d_t():
     (x,) = R.random_inputs(k)
     assert x.shape == (4, 16, 4) and x.dtype == np.float16 and "read_imagef(data1, smp" in R.render(k).src
     R.verify(k, x)
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 4), (4, 0, 4)], ids=str)
+def test_an_image_without_pixels_runs_as_a_plain_buffer_does(shape, device):
+    """An image input with no pixels: the kernel over its shape, a sum over its empty axis, a view of it that is
+    all padding run as the same kernels on a plain buffer do (not IndexError, nor 'modulo by 0'); a view that reaches
+    beyond an image's pixels is a ValueError naming it."""
+    x = np.zeros(shape, np.float32)
+    views = [(ShapeTracker.from_shape(shape), None), (ShapeTracker.from_shape(shape), (1,))]
+    views.append((ShapeTracker.from_shape((0,)).pad(((0, 8),)), None))
+    outs: dict = {}
+    for dt, data in ((dtypes.imagef(shape), x), (dtypes.float, x.reshape(-1))):
+        for st, axes in views:
+            value = alu(BinaryOps.ADD, load(1, st, dt), const(1.0, st.shape))
+            k = Kernel(store(value if axes is None else reduce(ReduceOps.SUM, value, axes), dtype=dtypes.float))
+            k.hand_coded_optimizations()
+            R.verify(k, data)
+            outs.setdefault(dt, []).append(R.run(k, data)[0].tolist())
+    assert outs[dtypes.imagef(shape)] == outs[dtypes.float]
+    assert [len(out) for out in outs[dtypes.float]] == [0, 0 if shape[0] == 0 else 16, 8]
+    beyond = Kernel(store(load(1, ShapeTracker.from_shape((64,)), dtypes.imagef((4, 2, 4))), dtype=dtypes.float))
+    with pytest.raises(
+        ValueError, match=re.escape("a view of data1 reaches element 63, beyond its image dtypes.imagef")
+    ):
+        R.reference(beyond, np.zeros((4, 2, 4), np.float32))
 
 
 def test_half_is_stored_as_half_and_computed_as_float():
@@ -861,6 +901,36 @@ def test_kernelpy_device_chooses_among_every_device_that_compiles_by_index_or_na
     listed = f"0: {working[0].name.strip()} ({working[0].platform.name.strip()})"
     with pytest.raises(R.NoDeviceError, match=rf"KERNELPY_DEVICE='{len(working)}' names none of .*{re.escape(listed)}"):
         R.get_device()
+
+
+def test_kernelpy_device_naming_several_devices_is_an_error_listing_them(monkeypatch):
+    """A part of a name that two working devices share (`intel` on an Intel machine: Intel's runtime and PoCL's CPU
+    device) chooses neither: NoDeviceError, one line, lists the ones it names; a part only one has chooses it."""
+
+    class Fake:  # a device of pyopencl's: its name and its platform's
+        def __init__(self, name: str, platform: str):
+            self.name, self.platform = name, type("Platform", (), {"name": platform})
+
+    fakes = [
+        Fake("Intel(R) Xeon(R) Gold", "Intel(R) OpenCL"),
+        Fake("cpu-Intel(R) Xeon(R) Gold", "Portable Computing Language"),
+    ]
+    names = [f"{d.name} ({d.platform.name})" for d in fakes]
+    assert R.pick_device("portable", names) == 1 and R.pick_device("1", names) == 1
+    monkeypatch.setattr(R, "working_devices", lambda: iter(fakes))
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    for choice in ("intel", "XEON", "Gold"):
+        monkeypatch.setenv("KERNELPY_DEVICE", choice)
+        monkeypatch.setattr(R, "_device", None)
+        with pytest.raises(R.NoDeviceError) as e:
+            R.get_device()
+        listed = f"0: {names[0]}, 1: {names[1]}"
+        assert (
+            str(e.value)
+            == f"KERNELPY_DEVICE={choice!r} names 2 devices ({listed}): give its index, or more of its name"
+        )
+    with pytest.raises(R.NoDeviceError, match=r"^--device='xeon' names 2 devices \(0: Intel"):
+        R.pick_device("xeon", names, "--device")
 
 
 def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ import pytest
 
 import kernel
 import demo as D
+import render
 from kernel import TARGETS, ConstBuffer, ImageDType, Kernel, KernelOptError, Opt, OptOps, optimize
 from demo import DEMOS
 
@@ -779,10 +780,12 @@ def test_every_step_table_reason_is_true_on_every_target():
 
 
 def test_the_renderer_and_the_explanation_use_the_one_vector_rule(monkeypatch):
-    """One rule, one place: runtime.py's float2/float4 accesses and --explain's vector notes both follow
-    Kernel.vector_axis; with it saying "no vector" the C has none and --explain says scalars."""
+    """One rule, one place: the C's float2/float4 accesses and --explain's vector notes both follow
+    render.vector_axis; with it saying "no vector" the C has none and --explain says scalars. (demo.py still calls
+    its copy, Kernel.vector_axis, until it imports render's: both say no here.)"""
     k = optimize(Kernel(*DEMOS["matmul"].build()))
     assert "float4" in R.render(k).src and "one float4 load" in demo("matmul", "explain")
+    monkeypatch.setattr(render, "vector_axis", lambda k, i: (None, "the rule says no"))
     monkeypatch.setattr(Kernel, "vector_axis", lambda self, i: (None, "the rule says no"))
     assert "float4" not in R.render(k).src and "float2" not in R.render(k).src
     out = demo("matmul", "explain")
