@@ -48,17 +48,16 @@ from kernel import (
     dtypes,
     getenv,
     is_int,
-    is_vector_start,
     load,
     optimize,
     prod,
     reduce,
-    render_condition,
     store,
     use_color,
     walk_ast,
 )
 from kernel import KnobError
+from render import is_vector_start, render_condition, vector_axis
 
 
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
@@ -256,7 +255,7 @@ COLOR_LEGEND = {
     "red": "reduce loops: a for loop",
     "magenta": "unrolled reduce dims (UNROLL): registers, the loop body repeated",
     "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
-    "buffer's only stride-1 upcast axis is 2 or 4 long (Kernel.vector_axis)",
+    "buffer's only stride-1 upcast axis is 2 or 4 long (render.vector_axis)",
 }
 # each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
 ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
@@ -336,9 +335,9 @@ def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
     """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
-    it reads or writes float2/float4 vectors, or None; and why not). Kernel.vector_axis is the rule; here it also
+    it reads or writes float2/float4 vectors, or None; and why not). render.vector_axis is the rule; here it also
     holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
-    axis, why = k.vector_axis(i)
+    axis, why = vector_axis(k, i)
     if axis is None:
         return None, why
     st, up, amt = k.sts[i], k.shape_len - k.upcasted, k.sts[i].shape[axis]

@@ -371,8 +371,8 @@ def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTrac
 # ==== symbolic: index expressions with known bounds =========================================================
 # An index is an integer expression of the loop variables idx0, idx1, ... Every node knows its smallest and largest
 # value, and the constructors simplify with them as they build (tinygrad 0.9.1's rules): a `% 8` of something in
-# [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8`, like terms merge; real_strides() reads each axis's stride
-# off the result. `//` and `%` only ever see non-negative numerators, so C's truncating `/` and `%` agree.
+# [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge; real_strides()
+# reads each axis's stride off the result. `//` and `%` see non-negative numerators: C's `/` and `%` agree.
 # A size may be a node too, Variable("i", 1, 64) for a length known at run time (tinygrad's `sint`). A comparison of
 # nodes is then a node (LtNode) whose truth is "possibly true", which only steers choices (`if size % 4 == 0`);
 # whatever folds an index or a mask asks always_lt (at the end): does it hold at EVERY value of the variables?
@@ -1784,25 +1784,6 @@ class Kernel:
             return []
         return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
 
-    def vector_axis(self, i: int) -> tuple[int | None, str]:
-        """The one vector rule, as tinygrad's global_load and global_store apply it (runtime.py renders with it, the
-        demo explains with it): buffer i is read and written as float2/float4 vectors along its only
-        get_float4_upcast_dim axis when that axis is VECTOR_WIDTHS long (an image: 4, one pixel), each vector where
-        its first index is aligned (is_vector_start). Returns (that axis, "") or (None, why there is none)."""
-        buf, axes = self.bufs[i], self.get_float4_upcast_dim(i)
-        widths = (4,) if isinstance(buf.dtype, ImageDType) else VECTOR_WIDTHS
-        if isinstance(buf, ConstBuffer):
-            return None, "a constant is no memory"
-        if not self.opts.supports_float4:
-            return None, f"the {self.opts.device} target has no float4"
-        if not (buf.dtype in (dtypes.float, dtypes.half) or isinstance(buf.dtype, ImageDType)):
-            return None, f"{buf.dtype.name} is not float or half"
-        if len(axes) != 1:
-            return None, "no upcast axis has stride 1" if not axes else "two upcast axes have stride 1"
-        if (amt := self.sts[i].shape[axes[0]]) not in widths:
-            return None, f"runtime.py's vectors are {' or '.join(map(str, widths))} wide, not {sym_render(amt)}"
-        return axes[0], ""
-
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
         """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
         order of their pattern number (used for tensor-core operands)."""
@@ -2167,8 +2148,9 @@ class Kernel:
                     if tc_opts.axes_exist[dim]:  # (an upcast may have used the axis up)
                         size, what = self.full_shape[tc_opts.axes[dim]], "NM"[dim]
                         why = f"upcast {what} for reuse" if op is OptOps.UPCAST else "more of N as local threads"
+                        why = f"tensor core: {why}"
                         candidates = [Candidate((-a,) if size % a == 0 else None, (Opt(op, tc_opts.axes[dim], a),),
-                                                f"{size} % {a} = {size % a}", (f"tensor core: {why}",)) for a in amts]  # fmt: skip
+                                                f"{size} % {a} = {size % a}", (why,)) for a in amts]  # fmt: skip
                         rule = f"{op.name} {what} by the largest of {', '.join(map(str, amts))} that divides it (tuned)"
                         self._take("apply_tensor_cores", rule, candidates)
             return True
@@ -3053,38 +3035,6 @@ def movement_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False
     except (TypeError, ValueError):
         want = "a tuple of (begin, end) pairs of ints" if pairs else "a tuple of ints"
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
-
-
-# -- kept here for runtime.py and demo.py until render.py holds the renderer's rules --
-
-VECTOR_WIDTHS = (2, 4)  # the widths loaded and stored as one vector (float2, float4), as tinygrad's linearizer does
-
-
-def is_vector_start(idx: Node, amt: int) -> bool:
-    """Can a vector of `amt` elements start at index idx: is idx a multiple of amt at every value of its variables?"""
-    return idx.min >= 0 and idx // amt * amt == idx
-
-
-def _map_view(v: View, f: Callable[[sint], sint]) -> View:
-    return v.map_sizes(f)
-
-
-def render_lt_as_ge(x: LtNode, ops: dict | None, ctx: str | None) -> str:
-    """An LtNode as a person writes it: a comparison whose terms all have negative factors, such as
-    `((gidx1*-16)+(lidx2*-1))<0`, is the `>=` it means, `((gidx1*16)+lidx2)>=1`; any other is `(a<b)`."""
-    if isinstance(x.b, int):
-        terms = x.a.nodes if isinstance(x.a, SumNode) else [x.a]
-        const = sum(y.b for y in terms if isinstance(y, NumNode))
-        variables = [y for y in terms if not isinstance(y, NumNode)]
-        if variables and all(isinstance(y, MulNode) and isinstance(y.b, int) and y.b < 0 for y in variables):
-            # sum(-c*y) + const < b  <=>  sum(c*y) > const - b  <=>  sum(c*y) >= const - b + 1
-            return f"({Node.sum([y * -1 for y in variables]).render(ops, ctx)}>={const - x.b + 1})"
-    return f"({x.a.render(ops, ctx)}<{sym_render(x.b, ops, ctx)})"
-
-
-def render_condition(node: sint) -> str:
-    """A validity condition as a person writes it: tinygrad's Python syntax, comparisons as what they mean."""
-    return sym_render(node, {**render_python, LtNode: render_lt_as_ge})
 
 
 if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, beside this file

@@ -23,13 +23,13 @@ import math
 import re
 import struct
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel import AndNode, BinaryOps, BufferOps, ConstBuffer, DivNode, ImageDType, Kernel, LazyOp, LtNode, ModNode
 from kernel import MulNode, Node, NumNode, OptOps, ReduceOps, ShapeTracker, SumNode, TernaryOps, UnaryOps, Variable
-from kernel import SHORT_FLOATS, View, dtypes, prod, render_python, sint, sym_render, walk_ast
+from kernel import SHORT_FLOATS, dtypes, prod, render_python, sint, sym_render, walk_ast
 
 
 # ============================================================================================================
@@ -861,17 +861,11 @@ def c_var_names(variables: Sequence[Variable]) -> list[str]:
     return [f"var{n}_{re.sub('[^A-Za-z0-9_]', '_', v.expr)[:24]}" for n, v in enumerate(variables)]
 
 
-def map_view(v: View, f: Callable[[sint], sint]) -> View:
-    """v with f applied to every number of its shape, strides, offset and mask."""
-    mask = tuple((f(b), f(e)) for b, e in v.mask) if v.mask is not None else None
-    return View.create(tuple(map(f, v.shape)), tuple(map(f, v.strides)), f(v.offset), mask)
-
-
 def _with_c_vars(k: Kernel, c_vars: dict[str, Variable]) -> Kernel:
     """k with its ShapeTrackers over the renderer's variables (c_vars: user's name -> the renderer's variable)."""
     rename = lambda x: x.substitute({v: c_vars[v.expr] for v in x.vars()}) if isinstance(x, Node) else x  # noqa: E731
     ret = copy.copy(k)  # only its sts differ: the rest is read, never changed
-    ret.sts = [ShapeTracker(tuple(map_view(v, rename) for v in st.unbind()[0].views)) for st in k.sts]
+    ret.sts = [ShapeTracker(tuple(v.map_sizes(rename) for v in st.unbind()[0].views)) for st in k.sts]
     return ret
 
 

@@ -34,7 +34,7 @@ from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, M
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
 from kernel import SHORT_FLOATS, sym_render, verify_lazyop, walk_ast
 from render import INT32_MAX, INT32_MIN, Program, c_types, c_var_names, check_kernel, element_dtype, is_image
-from render import kernel_name, kernel_vars, map_view, reduce_identity, render, short_float
+from render import kernel_name, kernel_vars, reduce_identity, render, short_float
 from render import cexpr, fit_dims  # noqa: F401 (runtime.cexpr and runtime.fit_dims, as render, stay importable)
 
 
@@ -181,7 +181,7 @@ def infer(x, values: dict[str, int]) -> int:
 
 def at_values(st: ShapeTracker, values: dict[str, int]) -> ShapeTracker:
     """st with every variable replaced by its value (values: {name: int}, every variable's): a plain integer one."""
-    return ShapeTracker(tuple(map_view(v, lambda x: infer(x, values)) for v in st.unbind()[0].views))
+    return st.at_values({v: values[v.expr] for v in st.unbind()[0].vars()})
 
 
 def concrete_ast(k_or_ast, values: dict[str, int]) -> tuple[LazyOp, ...]:

@@ -37,9 +37,9 @@ from kernel import (
     ShapeTracker,
     View,
     optimize,
-    render_condition,
 )
 from demo import DEMOS, elementwise_ast, matmul_ast, matvec_ast
+from render import render_condition
 from tests import test_sentences
 from tests.common import ROOT
 from corpus import lazyop_from_json, load_corpus
