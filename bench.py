@@ -31,7 +31,8 @@ import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, laun
 from corpus import lazyop_from_json
 from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_ast, run_command_line, sum_ast
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
-from kernel import load, optimize, reduce, store
+from kernel import optimize
+from demo import load, reduce, store
 from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
 from search import search
 

@@ -39,20 +39,15 @@ from kernel import (
     UnaryOps,
     Variable,
     View,
-    alu,
     ansilen,
     ansistrip,
     check_arg,
     colored,
-    const,
     dtypes,
     getenv,
     is_int,
-    load,
     optimize,
     prod,
-    reduce,
-    store,
     use_color,
     walk_ast,
 )
@@ -80,6 +75,42 @@ def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Ex
     except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, KnobError) else 1
+
+
+# ==== building kernels by hand ==============================================================================
+# A kernel's AST is small: LOADs through ShapeTrackers, elementwise ops, reduces, STOREs. The movement ops (reshape,
+# permute, expand, pad, shrink, stride) live in the ShapeTrackers: matmul_ast views both operands on the common shape
+# (M, N, K) and sums over axis 2.
+
+
+def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
+    return LazyOp(BufferOps.LOAD, (), MemBuffer(idx, dtype, st))
+
+
+def const(val: float | int | bool, shape: tuple[int, ...], dtype: DType = dtypes.float32) -> LazyOp:
+    st = ShapeTracker.from_shape((1,) * len(shape)).expand(tuple(shape))  # one value, broadcast
+    return LazyOp(BufferOps.CONST, (), ConstBuffer(val, dtype, st))
+
+
+def alu(op: UnaryOps | BinaryOps | TernaryOps, *srcs: LazyOp, arg: Any = None) -> LazyOp:
+    return LazyOp(op, tuple(srcs), arg)
+
+
+def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:  # the axes stay, of size 1
+    return LazyOp(op, (src,), tuple(axes))
+
+
+def ast_shape(op: LazyOp) -> tuple[int, ...]:
+    """The shape op computes: its first leaf's, with the axes of the reduces on the way down at 1."""
+    axes: set[int] = set()
+    while op.op not in BufferOps:
+        axes, op = axes | set(op.arg if op.op in ReduceOps else ()), op.src[0]
+    return tuple(1 if i in axes else s for i, s in enumerate(op.arg.st.shape))
+
+
+def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
+    st = st if st is not None else ShapeTracker.from_shape(ast_shape(value))  # contiguous unless st says otherwise
+    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtype or value.dtype, st))
 
 
 def elementwise_ast(n: int = 4096) -> tuple[LazyOp, ...]:

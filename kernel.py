@@ -206,8 +206,7 @@ SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
 
 # tinygrad 0.9.1's members in its order, numbered from 1 as its `auto()` numbers them
 UnaryOps = Enum("UnaryOps", "EXP2 LOG2 CAST BITCAST SIN SQRT NEG RECIP")  # A -> A, elementwise
-# A, A -> A, elementwise. IDIV truncates toward zero; CMPLT and CMPNE give bool
-BinaryOps = Enum("BinaryOps", "ADD MUL IDIV MAX MOD CMPLT CMPNE XOR SHR SHL")
+BinaryOps = Enum("BinaryOps", "ADD MUL IDIV MAX MOD CMPLT CMPNE XOR SHR SHL")  # IDIV truncates; CMPs give bool
 TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
 ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
 BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: read a buffer or a constant, write
@@ -231,8 +230,8 @@ class MemBuffer:
 
 @dataclass(frozen=True)
 class ConstBuffer:
-    """A constant broadcast to the shape of `st` (its mask can still zero out padding). A half or bfloat16 value is
-    kept as that dtype holds it (as numpy's np.float16(x) rounds)."""
+    """A constant broadcast to the shape of `st` (its mask can still zero out padding); a half or bfloat16 value is
+    rounded as numpy's np.float16(x) rounds."""
 
     val: int | float | bool | Variable
     dtype: DType
@@ -272,8 +271,7 @@ class LazyOp:
                 pairs += zip(a.src, b.src)  # (as many sources: the same op)
         return True
 
-    def __repr__(self) -> str:
-        """`LazyOp(op, src=(...), arg=...)`, each op written out once, then `lazyops[n]` (its place in lazyops)."""
+    def __repr__(self) -> str:  # each op written out once, then as `lazyops[n]` (its place in self.lazyops)
         place, written, out, todo = {x: n for n, x in enumerate(self.lazyops)}, set(), [], [self]
         while todo:  # depth first, as self.lazyops lists them
             if isinstance(x := todo.pop(), str) or x in written:
@@ -311,8 +309,8 @@ class LazyOp:
 
 
 def walk_ast(x: LazyOp, fn: Callable[[LazyOp, list], Any], memo: dict, stop: Callable | None = None) -> Any:
-    """fn(op, [its sources' values]) of x, the ops below it first, each once (memo keeps them, in that order); an op
-    `stop` accepts gets fn(op, []), and nothing under it is visited. A walk in a recursion's order, of any depth."""
+    """fn(op, [its sources' values]) of x, sources first, each op once (memo keeps them in that order); under an op
+    that `stop` accepts (fn(op, [])), nothing. A walk in a recursion's order, of any depth."""
     todo = [x]
     while todo:
         if (op := todo.pop()) in memo:
@@ -330,42 +328,6 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
     """op and every op below it, each once, sources before the ops that use them (the order they run in)."""
     walk_ast(op, lambda x, srcs: None, found := {})
     return list(found)
-
-
-# Building an AST by hand: the movement ops (reshape, permute, expand, pad, shrink, stride) live in the LOADs'
-# ShapeTrackers; demo.py's kernels (matmul_ast, ...) are built with these.
-def load(idx: int, st: ShapeTracker, dtype: DType = dtypes.float32) -> LazyOp:
-    """Read buffer idx through st."""
-    return LazyOp(BufferOps.LOAD, (), MemBuffer(idx, dtype, st))
-
-
-def const(val: float | int | bool, shape: tuple[int, ...], dtype: DType = dtypes.float32) -> LazyOp:
-    """The constant val, broadcast to shape."""
-    st = ShapeTracker.from_shape((1,) * len(shape)).expand(tuple(shape))
-    return LazyOp(BufferOps.CONST, (), ConstBuffer(val, dtype, st))
-
-
-def alu(op: UnaryOps | BinaryOps | TernaryOps, *srcs: LazyOp, arg: Any = None) -> LazyOp:
-    return LazyOp(op, tuple(srcs), arg)
-
-
-def reduce(op: ReduceOps, src: LazyOp, axes: tuple[int, ...]) -> LazyOp:
-    """Reduce src over axes; they stay in the shape with size 1."""
-    return LazyOp(op, (src,), tuple(axes))
-
-
-def ast_shape(op: LazyOp) -> tuple[int, ...]:
-    """The shape an AST node computes: its first leaf's, with the axes of the reduces on the way down at 1."""
-    axes: set[int] = set()
-    while op.op not in BufferOps:
-        axes, op = axes | set(op.arg if op.op in ReduceOps else ()), op.src[0]
-    return tuple(1 if i in axes else s for i, s in enumerate(op.arg.st.shape))
-
-
-def store(value: LazyOp, idx: int = 0, dtype: DType | None = None, st: ShapeTracker | None = None) -> LazyOp:
-    """Write value to buffer idx, contiguously unless st says otherwise."""
-    st = st if st is not None else ShapeTracker.from_shape(ast_shape(value))
-    return LazyOp(BufferOps.STORE, (value,), MemBuffer(idx, dtype or value.dtype, st))
 
 
 # ==== symbolic: index expressions with known bounds =========================================================
@@ -1132,20 +1094,6 @@ class View:
             return self
 
     @functools.cache
-    def invert(self, out_shape: tuple[sint, ...]) -> View | None:
-        """The view that maps this view's output back onto its input, or None when there is none (only flips and
-        permutes invert: a shrink, expand or stride other than -1/1 loses or repeats elements; symbolic strides give
-        None too, their signs and order may differ from one value to another)."""
-        if not all_int(self.strides):
-            return None
-        ret = View.create(self.shape)
-        if self.mask:
-            ret = ret.shrink(self.mask)
-        ret = ret.stride(tuple(-1 if x < 0 else 1 for x in self.strides))
-        ret = ret.permute(tuple(sorted(range(len(self.strides)), key=lambda j: -abs(self.strides[j]))))  # largest first
-        return ret if prod(ret.shape) == prod(out_shape) else None
-
-    @functools.cache
     def unbind(self) -> tuple[View, dict[Variable, int]]:
         """The view over unbound variables, and the value each bound one had."""
         bound = {v: v.unbind() for v in self.vars() if v._val is not None}  # {bound variable: (unbound, value)}
@@ -1342,20 +1290,10 @@ class ShapeTracker:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
 
-    @property
-    def consecutive(self) -> bool:
-        """One unmasked view with row-major strides (any offset): the elements are consecutive in memory."""
-        return len(self.views) == 1 and (v := self.views[0]).mask is None and v.strides == strides_for_shape(v.shape)
-
     def real_size(self) -> int:
         """How many elements of the underlying buffer must exist: one past the largest index ever read."""
         idx, valid = self.expr_idxs()
         return upper_bound(idx) + 1 if valid and 0 not in self.shape else 0  # a symbolic largest index at its largest
-
-    def invert(self, out_shape: tuple[sint, ...]) -> ShapeTracker | None:
-        """The ShapeTracker that maps this one's output back to a buffer of out_shape, or None (see View.invert)."""
-        inverted = [v.invert(s) for v, s in zip(self.views[::-1], [v.shape for v in self.views[-2::-1]] + [out_shape])]
-        return None if any(v is None for v in inverted) else ShapeTracker(tuple(inverted)).reshape(out_shape)
 
     @property
     def var_vals(self) -> dict[Variable, int]:
@@ -1415,29 +1353,18 @@ class ShapeTracker:
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
     # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
-    def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        return self._on_top("pad", arg, pairs=True)
-
-    def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        return self._on_top("shrink", arg, pairs=True)
-
-    def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        return self._on_top("expand", new_shape)
-
-    def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
-        return self._on_top("permute", axis)
-
-    def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
-        return self._on_top("stride", mul)
-
-    def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
-        return self._on_top("reshape", new_shape)
-
     def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
         arg = movement_arg(op, self.shape, arg, pairs)
         if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
             return ShapeTracker(self.views + (View.create(arg),))
         return ShapeTracker(self.views[:-1] + (new_view,))
+
+    pad = functools.partialmethod(_on_top, "pad", pairs=True)  # ((before, after), ...): one pair per axis
+    shrink = functools.partialmethod(_on_top, "shrink", pairs=True)  # ((begin, end), ...)
+    expand = functools.partialmethod(_on_top, "expand")
+    permute = functools.partialmethod(_on_top, "permute")
+    stride = functools.partialmethod(_on_top, "stride")
+    reshape = functools.partialmethod(_on_top, "reshape")
 
 
 # ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
@@ -1544,13 +1471,11 @@ class TensorCore:
 
 @dataclass
 class TensorCoreOptions:
-    """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist); and, ours,
-    the buffers of A and B (which differ between reduces that take the core the same way)."""
+    """Where the tensor core's N, M, K axes are in the kernel's shape (and whether N and M still exist)."""
 
     axes: tuple[int, ...]
     axes_exist: tuple[bool, ...]
     axis_pads: tuple[tuple[int, int], ...]
-    bufs: tuple[int, int] = field(default=(0, 0), compare=False)
 
     def fix_axes(self, removed_axis: int) -> None:
         """An axis of size 1 was removed: shift the N and M axes after it, and forget one that was removed."""
@@ -1583,19 +1508,6 @@ class Target:
     @property
     def tc_opt(self) -> int:
         return getenv("TC_OPT", 0)
-
-    def __post_init__(self) -> None:
-        """A field of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
-        limits = [(n, getattr(self, n)) for n in ("global_max", "local_max")]  # None: no limit
-        for name, ok, want in [
-            *[(n, isinstance(getattr(self, n), bool), "True or False") for n in ("supports_float4", "has_local")],
-            ("has_shared", isinstance(self.has_shared, bool), "True or False"),
-            *[(n, x is None or (isinstance(x, (tuple, list)) and all(is_int(y) and y >= 1 for y in x)), "None (no "
-               "limit) or a tuple of ints >= 1") for n, x in limits],
-            ("shared_max", is_int(self.shared_max) and self.shared_max >= 0, "an int >= 0"),
-        ]:  # fmt: skip
-            if not ok:
-                raise ValueError(f"Target: {name} must be {want}, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -1668,7 +1580,6 @@ class Kernel:
         self.dont_use_locals = False
         self.tensor_core: TensorCore | None = None
         self.tensor_core_opts: TensorCoreOptions | None = None
-        self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)  # alias_buffer's
         self.decisions: list[Decision] | None = None  # None: the heuristics record nothing
 
@@ -1686,7 +1597,7 @@ class Kernel:
 
     # -- the state an opt changes, so a rejected opt can put it back --
     OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
-    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core")
+    OPT_STATE += ("tensor_core", "tensor_core_opts")
 
     def _state(self) -> dict[str, Any]:
         return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
@@ -2076,53 +1987,45 @@ class Kernel:
         axis_pads = tuple((x, tc.dims[i]) for i, x in enumerate([s0, s1, s2]) if self.full_shape[x] % tc.dims[i] != 0)
         if axis_pads and opt_level < 2:
             return None
-        return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads, bufs=(buf0, buf1))
+        return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads)
 
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:
-        """The TC opt: shape the kernel for the first of the target's tensor cores that takes every reduce alike
-        (_create_tc_opts), or raise KernelOptError: pad the axes that need it (PADTO may refuse: then the next core),
-        then apply the core's steps (TensorCore.steps) to its N, M and K axes. use_tensor_cores 2 (TC=2) shapes the
-        kernel the same way but leaves tensor_core unset: it renders plain multiply-adds."""
-        tried: list[Candidate] = []
-        if use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM:
-            for i, tc in enumerate(self.opts.tensor_cores):
-                fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
-                check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
-                if (tco := fits[0]) is None:
-                    tried.append(
-                        Candidate(None, (), "doesn't fit: its dtypes, a MUL of loads, axes or sizes", (), str(tc))
-                    )
-                    continue
-                nmk = ", ".join(
-                    f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes)
-                )
-                state = self._state()
-                try:
-                    for pad_axis, dim in tco.axis_pads:
-                        self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
-                except KernelOptError as e:
-                    self._restore(state)
-                    tried.append(
-                        Candidate(None, (), f"fits padded, but apply_opt refuses the padding: {e}", (), str(tc))
-                    )
-                    continue
-                self.bufs_for_tensor_core = {r: x.bufs for r, x in zip(self.reduceops, fits)}
-                self.tensor_core_opts = tco  # the opts below shift its axes as they remove size-1 axes
-                for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
-                    self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), False)
-                if use_tensor_cores == 1:
-                    self.tensor_core = tc
-                steps = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
-                warp = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads)
-                said = [f"pad axis {a} to a multiple of {d}" for a, d in tco.axis_pads] + [", ".join(steps)]
-                said = f"{'; '.join(said)}, local {warp} (a warp of {prod(a for _, a in tc.threads)} threads)"
-                taken = Candidate(
-                    (i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {said}", (f"tensor core: {said}",), str(tc)
-                )
-                self._take("_apply_tc_opt", TC_RULE, [*tried, taken], apply=False)
-                return
+        """The TC opt: shape the kernel for the first of the target's tensor cores that takes every reduce alike (as
+        _create_tc_opts finds), or raise KernelOptError: pad the axes that need it (PADTO may refuse: then the next
+        core), then apply the core's steps to its N, M and K axes. TC=2 (use_tensor_cores 2) leaves tensor_core unset:
+        the same shape, rendered as plain multiply-adds."""
+        tried, r = [], self.reduceop
+        sums = use_tensor_cores and self.opts.has_local and r is not None and r.op is ReduceOps.SUM
+        for i, tc in enumerate(self.opts.tensor_cores if sums else []):
+            fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
+            check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
+            if (tco := fits[0]) is None:
+                tried.append(Candidate(None, (), "doesn't fit: its dtypes, a MUL of loads, axes or sizes", (), str(tc)))
+                continue
+            nmk = ", ".join(f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes))
+            state = self._state()
+            try:  # attempt to pad the tensor axes that require it
+                for pad_axis, dim in tco.axis_pads:
+                    self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
+            except KernelOptError as e:
+                self._restore(state)
+                tried.append(Candidate(None, (), f"fits padded, but apply_opt refuses the padding: {e}", (), str(tc)))
+                continue
+            self.tensor_core_opts = tco  # the opts below shift its axes as they remove size-1 axes
+            for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
+                self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), False)
+            self.tensor_core = tc if use_tensor_cores == 1 else None
+            steps = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
+            said = "; ".join([f"pad axis {a} to a multiple of {d}" for a, d in tco.axis_pads] + [", ".join(steps)])
+            warp = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads)
+            said += f", local {warp} (a warp of {prod(a for _, a in tc.threads)} threads)"
+            taken = Candidate(
+                (i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {said}", (f"tensor core: {said}",), str(tc)
+            )
+            self._take("_apply_tc_opt", TC_RULE, [*tried, taken], apply=False)
+            return
         why = "; ".join(f"{c}: {c.note}" for c in tried) or "the kernel has no SUM reduce"
-        check(False, f"no tensor core available: {why}")
+        raise KernelOptError(f"no tensor core available: {why}")
 
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
@@ -2165,14 +2068,7 @@ class Kernel:
     # (tinygrad: "below this line need to be optional and benchmarked").
 
     def _take(
-        self,
-        heuristic: str,
-        rule: str,
-        candidates: list[Candidate],
-        taken=None,
-        applied=None,
-        fallback=False,
-        apply=True,
+        self, heuristic, rule, candidates, taken=None, applied=None, fallback=False, apply=True
     ) -> list[Candidate]:
         """The heuristics' one funnel: take the candidate with the smallest key (None: ruled out), or the ones the
         branch chose (`taken`, applying `applied`, their opts as it applies them); record the decision where
@@ -2193,9 +2089,7 @@ class Kernel:
                 if not fallback:
                     raise
                 d.applied.clear()
-                candidates[candidates.index(option[0])] = replace(
-                    option[0], key=None, note=f"apply_opt refuses it: {e}"
-                )
+                candidates[candidates.index(option[0])] = replace(option[0], key=None, note=f"apply_opt refuses: {e}")
         return d.taken
 
     def _names(self, idxs: Sequence[int]) -> str:
@@ -2209,9 +2103,8 @@ class Kernel:
             self._upcast_pixel(0, "required_optimizations", required=True)
 
     def hand_coded_optimizations(self) -> None:
-        """tinygrad 0.9.1's hand-written choice of opts for a kernel, branch by branch. All or nothing: where one of
-        its opts fails (a LOCAL after NOLOCALS) it raises KernelOptError, changing nothing; else, like tinygrad's, it
-        adds what still applies to the opts a kernel has (run twice, `sum` gets a second GROUPTOP:0:16)."""
+        """tinygrad 0.9.1's hand-written choice of opts, branch by branch; all or nothing: where an opt fails (a LOCAL
+        after NOLOCALS) it raises KernelOptError, changing nothing. Run again, it adds what still applies."""
         state = self._state()
         try:
             if 0 not in self.full_shape:  # (an empty kernel: nothing to optimize)
@@ -2516,7 +2409,7 @@ def optimize(k: Kernel) -> Kernel:
 # is checked where it comes in, and refused with a ValueError (KernelOptError for an opt) that names what is wrong:
 # the AST's nodes (LazyOp, MemBuffer, ConstBuffer) and the whole AST (Kernel(), verify_lazyop), a View and its
 # movement ops (View.create, the View's, ShapeTracker's through movement_arg), apply_opt's and apply_tensor_cores's
-# arguments, and PADTO of a reduce axis (reduce_padding_changes). (A Target checks its own fields; corpus.py's reader
+# arguments, and PADTO of a reduce axis (reduce_padding_changes); a Target's fields at Kernel(). (corpus.py's reader
 # checks the corpus's JSON the same way.) And the symbolic algebra's bounds at every value of the variables
 # (upper_bound, lower_bound, always_lt, sym_min, sym_max, _divide_by_node), which decide what tinygrad's decides on
 # "possibly": a comparison, a min or max of two sizes, a // or % by a symbolic size.
@@ -2605,13 +2498,22 @@ def _check_field(obj: Any, name: str, ok: bool, want: str) -> None:
 
 
 def check_kernel(ast: tuple, opts: Any) -> Target:
-    """Kernel()'s arguments: the AST's rules (verify_lazyop) and the target (a Target, or a name in TARGETS)."""
+    """Kernel()'s arguments: the AST's rules (verify_lazyop) and the target (a Target, or a name in TARGETS), each of
+    whose fields of the wrong kind fails here, naming it, not deep inside the optimizer or the renderer."""
     if isinstance(opts, str) and opts in TARGETS:
         opts = TARGETS[opts]
     if opts is not None and not isinstance(opts, Target):
         raise ValueError(f"opts must be a Target or one of {list(TARGETS)}, got {opts!r}")
+    target = opts if opts is not None else TARGETS["opencl"]
+    for name in ("supports_float4", "has_local", "has_shared"):
+        _check_field(target, name, isinstance(getattr(target, name), bool), "True or False")
+    for name in ("global_max", "local_max"):  # None: no limit
+        sizes = getattr(target, name)
+        ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
+        _check_field(target, name, ok, "None (no limit) or a tuple of ints >= 1")
+    _check_field(target, "shared_max", is_int(target.shared_max) and target.shared_max >= 0, "an int >= 0")
     verify_lazyop(*ast)
-    return opts if opts is not None else TARGETS["opencl"]
+    return target
 
 
 def check_view(v: View) -> None:

@@ -205,8 +205,9 @@ def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: fl
         pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
         while pending and time.perf_counter() < deadline:
             done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
-            results += [f.result() for f in done]
-            progress("compiling", len(results), len(kernels))
+            for f in done:  # each answer said, not only each wait's
+                results.append(f.result())
+                progress("compiling", len(results), len(kernels))
             if not done and time.perf_counter() < deadline:  # stuck: ended below
                 answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
                 return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]

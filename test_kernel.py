@@ -18,26 +18,9 @@ import pytest
 
 import kernel
 import demo
-from kernel import (
-    TARGETS,
-    BinaryOps,
-    BufferOps,
-    Kernel,
-    KernelOptError,
-    LazyOp,
-    MemBuffer,
-    Opt,
-    OptOps,
-    ReduceOps,
-    ShapeTracker,
-    UnaryOps,
-    alu,
-    const,
-    dtypes,
-    load,
-    reduce,
-    store,
-)
+from kernel import TARGETS, BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps
+from kernel import ShapeTracker, UnaryOps, dtypes
+from demo import alu, const, load, reduce, store
 from demo import (
     attention_ast,
     broadcast_ast,

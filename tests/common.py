@@ -12,7 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from kernel import LazyOp, ShapeTracker, dtypes, load, store
+from kernel import LazyOp, ShapeTracker, dtypes
+from demo import load, store
 
 # the repository: kernel.py, runtime.py, search.py, bench.py, README.md, testdata/ (scripts run from here, as a user's)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

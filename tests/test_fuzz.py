@@ -32,7 +32,8 @@ import pytest
 
 import runtime as R
 from kernel import TARGETS, BinaryOps, BufferOps, DType, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps
-from kernel import ShapeTracker, TernaryOps, UnaryOps, alu, const, dtypes, load, optimize, prod, reduce, store
+from kernel import ShapeTracker, TernaryOps, UnaryOps, dtypes, optimize, prod
+from demo import alu, const, load, reduce, store
 from tests.common import DTYPES, INTS, bf16_of, float_to_int
 
 SIZES = [0, 1, 1, 2, 3, 4, 5, 8, 16, 32]  # an axis of 0 makes an empty kernel (or a reduce of nothing)

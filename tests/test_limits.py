@@ -18,7 +18,8 @@ import render
 import runtime as R
 import search
 from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ReduceOps, ShapeTracker, UnaryOps
-from kernel import Variable, alu, const, dtypes, load, reduce, store
+from kernel import Variable, dtypes
+from demo import alu, const, load, reduce, store
 from demo import image_matvec_ast, sum_ast
 
 pytestmark = pytest.mark.usefixtures("device")  # conftest.py: skipped, saying why, without an OpenCL device

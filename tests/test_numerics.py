@@ -17,7 +17,8 @@ import pytest
 
 import runtime as R
 from kernel import BinaryOps, Kernel, KernelOptError, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps, UnaryOps
-from kernel import LazyOp, Variable, alu, const, dtypes, load, reduce, round_to_float, store
+from kernel import LazyOp, Variable, dtypes, round_to_float
+from demo import alu, const, load, reduce, store
 from demo import matmul_ast
 from tests.common import INTS, copy_ast, bf16_of, exact_bf16, float_to_int
 from corpus import lazyop_from_json

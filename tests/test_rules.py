@@ -25,9 +25,10 @@ import kernel
 import demo as D
 import runtime as R
 from kernel import BinaryOps, BufferOps, Kernel, KernelOptError, LazyOp, MemBuffer, Opt, OptOps, ReduceOps
-from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, alu, const, dtypes, load, reduce
+from kernel import ShapeTracker, TernaryOps, UnaryOps, Variable, View, dtypes
+from demo import alu, const, load, reduce
 from demo import matmul_ast
-from kernel import store
+from demo import store
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
 from corpus import build_kernel, load_corpus, opt_of
@@ -401,8 +402,8 @@ def _bad_calls(k: Kernel) -> dict:
         "verify an AST": (lambda: R.verify(ast, *x), "verify takes a Kernel"),
         "time an AST": (lambda: R.time_kernel(ast, *x), "time_kernel takes a Kernel"),
         "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
-        "Target local_max 5": (lambda: kernel.Target("GPU", local_max=5), "local_max"),
-        "Target shared_max None": (lambda: kernel.Target("GPU", shared_max=None), "shared_max"),
+        "Target local_max 5": (lambda: Kernel(*ast, opts=kernel.Target("GPU", local_max=5)), "local_max"),
+        "Target shared_max None": (lambda: Kernel(*ast, opts=kernel.Target("GPU", shared_max=None)), "shared_max"),
     }
 
 

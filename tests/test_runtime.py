@@ -31,9 +31,11 @@ from corpus import build_kernel, case_id, lazyop_from_json, load_corpus
 from tests.common import copy_ast
 from tests.golden import accepted_kernels
 from kernel import TARGETS, BinaryOps, BufferOps, Kernel, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker, TernaryOps
-from kernel import UnaryOps, alu, const, dtypes, load
+from kernel import UnaryOps, dtypes
+from demo import alu, const, load
 from demo import conv2d_ast, elementwise_ast, image_matvec_ast, matmul_ast
-from kernel import prod, reduce, store
+from kernel import prod
+from demo import reduce, store
 from demo import matvec_ast, sum_ast
 
 CASES = load_corpus("kernels.json")["cases"]

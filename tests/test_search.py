@@ -21,21 +21,8 @@ import pytest
 import kernel
 import runtime as R
 import search as S
-from kernel import (
-    TARGETS,
-    BinaryOps,
-    Kernel,
-    Opt,
-    OptOps,
-    ShapeTracker,
-    load,
-    prod,
-    reduce,
-    ReduceOps,
-    store,
-    UnaryOps,
-    alu,
-)
+from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ShapeTracker, prod, ReduceOps, UnaryOps
+from demo import load, reduce, store, alu
 from demo import attention_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
 from tests.common import ROOT, run_script
 

@@ -176,7 +176,7 @@ def test_an_opt_apply_opt_refuses_is_ruled_out_with_its_refusal_and_the_next_tak
     tuned, decisions = D.weighed(k, HAND_CODED)
     d = decision(decisions, "_grouping", 0)
     assert [c.key for c in d.candidates] == [None, (-16,)] and d.taken == d.candidates[1:]
-    assert d.candidates[0].note.startswith("apply_opt refuses it: exceeds maximum shared memory size")
+    assert d.candidates[0].note.startswith("apply_opt refuses: exceeds maximum shared memory size")
     assert tuned.applied_opts[0] == Opt(OptOps.GROUPTOP, 0, 16)
 
 
@@ -930,12 +930,18 @@ def test_the_tensor_core_step_names_the_opts_it_applied(target, tc_opt):
             said = c.note.split(": ", 1)[1]
             assert str(c) == str(tuned.tensor_core) == str(tc) and [w for _, w in d.applied] == [f"tensor core: {said}"]
             # before: N is the axis A has stride 0 on, M the one B has, K the reduce; each is padded if it must be
-            a, b = (k.sts[i].real_strides() for i in tuned.bufs_for_tensor_core[tuned.reduceop])
+            mul = (
+                tuned.reduceop.src[0].src[0]
+                if tuned.reduceop.src[0].op is kernel.UnaryOps.CAST
+                else tuned.reduceop.src[0]
+            )
+            ab = [k.bufs.index(x.arg if x.op is kernel.BufferOps.LOAD else x.src[0].arg) for x in mul.src]  # A and B
+            a, b = (k.sts[i].real_strides() for i in ab)
             nmk = [a.index(0), b.index(0), k.first_reduce]
             pads = [f"pad axis {x} to a multiple of {n}" for x, n in zip(nmk, tc.dims) if k.full_shape[x] % n]
             # after: each register and cyan axis is N or M by which of A and B has stride 0 on it
             colors, shape = tuned.colors(), tuned.full_shape
-            a, b = (tuned.sts[i].real_strides(ignore_valid=True) for i in tuned.bufs_for_tensor_core[tuned.reduceop])
+            a, b = (tuned.sts[i].real_strides(ignore_valid=True) for i in ab)
             dim = ["N" if a[j] == 0 else "M" if b[j] == 0 else "K" for j in range(tuned.shape_len)]
             steps = [f"{'unroll' if c == 'magenta' else 'upcast'} {dim[j]} by {shape[j]}" for j, c in enumerate(colors)]
             steps = [x for x, c in zip(steps, colors) if c in ("magenta", "yellow")]
