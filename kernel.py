@@ -39,20 +39,16 @@ T = TypeVar("T")
 # ==== helpers ===============================================================================================
 
 
-def prod(xs: Iterable[int]) -> int:
-    return functools.reduce(operator.mul, xs, 1)
+def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
 
 
-def dedup(xs: Iterable[T]) -> list[T]:  # first occurrences, in order
-    return list(dict.fromkeys(xs))
+def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))  # first occurrences, in order
 
 
-def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
-    return [x for xs in xss for x in xs]
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
 
 
-def round_up(num: int, amt: int) -> int:
-    return (num + amt - 1) // amt * amt
+def round_up(num: int, amt: int) -> int: return (num + amt - 1) // amt * amt
 
 
 def partition(xs: Sequence[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
@@ -63,8 +59,7 @@ def is_int(x: Any) -> bool:  # a size, axis or amount: a Python or numpy integer
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def all_int(xs: Iterable[Any]) -> bool:
-    return all(isinstance(x, int) for x in xs)
+def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
 
 
 class KnobError(ValueError):
@@ -94,8 +89,7 @@ def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> l
 
 
 def use_color(out=None) -> bool:
-    """Colour only where someone sees it: NO_COLOR wins (https://no-color.org), FORCE_COLOR forces it, and otherwise
-    only a terminal gets it (never a file or a pipe). `out`: the stream written to (default stdout)."""
+    """Colour only on a terminal (`out`, default stdout); NO_COLOR wins (no-color.org), FORCE_COLOR forces it."""
     return not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or (out or sys.stdout).isatty())
 
 
@@ -107,12 +101,10 @@ def colored(text: Any, color: str | None) -> str:
     return f"\x1b[{code}m{text}\x1b[0m"
 
 
-def ansistrip(s: str) -> str:
-    return re.sub(r"\x1b\[(K|.*?m)", "", s)
+def ansistrip(s: str) -> str: return re.sub(r"\x1b\[(K|.*?m)", "", s)
 
 
-def ansilen(s: str) -> int:
-    return len(ansistrip(s))
+def ansilen(s: str) -> int: return len(ansistrip(s))
 
 
 # ==== dtypes ================================================================================================
@@ -128,11 +120,8 @@ class DType:
     fmt: str | None
     count: int
 
-    def __repr__(self) -> str:
-        return f"dtypes.{INVERSE_DTYPES_DICT.get(self.name, self.name)}"
-
-    def scalar(self) -> DType:
-        return self
+    def __repr__(self) -> str: return f"dtypes.{INVERSE_DTYPES_DICT.get(self.name, self.name)}"
+    def scalar(self) -> DType: return self
 
 
 @dataclass(frozen=True, repr=False)
@@ -142,11 +131,8 @@ class ImageDType(DType):
     shape: tuple[int, ...] = ()
     base: DType = None  # type: ignore[assignment]
 
-    def scalar(self) -> DType:
-        return self.base
-
-    def __repr__(self) -> str:
-        return f"dtypes.{self.name}({self.shape})"
+    def scalar(self) -> DType: return self.base
+    def __repr__(self) -> str: return f"dtypes.{self.name}({self.shape})"
 
 
 class dtypes:
@@ -183,8 +169,7 @@ class dtypes:
         return x.scalar() in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 
     @staticmethod
-    def is_unsigned(x: DType) -> bool:
-        return x.scalar() in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+    def is_unsigned(x: DType) -> bool: return x.scalar() in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 
     @staticmethod
     def is_int(x: DType) -> bool:
@@ -211,8 +196,7 @@ TernaryOps = Enum("TernaryOps", "WHERE MULACC")  # A, A, A -> A, elementwise
 ReduceOps = Enum("ReduceOps", "SUM MAX")  # A -> B: the reduced axes (the arg) become 1
 BufferOps = Enum("BufferOps", "LOAD CONST STORE")  # the leaves and the root: read a buffer or a constant, write
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps
-# the ops that don't keep f(0) == 0, so that PADTO of a reduce axis refuses them (tinygrad's list; here
-# reduce_padding_changes also evaluates a SUM's source on zeros, which catches MOD, a boolean NEG, ...)
+# what doesn't keep f(0) == 0: PADTO of a reduce axis refuses them (and reduce_padding_changes finds MOD, NEG, ...)
 UNSAFE_PAD_OPS = {UnaryOps.RECIP, UnaryOps.LOG2, UnaryOps.EXP2, BinaryOps.IDIV}
 
 
@@ -224,8 +208,7 @@ class MemBuffer:
     dtype: DType
     st: ShapeTracker
 
-    def __post_init__(self) -> None:
-        check_buffer(self)
+    def __post_init__(self) -> None: check_buffer(self)
 
 
 @dataclass(frozen=True)
@@ -237,8 +220,7 @@ class ConstBuffer:
     dtype: DType
     st: ShapeTracker
 
-    def __post_init__(self) -> None:
-        check_buffer(self)
+    def __post_init__(self) -> None: check_buffer(self)
 
 
 @dataclass(frozen=True)
@@ -254,11 +236,8 @@ class LazyOp:
         _ = self._hash, self.dtype  # now, from the sources' (known already): no recursion down a deep AST later
 
     @functools.cached_property
-    def _hash(self) -> int:
-        return hash((self.op, self.src, self.arg))
-
-    def __hash__(self) -> int:
-        return self._hash
+    def _hash(self) -> int: return hash((self.op, self.src, self.arg))
+    def __hash__(self) -> int: return self._hash
 
     def __eq__(self, other: object) -> bool:
         pairs, seen = [(self, other)], set()  # a walk, not a recursion: each pair of shared nodes compared once
@@ -301,8 +280,7 @@ class LazyOp:
                 todo.extend(reversed(x.src))
         return list(found)
 
-    def vars(self) -> list[Variable]:
-        """The symbolic variables of the shapes (and symbolic constants) this op reads, sorted by name."""
+    def vars(self) -> list[Variable]:  # the symbolic variables of its shapes and constants, by name
         found = [x.arg.st.vars() for x in self.lazyops if x.op in BufferOps]
         consts = {x.arg.val for x in self.lazyops if x.op is BufferOps.CONST and isinstance(x.arg.val, Variable)}
         return sorted(set().union(*found, consts), key=lambda v: v.expr)
@@ -331,13 +309,11 @@ def ordered_lazyops(op: LazyOp) -> list[LazyOp]:
 
 
 # ==== symbolic: index expressions with known bounds =========================================================
-# An index is an integer expression of the loop variables idx0, idx1, ... Every node knows its smallest and largest
-# value, and the constructors simplify with them as they build (tinygrad 0.9.1's rules): a `% 8` of something in
-# [0, 8) disappears, `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge; real_strides()
-# reads each axis's stride off the result. `//` and `%` see non-negative numerators: C's `/` and `%` agree.
-# A size may be a node too, Variable("i", 1, 64) for a length known at run time (tinygrad's `sint`). A comparison of
-# nodes is then a node (LtNode) whose truth is "possibly true", which only steers choices (`if size % 4 == 0`);
-# whatever folds an index or a mask asks always_lt (at the end): does it hold at EVERY value of the variables?
+# An index is an integer expression of the loop variables idx0, idx1, ... Each node knows its smallest and largest
+# value, and the constructors simplify with them (tinygrad 0.9.1's rules): a `% 8` of something in [0, 8) goes,
+# `(a*8 + b) // 8` becomes `a + b//8` (just `a` when b < 8), like terms merge; real_strides() reads each stride off the
+# result. A size may be a node (Variable("i", 1, 64), tinygrad's `sint`): a comparison of nodes is a node whose truth
+# is "possibly", which only steers choices; what folds an index or a mask asks always_lt: at EVERY value?
 
 
 class Node:
@@ -348,8 +324,7 @@ class Node:
         ctx "DEBUG" adds the variables' ranges, "REPR" is repr()."""
         return (ops if ops is not None else render_python)[type(self)](self, ops, ctx)
 
-    def vars(self) -> set[Variable]:
-        return set()
+    def vars(self) -> set[Variable]: return set()
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:  # each Variable of var_vals by its node
         return self  # a constant; every other kind of node substitutes into its parts
@@ -359,51 +334,25 @@ class Node:
 
     # -- identity: two nodes are equal when they print the same (with variable ranges) --
     @functools.cached_property
-    def key(self) -> str:
-        return self.render(ctx="DEBUG")
-
-    def __repr__(self) -> str:
-        return self.render(ctx="REPR")
-
-    def __str__(self) -> str:
-        return f"<{self.key}>"
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __bool__(self) -> bool:
-        return not (self.max == self.min == 0)
-
-    def __eq__(self, other: object) -> bool:
-        return self.key == other.key if isinstance(other, Node) else NotImplemented
+    def key(self) -> str: return self.render(ctx="DEBUG")
+    def __repr__(self) -> str: return self.render(ctx="REPR")
+    def __str__(self) -> str: return f"<{self.key}>"
+    def __hash__(self) -> int: return hash(self.key)
+    def __bool__(self) -> bool: return not (self.max == self.min == 0)
+    def __eq__(self, other: object) -> bool: return self.key == other.key if isinstance(other, Node) else NotImplemented
 
     # -- comparisons build LtNodes; their truth value is bool(node): False only when surely false --
-    def __lt__(self, b: Node | int) -> Node:
-        return create_node(LtNode(self, b))
-
-    def __le__(self, b: Node | int) -> Node:
-        return self < (b + 1)
-
-    def __gt__(self, b: Node | int) -> Node:
-        return (-self) < (-b)
-
-    def __ge__(self, b: Node | int) -> Node:
-        return (-self) < (-b + 1)
+    def __lt__(self, b: Node | int) -> Node: return create_node(LtNode(self, b))
+    def __le__(self, b: Node | int) -> Node: return self < (b + 1)
+    def __gt__(self, b: Node | int) -> Node: return (-self) < (-b)
+    def __ge__(self, b: Node | int) -> Node: return (-self) < (-b + 1)
 
     # -- arithmetic --
-    def __neg__(self) -> Node:
-        return self * -1
-
-    def __add__(self, b: Node | int) -> Node:
-        return Node.sum([self, NumNode(b) if isinstance(b, int) else b])
-
+    def __neg__(self) -> Node: return self * -1
+    def __add__(self, b: Node | int) -> Node: return Node.sum([self, NumNode(b) if isinstance(b, int) else b])
     __radd__ = __add__
-
-    def __sub__(self, b: Node | int) -> Node:
-        return self + -b
-
-    def __rsub__(self, b: int) -> Node:
-        return -self + b
+    def __sub__(self, b: Node | int) -> Node: return self + -b
+    def __rsub__(self, b: int) -> Node: return -self + b
 
     def __mul__(self, b: Node | int) -> Node:
         if b == 0:
@@ -412,14 +361,9 @@ class Node:
             return self
         return create_node(MulNode(self, b.b if isinstance(b, NumNode) else b))
 
-    def __rmul__(self, b: int) -> Node:
-        return self * b
-
-    def __rfloordiv__(self, b: int) -> Node:
-        return NumNode(b) // self
-
-    def __rmod__(self, b: int) -> Node:
-        return NumNode(b) % self
+    def __rmul__(self, b: int) -> Node: return self * b
+    def __rfloordiv__(self, b: int) -> Node: return NumNode(b) // self
+    def __rmod__(self, b: int) -> Node: return NumNode(b) % self
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
         if isinstance(b, NumNode):
@@ -453,8 +397,8 @@ class Node:
             if self.min // b == self.max // b:
                 return self - b * (self.min // b)  # never wraps: a constant shift
         if (low := self.min if isinstance(self.min, int) else lower_bound(self)) < 0:
-            # C's % of a negative number isn't Python's: shift it to >= 0 first. The terms of the shifted sum then
-            # reduce modulo b, unless a term's factor is symbolic (its sign stays): then the shift must stay too
+            # C's % of a negative number isn't Python's: shift it to >= 0 first; the shifted terms then reduce modulo b,
+            # unless a term's factor is symbolic (its sign stays): then the shift stays too
             shifted = self - (low // b) * b
             before = self.nodes if isinstance(self, SumNode) else [self]
             if isinstance(self.max, int) and not any(isinstance(t, MulNode) and isinstance(t.b, Node) for t in before):
@@ -496,8 +440,7 @@ class Node:
 
 
 class Variable(Node):
-    """A value in the range [min, max]: a loop index, or a size known only at run time (a symbolic shape). `bind(val)`
-    gives it the value the program runs with; `unbind()` splits the value off. A one-value range is that number."""
+    """A value in [min, max]: a loop index, or a size known at run time (bound with `bind(val)`); [n, n] is n."""
 
     def __new__(cls, expr: str, nmin: int, nmax: sint):
         if not (isinstance(nmin, int) and 0 <= nmin <= nmax):
@@ -508,8 +451,7 @@ class Variable(Node):
         self.expr, self.min, self.max = expr, nmin, nmax
         self._val: int | None = None
 
-    def __getnewargs__(self) -> tuple[str, int, sint]:
-        return (self.expr, self.min, self.max)
+    def __getnewargs__(self) -> tuple[str, int, sint]: return (self.expr, self.min, self.max)
 
     @property
     def val(self) -> int:
@@ -518,8 +460,7 @@ class Variable(Node):
         return self._val
 
     def bind(self, val: int) -> Variable:
-        """This variable with the value val, in its range: a new one (tinygrad binds in place; a variable already used
-        in a shape never changes here)."""
+        """A new variable bound to val, in its range (tinygrad binds in place: here one in a shape never changes)."""
         if self._val is not None:
             raise ValueError(f"cannot bind {val} to {self}: already bound to {self._val}")
         if not (isinstance(val, int) and not isinstance(val, bool) and self.min <= val <= self.max):
@@ -528,14 +469,9 @@ class Variable(Node):
         ret._val = val
         return ret
 
-    def unbind(self) -> tuple[Variable, int]:
-        return Variable(self.expr, self.min, self.max), self.val
-
-    def vars(self) -> set[Variable]:
-        return {self}
-
-    def substitute(self, var_vals: dict[Variable, Node]) -> Node:
-        return var_vals.get(self, self)
+    def unbind(self) -> tuple[Variable, int]: return Variable(self.expr, self.min, self.max), self.val
+    def vars(self) -> set[Variable]: return {self}
+    def substitute(self, var_vals: dict[Variable, Node]) -> Node: return var_vals.get(self, self)
 
 
 class NumNode(Node):
@@ -552,14 +488,9 @@ class NumNode(Node):
             raise ValueError(f"cannot bind {val} to {self}")
         return self
 
-    def __mul__(self, b: Node | int) -> Node:
-        return NumNode(self.b * b) if isinstance(b, int) else b * self.b
-
-    def __eq__(self, other: object) -> bool:
-        return self.b == other
-
-    def __hash__(self) -> int:
-        return hash(self.b)
+    def __mul__(self, b: Node | int) -> Node: return NumNode(self.b * b) if isinstance(b, int) else b * self.b
+    def __eq__(self, other: object) -> bool: return self.b == other
+    def __hash__(self) -> int: return hash(self.b)
 
 
 def create_node(node: Node) -> Node:
@@ -576,8 +507,7 @@ class OpNode(Node):
         self.a, self.b = a, b
         self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
-    def vars(self) -> set[Variable]:
-        return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
+    def vars(self) -> set[Variable]: return self.a.vars() | (self.b.vars() if isinstance(self.b, Node) else set())
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         b = self.b if isinstance(self.b, int) else self.b.substitute(var_vals)
@@ -602,8 +532,7 @@ class LtNode(OpNode):
 class MulNode(OpNode):
     build = staticmethod(operator.mul)
 
-    def __mul__(self, b: Node | int) -> Node:
-        return self.a * (self.b * b)  # two multiplies are one
+    def __mul__(self, b: Node | int) -> Node: return self.a * (self.b * b)  # two multiplies are one
 
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = False) -> Node:
         if self.b % b == 0:
@@ -676,21 +605,18 @@ class RedNode(Node):
         self.nodes = nodes
         self.min, self.max = (x.b if isinstance(x, NumNode) else x for x in self.get_bounds())
 
-    def vars(self) -> set[Variable]:
-        return set().union(*[x.vars() for x in self.nodes])
+    def vars(self) -> set[Variable]: return set().union(*[x.vars() for x in self.nodes])
 
 
 class SumNode(RedNode):
-    def get_bounds(self) -> tuple[int, sint]:
-        return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
+    def get_bounds(self) -> tuple[int, sint]: return sum(x.min for x in self.nodes), sum(x.max for x in self.nodes)
 
     @property
     def flat_components(self) -> list[Node]:
         return [y for x in self.nodes for y in (x.flat_components if isinstance(x, SumNode) else [x])]
 
     @functools.cache  # noqa: B019 (nodes are immutable values; the index algebra asks the same things often)
-    def __mul__(self, b: Node | int) -> Node:
-        return Node.sum([x * b for x in self.nodes])  # distribute
+    def __mul__(self, b: Node | int) -> Node: return Node.sum([x * b for x in self.nodes])  # distribute
 
     @functools.cache  # noqa: B019
     def __floordiv__(self, b: Node | int, factoring_allowed: bool = True) -> Node:
@@ -747,8 +673,7 @@ def _mod_term(x: Node, b: Node | int) -> Node:
 class AndNode(RedNode):
     """a and b and ... of 0/1 conditions."""
 
-    def get_bounds(self) -> tuple[int, sint]:
-        return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
+    def get_bounds(self) -> tuple[int, sint]: return min(x.min for x in self.nodes), max(x.max for x in self.nodes)
 
     def substitute(self, var_vals: dict[Variable, Node]) -> Node:
         return Node.ands([x.substitute(var_vals) for x in self.nodes])  # (two or more: an always-false one wins)
@@ -775,8 +700,7 @@ def create_lt_node(lhs: Node, b: Node | int) -> Node:
     return create_node(LtNode(lhs, b))
 
 
-def create_ge_node(lhs: Node, b: Node | int) -> Node:
-    return create_lt_node(-lhs, -b + 1)
+def create_ge_node(lhs: Node, b: Node | int) -> Node: return create_lt_node(-lhs, -b + 1)
 
 
 # a symbolic int: what a size, stride or offset may be
@@ -830,15 +754,13 @@ render_python: dict[type, Callable[..., str]] = {
 
 
 # ==== View: one strided, offset, masked window onto a flat buffer ===========================================
-# A View maps an index (i0, i1, ...) of `shape` to the flat buffer position offset + sum(i_k * strides[k]).
-# If there is a mask, element i is valid only when mask[k][0] <= i_k < mask[k][1] on every axis; invalid
-# elements read as 0 (that is how padding is expressed without copying).
+# A View maps an index (i0, i1, ...) of `shape` to offset + sum(i_k * strides[k]); with a mask, element i is valid only
+# where mask[k][0] <= i_k < mask[k][1] on every axis, and invalid ones read as 0 (padding without a copy).
 Ranges = tuple[tuple[sint, sint], ...]  # a (begin, end) pair per axis: a mask, or a window on each axis
 
 
 def canonicalize_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
-    """An axis of size 1 is never moved along, so its stride is irrelevant: make it 0. (A constant node is its int:
-    tinygrad's cache of this function hands back the int it saw first for an equal stride.)"""
+    """A size-1 axis is never moved along: its stride is 0 (a constant node is its int, as tinygrad's cache has it)."""
     return tuple(0 if s == 1 else st.b if isinstance(st, NumNode) else st for s, st in zip(shape, strides))
 
 
@@ -850,9 +772,7 @@ def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @functools.cache
-def _merge_dims(
-    shape: tuple[int, ...], strides: tuple[int, ...], mask: Ranges | None
-) -> tuple[tuple[int, int, int], ...]:
+def _merge_dims(shape: tuple[int, ...], strides: tuple[int, ...], mask: Ranges | None) -> tuple[tuple[int, ...], ...]:
     """Merge runs of axes that walk memory as one axis: (merged size, stride, size counted without expands)."""
     if not shape:
         return ()
@@ -925,8 +845,7 @@ def _sint(x: Any) -> sint:
 
 @dataclass(frozen=True)
 class View:
-    """A strided, offset, optionally masked view of a flat buffer; build one with `View.create`. An immutable value, so
-    its methods (the size, every movement op) cache their results."""
+    """A strided, offset, optionally masked view of a flat buffer (built by `View.create`); its methods cache."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -934,21 +853,17 @@ class View:
     mask: Ranges | None
     contiguous: bool
 
-    def __post_init__(self) -> None:
-        check_view(self)
+    def __post_init__(self) -> None: check_view(self)
 
     @functools.cache
-    def size(self) -> int:
-        """How many elements; a symbolic size counts at its largest."""
-        return prod(x.max if isinstance(x, Node) else x for x in self.shape)
+    def size(self) -> int: return prod(x.max if isinstance(x, Node) else x for x in self.shape)  # symbolic: its max
 
     @staticmethod
     def create(
         shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0, mask: Sequence | None = None
     ) -> View:
-        """Make a View in canonical form, so that equal views compare equal.
-        Size-1 axes get stride 0; a mask that covers everything is dropped; a masked axis that leaves a single
-        index becomes stride 0 with that index folded into the offset; an empty mask zeroes everything."""
+        """A View in canonical form (equal views compare equal): size-1 axes and a mask's one-index axes get stride 0
+        (the index in the offset), a mask of everything is dropped, an empty one zeroes everything."""
         shape, mask = check_create_args(tuple(shape), strides, offset, mask)
         strides = tuple(map(_sint, strides)) if strides is not None else None
         mask = tuple((_sint(b), _sint(e)) for b, e in mask) if mask is not None else None
@@ -972,15 +887,13 @@ class View:
 
     # -- the movement ops; each returns a new View --
     def _resize(self, arg: Ranges, mask: Ranges | None = None, op: str = "shrink") -> View:
-        """Window [b, e) on each axis (b < 0 or e past the end: padding). With symbolic sizes the old mask's bounds
-        are clipped to the window, and met with a pad's mask, by sym_min/sym_max: one must be the smaller at every
-        value, else a ValueError (a View can't hold a min() of two nodes; its code counts on a mask within its axis)."""
+        """Window [b, e) on each axis (b < 0 or e past the end: padding); a symbolic mask is clipped by sym_min/sym_max,
+        which must be decided at every value (a View can't hold a min() of two nodes)."""
         offset = sum(st * b for st, (b, _) in zip(self.strides, arg))
         if self.mask:
             what = f"{op} of {self.shape} by {arg}: its mask"
 
-            def clip(x: sint, size: sint) -> sint:  # x within [0, size]
-                return sym_max(0, sym_min(x, size, what), what)
+            def clip(x: sint, size: sint) -> sint: return sym_max(0, sym_min(x, size, what), what)  # x within [0, size]
 
             moved = tuple((clip(mb - b, e - b), clip(me - b, e - b)) for (mb, me), (b, e) in zip(self.mask, arg))
             if mask:  # a pad's mask too: where both hold
@@ -1116,7 +1029,6 @@ class View:
         if vm1.mask:
             merged = vm2 + vm1.shrink(vm1.mask)
             return merged and merged.pad(tuple((b, s - e) for (b, e), s in zip(vm1.mask, vm1.shape)))
-
         # where does each step along vm1's axes land in vm2's index space?
         origin = un1d(vm2.shape, vm1.offset)
         terms: list[list[tuple[int, int]]] = [[] for _ in origin]
@@ -1165,13 +1077,11 @@ class View:
                 return vm2 + View.create(vm1.shape, vm1.strides, vm1.offset, tuple(zip(newb, newe)))
             if bad:
                 return None
-
         return View.create(vm1.shape, tuple(strides), sum(o * s for o, s in zip(origin, vm2.strides)) + vm2.offset)
 
 
 def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
-    """{variable: value} from (variable, value) pairs; ValueError if one variable is bound to two values (the pairs
-    are taken in name and value order: a set of variables gives the same dict, and the same error, every run)."""
+    """{variable: value} from (variable, value) pairs, in name and value order; a ValueError where one has two."""
     ret: dict[Variable, int] = {}
     for var, val in sorted(pairs, key=lambda pair: (pair[0].expr, pair[1])):
         if ret.setdefault(var, val) != val:
@@ -1180,9 +1090,8 @@ def _bindings(pairs: Iterable[tuple[Variable, int]]) -> dict[Variable, int]:
 
 
 # ==== ShapeTracker: a stack of Views ========================================================================
-# Most movement ops change only the last View. A reshape that one View can't express (for example merging two
-# axes of a transposed buffer) pushes a new contiguous View on top: the index is computed through the top view,
-# then unravelled through each older view in turn.
+# Movement ops change the last View; a reshape it can't express (merging two axes of a transposed buffer) stacks a new
+# one: an index goes through the top view, then is unravelled through each older one in turn.
 
 
 def _expr_view(view: View, idxs: Sequence[Node], valid: Node | None = None) -> tuple[Node, Node]:
@@ -1207,8 +1116,7 @@ class ShapeTracker:
     views: tuple[View, ...]
 
     @staticmethod
-    def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
-        return ShapeTracker((View.create(tuple(shape)),))
+    def from_shape(shape: tuple[sint, ...]) -> ShapeTracker: return ShapeTracker((View.create(tuple(shape)),))
 
     def __add__(self, st: ShapeTracker) -> ShapeTracker:
         """`st` applied on top of this one: its views stacked onto ours, merging one view at a time."""
@@ -1218,27 +1126,19 @@ class ShapeTracker:
         return ret
 
     @property
-    def contiguous(self) -> bool:
-        return len(self.views) == 1 and self.views[0].contiguous
-
-    def vars(self) -> set[Variable]:
-        return set().union(*[v.vars() for v in self.views])
-
+    def contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].contiguous
+    def vars(self) -> set[Variable]: return set().union(*[v.vars() for v in self.views])
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self.views[-1].shape
-
+    def shape(self) -> tuple[int, ...]: return self.views[-1].shape
     @property
-    def size(self) -> int:
-        return self.views[-1].size()
+    def size(self) -> int: return self.views[-1].size()
 
     def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
         """(flat index, valid) as symbolic expressions of the loop variables idxs (default idx0, idx1, ...)."""
         return self._default_exprs() if idxs is None else self._exprs(list(idxs))
 
     @functools.cache  # a ShapeTracker is an immutable value: the heuristics ask the same questions many times
-    def _default_exprs(self) -> tuple[Node, Node]:
-        return self._exprs(_idx_vars(self.shape))
+    def _default_exprs(self) -> tuple[Node, Node]: return self._exprs(_idx_vars(self.shape))
 
     def _exprs(self, idxs: list[Node]) -> tuple[Node, Node]:
         idx, valid = _expr_view(self.views[-1], idxs)
@@ -1255,8 +1155,7 @@ class ShapeTracker:
 
     @functools.cache
     def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
-        """The stride of each axis in the flat index, 0 if the axis doesn't move it, and None when the index
-        isn't an affine function of that axis (it sits under a div or mod) or the axis is masked."""
+        """Each axis's stride in the flat index: 0 if it doesn't move it, None under a div or mod, or masked."""
         if len(self.views) == 1 and self.views[-1].mask is None:
             return self.views[-1].strides
         idxs = _idx_vars(self.shape)
@@ -1306,8 +1205,7 @@ class ShapeTracker:
         return ShapeTracker(tuple(views)), _bindings(pair for d in var_vals for pair in d.items())
 
     def at_values(self, var_vals: dict[Variable, int] | None = None) -> ShapeTracker:
-        """This ShapeTracker with every variable replaced by its value (from var_vals, else the value it is bound
-        to): a plain integer one. ValueError names a variable that has no value."""
+        """This ShapeTracker at the variables' values (var_vals, else as bound): ValueError names one with none."""
         st, vals = self.unbind()
         vals.update(var_vals or {})
         if missing := sorted({v.expr for v in st.vars()} - {v.expr for v in vals}):
@@ -1315,12 +1213,10 @@ class ShapeTracker:
         return ShapeTracker(tuple(v.map_sizes(lambda x: sym_infer(x, vals)) for v in st.views))
 
     def indices(self, var_vals: dict[Variable, int] | None = None):
-        """(idx, valid): numpy arrays of shape `self.shape` with the flat buffer index each element reads and
-        whether it is valid (padding is not; its idx is 0). This is what the ShapeTracker means, computed with numpy
-        instead of symbolic: the top view maps each element to a flat index, which is unravelled into the shape of
-        the view below it, mapped again, and so on down to memory. A symbolic one is evaluated at var_vals."""
+        """(idx, valid): numpy arrays of `self.shape`, the flat index each element reads and whether it is valid
+        (padding isn't; its idx is 0). What a ShapeTracker means, in numpy: each view maps to a flat index, unravelled
+        into the view below, down to memory; a symbolic one at var_vals."""
         import numpy as np  # (only here: kernel.py itself needs nothing but the standard library)
-
         if self.vars():
             return self.at_values(var_vals).indices()
 
@@ -1345,11 +1241,8 @@ class ShapeTracker:
             if valid is not None:  # an invalid element reads index 0: in range of any view below
                 idx = np.multiply(idx, valid, out=idx if idx.shape == valid.shape else None)
             if below is not None:  # the flat index, unravelled into the view below's shape (as np.unravel_index)
-                flat, idxs = idx, []
-                for d in below.shape[:0:-1]:
-                    idxs.insert(0, flat % d)
-                    flat = flat // d
-                idxs.insert(0, flat)  # the outermost axis's index
+                weights = [prod(below.shape[d + 1 :]) for d in range(len(below.shape))]
+                idxs = [idx // w % s if d else idx // w for d, (w, s) in enumerate(zip(weights, below.shape))]
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
     # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
@@ -1368,26 +1261,23 @@ class ShapeTracker:
 
 
 # ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
-# The Kernel keeps one ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all with the same number of axes.
-# `full_shape` is the shape of the iteration space (taken from an input of the reduce); the output's shape is
-# the same with the reduced axes set to 1. Every optimization is a reshape + permute applied to all of them at
-# once, so the bookkeeping is only a few counters that say which axes are which, and the colours of colored_shape():
+# One ShapeTracker per buffer (k.sts[i] for k.bufs[i]), all of one rank. `full_shape` is the iteration space (an
+# input of the reduce's shape); the output's is the same with the reduced axes 1. Every optimization is a reshape +
+# permute of all of them at once, so the bookkeeping is a few counters that say which axes are which (and colour them;
+# BLUE, bright, after NOLOCALS; demo.py's COLOR_LEGEND says what each becomes in OpenCL C):
 #
 #   | global dims | local dims | group (reduce-local) dims | reduce loops | upcasted dims    |
 #   0             global_dims  first_reduce                               shape_len - upcasted
 #     blue         cyan         green (white: kept)          red          yellow (magenta: reduced)
-#
-# (BLUE, bright: global dims after NOLOCALS. demo.py's COLOR_LEGEND says what each becomes in OpenCL C.)
 
 
 class OptOps(Enum):
-    """The optimizations (see apply_opt): each splits an axis (amount 0: the whole axis) and moves a piece of it
-    somewhere, but for NOLOCALS (the global axes launch as threads) and PADTO (an axis padded to a multiple)."""
+    """The optimizations (apply_opt): each splits an axis (amount 0: the whole axis) and moves a piece of it, but for
+    NOLOCALS (the global axes launch as threads) and PADTO (an axis padded to a multiple)."""
 
     TC, UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO = range(1, 10)  # auto()'s values
 
-    def __lt__(self, x: OptOps) -> bool:
-        return self.value < x.value
+    def __lt__(self, x: OptOps) -> bool: return self.value < x.value
 
 
 class KernelOptError(Exception):
@@ -1401,10 +1291,8 @@ def check(cond: bool, msg: str) -> None:
 
 @dataclass(frozen=True, order=True)
 class Opt:
-    """One optimization: `op` on `axis` by `amt` (amt 0 means the whole axis).
-
-    UNROLL counts its axis from the first reduce axis, GROUP/GROUPTOP from the first reduce axis not yet
-    grouped; the others count from 0. real_axis() translates."""
+    """One optimization: `op` on `axis` by `amt` (0: the whole axis). UNROLL counts its axis from the first reduce
+    axis, GROUP/GROUPTOP from the first one not yet grouped, the others from 0 (real_axis translates)."""
 
     op: OptOps
     axis: int | None = None
@@ -1415,21 +1303,16 @@ class Opt:
             if is_int(value := getattr(self, name)) and type(value) is not int:
                 object.__setattr__(self, name, int(value))
 
-    def __repr__(self) -> str:
-        return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
-
-    def __str__(self) -> str:
-        return f"{self.op.name}:{self.axis}:{self.amt}" if self.axis is not None else self.op.name
+    def __repr__(self) -> str: return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
+    def __str__(self) -> str: return f"{self.op.name}:{self.axis}:{self.amt}" if self.axis is not None else self.op.name
 
     @staticmethod
     def parse(text: str) -> Opt:
         """'UPCAST:0:4' -> Opt(UPCAST, 0, 4); 'NOLOCALS' -> Opt(NOLOCALS)."""
-        op, *rest = text.split(":")
-        try:
-            if len(rest) == (0 if op.upper() == "NOLOCALS" else 2):
-                return Opt(OptOps[op.upper()], *(int(x) for x in rest))
-        except (KeyError, ValueError, TypeError):
-            pass
+        op, *rest = text.upper().split(":")
+        if op in OptOps.__members__ and len(rest) == 2 * (op != "NOLOCALS"):  # NOLOCALS alone, other ops with 2 ints
+            if all(re.fullmatch(r"-?\d+", x) for x in rest):
+                return Opt(OptOps[op], *map(int, rest))
         ops = ", ".join(o.name for o in OptOps)
         raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {ops} and AXIS, AMT integers "
                          "(NOLOCALS alone)")  # fmt: skip
@@ -1446,10 +1329,8 @@ class Opt:
 
 @dataclass(frozen=True)
 class TensorCore:
-    """A matrix unit: D = A * B + C with A (M x K), B (K x N), C and D (M x N), computed by a warp of threads.
-
-    dims is (N, M, K); threads lists (dim, amount) splits of N (0) or M (1) that become local (cyan) axes;
-    the thread_local_* fields describe where each thread keeps its elements (used when rendering real WMMA)."""
+    """A matrix unit, D = A * B + C with A (M x K), B (K x N) on a warp of threads: dims is (N, M, K); threads the
+    (dim, amount) splits of N (0) or M (1) that become local axes (thread_local_*: where each keeps its elements)."""
 
     dims: tuple[int, int, int]
     dtype_in: DType
@@ -1462,8 +1343,8 @@ class TensorCore:
         return "_".join(["WMMA"] + [str(d) for d in self.dims] + [self.dtype_in.name, self.dtype_out.name])
 
     def steps(self) -> list[tuple[OptOps, int, int]]:
-        """The opts that shape a kernel for this core, as (op, N 0 / M 1 / K 2, amount): unroll K by its size,
-        upcast the part of N and of M that the warp's threads don't cover, then a LOCAL for each of `threads`."""
+        """The opts that shape a kernel for this core, (op, N 0 / M 1 / K 2, amount): unroll K, upcast what the warp's
+        threads don't cover of N and M, a LOCAL for each of `threads`."""
         threads = [prod(amt for d, amt in self.threads if d == i) for i in range(2)]
         upcasts = [(OptOps.UPCAST, i, self.dims[i] // threads[i]) for i in range(2) if self.dims[i] > threads[i]]
         return [(OptOps.UNROLL, 2, self.dims[2])] + upcasts + [(OptOps.LOCAL, d, amt) for d, amt in self.threads]
@@ -1506,14 +1387,13 @@ class Target:
         return getenv("TC", 1)
 
     @property
-    def tc_opt(self) -> int:
-        return getenv("TC_OPT", 0)
+    def tc_opt(self) -> int: return getenv("TC_OPT", 0)
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One option a heuristic weighs: its sort key (the smallest is taken; None: ruled out), the opts taking it
-    applies, the facts behind the key (`note`), and each opt's reason for the demo's step table (`why`)."""
+    """An option a heuristic weighs: its sort key (smallest taken; None: ruled out), its opts, the facts behind the key
+    (`note`), each opt's reason for the demo's step table (`why`)."""
 
     key: tuple | None
     opts: tuple[Opt, ...]
@@ -1521,15 +1401,13 @@ class Candidate:
     why: tuple[str, ...] = ()
     name: str = ""  # what it is, where that is not its opts (a tensor core, an axis no size fits)
 
-    def __str__(self) -> str:
-        return self.name or " ".join(map(str, self.opts))
+    def __str__(self) -> str: return self.name or " ".join(map(str, self.opts))
 
 
 @dataclass
 class Decision:
-    """What one heuristic weighed and did, as Kernel._take records it (where k.decisions is a list): its rule, its
-    candidates, the ones it took, the opts that applied with the reason of each, and `step`, how many opts the
-    kernel had when it looked. A decision with no candidates is a branch whose conditions didn't hold."""
+    """What one heuristic weighed and did, as Kernel._take records it: its rule, candidates, the ones taken, the opts
+    applied with their reasons, and `step`, the opts the kernel had then (no candidates: its conditions didn't hold)."""
 
     heuristic: str
     rule: str
@@ -1549,10 +1427,8 @@ class LocalBuffer:
 
 
 class Kernel:
-    """The optimizer's view of one kernel: its AST, its buffers, and one ShapeTracker per buffer on a common shape.
-
-    Build it from the STORE LazyOps of a kernel: `Kernel(*ast, opts=TARGETS["opencl"])`. Make `k.decisions` a list
-    before running the heuristics to have each of them record what it weighed (a Decision; demo.py's --explain)."""
+    """The optimizer's view of one kernel, built from its STOREs: `Kernel(*ast, opts=TARGETS["opencl"])`. Make
+    `k.decisions` a list before running the heuristics to have them record what they weighed (demo.py's --explain)."""
 
     def __init__(self, *ast: LazyOp, opts: Target | None = None):
         self.opts = check_kernel(ast, opts)
@@ -1561,20 +1437,15 @@ class Kernel:
         # every reduce op once, children before parents (verify_lazyop allows sibling reduces only)
         self.reduceops = dedup(x for out in ast for x in ordered_lazyops(out) if x.op in ReduceOps)
         self.vars: list[Variable] = flatten(x.vars() for x in ast)  # the symbolic variables of the shapes
-
-        # buffers: the outputs first (idx 0, 1, ...), then every LOAD and CONST once
-        self.outbufs = [x.arg for x in ast]
+        self.outbufs = [x.arg for x in ast]  # the outputs first (idx 0, 1, ...), then every LOAD and CONST once
         loads = dedup(x.arg for x in self.lazyops if x.op in (BufferOps.LOAD, BufferOps.CONST))
         self.bufs: list[MemBuffer | ConstBuffer | LocalBuffer] = self.outbufs + loads
         # the full shape comes from the first buffer the first reduce op reads (it has the reduce axes at full size)
         self.earlybufs = [x.arg for r in self.reduceops for x in r.lazyops if x.op in BufferOps]
         self.full_buf_index = self.bufs.index(self.earlybufs[0]) if self.earlybufs else 0
         self.sts: list[ShapeTracker] = [x.st for x in self.bufs]  # type: ignore[union-attr]
-
-        # move the reduce axes to the end
-        axes = list(enumerate(zip(self.full_shape, self.output_shape)))
+        axes = list(enumerate(zip(self.full_shape, self.output_shape)))  # the reduce axes move to the end
         self.reshape_and_permute(None, [i for i, (s, n) in axes if s == n] + [i for i, (s, n) in axes if s != n])
-
         self.applied_opts: list[Opt] = []
         self.group_for_reduces = self.upcasted = self.local_dims = 0  # the counters of the diagram above
         self.dont_use_locals = False
@@ -1582,7 +1453,6 @@ class Kernel:
         self.tensor_core_opts: TensorCoreOptions | None = None
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)  # alias_buffer's
         self.decisions: list[Decision] | None = None  # None: the heuristics record nothing
-
         self.simplify_ones()
         self.simplify_merge_adjacent()
 
@@ -1599,32 +1469,20 @@ class Kernel:
     OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
     OPT_STATE += ("tensor_core", "tensor_core_opts")
 
-    def _state(self) -> dict[str, Any]:
-        return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def _state(self) -> dict[str, Any]: return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
+    def _restore(self, state: dict[str, Any]) -> None: self.__dict__.update(state)
 
     # -- shape bookkeeping --
     @property
-    def reduceop(self) -> LazyOp | None:
-        return self.reduceops[0] if self.reduceops else None
-
+    def reduceop(self) -> LazyOp | None: return self.reduceops[0] if self.reduceops else None
     @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.sts[0].shape
-
+    def output_shape(self) -> tuple[int, ...]: return self.sts[0].shape
     @property
-    def full_shape(self) -> tuple[int, ...]:
-        return self.sts[self.full_buf_index].shape
-
+    def full_shape(self) -> tuple[int, ...]: return self.sts[self.full_buf_index].shape
     @property
-    def shape_len(self) -> int:
-        return len(self.sts[0].shape)
-
+    def shape_len(self) -> int: return len(self.sts[0].shape)
     @property
-    def full_unupcasted_shape(self) -> tuple[int, ...]:
-        return self.full_shape[: self.shape_len - self.upcasted]
+    def full_unupcasted_shape(self) -> tuple[int, ...]: return self.full_shape[: self.shape_len - self.upcasted]
 
     @property
     def first_reduce(self) -> int:
@@ -1633,8 +1491,7 @@ class Kernel:
         return next((i for i, (x, y) in enumerate(zip(self.sts[0].shape[:n], self.full_shape[:n])) if x != y), n)
 
     @property
-    def global_dims(self) -> int:
-        return self.first_reduce - self.local_dims
+    def global_dims(self) -> int: return self.first_reduce - self.local_dims
 
     @property
     def upcast_in_mid_reduce_axes(self) -> list[int]:
@@ -1670,23 +1527,18 @@ class Kernel:
 
     # -- the members tinygrad 0.9.1's linearizer and search use (runtime.py renders without them) --
     @property
-    def membufs(self) -> list[MemBuffer]:
-        """The buffers in global memory, outputs first: no CONSTs, no local buffers."""
-        return [x for x in self.bufs if isinstance(x, MemBuffer)]
+    def membufs(self) -> list[MemBuffer]: return [x for x in self.bufs if isinstance(x, MemBuffer)]  # global memory
 
-    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:
-        """Every combination of indices into buffer i's upcasted axes, the last axis's index first; [()] without any."""
+    def shape_offsets(self, i: int) -> Iterable[tuple[int, ...]]:  # the upcasted axes' indices, the last's first
         upcasted = self.sts[i].shape[self.shape_len - self.upcasted :][::-1]
         return itertools.product(*[range(s) for s in upcasted]) if self.upcasted > 0 else [()]
 
     def acc_offsets(self, i: int) -> list[int]:
-        """For each upcasted element of buffer i, the offset of its accumulator register (reduce axes share one)."""
+        """Each upcasted element's accumulator: row-major over the upcast axes, a reduce axis counted as size 1 (its
+        elements share a register)."""
         ax = self.upcasted_axis(i)[::-1]
-        # row-major over the upcast axes, a reduce axis taken as size 1 (so stride 0: its elements share a register)
-        acc_strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
-        return [
-            sum(t) for t in itertools.product(*[[y * st for y in range(s)] for (s, _, _), st in zip(ax, acc_strides)])
-        ]
+        strides = strides_for_shape(tuple(1 if r else s for s, _, r in ax))
+        return [sum(t) for t in itertools.product(*[[y * st for y in range(s)] for (s, _, _), st in zip(ax, strides)])]
 
     def get_float4_upcast_dim(self, i: int) -> list[int]:
         """The upcasted axes buffer i walks with stride 1, where the target can load float4 (half, float, images)."""
@@ -1696,8 +1548,7 @@ class Kernel:
         return [x for x in self.sts[i].unit_stride_axes() if x >= up and self.sts[i].shape[x] > 1]
 
     def alias_buffer(self, op: LazyOp, i: int, pattern: list[int]) -> None:
-        """Add a local-memory copy of buffer i: axes with pattern 0 are not stored, the others are laid out in
-        order of their pattern number (used for tensor-core operands)."""
+        """A local-memory copy of buffer i (tensor-core operands): pattern-0 axes not stored, the others in order."""
         if len(pattern) != len(self.sts[i].shape):
             raise ValueError(f"alias_buffer needs a pattern entry per axis of {self.sts[i].shape}, got {pattern}")
         bst, real_strides = 1, self.sts[i].real_strides()
@@ -1710,9 +1561,7 @@ class Kernel:
         self.local_alias[op][i] = self.bufs[-1]  # type: ignore[assignment]
 
     # -- the moves every optimization is made of --
-    def reshape_and_permute(
-        self, new_shape_fxn: Callable[[tuple[int, ...]], Sequence[int]] | None, axis: Sequence[int] | None
-    ) -> None:
+    def reshape_and_permute(self, new_shape_fxn: Callable | None, axis: Sequence[int] | None) -> None:
         """Reshape (by a function of each buffer's shape) and then permute every buffer's ShapeTracker."""
         if new_shape_fxn is not None:
             self.sts = [st.reshape(tuple(new_shape_fxn(st.shape))) for st in self.sts]
@@ -1724,8 +1573,8 @@ class Kernel:
         self.upcasted += 1
 
     def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: int | None = None) -> None:
-        """Split `axis` into (size/amount, amount) -- or (amount, size/amount) with top -- and move the `amount`
-        part so it sits just before axis `insert_before` (default: at the end)."""
+        """Split `axis` into (size/amount, amount), or (amount, size/amount) with top, and move the `amount` part just
+        before axis `insert_before` (default: to the end)."""
         insert_before = self.shape_len if insert_before is None else insert_before
         move_axis = axis if top else axis + 1
         if move_axis < insert_before:
@@ -1750,8 +1599,8 @@ class Kernel:
         return any(ones)
 
     def simplify_merge_adjacent(self) -> None:
-        """Merge neighbouring axes that every buffer walks as one (stride[i] == stride[i+1] * size[i+1]), never
-        across the first reduce axis, and for an image output never across the image's own axes."""
+        """Merge neighbouring axes every buffer walks as one, never across the first reduce axis (nor an image output's
+        own axes)."""
         if self.shape_len == 0:
             return
         shapes, strides = [x.shape for x in self.sts], [x.real_strides() for x in self.sts]
@@ -1801,22 +1650,12 @@ class Kernel:
         grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
         if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
             self._check_shared_memory(amt)
-        {
-            OptOps.LOCAL: self._opt_local,
-            OptOps.GROUP: self._opt_group,
-            OptOps.GROUPTOP: functools.partial(self._opt_group, top=True),
-            OptOps.UNROLL: self._opt_unroll,
-            OptOps.UPCAST: self._opt_upcast,
-            OptOps.UPCASTMID: self._opt_upcastmid,
-            OptOps.NOLOCALS: self._opt_nolocals,
-            OptOps.PADTO: self._opt_padto,
-        }[opt.op](axis, amt)
+        getattr(self, f"_opt_{opt.op.name.lower()}")(axis, amt)  # LOCAL: _opt_local, and so on below
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
             self.tensor_core_opts.fix_axes(axis)
-        # tinygrad 0.9.1 accepts a few sequences (a second UPCASTMID after a whole-axis GROUP) whose counters then
-        # overrun the shape, and breaks later in colors(); refuse them here instead
+        # tinygrad accepts sequences (UPCASTMID after a whole-axis GROUP) whose counters overrun the shape: refused
         fr = self.first_reduce
         fits = 0 <= self.local_dims <= fr and fr + self.group_for_reduces <= self.shape_len - self.upcasted
         check(fits, "the opt would leave more local, grouped and upcasted axes than the shape has")
@@ -1824,8 +1663,7 @@ class Kernel:
             self._check_shared_memory(as_computed=True)
 
     def _opt_axis_amount(self, opt: Opt) -> tuple[int, int]:
-        """The real axis an opt acts on and its amount (0 means the whole axis), checked against the shape.
-        NOLOCALS takes neither: (-1, -1)."""
+        """The real axis an opt acts on and its amount (0: the whole axis), checked; NOLOCALS takes neither: -1, -1."""
         if opt.op is OptOps.NOLOCALS:
             return -1, -1
         axis = opt.real_axis(self)
@@ -1839,8 +1677,7 @@ class Kernel:
             check(size % amt == 0, f"no longer valid shift: {amt} does not divide axis {axis} ({size})")
         return axis, amt
 
-    # -- one method per OptOp. Each gets the real axis and the checked amount; the examples start from a 64x64x64
-    # matmul, (64 64 64) coloured blue blue red, or a 64x64 sum over axis 1, (64 64) coloured blue red --
+    # -- one method per OptOp, given the real axis and the checked amount; examples: a 64x64x64 matmul or 64x64 sum --
 
     def _opt_local(self, axis: int, amt: int) -> None:
         """LOCAL (cyan): split a global axis; the new piece becomes threads of one work-group.
@@ -1866,6 +1703,8 @@ class Kernel:
         check(not self.tensor_core, "can't group with tensor cores")
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
+
+    def _opt_grouptop(self, axis: int, amt: int) -> None: self._opt_group(axis, amt, top=True)
 
     def _opt_unroll(self, axis: int, amt: int) -> None:
         """UNROLL (magenta): split a reduce axis; the new piece is unrolled in registers at the end of the shape.
@@ -1908,11 +1747,9 @@ class Kernel:
         self.group_for_reduces += 1
 
     def _opt_nolocals(self, axis: int, amt: int) -> None:
-        """NOLOCALS (BLUE): the kernel uses no local threads; the shape doesn't change, every global axis turns
-        bright blue and its id is a thread's get_global_id. tinygrad 0.9.1 pads the local size with 1s
-        (get_grouped_dims): it launches work-groups of 1 thread, local size [1, 1, 1]. runtime.py's program sets no
-        local size, and its launch takes the largest divisor <= 32 of launch dim 0 (the threads share nothing, so
-        any grouping computes the same). NOLOCALS on (64 64) -> (64 64), BLUE red."""
+        """NOLOCALS (BLUE): no local threads; the shape stays, every global axis is a thread's get_global_id. tinygrad
+        0.9.1 launches work-groups of 1 thread (local size [1, 1, 1]); runtime.py's of the largest divisor <= 32 of
+        launch dim 0 (the threads share nothing, so any grouping computes the same). NOLOCALS on (64 64) -> (64 64)."""
         why = f"the {self.opts.device} target has no local threads" if not self.opts.has_local else "it is applied"
         check(self.opts.has_local and not self.dont_use_locals, f"NOLOCALS is meaningless: {why}")
         why = f"{self.local_dims} local and {self.group_for_reduces} grouped axes"
@@ -1939,10 +1776,9 @@ class Kernel:
         check(padded, f"nothing was padded: axis {axis} is a multiple of {amt} wherever it isn't reduced")
 
     def _check_shared_memory(self, amt: int = 1, as_computed: bool = False) -> None:
-        """A grouped reduce keeps one accumulator per local thread and upcasted output in shared memory, for each
-        reduce op of the kernel (each has its own __local buffer, of its own dtype). amt: the factor an opt is about
-        to multiply that by (tinygrad's check, before the opt). as_computed: the buffers as they are, of the dtype
-        they are computed in (half and bfloat16 in float; ours, after every opt)."""
+        """A grouped reduce keeps an accumulator per local thread and upcast output in shared memory, for each reduce
+        op (a __local buffer each, of its dtype). amt: what an opt is about to multiply that by (tinygrad's check);
+        as_computed: the buffers as they are, half and bfloat16 computed as float (ours, after every opt)."""
         dts = [r.dtype.base if isinstance(r.dtype, ImageDType) else r.dtype for r in self.reduceops]
         acc_sz = sum(dtypes.float.itemsize if as_computed and dt in SHORT_FLOATS else dt.itemsize for dt in dts)
         fr, up = self.first_reduce, self.shape_len - self.upcasted
@@ -1954,9 +1790,8 @@ class Kernel:
     # ==== tensor cores ======================================================================================
 
     def _create_tc_opts(self, reduceop: LazyOp, tc: TensorCore, axis: int, opt_level: int) -> TensorCoreOptions | None:
-        """Does this reduce look like SUM(MUL(A, B)) that `tc` can compute? If so, which axes are N, M and K.
-
-        Every (N, M, K) combination is a candidate; `axis` picks one counting from the last (0: the last)."""
+        """Does this reduce look like SUM(MUL(A, B)) that `tc` computes? If so, which axes are N, M and K: `axis` picks
+        one of the (N, M, K) choices, counting from the last."""
         has_cast = tc.dtype_in != tc.dtype_out
         if has_cast and not (reduceop.src[0].op is UnaryOps.CAST and reduceop.src[0].arg == tc.dtype_out):
             return None
@@ -1973,7 +1808,6 @@ class Kernel:
 
         if (buf0 := buf_index(mul_op.src[0])) is None or (buf1 := buf_index(mul_op.src[1])) is None:
             return None
-
         # N is an axis that A broadcasts along (stride 0), M one that B broadcasts along, K a reduce axis
         strides0, strides1, fr = self.sts[buf0].real_strides(), self.sts[buf1].real_strides(), self.first_reduce
         axis_buf0 = [(i, self.full_shape[i], strides1[i]) for i, s in enumerate(strides0[:fr]) if s == 0]
@@ -1990,10 +1824,9 @@ class Kernel:
         return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads)
 
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:
-        """The TC opt: shape the kernel for the first of the target's tensor cores that takes every reduce alike (as
-        _create_tc_opts finds), or raise KernelOptError: pad the axes that need it (PADTO may refuse: then the next
-        core), then apply the core's steps to its N, M and K axes. TC=2 (use_tensor_cores 2) leaves tensor_core unset:
-        the same shape, rendered as plain multiply-adds."""
+        """The TC opt: the first of the target's tensor cores that takes every reduce alike, its axes padded where
+        needed (PADTO may refuse: then the next core), its steps applied to its N, M and K axes; else KernelOptError.
+        TC=2 (use_tensor_cores 2) leaves tensor_core unset: the same shape, rendered as plain multiply-adds."""
         tried, r = [], self.reduceop
         sums = use_tensor_cores and self.opts.has_local and r is not None and r.op is ReduceOps.SUM
         for i, tc in enumerate(self.opts.tensor_cores if sums else []):
@@ -2022,7 +1855,8 @@ class Kernel:
             taken = Candidate(
                 (i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {said}", (f"tensor core: {said}",), str(tc)
             )
-            self._take("_apply_tc_opt", TC_RULE, [*tried, taken], apply=False)
+            rule = "the first that fits SUM(MUL(A, B)) (N: an axis A has stride 0 on, M: one B has, K: a reduce axis)"
+            self._take("_apply_tc_opt", rule, [*tried, taken], apply=False)
             return
         why = "; ".join(f"{c}: {c.note}" for c in tried) or "the kernel has no SUM reduce"
         raise KernelOptError(f"no tensor core available: {why}")
@@ -2030,13 +1864,11 @@ class Kernel:
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
     ) -> bool:
-        """Shape the kernel for a tensor core (the TC opt), then add extra_opts or tinygrad's follow-up opts: upcast M,
-        then N, by the largest of 5, 4, 3, 2 that divides it, and (a real tensor core only) make N local by the first
-        of 4, 2 that divides it (both lists tuned). True if the TC opt applied; as in tinygrad, an opt that fails after
-        it ends this with False, keeping the opts applied so far. use_tensor_cores: 0 never, 1 yes, 2 the shape only
-        (rendered as plain multiply-adds); the TC opt itself reads the target's tc (TC), as tinygrad's does. tc_opt:
-        0 only SUM(MUL(LOAD, LOAD)) with one reduce axis; 1 also several reduce axes and CAST inputs; 2 also sizes
-        that aren't multiples of the core (PADTO pads them)."""
+        """The TC opt, then extra_opts or tinygrad's follow-ups: upcast M, then N, by the largest of 5, 4, 3, 2 that
+        divides it, and (a real tensor core) N local by the first of 4, 2 (tuned). True if TC applied; as tinygrad's,
+        an opt failing after it ends this with False, keeping the opts so far. use_tensor_cores: 0 never, 1, 2 the
+        shape only (the TC opt reads the target's tc, as tinygrad's). tc_opt: 0 SUM(MUL(LOAD, LOAD)) of one reduce
+        axis; 1 also several reduce axes and CAST inputs; 2 also sizes PADTO pads to the core's."""
         check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)
         if not self.opts.tensor_cores and use_tensor_cores != 2:
             return False
@@ -2061,19 +1893,16 @@ class Kernel:
             return False
 
     # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
-    # One method per branch of tinygrad's hand_coded_optimizations, each testing tinygrad's conditions in its order.
-    # A branch lists the options it weighs as Candidates with their sort key (tinygrad's xb_choices are such a
-    # table) and applies its choice through _take, which records the decision where self.decisions is a list (what
-    # tinygrad prints at DEBUG >= 4). Where a docstring says "tuned", the number was picked by trying, not derived
-    # (tinygrad: "below this line need to be optional and benchmarked").
+    # One method per branch of tinygrad's hand_coded_optimizations, its conditions in tinygrad's order. A branch lists
+    # the options it weighs as Candidates with their sort key (as tinygrad's xb_choices) and applies its choice through
+    # _take, which records it where self.decisions is a list (tinygrad prints as much at DEBUG >= 4). "Tuned": tried.
 
     def _take(
         self, heuristic, rule, candidates, taken=None, applied=None, fallback=False, apply=True
     ) -> list[Candidate]:
-        """The heuristics' one funnel: take the candidate with the smallest key (None: ruled out), or the ones the
-        branch chose (`taken`, applying `applied`, their opts as it applies them); record the decision where
-        self.decisions is a list; apply it. With `fallback` a candidate apply_opt refuses is ruled out and the next
-        one tried (tinygrad's try/except). Returns the candidates taken."""
+        """The heuristics' one funnel: take the candidate with the smallest key (None: ruled out) or the branch's
+        `taken` (their opts as `applied`), record it where self.decisions is a list, apply it; with `fallback` one
+        that apply_opt refuses is ruled out and the next tried (tinygrad's try/except)."""
         d = Decision(heuristic, rule, candidates, [], [], len(self.applied_opts))
         if self.decisions is not None:
             self.decisions.append(d)
@@ -2123,10 +1952,9 @@ class Kernel:
             raise
 
     def _matvec(self) -> bool:
-        """A matrix-vector product: GROUP the reduce over MV_THREADS_PER_ROW threads, MV_BLOCKSIZE rows a work-group
-        (LOCAL) and MV_ROWS_PER_THREAD a thread (UPCAST). True (the heuristics end here) if it applied. The defaults
-        4, 8, 4 are tuned (tinygrad: "adjust/tune based on the wide vs tall/large vs small mat"). GROUP, not GROUPTOP:
-        the first buffer has stride 1 on the reduce, so GROUP's neighbouring threads read neighbouring elements."""
+        """A matrix-vector product: the reduce over MV_THREADS_PER_ROW threads (GROUP, not GROUPTOP: the first buffer
+        has stride 1 on it, so GROUP's neighbouring threads read neighbouring elements), MV_BLOCKSIZE rows a work-group,
+        MV_ROWS_PER_THREAD a thread; True (the heuristics end) if it applied. 4, 8, 4 are tuned ("adjust/tune ...")."""
         blocksize, threads = getenv("MV_BLOCKSIZE", 4, minimum=1), getenv("MV_THREADS_PER_ROW", 8, minimum=1)
         rows, candidates = getenv("MV_ROWS_PER_THREAD", 4, minimum=1), []
         if self.opts.has_local and getenv("MV", 1) != 0 and (blocksize > 1 or threads > 1 or rows > 1) and \
@@ -2155,10 +1983,9 @@ class Kernel:
         return bool(self._take("_matvec", rule, candidates))
 
     def _grouping(self) -> None:
-        """Few outputs: split the reduce across a work-group (GROUPTOP by 256 or 16), if shared memory allows; for an
-        image output, then upcast its unit-stride axis mid-reduce. Only the number of outputs is tested, not the
-        length of the reduce. Both thresholds are tuned: with <= 2048 outputs there are too few work-groups to fill a
-        GPU unless the reduce is spread over threads (tinygrad: "use 1024 if it's allowed in a smarter way")."""
+        """Few outputs (<= 2048: too few work-groups to fill a GPU; tuned): split the reduce over a work-group (GROUPTOP
+        by 256 or 16) if shared memory allows; for an image output, then upcast its unit-stride axis mid-reduce. Only
+        the number of outputs is tested, not the reduce's length."""
         if self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce]):
             fr, outputs, candidates = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce]), []
             count = f"{outputs} output" + "s" * (outputs != 1)
@@ -2186,19 +2013,16 @@ class Kernel:
                 mid = Candidate(key, (Opt(OptOps.UPCASTMID, axes[0], 4),), f"size {size}", (why,))
                 self._take("_grouping", "image output: its only unit-stride axis, by 4 (a pixel), mid-reduce", [mid])
         else:
-            rule = "only on a target with local threads and memory, for a number of outputs that is not symbolic"
-            self._take("_grouping", rule, [])
+            self._take("_grouping", "only on a target with local threads and memory, for a known number of outputs", [])
 
     def _image_float4(self) -> None:
-        """Every image buffer is read and written a pixel (4 floats) at a time: upcast its pixel axis by 4 (unroll it,
-        on a reduce axis), buffer by buffer."""
+        """Each image buffer is read and written a pixel (4 floats) at a time: its pixel axis upcast (unrolled) by 4."""
         for i, buf in enumerate(self.bufs):
             if isinstance(buf.dtype, ImageDType):
                 self._upcast_pixel(i, "_image_float4")
 
     def _upcast_pixel(self, i: int, heuristic: str, required: bool = False) -> None:
-        """Image buffer i's first unit-stride axis whose size divides by 4, by 4 (unless one of them is upcast already,
-        or the first is upcast mid-reduce)."""
+        """Image buffer i's first unit-stride axis of a size 4 divides, by 4 (unless one is upcast, or mid-reduce)."""
         st, fr, name, candidates = self.sts[i], self.first_reduce, self._names([i]), []
         axes = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]  # unit_stride_axes_mul_4
         check(not required or axes, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
@@ -2215,9 +2039,8 @@ class Kernel:
         self._take(heuristic, rule, candidates)
 
     def _upcast_masked_axes(self) -> None:
-        """Small masked axes (padding, stack, cat) are upcast whole, so the masks become compile-time constants: the
-        output axes of size <= 7 that a buffer masks, from the left, while the upcast elements stay <= 7 * 7; applied
-        right to left. Both bounds are tuned (tinygrad: "this can be made much smarter")."""
+        """Small masked axes (padding, stack, cat) upcast whole, so the masks become constants: output axes of size <= 7
+        that a buffer masks, from the left, while the upcast elements stay <= 7 * 7 (tuned); applied right to left."""
         to_upcast, candidates, upcast_now = [], [], prod(self.full_shape[self.shape_len - self.upcasted :])
         for axis in range(self.first_reduce):
             size = self.full_shape[axis]
@@ -2238,12 +2061,10 @@ class Kernel:
         self._take("_upcast_masked_axes", rule, candidates, [c for c in candidates if c.key is not None][::-1])
 
     def _upcast_broadcast_axes(self) -> None:
-        """While there are >= 1024 threads (outputs outside the upcast axes, one thread each until locals group them),
-        upcast an output axis that a buffer has stride 0 on (and on none of its upcast axes): a thread computes that
-        many outputs in registers, and one load of that buffer serves them all. Sort key, smallest first: (buffers
-        moving along the axis, the sum of their strides, axis, amount): a matmul's axes both have two moving buffers,
-        and axis 1's strides 1 + 1 beat axis 0's 512 + 512; a 384 matmul is upcast by 3 (3 sorts before 4). Strides
-        are each buffer's last view's. 1024 is tuned: each upcast divides the threads."""
+        """While >= 1024 threads (outputs outside the upcast axes; tuned) remain, upcast an output axis a buffer has
+        stride 0 on (on none of its upcast axes): one load of it serves that many outputs. Key, smallest first:
+        (buffers moving along the axis, sum of their last views' strides, axis, amount): a matmul's axis 1 (strides
+        1 + 1) beats axis 0 (512 + 512); a 384 matmul is upcast by 3 (3 sorts before 4)."""
         upcasted_axis: set[int] = set()
         while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
             xb_choices, last = [], [st.views[-1].strides for st in self.sts]
@@ -2273,9 +2094,8 @@ class Kernel:
             upcasted_axis.add(taken[0].opts[0].axis)
 
     def _unroll_reduce(self) -> None:
-        """If the last reduce axis is small(ish), unroll it whole (and a second one if both are <= 3), else by 4;
-        only while the full buffer has <= 4 upcast elements or none of its upcast axes is a reduce one, and < 64 in
-        all. 32 is apply_opt's limit on UNROLL; 4, 3 and 64 are tuned bounds on code size and registers."""
+        """The last reduce axis unrolled whole if <= 32 (and the next if both are <= 3), else by 4; only while few
+        registers are used (<= 4 upcast elements or none a reduce's, and < 64 in all: tuned)."""
         fr, up, candidates = self.first_reduce, self.shape_len - self.upcasted, []
         reduce_upcast = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
         if fr < up and (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or not reduce_upcast) and \
@@ -2288,15 +2108,13 @@ class Kernel:
             by_4 = f"{sym_render(s)} % 4 = {sym_render(s % 4)}"
             candidates += [Candidate((1,) if s % 4 == 0 else None, (Opt(OptOps.UNROLL, axis, 4),), by_4, whys[1])]
         rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        if (taken := self._take("_unroll_reduce", rule, candidates)) and taken[0] is candidates[0] and s <= 3:
+        taken = self._take("_unroll_reduce", rule, candidates)
+        if taken and taken[0] is candidates[0] and self.first_reduce < self.shape_len - self.upcasted and s <= 3:
             # if it's small, upcast a second reduce dimension too
-            if self.first_reduce < self.shape_len - self.upcasted:
-                s2, why = self.full_unupcasted_shape[-1], ("tiny reduce: unroll the next reduce axis whole too",)
-                opt = Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0)
-                tiny = Candidate(
-                    (0,) if isinstance(s2, int) and s2 <= 3 else None, (opt,), f"size {sym_render(s2)}", why
-                )
-                self._take("_unroll_reduce", f"tiny reduce ({s} <= 3): the next reduce axis whole too, if <= 3", [tiny])
+            s2, why = self.full_unupcasted_shape[-1], ("tiny reduce: unroll the next reduce axis whole too",)
+            opt, key = Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0), isinstance(s2, int) and s2 <= 3
+            tiny = Candidate((0,) if key else None, (opt,), f"size {sym_render(s2)}", why)
+            self._take("_unroll_reduce", f"tiny reduce ({s} <= 3): the next reduce axis whole too, if <= 3", [tiny])
 
     def _default_upcast(self) -> None:
         """If nothing at all is upcasted and it's easy to, upcast the last axis by 4."""
@@ -2309,10 +2127,9 @@ class Kernel:
         self._take("_default_upcast", "if nothing is upcast yet: the last axis by 4", candidates)
 
     def _locals(self) -> None:
-        """Work-groups of at most 128 threads from up to 3 global axes (or none with NOLOCALS=1). Sort key, smallest
-        first: (-(a buffer has stride 0 on the axis), -axis): broadcast axes first, then from the right. Each axis in
-        turn gets the first of [32 (axis 0 only), 16, 8, 4, 3, 2] that divides it and keeps <= 128 threads; the first
-        3 that got one apply in axis order. 128 and the sizes are tuned; 3 is the launch's number of dims."""
+        """Work-groups of <= 128 threads (tuned) from up to 3 global axes (none with NOLOCALS=1): key (-broadcast,
+        -axis), so broadcast axes first, then from the right; each gets the first of [32 (axis 0 only), 16, 8, 4, 3, 2]
+        that divides it within 128 threads; the first 3 apply in axis order (3: the launch's dims)."""
         if not self.opts.has_local:
             self._take("_locals", f"only on a target with local threads (not {self.opts.device})", [])
         elif getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
@@ -2350,49 +2167,24 @@ class Kernel:
             self._take("_locals", rule, candidates, [c for c in candidates if c.key is not None][:3], applied)
 
 
-# the TC opt's rule, as the demo's record of it says it
-TC_RULE = "the first that fits SUM(MUL(A, B)) (N: an axis A has stride 0 on, M: one B has, K: a reduce axis; the TC "
-TC_RULE += "opt's axis picks one of their choices, from the last)"
-
-
 # ==== targets ===============================================================================================
 
 
-def _metal_tensor_cores() -> list[TensorCore]:
-    aliases = [
-        [[0], [2], [0], [4], [-1, 1, 3], [0]],
-        [[1], [0], [3], [0], [2, 4], [-1]],
-        [[1], [2], [3], [4], [0], [-1]],
-    ]
-    threads, sizes = [(0, 2), (1, 4), (0, 2), (1, 2)], [[2], [2], [2]]
-    dtype_pairs = [(dtypes.float, dtypes.float), (dtypes.half, dtypes.float), (dtypes.half, dtypes.half)]
-    return [TensorCore((8, 8, 8), di, do, threads, aliases, sizes) for di, do in dtype_pairs]
-
-
-def _cuda_tensor_cores() -> list[TensorCore]:
-    aliases = [
-        [[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]],
-        [[3], [4], [0], [0], [5], [-1, 1, 2, -2], [0]],
-        [[-1], [1], [5], [-2], [2], [0], [3, 4]],
-    ]
-    threads, sizes = [(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)], [[2, 2, 2], [2, 2], [2, 2]]
-    dtype_pairs = [(dtypes.half, dtypes.float), (dtypes.bfloat16, dtypes.float)]
-    return [TensorCore((8, 16, 16), di, do, threads, aliases, sizes) for di, do in dtype_pairs]
-
-
+# tinygrad 0.9.1's tensor cores, each's threads, thread_local_aliases and thread_local_sizes: Metal's and CUDA's
+_METAL = [(0, 2), (1, 4), (0, 2), (1, 2)], [[[0], [2], [0], [4], [-1, 1, 3], [0]], [[1], [0], [3], [0], [2, 4], [-1]],
+                                            [[1], [2], [3], [4], [0], [-1]]], [[2], [2], [2]]  # fmt: skip
+_CUDA = [(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)], [[[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]], [[3], [4], [0],
+         [0], [5], [-1, 1, 2, -2], [0]], [[-1], [1], [5], [-2], [2], [0], [3, 4]]], [[2, 2, 2], [2, 2], [2, 2]]
+_HALF, _FLOAT = dtypes.half, dtypes.float
 # tinygrad 0.9.1's OpenCLRenderer(), ClangRenderer(), MetalRenderer() with tensor cores on, CUDARenderer("sm_80")
 TARGETS: dict[str, Target] = {
     "opencl": Target("GPU"),
     "clang": Target("CLANG", supports_float4=False, has_local=False, global_max=None),
-    "metal": Target("METAL", tensor_cores=_metal_tensor_cores()),
-    "cuda": Target(
-        "CUDA",
-        global_max=(2147483647, 65535, 65535),
-        local_max=(1024, 1024, 64),
-        shared_max=49152,
-        tensor_cores=_cuda_tensor_cores(),
-    ),
-}
+    "metal": Target("METAL", tensor_cores=[TensorCore((8, 8, 8), i, o, *_METAL) for i, o in [(_FLOAT, _FLOAT),
+                    (_HALF, _FLOAT), (_HALF, _HALF)]]),
+    "cuda": Target("CUDA", global_max=(2147483647, 65535, 65535), local_max=(1024, 1024, 64), shared_max=49152,
+                   tensor_cores=[TensorCore((8, 16, 16), i, _FLOAT, *_CUDA) for i in (_HALF, dtypes.bfloat16)]),
+}  # fmt: skip
 
 
 def optimize(k: Kernel) -> Kernel:
@@ -2402,7 +2194,6 @@ def optimize(k: Kernel) -> Kernel:
     return k
 
 
-# ============================================================================================================
 # Appendix: the checks at the gates, where kernel.py is stricter than tinygrad (DIFFERENCES.md lists each)
 # ============================================================================================================
 # tinygrad 0.9.1 asserts, or takes what it is given and fails later (or computes a wrong answer). Here what comes in
