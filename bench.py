@@ -164,7 +164,7 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 # needs about 8 in flight on its two FMA units; the vectors fill its SIMD lanes (the compiler also vectorizes
 # across work-items), its work-items are many times the cores, and it touches memory once per work-item: nothing but
 # the FMA units limits it. It is tried at float4, float8 and float16 and as fma() and as a*x+b (contracted to an
-# FMA by the compiler: PoCL's fma() ran 30x slower than its a*x+b on a 2-core Xeon), and the fastest counts: the peak is
+# FMA by the compiler: pip's PoCL 3.0 calls a library routine for fma()), and the fastest counts: the peak is
 # what the device can reach. Stream: a triad a = b + s*c over float4s, each array STREAM_FLOATS or more floats and
 # at least the last-level cache, so nearly every byte comes from memory; each byte is moved once, the way the
 # suite counts bytes (3 * 4 bytes per element, as add 16M).

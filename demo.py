@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import sys
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from kernel import (
     View,
     ansilen,
     ansistrip,
+    dedup,
     check_arg,
     colored,
     dtypes,
@@ -49,10 +49,9 @@ from kernel import (
     optimize,
     prod,
     use_color,
-    walk_ast,
 )
 from kernel import KnobError
-from render import is_vector_start, render_condition, vector_axis
+from render import is_vector_start, render, vector_axis
 
 
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
@@ -476,145 +475,16 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     return lines
 
 
-# -- --loops: the kernel as a loop nest --
-
-_INFIX = dict(ADD="+", MUL="*", IDIV="//", MOD="%", CMPLT="<", CMPNE="!=", XOR="^", SHL="<<", SHR=">>")
-# each colour's loop variable prefix, as in the OpenCL C for global (gidx), local (lidx) and loop (ridx) axes;
-# registers are up (upcast) and un (unrolled)
-_PREFIX = dict(blue="gidx", BLUE="gidx", cyan="lidx", green="lidx", white="lidx", red="ridx", yellow="up", magenta="un")
-_NO_GROUPS = "one thread each (the target has no local threads)"  # a blue loop of clang's: get_global_id
+# -- --loops: the kernel as the C it runs as --
 
 
-def _has_groups(k: Kernel) -> bool:
-    """Does the C give the blue axes work-group ids (get_group_id), not thread ids (get_global_id)?"""
-    return k.opts.has_local and not k.dont_use_locals
-
-
-# what the iterations of a parallel loop over an axis of each colour are
-_PARALLEL_LOOPS = dict(blue="one work-group each", BLUE="one thread each (NOLOCALS: no work-group of the kernel's own)")
-_PARALLEL_LOOPS |= dict(cyan="threads of a work-group", green="threads that share one reduce")
-_PARALLEL_LOOPS |= dict(white="threads; the finishing thread unrolls it")
-
-
-def _expression(k: Kernel, x: LazyOp, idxs: Sequence[Node], names: Sequence[str], accs: dict, let: Callable) -> str:
-    """The AST as one line of pseudo-code: loads with their index expressions, a finished reduce by its register. An
-    op that several ops read (a load aside) is computed once: let(its text) writes its line and names it."""
-    uses = Counter(s for op in x.lazyops for s in op.src)
-
-    def text(x: LazyOp, srcs: list[str]) -> str:
-        if x.op in (BufferOps.LOAD, BufferOps.CONST):  # a padded load reads 0 where its condition fails
-            i = k.bufs.index(x.arg)
-            idx, valid = k.sts[i].expr_idxs(idxs)
-            text = str(k.bufs[i].val) if isinstance(k.bufs[i], ConstBuffer) else f"{names[i]}[{_txt(idx)}]"
-            return text if valid.min == 1 else "0" if valid.max == 0 else f"({render_condition(valid)} ? {text} : 0)"
-        if x.op in ReduceOps:
-            return accs.get(x, "acc")
-        if x.op in BinaryOps and x.op.name in _INFIX:
-            ret = f"({srcs[0]} {_INFIX[x.op.name]} {srcs[1]})"
-        elif x.op is UnaryOps.CAST:
-            ret = f"({x.arg.name})({srcs[0]})"
-        elif x.op is UnaryOps.NEG:
-            ret = f"-{srcs[0]}"
-        elif x.op is TernaryOps.WHERE:
-            ret = f"({srcs[0]} ? {srcs[1]} : {srcs[2]})"
-        else:
-            ret = f"{x.op.name.lower()}({', '.join(srcs)})"
-        return let(ret) if uses[x] > 1 else ret
-
-    return walk_ast(x, text, {}, stop=lambda op: op.op in ReduceOps)
-
-
-def loop_nest(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[str]:
-    """--loops: the kernel as pseudo-code. Parallel axes (blue, cyan, green) are `parallel for` loops, red axes
-    `for` loops, yellow and magenta axes registers; every load and store shows its index expression."""
-    colors, shape, bnames = k.colors(), k.full_shape, buffer_names(k, names)
-    rows: list[tuple[int, str, str]] = []  # (depth, code, comment): each line of the nest
-    depth = 0
-    idxs = [
-        Variable(f"{_PREFIX[c]}{a}", 0, s - 1 if isinstance(s, int) and s else max(getattr(s, "max", 2) - 1, 1))
-        for a, (s, c) in enumerate(zip(shape, colors))
-    ]
-    var = [colored(v.render(), c) for v, c in zip(idxs, colors)]  # as the code shows them
-    regs = range(k.shape_len - k.upcasted, k.shape_len)
-    yellow = [a for a in regs if colors[a] == "yellow"]
-    group_axes = range(k.first_reduce, k.first_reduce + k.group_for_reduces)
-    # the first thread of the group finishes the reduce for every value of the white axes: their unrolled loops
-    white = {a: Variable(f"mid{a}", 0, shape[a] - 1) for a in group_axes if colors[a] == "white"}
-    fin = [colored(white[a].render(), "white") if a in white else v for a, v in enumerate(var)]
-
-    def add(code: str, comment: str = "", open_block: bool = False) -> None:
-        nonlocal depth
-        rows.append((depth, code, comment))
-        depth += open_block
-
-    def loop(a: int, keyword: str, what: str) -> None:
-        code = colored(f"{keyword} {idxs[a].render()} in range({_txt(shape[a])}):", colors[a])
-        add(code, f"{colors[a]}, axis {a}: {what}", open_block=True)
-
-    def unrolled(axes: Sequence[int], comment: str, names: Sequence[str] = var) -> None:
-        loops = ", ".join(f"{names[a]} in range({_txt(shape[a])})" for a in axes)
-        add(f"for {loops} (unrolled):", comment, open_block=True)
-
-    for a in range(k.first_reduce + k.group_for_reduces):
-        loop(a, "parallel for", _PARALLEL_LOOPS[colors[a]] if _has_groups(k) or a >= k.global_dims else _NO_GROUPS)
-    accs: dict[LazyOp, str] = {}
-    lets: list[str] = []
-
-    def let(text: str) -> str:  # a shared op's line `t0 = ...`, before the line that reads it
-        add(f"t{len(lets)} = {text}")
-        return lets.append(text) or f"t{len(lets) - 1}"
-
-    sub, size = "".join(f"[{var[a]}]" for a in yellow), "".join(f"[{_txt(shape[a])}]" for a in yellow)
-    outs = prod(shape[a] for a in yellow) if all(isinstance(shape[a], int) for a in yellow) else "n"
-    # a reduce that reads another one comes after it
-    for n, r in enumerate(sorted(k.reduceops, key=lambda r: sum(x.op in ReduceOps for x in r.lazyops))):
-        acc, local_array = ("acc", "temp") if len(k.reduceops) == 1 else (f"acc{n}", f"temp{n}")  # temp: __local
-        total, top = r.op is ReduceOps.SUM, depth
-        init = f"registers: {outs} accumulator(s) per thread" if yellow else ""
-        add(f"{acc}{size} = {'0' if total else '-inf'}", init)
-        for a in range(k.first_reduce + k.group_for_reduces, k.shape_len - k.upcasted):
-            loop(a, "for", "a loop")
-        if regs:
-            unrolled(regs, "registers: " + ", ".join(f"{colors[a]} axis {a}" for a in regs))
-        add(f"{acc}{sub} {'+=' if total else '= max(..)'} {_expression(k, r.src[0], idxs, bnames, accs, let)}")
-        depth = top
-        accs[r] = f"{acc}{sub}"
-        if group_axes:
-            green = [a for a in group_axes if colors[a] == "green"]
-            local = range(k.global_dims, k.first_reduce + k.group_for_reduces)
-            every, temp = "[:]" * len(yellow), "".join(f"[{var[a]}]" for a in local)
-            add(f"{local_array}{temp}{every} = {acc}{every}", "partial results meet in local memory")
-            add("barrier", "wait for every thread of the work-group")
-            first, which = " and ".join(f"{var[a]} == 0" for a in group_axes), "green and white" if white else "green"
-            add(f"if {first}:", f"the first of the {prod(shape[a] for a in group_axes)} {which} threads finishes", True)
-            if yellow or white:
-                regs_of = [f"white axis {a}: a result each" for a in white] + ["registers: each thread's outputs"]
-                unrolled([*white, *yellow], ", ".join(regs_of[: len(white) + bool(yellow)]), fin)
-            parts = "".join("[:]" if a in green else f"[{fin[a]}]" for a in local)
-            reduced = f"{'sum' if total else 'max'}({local_array}{parts}{sub})"
-            accs[r] = "".join([acc] + [f"[{fin[a]}]" for a in white]) + sub
-            add(f"{accs[r]} = {reduced}", "over the green threads' partial results")
-            if n < len(k.reduceops) - 1:
-                depth = top
-    if yellow and not (k.reduceops and group_axes):  # a grouped reduce opened this loop already
-        unrolled(yellow, "registers: each thread's outputs")
-    # the stores' indices: the reduce axes at 0 (magenta ones too), but for the white ones
-    late = [white.get(a, v) if a < k.first_reduce or a in [*white, *yellow] else NumNode(0) for a, v in enumerate(idxs)]
-    for root in k.ast:
-        i = k.bufs.index(root.arg)
-        idx, valid = k.sts[i].expr_idxs(late)
-        store = f"{bnames[i]}[{_txt(idx)}] = {_expression(k, root.src[0], late, bnames, accs, let)}"
-        add(store if valid.min == 1 else f"if {render_condition(valid)}: {store}")
-    # the comments in one column; a comment that would run past `width` goes on a line of its own above its code
-    fits = [4 + 2 * d + ansilen(c) for d, c, note in rows if note and 6 + 2 * d + ansilen(c + note) <= width]
-    column, out = min(max(fits, default=0), 72), []
-    for d, code, comment in rows:
-        text = "  " + "  " * d + code
-        line = text + " " * max(2, column + 2 - ansilen(text)) + "# " + comment
-        if comment and ansilen(line) > width:
-            out.append("  " + "  " * d + "# " + comment)
-        out.append(line if comment and ansilen(line) <= width else text)
-    return out
+def c_listing(k: Kernel, names: Sequence[str] = ()) -> list[str]:
+    """--loops: the kernel's OpenCL C as render.py writes it, the one description of its loop nest (each id and loop
+    says its axis and colour, and is drawn in it); a line first says which buffer each data<idx> is."""
+    named = [f"data{b.idx} is {n}" for b, n in zip(k.bufs, buffer_names(k, names))
+             if isinstance(b, MemBuffer) and n != f"data{b.idx}"]  # fmt: skip
+    lines = [f"  ({', '.join(dedup(named))})"] * bool(named) + ["  " + x for x in render(k).src.rstrip().split("\n")]
+    return [colored(x, m.group(1)) if (m := re.search(r"/\* (\w+), axis \d+", x)) else x for x in lines]
 
 
 # -- --map: who computes each output element --
@@ -648,7 +518,8 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     v = st.views[-1]  # where it isn't contiguous, the buffer as far as the store reaches: its last element, plus 1
     last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
     logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
-    group = "work-group (blue axes)" if _has_groups(k) else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
+    groups = k.opts.has_local and not k.dont_use_locals  # the blue axes are work-groups (get_group_id)
+    group = "work-group (blue axes)" if groups else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
     group = group or "thread (blue axes: the target has no local threads)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),
@@ -689,7 +560,7 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     if sum(c in ("blue", "BLUE") for c in colors) > 1:
         lines.append(
             "  g lists the blue axes' indices in axis order; the launch numbers them the other way round "
-            f"({'get_group_id' if _has_groups(k) else 'get_global_id'}(0) is the last blue axis)"
+            f"({'get_group_id' if groups else 'get_global_id'}(0) is the last blue axis)"
         )
     if green := [a for a in range(k.first_reduce, k.first_reduce + k.group_for_reduces) if colors[a] == "green"]:
         threads = prod(k.full_shape[a] for a in green)
@@ -745,7 +616,7 @@ def demo_kernel(
             continue
         under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
         if every_step and view == "loops":
-            under = loop_nest(k, d.buffers, width) + [""]
+            under = c_listing(k, d.buffers) + [""]
         rows.append(("start" if opt is None else str(opt), shape_row(k), rename(why), under))
         if opt is not None and opt.axis is not None and opt.real_axis(before) != opt.axis:
             counted.append(f"{opt} is axis {opt.real_axis(before)}")
@@ -765,7 +636,7 @@ def demo_kernel(
     if not use_color():  # the colours' letters
         lines.append("  (" + ", ".join(f"{ROLES[c][0]} {c}: {ROLES[c][1]}" for c in COLOR_LEGEND if c in roles) + ")")
     if view == "loops" and not every_step:
-        lines += [""] + loop_nest(k, d.buffers, width)
+        lines += [""] + c_listing(k, d.buffers)
     elif view == "map":
         lines += [""] + output_map(k, d.buffers, width=width)
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
@@ -812,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python kernel.py demo matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --opt UNROLL:0:4\n"
         "  python kernel.py demo matmul --target metal\n"
         "  python kernel.py demo matmul --explain     # strides after each opt; what each heuristic weighed\n"
-        "  python kernel.py demo matvec --loops       # the optimized kernel as a loop nest (--steps: after each opt)\n"
+        "  python kernel.py demo matvec --loops       # its loop nest: the C it runs as (--steps: after every opt)\n"
         "  python kernel.py demo matvec --map         # which work-group, thread and register computes each output\n\n"
         "An opt is OP:AXIS:AMT with OP one of " + ", ".join(o.name for o in OptOps) + " (NOLOCALS takes no "
         "axis); AMT 0 means the whole axis. AXIS counts in the shape the opt applies to (the line above it in the "
@@ -831,7 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     views = d.add_mutually_exclusive_group()
     for view, what in [
         ("explain", "under each opt, every buffer's strides, and each heuristic's candidates and sort keys"),
-        ("loops", "the optimized kernel as a coloured loop nest"),
+        ("loops", "the optimized kernel's loop nest: its OpenCL C, each id and loop in its axis's colour"),
         ("map", "the output as a grid: the work-group, thread and register of each element"),
     ]:
         views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)

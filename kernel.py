@@ -1963,9 +1963,8 @@ class Kernel:
                 mulop.src[0].op is BufferOps.LOAD and mulop.src[1].op is BufferOps.LOAD:  # fmt: skip
             st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
             strides0, strides1, fr = st0.real_strides(), st1.real_strides(), self.first_reduce
-            expanded = [
-                any(s > 1 and x == 0 for s, x in zip(st.shape, xs)) for st, xs in ((st0, strides0), (st1, strides1))
-            ]
+            expanded = [any(s > 1 and x == 0 for s, x in zip(st.shape, xs))
+                        for st, xs in ((st0, strides0), (st1, strides1))]  # fmt: skip
             # (fr < shape_len: a reduce of size-1 axes has none left, where tinygrad reads past the strides)
             if fr < self.shape_len and strides0[fr] == 1 and not all(expanded):
                 red, per_group = self.full_shape[fr], blocksize * rows
@@ -1993,13 +1992,10 @@ class Kernel:
             if not self.float4_axis(0) and fr <= 2 and fr + 1 <= self.shape_len and outputs <= 2048:
                 for sz in [256, 16] if outputs <= 32 else [16]:
                     divides = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in self.sts)
-                    note = (
-                        f"{'divides' if divides else 'does not divide'} the reduce ({sym_render(self.full_shape[fr])})"
-                    )
-                    why = f"{count} <= 2048: {sz} threads share each output's reduce"
-                    candidates.append(
-                        Candidate((-sz,) if divides else None, (Opt(OptOps.GROUPTOP, 0, sz),), note, (why,))
-                    )
+                    red = sym_render(self.full_shape[fr])
+                    note = f"{'divides' if divides else 'does not divide'} the reduce ({red})"
+                    why, opt = f"{count} <= 2048: {sz} threads share each output's reduce", Opt(OptOps.GROUPTOP, 0, sz)
+                    candidates.append(Candidate((-sz,) if divides else None, (opt,), note, (why,)))
             rule = f"{count}; with <= 2048 in <= 2 output axes, not written 4 at a time: GROUPTOP by 256 (only with <= "
             rule += "32 outputs) or 16, the first that divides the reduce and that apply_opt takes (key: -size)"
             self._take("_grouping", rule, candidates, fallback=True)  # (apply_opt may refuse: too much shared memory)
@@ -2026,11 +2022,8 @@ class Kernel:
         st, fr, name, candidates = self.sts[i], self.first_reduce, self._names([i]), []
         axes = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]  # unit_stride_axes_mul_4
         check(not required or axes, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
-        if (
-            axes
-            and all(a < self.shape_len - self.upcasted for a in axes)
-            and axes[0] not in self.upcast_in_mid_reduce_axes
-        ):
+        if axes and all(a < self.shape_len - self.upcasted for a in axes) and \
+                axes[0] not in self.upcast_in_mid_reduce_axes:  # fmt: skip
             for a in axes:
                 opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
                 why = f"image {name}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
@@ -2047,17 +2040,10 @@ class Kernel:
             if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
                 n = upcast_now * prod(self.full_shape[j] for j in to_upcast) * size
                 to_upcast += [axis] if n <= 7 * 7 else []
-                note, why = (
-                    f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49",
-                    f"small masked axis {axis}",
-                )
-                opt = Opt(OptOps.UPCAST, axis, 0)
-                candidates.append(
-                    Candidate((axis,) if n <= 7 * 7 else None, (opt,), note, (why + ": upcast it whole",))
-                )
-        rule = (
-            "masked output axes of size <= 7 (key: axis), while the upcast elements stay <= 7*7; applied right to left"
-        )
+                note = f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49"
+                opt, why = Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole"
+                candidates.append(Candidate((axis,) if n <= 7 * 7 else None, (opt,), note, (why,)))
+        rule = "masked output axes of size <= 7 (key: axis) while the upcast elements stay <= 49; applied right to left"
         self._take("_upcast_masked_axes", rule, candidates, [c for c in candidates if c.key is not None][::-1])
 
     def _upcast_broadcast_axes(self) -> None:
@@ -2082,14 +2068,9 @@ class Kernel:
                     opt = Opt(OptOps.UPCAST, axis, upcast_amount)
                     xb_choices.append(Candidate(key, (opt,), f"{stride0}; last views' strides: {strides}", (why,)))
             rule = f"{sym_render(threads)} threads (outputs outside the upcast axes) >= 1024: an output axis a buffer "
-            rule += (
-                "has stride 0 on; key (buffers moving along the axis, sum of their last views' strides, axis, amount)"
-            )
-            if not (
-                taken := self._take(
-                    "_upcast_broadcast_axes", rule + ", smallest first", sorted(xb_choices, key=lambda c: c.key)
-                )
-            ):
+            rule += "has stride 0 on; key (buffers moving along the axis, sum of their last views' strides, axis, "
+            rule += "amount), smallest first"
+            if not (taken := self._take("_upcast_broadcast_axes", rule, sorted(xb_choices, key=lambda c: c.key))):
                 break
             upcasted_axis.add(taken[0].opts[0].axis)
 
@@ -2133,15 +2114,12 @@ class Kernel:
         if not self.opts.has_local:
             self._take("_locals", f"only on a target with local threads (not {self.opts.device})", [])
         elif getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            nolocals = Candidate(
-                (0,), (Opt(OptOps.NOLOCALS),), "asked for", ("NOLOCALS=1: no work-groups of the kernel's own",)
-            )
-            self._take("_locals", "NOLOCALS=1 (environment)", [nolocals])
+            why = "NOLOCALS=1: no work-groups of the kernel's own"
+            asked = Candidate((0,), (Opt(OptOps.NOLOCALS),), "asked for", (why,))
+            self._take("_locals", "NOLOCALS=1 (environment)", [asked])
         else:
             # prioritize making expand axes local
-            ranking = [
-                (any(st.views[-1].strides[axis] == 0 for st in self.sts), axis) for axis in range(self.first_reduce)
-            ]
+            ranking = [(any(st.views[-1].strides[a] == 0 for st in self.sts), a) for a in range(self.first_reduce)]
             to_local: list[tuple[int, int]] = []
             candidates, applied = [], []
             for expand, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
@@ -2160,10 +2138,8 @@ class Kernel:
                 why = f"work-group: {local_sz} threads along axis {axis - deleted_shape}"
                 applied.append((Opt(OptOps.LOCAL, axis - deleted_shape, local_sz), why))
                 deleted_shape += local_sz == self.full_shape[axis]
-            rule = (
-                "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; sizes "
-            )
-            rule += "[32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
+            rule = "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; "
+            rule += "sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
             self._take("_locals", rule, candidates, [c for c in candidates if c.key is not None][:3], applied)
 
 

@@ -10,8 +10,8 @@ last one and read every result.
 Numerics: where C leaves an answer open, the C follows one rule, numpy's (docs/numerics.md lists them), as
 runtime.py's reference does. Each multiply and add rounds on its own, as numpy computes a*b + c (`#pragma OPENCL
 FP_CONTRACT OFF`); only a SUM of products may be fused, in a block of its own under `FP_CONTRACT ON`, since its
-order makes a sum inexact anyway: unfused, matmul and conv2d ran up to 1.6x slower on Intel's runtime, and an
-explicit fma() up to 12x slower on pip's PoCL (BENCHMARKS.md).
+order makes a sum inexact anyway: unfused, matmul and conv2d ran up to 1.25x slower on Intel's runtime
+(BENCHMARKS.md), and pip's PoCL 3.0 calls a library routine for an explicit fma().
 """
 
 from __future__ import annotations
@@ -744,8 +744,7 @@ class _Renderer:
         for acc, vals in parts.items():  # combine this iteration's values first: one dependency on acc, not many
             for i in range(0, len(vals), 16):  # (at most 16 per statement: C compilers limit nesting)
                 terms = vals[i : i + 16]
-                if fused:  # (a2*b2)+(a1*b1)+(a0*b0)+acc: tinygrad's order, the last term first (the first term
-                    # first ran matmul 512 1.25x to 1.33x slower on pip's PoCL, in four sittings)
+                if fused:  # (a2*b2)+(a1*b1)+(a0*b0)+acc: tinygrad's order, the last term first
                     expr = "+".join(f"({a}*{b})" for a, b in reversed(terms)) + f"+{acc}"
                 else:
                     expr = functools.reduce(lambda a, b: _c_alu(op, (a, b), dt), terms + [acc])

@@ -3,13 +3,12 @@
 Every block of README.md and the other documents (DOCUMENTS) that shows a command's output (its first line
 `$ python ...`) is run and compared with what the command prints (colour off, off a terminal: 100 columns). A line
 `...` marks lines left out: the pieces between them must appear in order, each as consecutive lines, and a block
-that doesn't start (end) with `...` starts (ends) where the output does. A block marked `<!-- recorded run: why -->`
-(a search, which times the device) is not compared. Every OpenCL C listing must say it is annotated (its `//`
-comments are ours, not runtime.py's) and, comments aside, is the C that the `python runtime.py show NAME` of the
-paragraph before it prints. A Python block that needs no device is run, and a last line `print(...)  # text` prints
-that text. The README's picture is the demo's coloured output drawn now. The docstrings' examples of an opt on a
-shape (`UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red yellow`) are applied to the kernel they name and
-checked.
+that doesn't start (end) with `...` starts (ends) where the output does; a ` // ` comment at the end of a line is
+ours (an annotation), not the command's, and the paragraph before such a block says it is annotated. A block marked
+`<!-- recorded run: why -->` (a search, which times the device) is not compared. A Python block that needs no device
+is run, and a last line `print(...)  # text` prints that text. The README's picture is the demo's coloured output
+drawn now. The docstrings' examples of an opt on a shape (`UPCAST:1:4 on (64 64 64) -> (64 16 64 4), blue blue red
+yellow`) are applied to the kernel they name and checked.
 """
 
 from __future__ import annotations
@@ -52,14 +51,21 @@ def fenced_blocks(document: str = "README.md") -> list[tuple[int, str, list[str]
     return blocks
 
 
+ANNOTATION = re.compile(r"\s+// .*$")
+
+
 def output_blocks() -> list[tuple[str, str, list[str], bool]]:
-    """(document:line, command, expected lines, recorded) of each block that shows a command's output."""
-    return [
-        (f"{doc}:{n}", body[0][2:], body[1:], "<!-- recorded run:" in before)
-        for doc in DOCUMENTS
-        for n, _, body, before in fenced_blocks(doc)
-        if body and body[0].startswith("$ python ")
-    ]
+    """(document:line, command, expected lines, recorded) of each block that shows a command's output; a line's
+    annotation (` // ...` at its end) is not part of what is expected, and a block with one must say it is annotated."""
+    blocks = []
+    for doc in DOCUMENTS:
+        for n, _, body, before in fenced_blocks(doc):
+            if body and body[0].startswith("$ python "):
+                annotated = any(ANNOTATION.search(x) for x in body[1:])
+                assert not annotated or "annotated" in before, f"{doc}:{n}: say the block is annotated"
+                expected = [ANNOTATION.sub("", x) for x in body[1:]]
+                blocks.append((f"{doc}:{n}", body[0][2:], expected, "<!-- recorded run:" in before))
+    return blocks
 
 
 def run(command: str) -> list[str]:
@@ -129,26 +135,14 @@ def test_matches_reads_elisions():
     assert matches(["c", "...", "a"], ["a", "b", "c"]) is not None  # in order
 
 
-def test_c_listings_say_they_are_annotated():
-    for doc in DOCUMENTS:
-        for line, lang, _, before in fenced_blocks(doc):
-            if lang == "c":
-                assert "annotated" in before, f"{doc} line {line}: say the C listing is an annotated excerpt"
-
-
-def test_c_listings_are_the_c_runtime_prints():
-    """Each C listing, its `//` comments taken off, is an excerpt of the C of the `runtime.py show` before it."""
-    pytest.importorskip("runtime")
-    listings = [
-        (doc, n, body, before) for doc in DOCUMENTS for n, lang, body, before in fenced_blocks(doc) if lang == "c"
-    ]
-    assert listings
-    for doc, line, body, before in listings:
-        name = re.findall(r"python runtime\.py show (\w+)", before)[-1]
-        c = run(f"python runtime.py show {name}")
-        c = c[next(i for i, x in enumerate(c) if x.startswith("__kernel")) :]
-        missing = matches([re.sub(r"\s*// .*$", "", x) for x in body], c)
-        assert missing is None, f"{doc} line {line}: `runtime.py show {name}` no longer prints:\n{missing}"
+def test_annotations_are_taken_off_and_the_rest_compared():
+    """The README's --loops block is annotated: its comments go, and its C lines are what the command prints."""
+    where = next(w for w, command, *_ in OUTPUT_BLOCKS if command == "python kernel.py demo matvec --loops")
+    n = int(where.split(":")[1])
+    body = next(body for line, _, body, _ in fenced_blocks() if line == n)
+    assert any(ANNOTATION.search(x) for x in body) and "__local float temp[128];" in "\n".join(body)
+    assert ANNOTATION.sub("", "    float4 acc0 = (float4)(0.0f);   // yellow: 4") == "    float4 acc0 = (float4)(0.0f);"
+    assert ANNOTATION.sub("", "  ((b//8)+a)") == "  ((b//8)+a)"  # Python's floor division isn't a comment
 
 
 def python_blocks() -> list[tuple[str, str]]:
@@ -382,3 +376,50 @@ def test_nothing_in_the_repository_points_where_a_clone_cant_follow():
                     if pointers.search(line):
                         found.append(f"{os.path.relpath(os.path.join(folder, name), ROOT)}:{n}: {line.strip()[:80]}")
     assert found == []
+
+
+def test_the_sizes_the_readme_states_are_the_files():
+    """"Part 1 ... is about 2,200 lines": each size the README states is within 10% of the file's (Part 1: to the
+    appendix banner)."""
+    lines = {f: open(os.path.join(ROOT, f)).read().split("\n") for f in ("kernel.py", "runtime.py", "render.py")}
+    part_1 = next(i for i, x in enumerate(lines["kernel.py"]) if x.startswith("# Appendix"))
+    stated = {
+        r"Its Part 1, the optimizer, is about ([\d,]+) lines": part_1,
+        r"make it about ([\d,]+) in all": len(lines["kernel.py"]),
+        r"`runtime.py` \(about ([\d,]+) lines": len(lines["runtime.py"]),
+        r"with `render.py`'s ([\d,]+) of OpenCL C": len(lines["render.py"]),
+    }
+    for pattern, actual in stated.items():
+        said = int(re.search(pattern, TEXT).group(1).replace(",", ""))
+        assert abs(said - actual) <= actual / 10, (pattern, said, actual)
+
+
+def test_the_appendix_sections_come_in_the_order_the_readme_gives():
+    """Reading kernel.py gives the appendix's sections in order, each by a function it defines."""
+    paragraph = TEXT[TEXT.index("The **appendix** holds") :].split("Part 1 calls")[0]
+    src = open(os.path.join(ROOT, "kernel.py")).read().split("\n")
+    banner = next(i for i, x in enumerate(src) if x.startswith("# Appendix"))
+    defined = {m.group(1): i for i, x in enumerate(src) if i > banner and (m := re.match(r"def (\w+)", x))}
+    named = [name for name in re.findall(r"`(\w+)`", paragraph) if name in defined]
+    assert len(named) >= 4 and [defined[n] for n in named] == sorted(defined[n] for n in named), named
+
+
+def test_every_speed_figure_outside_benchmarks_md_is_one_it_holds():
+    """A figure quoted as "1.25x slower" or "18% faster" in a module's docstrings or comments or in a document is one
+    BENCHMARKS.md holds (a docstring once quoted times of a device no benchmark had measured)."""
+    figure = re.compile(r"(\d+(?:\.\d+)?)(x|%| times) (?:slower|faster)")
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), encoding="utf-8") as f:
+        held = f.read()
+    files = [f for f in os.listdir(ROOT) if f.endswith(".py")] + [os.path.join("tools", f) for f in
+             os.listdir(os.path.join(ROOT, "tools")) if f.endswith(".py")] + DOCUMENTS  # fmt: skip
+    found = []
+    for name in files:
+        if name == "BENCHMARKS.md":
+            continue
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for m in figure.finditer(line):
+                    number = m.group(1) + ("%" if m.group(2) == "%" else "")
+                    found.append(f"{name}:{n}: {m.group(0)}")
+                    assert re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", held), found[-1]
+    assert found  # there is something to check
