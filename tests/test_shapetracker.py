@@ -661,6 +661,26 @@ def test_empty_view_merges_with_a_masked_view_below():
     assert st.simplify().views == (View.create((2, 0)),)
 
 
+def test_padding_merged_under_a_stride_2_view_rounds_its_mask_up():
+    """A pad of 3 seen through a stride-2 view: the first valid row is ceil(3/2) = 2, not 1 (row 1 would read flat
+    index -1). simplify() merges the two views; both read the same elements as numpy."""
+    st = ShapeTracker.from_shape((10,)).pad(((3, 1),)).reshape((7, 2)).shrink(((0, 7), (0, 1)))
+    merged = st.simplify()
+    assert len(st.views) == 2 and len(merged.views) == 1 and merged.views[0].mask == ((2, 7), (0, 1))
+    want = np.pad(np.arange(1, 11), (3, 1)).reshape(7, 2)[:, :1]
+    assert (gather(st, np.arange(1, 11)) == want).all() and (gather(merged, np.arange(1, 11)) == want).all()
+
+
+def test_the_view_constructor_refuses_fields_that_dont_fit_the_shape():
+    """tinygrad's own test builds View(shape=(1,), strides=(0, 0), ...) with the constructor; Kernel then ended in an
+    IndexError. The constructor checks its fields as View.create does."""
+    with pytest.raises(ValueError, match=r"shape \(1,\) needs one stride and one mask range per axis"):
+        View(shape=(1,), strides=(0, 0), offset=0, mask=None, contiguous=False)
+    with pytest.raises(ValueError, match="mask"):
+        View(shape=(4,), strides=(1,), offset=0, mask=((0, 2), (0, 1)), contiguous=False)
+    assert View(shape=(4,), strides=(1,), offset=0, mask=None, contiguous=True) == View.create((4,))
+
+
 def test_indices_of_a_4096x4096_view_are_fast():
     """indices() is vectorised: a 16M-element view (masked, flipped and permuted) takes well under a second."""
     st = ShapeTracker.from_shape((4096, 4096)).pad(((1, 1), (0, 0))).stride((-1, 1)).shrink(((1, 4097), (0, 4096)))
