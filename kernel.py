@@ -1451,6 +1451,7 @@ class Kernel:
         self.dont_use_locals = False
         self.tensor_core: TensorCore | None = None
         self.tensor_core_opts: TensorCoreOptions | None = None
+        self.bufs_for_tensor_core: dict[LazyOp, tuple[int, int]] = {}  # each reduce's two multiplied buffers, for TC
         self.local_alias: dict[LazyOp, dict[int, LocalBuffer]] = defaultdict(dict)  # alias_buffer's
         self.decisions: list[Decision] | None = None  # None: the heuristics record nothing
         self.simplify_ones()
@@ -1467,7 +1468,7 @@ class Kernel:
 
     # -- the state an opt changes, so a rejected opt can put it back --
     OPT_STATE = ("sts", "bufs", "applied_opts", "group_for_reduces", "upcasted", "local_dims", "dont_use_locals")
-    OPT_STATE += ("tensor_core", "tensor_core_opts")
+    OPT_STATE += ("tensor_core", "tensor_core_opts", "bufs_for_tensor_core")
 
     def _state(self) -> dict[str, Any]: return {name: copy.copy(getattr(self, name)) for name in self.OPT_STATE}
     def _restore(self, state: dict[str, Any]) -> None: self.__dict__.update(state)
@@ -1821,6 +1822,7 @@ class Kernel:
         axis_pads = tuple((x, tc.dims[i]) for i, x in enumerate([s0, s1, s2]) if self.full_shape[x] % tc.dims[i] != 0)
         if axis_pads and opt_level < 2:
             return None
+        self.bufs_for_tensor_core[reduceop] = (buf0, buf1)
         return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads)
 
     def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:

@@ -829,7 +829,7 @@ def test_rejected_tc_padding_changes_nothing():
     expected = state(k)
     with pytest.raises(KernelOptError, match="no tensor core available"):
         k.apply_opt(Opt(TC, 0, 2))
-    assert state(k) == expected
+    assert state(k) == expected and k.bufs_for_tensor_core == {}
     assert all(st.views[-1].mask is None for st in k.sts)
 
 
@@ -861,6 +861,7 @@ class TestTensorCores:
             ["blue", "blue"] + ["cyan"] * 5 + ["red", "magenta", "yellow", "yellow", "yellow"],
         )
         assert str(k.tensor_core) == "WMMA_8_8_8_float_float"
+        assert k.bufs_for_tensor_core == {k.reduceop: (1, 2)}  # the two buffers of the MUL, for the linearizer
 
     def test_metal_follow_up_local_is_2_when_4_doesnt_divide(self):
         k = new_kernel(matmul_ast(64, 64, 64), "metal")
@@ -888,7 +889,7 @@ class TestTensorCores:
         k = new_kernel(matmul_ast(64, 64, 64), "cuda")
         before = state(k)
         assert not k.apply_tensor_cores(1)
-        assert state(k) == before
+        assert state(k) == before and k.bufs_for_tensor_core == {}
 
     def test_cuda_half_to_half_matmul_does_not_take_tensor_cores(self):
         assert not new_kernel(matmul_ast(64, 64, 64, dtypes.half), "cuda").apply_tensor_cores(1)
@@ -935,7 +936,7 @@ class TestTensorCores:
         k = Kernel(*matmul_ast(64, 64, 64), opts=TARGETS["metal"])
         before = state(k)
         assert not k.apply_tensor_cores(1)
-        assert state(k) == before
+        assert state(k) == before and k.bufs_for_tensor_core == {}
         with pytest.raises(KernelOptError, match="no tensor core available"):
             k.apply_opt(Opt(TC, 0, 0))
 

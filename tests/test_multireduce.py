@@ -302,6 +302,7 @@ def test_tensor_cores_shape_two_matmuls_like_one(target, dtype):
     assert one.apply_tensor_cores(1) and two.apply_tensor_cores(1)
     assert two.applied_opts == one.applied_opts and two.full_shape == one.full_shape
     assert two.colors() == one.colors() and two.tensor_core == one.tensor_core
+    assert list(two.bufs_for_tensor_core.values()) == [(1, 2), (3, 4)]  # each reduce's own two buffers
 
 
 def test_tensor_cores_refuse_reduces_that_fit_them_differently():
