@@ -2,11 +2,9 @@
 says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); compiling, in
 threads that each feed a helper process (_compile_all, _Compiler), where a stuck build is killed; timing
 (_time_candidate); the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's compiles
-and timing, the lines, the runoff, verification); its command line (`python search.py NAME`: main, search_demo)."""
+and timing, the lines, the runoff, verification). `python search.py NAME` runs search_cli.py's command line."""
 
-import argparse
 import contextlib
-import functools
 import hashlib
 import json
 import math
@@ -20,7 +18,6 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +27,10 @@ import pyopencl as cl
 
 import kernel
 import runtime
-from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv, optimize, prod, use_color
-from demo import DEMOS, fit, parse_opt_arg, run_command_line, terminal_width
+from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
-from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
-from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
+from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype
+from runtime import reference, render, runtime_local_size, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) but its
@@ -510,108 +506,8 @@ def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | N
     return search(k, *inputs, amt=amt, var_vals=var_vals, **options).kernel
 
 
-# -- the command line ---------------------------------------------------------------------------------------------
-class _SearchDisplay:
-    """`python search.py`'s lines, fit to the terminal; on a terminal also a progress line, rewritten in place."""
+if __name__ == "__main__":  # the command line lives in search_cli.py: an entry point, not a part of the search
+    from demo import run_command_line
+    from search_cli import main
 
-    def __init__(self, out=None):
-        self.out = out or sys.stdout
-        self.live, self.width, self.round = self.out.isatty(), terminal_width(self.out), 0
-        self.say = functools.partial(print, file=self.out, flush=True)
-
-    def progress(self, phase: str, done: int, total: int) -> None:
-        if self.live:
-            self.say(f"\r  round {self.round}: {phase} {done}/{total}\033[K", end="")
-
-    def on_round(self, r: SearchRound) -> None:
-        if self.live:
-            self.out.write("\r\033[K")
-        self.round = r.number + 1
-        counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
-
-    def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
-        """Say the fields, k's shape (padded to `width`) and opts, two spaces apart: a field that doesn't fit on the
-        line starts the next one."""
-        shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
-        fields = (*fields, shape + " " * (width - ansilen(shape)), _opts_text(k))
-        lines = fit("  " + fields[0], self.width, hang=6)
-        for field in fields[1:]:
-            if ansilen(lines[-1]) + 2 + ansilen(field) <= self.width:
-                lines[-1] += "  " + field
-            else:
-                lines += fit(" " * 6 + field.lstrip(), self.width, hang=6)
-        self.say("\n".join(line.rstrip() for line in lines))
-
-
-def _ms(t: float) -> str:
-    return f"{t * 1e3:9.3f} ms" if math.isfinite(t) else f"{'-':>9s} ms"
-
-
-def _opts_text(k: Kernel) -> str:
-    return ", ".join(str(o) for o in k.applied_opts) or "no opts"
-
-
-def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
-    """`python search.py`: search a demo kernel round by round, then time the hand-coded and the searched kernel."""
-    if name not in DEMOS:
-        raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    demo, display = DEMOS[name], _SearchDisplay(out)
-    start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
-    for opt in opts or ():
-        start.apply_opt(opt)
-    samples = sample_var_vals(start)
-    var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
-    inputs = random_inputs(start, var_vals=var_vals)
-    display.say(f"{name} [{target or demo.target}]: {demo.what}")
-    heuristics = " and the heuristics" if not start.applied_opts else ""
-    searching = f"beam search, {amt} kept per round, on {get_device().name}, from {_opts_text(start)}{heuristics}"
-    display.say("\n".join(fit(searching, display.width)))
-    options |= {"on_round": display.on_round, "on_progress": display.progress}
-    result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
-    if result.cached:
-        display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
-    elif result.finalists:
-        runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
-        display.line(runoff + f"best {_ms(result.time_s).strip()}", k=result.kernel)
-    rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
-    width = max(ansilen(k.colored_shape()) for _, k in rows)
-    display.say("")
-    for label, k in rows:
-        times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-        display.line(f"{label:10s} {_ms(times[label])}", k=k, width=width)
-    timed = sum(r.timed for r in result.rounds)
-    totals = f"search {result.seconds:.1f} s, {timed} kernels timed, {result.dropped} dropped; verified"
-    display.say(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; {totals}")
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python search.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
-        description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
-        "and the searched kernel side by side (the searched one verified against numpy).",
-        epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
-    )
-    p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
-    p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
-    p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
-    p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
-    p.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help="start from these opts")
-    p.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
-    args = p.parse_args(argv)
-    if args.beam < 1:
-        p.error(f"--beam must be at least 1, got {args.beam}")
-    try:
-        search_demo(args.name, args.beam, args.opt, args.target, timeout=args.timeout, cache=not args.no_cache)
-    except (SearchError, KernelOptError) as e:
-        p.error(str(e))
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError,)))

@@ -18,6 +18,7 @@ import pytest
 
 import bench
 import search as S
+import search_cli
 from kernel import Opt, OptOps
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
@@ -348,7 +349,7 @@ def test_tinygrad_beam_needs_search(capsys):
 @pytest.mark.parametrize("script", ["bench", "search"])
 def test_bench_and_search_have_their_own_command_lines(script, capsys):
     with pytest.raises(SystemExit) as e:
-        {"bench": bench, "search": S}[script].main(["--help"])
+        {"bench": bench, "search": search_cli}[script].main(["--help"])
     assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main(["no such benchmark"])

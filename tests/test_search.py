@@ -21,6 +21,7 @@ import pytest
 import kernel
 import runtime as R
 import search as S
+import search_cli as CLI
 from kernel import (
     TARGETS,
     BinaryOps,
@@ -429,7 +430,7 @@ def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkey
     with pytest.raises(S.SearchError, match="Kernel"):
         S.beam_search(k.ast, a, b)
     with pytest.raises(ValueError, match="no demo kernel 'nope'"):
-        S.search_demo("nope")
+        CLI.search_demo("nope")
 
 
 def test_actions_are_one_opt_more_and_stay_within_the_limits():
@@ -449,7 +450,7 @@ def test_test_global_size_halves_dims_above_16_and_scales_time():
 
 
 def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
-    assert S.main(["sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
+    assert CLI.main(["sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
@@ -471,7 +472,7 @@ def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns)
     monkeypatch.setenv("NO_COLOR", "1")
     k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
     out = _Terminal()
-    S._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0.002371, k, 4.5))
+    CLI._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0.002371, k, 4.5))
     lines = out.getvalue().replace("\r\x1b[K", "").splitlines()
     assert max(len(line) for line in lines) <= columns, lines
     assert len(lines) == (1 if columns == 400 else 3 if columns == 100 else len(lines))
@@ -488,7 +489,7 @@ def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns)
 )
 def test_cli_search_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        S.main(argv)
+        CLI.main(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -663,7 +664,7 @@ def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.Search
 
     monkeypatch.setattr(S, "_time_candidate", recording)
     out = io.StringIO()
-    display = S._SearchDisplay(out)
+    display = CLI._SearchDisplay(out)
     result = S.search(
         k, *R.random_inputs(k), amt=1, workers=0, cache=False, from_heuristics=False, on_round=display.on_round
     )
