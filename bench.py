@@ -309,15 +309,17 @@ SIDE_BY_SIDE_ROUNDS, SIDE_BY_SIDE_SECONDS, SIDE_BY_SIDE_MOST = 5, 2.0, 50
 
 
 def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
-    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, taken in turn so
-    that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS and _SECONDS say how many).
-    (Another job only ever adds time, and on a CPU device it can double a launch by taking a core: the lowest median
-    is the one it didn't touch.)"""
+    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, on the same device
+    buffers, taken in turn so that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS
+    and _SECONDS say how many). (Another job only ever adds time, and on a CPU device it can double a launch by taking
+    a core: the lowest median is the one it didn't touch.)"""
     samples: dict[str, list[float]] = {v: [] for v in variants}
-    spent, taken = 0.0, 0
+    spent, taken, shared = 0.0, 0, {}  # shared: one set of device buffers per AST, the same for every variant
     while taken < SIDE_BY_SIDE_ROUNDS or (spent < SIDE_BY_SIDE_SECONDS and taken < SIDE_BY_SIDE_MOST):
         for variant, kernels in variants.items():
-            samples[variant].append(sum(time_kernel(k, *x, runs=runs) for k, x in kernels))
+            samples[variant].append(
+                sum(time_kernel(k, *x, runs=runs, device_args=shared.setdefault(repr(k.ast), {})) for k, x in kernels)
+            )
             spent += samples[variant][-1] * runs
         taken += 1
     return {v: min(s) for v, s in samples.items()}

@@ -51,7 +51,7 @@ PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 6
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
-FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
+FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
@@ -226,6 +226,14 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
+def runoff_noise(medians: list[list[float]]) -> float:
+    """The timing's noise, measured: for each kernel timed in several medians, how far its second-lowest is above its
+    lowest (other work only adds time: the lowest is the kernel's own, and the next says how well it is pinned), the
+    median over the kernels; 0 where no kernel has two."""
+    excess = [sorted(m)[1] / min(m) - 1 for m in medians if len(m) > 1 and min(m) > 0]
+    return statistics.median(excess) if excess else 0.0
+
+
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
     """One launch's seconds, or a probe's where a large kernel's part is already slower than `stop_above`."""
     launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
@@ -270,7 +278,8 @@ class SearchRound:
 
 @dataclass
 class SearchResult:
-    """The kernel found (verified), its time, the rounds, the candidates dropped (and why), whether from the cache."""
+    """The kernel found (verified), its time, the rounds, the candidates dropped (and why), whether from the cache,
+    and the runoff's figures: how sure the choice is."""
 
     kernel: Kernel
     time_s: float
@@ -279,7 +288,15 @@ class SearchResult:
     cached: bool
     seconds: float
     why_dropped: list[str]
-    finalists: int = 0
+    finalists: int = 0  # the runoff: kernels timed again, passes, the noise it measured, the runner-up's margin
+    passes: int = 0
+    noise: float = math.nan
+    margin: float = math.nan
+
+    @property
+    def sure(self) -> bool:
+        """Whether the runoff's winner led the runner-up by more than the noise (else a tie: either will do)."""
+        return self.margin > self.noise
 
 
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
@@ -433,17 +450,27 @@ class _Search:
             line |= {id(kern): line[id(parent)] for kern, parent in children}
             candidates = [kern for kern, _ in children]
 
-    def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, and rank them by their best
-        median (other work only adds time: the lowest is the kernel's own), the rest behind: (ranking, finalists)."""
+    def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
+        """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
+        their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
+        (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
+        noise of it. Returns the ranking and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
-        for _ in range(FINAL_PASSES):
+        leaders: list[int] = []
+        for passes in range(1, FINAL_PASSES[1] + 1):
             for _, n, kern, prg in finalists:
                 medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
-        again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
-        return again + [x for x in ranked if x[1] not in medians], len(finalists)
+            best = {n: min(m) for n, m in medians.items()}
+            leaders.append(min(best, key=lambda n: (best[n], n)))
+            noise = runoff_noise(list(medians.values()))
+            if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
+                break
+        again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
+        margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
+        stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
+        return again + [x for x in ranked if x[1] not in medians], stats
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
         """(time, kernel) of the fastest kernel that computes what the reference does; none: an error, never k."""
@@ -492,12 +519,12 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             s.why_dropped.append(f"the heuristics refuse this kernel (KernelOptError: {e}): searched from it alone")
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked = sorted(s.timed, key=lambda x: x[:2])
-    ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
+    ranked, runoff = (ranked, {}) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     seconds = time.perf_counter() - begin
-    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, finalists)
+    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, **runoff)
 
 
 def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, **options) -> Kernel:

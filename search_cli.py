@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from demo import DEMOS, fit, parse_opt_arg, terminal_width
 from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, optimize, use_color
 from runtime import cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
-from search import FINAL_PASSES, SearchError, SearchResult, SearchRound, search
+from search import SearchError, SearchResult, SearchRound, search
 
 
 class _SearchDisplay:
@@ -76,9 +76,12 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
     result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
     if result.cached:
         display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
-    elif result.finalists:
-        runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
-        display.line(runoff + f"best {_ms(result.time_s).strip()}", k=result.kernel)
+    elif result.finalists:  # how sure: the runner-up's margin against the noise the runoff measured
+        runoff = f"runoff:  {result.finalists} fastest, {result.passes} passes in turn: "
+        runoff += f"best {result.time_s * 1e3:.3f} ms"
+        if result.finalists > 1:
+            runoff += f", next +{result.margin:.1%}, noise {result.noise:.1%}" + ("" if result.sure else " (a tie)")
+        display.line(runoff, k=result.kernel)
     rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")

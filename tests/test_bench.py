@@ -19,7 +19,8 @@ import pytest
 import bench
 import search as S
 import search_cli
-from kernel import Opt, OptOps
+from kernel import Kernel, Opt, OptOps
+from runtime import random_inputs, time_kernel
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
 
@@ -356,21 +357,59 @@ def test_bench_and_search_have_their_own_command_lines(script, capsys):
     assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
 
 
+def _named_kernels() -> dict:
+    """Two kernels of one AST, "a" and "b": a test's stand-ins for two variants."""
+    a = Kernel(*elementwise_ast(64))
+    return {"a": a, "b": a.copy()}
+
+
 def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
-    order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
-    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
+    order, ks = [], _named_kernels()
+    medians = {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
+    name = {id(k): n for n, k in ks.items()}
+    monkeypatch.setattr(
+        bench, "time_kernel", lambda k, *x, runs, device_args: order.append(name[id(k)]) or next(medians[name[id(k)]])
+    )
+    assert bench._time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=5) == {"a": 1.0, "b": 1.5}
     assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
 
 
 def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
     """Kernels of 5 ms (one median 4 ms): medians of 10 launches go on in turn until their launches add up to 2 s,
     past SIDE_BY_SIDE_ROUNDS: 20 rounds of two hold 1.99 s, the 21st passes 2 s."""
-    order = []
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or 0.005 - 0.001 * (len(order) == 7))
-    times = bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=10)
+    order, ks = [], _named_kernels()
+    name = {id(k): n for n, k in ks.items()}
+    monkeypatch.setattr(
+        bench,
+        "time_kernel",
+        lambda k, *x, runs, device_args: order.append(name[id(k)]) or 0.005 - 0.001 * (len(order) == 7),
+    )
+    times = bench._time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=10)
     assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
+
+
+def test_bench_times_the_variants_of_one_ast_on_the_same_device_buffers(monkeypatch):
+    """Kernels of one AST, in every variant and round, get one dict of device buffers; another AST its own."""
+    seen = []
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, device_args: seen.append(device_args) or 1.0)
+    add, total = Kernel(*elementwise_ast(64)), Kernel(*sum_ast((64,)))
+    upcast = add.copy()
+    upcast.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    bench._time_side_by_side({"a": [(add, []), (total, [])], "b": [(upcast, []), (total, [])]}, runs=1)
+    assert len({id(d) for d in seen[0::2]}) == len({id(d) for d in seen[1::2]}) == 1 and seen[0] is not seen[1]
+
+
+def test_time_kernel_keeps_its_device_buffers_in_the_dict_it_is_given(device):
+    """runtime.time_kernel(..., device_args=d): the first call makes the buffers and leaves them in d, a kernel of the
+    same AST runs on those very buffers (the same memory: compared fairly), and its result is still right."""
+    k = Kernel(*elementwise_ast(64))
+    inputs, shared = random_inputs(k), {}
+    time_kernel(k, *inputs, runs=1, device_args=shared)
+    first = dict(shared)
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    time_kernel(k, *inputs, runs=1, device_args=shared)
+    assert len(first) == 3 and all(shared[key] is buf for key, buf in first.items())
 
 
 def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions, monkeypatch, tmp_path):

@@ -454,7 +454,8 @@ def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
     out = capsys.readouterr().out
     assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
-    assert re.search(r"runoff: +\d+ fastest timed again", out) and re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
+    assert re.search(r"runoff: +\d+ fastest, \d+ passes in turn: best [0-9.]+ ms", out)
+    assert re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
     assert "\r" not in out and "\x1b" not in out  # no progress display, no colours into a pipe
     assert max(len(line) for line in out.splitlines()) <= 100  # off a terminal: 100 columns
 
@@ -713,9 +714,51 @@ def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
     s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     slow = k.copy()  # over twice the fastest launch in its round: it can't win, and is not timed again
-    ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
-    assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
+    ranked, runoff = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
+    assert runoff["finalists"] == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
     assert ranked[2] == (1.1, 2, slow, None)
+
+
+def _runoff(monkeypatch, passes: dict[str, list[float]]) -> tuple[list[tuple], dict, dict[str, Kernel]]:
+    """The runoff of kernels whose every launch in pass p takes passes[name][p] (a median of equal launches)."""
+    k = Kernel(*elementwise_ast(64))
+    kernels = {name: k.copy() for name in passes}
+    launches = {id(kernels[n]): iter(t for t in times for _ in range(S.FINAL_RUNS)) for n, times in passes.items()}
+    monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
+    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    ranked, runoff = s.runoff([(times[0], i, kernels[n], None) for i, (n, times) in enumerate(passes.items())], [])
+    return ranked, runoff, kernels
+
+
+def test_the_noise_is_how_far_each_kernels_second_lowest_median_is_above_its_lowest():
+    assert S.runoff_noise([[1.0, 1.1, 3.0], [2.0, 2.0], [4.0, 5.0, 4.2]]) == pytest.approx(0.05)  # of 0.1, 0, 0.05
+    assert S.runoff_noise([[1.0], []]) == 0.0  # no kernel timed twice: nothing measured
+
+
+def test_the_runoff_goes_on_until_its_leader_holds(monkeypatch):
+    """Passes go on past the third while a pass's leader beats the last one's by more than the noise (a busy moment
+    hid b's time until pass 3), and stop at the first pass whose leader is the last pass's."""
+    steady = {name: [t] * 12 for name, t in (("a", 1.0), ("c", 1.2), ("d", 1.3))}
+    ranked, runoff, kernels = _runoff(monkeypatch, steady | {"b": [2.0, 2.0, 0.8, 0.81, 0.8, 0.8]})
+    assert runoff["passes"] == 4 and ranked[0][2] is kernels["b"] and ranked[0][0] == 0.8
+    assert runoff["margin"] == pytest.approx(0.25) and runoff["margin"] > runoff["noise"]  # sure
+
+
+def test_a_runoff_whose_leaders_are_within_the_noise_is_a_tie_and_stops(monkeypatch):
+    """Two kernels that take turns in the lead by less than the noise their own medians show are a tie: the runoff
+    stops at the pass where the lead changes hands and says so (SearchResult.sure is False)."""
+    ranked, runoff, _ = _runoff(monkeypatch, {"a": [1.0, 1.05, 1.1] * 4, "b": [1.04, 1.02, 0.99] * 4})
+    assert runoff["passes"] == 3 and runoff["margin"] == pytest.approx(1.0 / 0.99 - 1)
+    assert runoff["noise"] == pytest.approx((0.05 + 1.02 / 0.99 - 1) / 2)
+    assert not S.SearchResult(ranked[0][2], ranked[0][0], [], 0, False, 1.0, [], **runoff).sure
+
+
+def test_a_runoff_that_never_settles_ends_at_its_most_passes(monkeypatch):
+    """a and b take turns setting a new best, far beyond the noise of the steady kernels beside them."""
+    most = S.FINAL_PASSES[1]
+    turns = {name: [0.9**p if p % 2 == i else 1.5 for p in range(most)] for i, name in enumerate("ab")}
+    ranked, runoff, _ = _runoff(monkeypatch, turns | {name: [1.5] * most for name in "cdef"})
+    assert runoff["passes"] == most and runoff["noise"] == 0.0
 
 
 def test_only_the_contenders_are_timed_again(monkeypatch):
