@@ -344,6 +344,7 @@ def bench(
     tinygrad_beam: Sequence[str] | str | None = None,
     cache: bool = True,
     limits: Limits | None = None,
+    log: str | None = None,
 ) -> dict[str, dict]:
     """Time each benchmark on this process's device unoptimized, with the hand-coded opts, and in numpy; print a
     table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given).
@@ -402,7 +403,7 @@ def bench(
         variants = {"hand-coded": list(zip(hand, inputs))}
         extra: dict[str, float] = {}
         if search_amt:
-            found = [search(k, *x, amt=search_amt, cache=cache) for k, x in zip(unoptimized, inputs)]
+            found = [search(k, *x, amt=search_amt, cache=cache, log=log) for k, x in zip(unoptimized, inputs)]
             variants["searched"] = [(r.kernel, x) for r, x in zip(found, inputs)]
             extra["search_s"] = sum(r.seconds for r in found)
             extra["cached"] = all(r.cached for r in found)
@@ -515,7 +516,7 @@ def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
 def _child_argv(args: argparse.Namespace) -> list[str]:
     """The command line of one device's child: this one's, but --device."""
     argv = [*args.names, "--runs", str(args.runs), "--beam", str(args.beam)]
-    argv += ["--search"] * args.search + ["--no-cache"] * args.no_cache
+    argv += ["--search"] * args.search + ["--no-cache"] * args.no_cache + ["--log", args.log] * bool(args.log)
     for option, paths in (("--tinygrad", args.tinygrad), ("--tinygrad-beam", args.tinygrad_beam)):
         for path in paths:
             argv += [option, path]
@@ -558,6 +559,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--search", action="store_true", help="also beam-search each kernel and time the result")
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round of --search (2)")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
+    p.add_argument("--log", metavar="FILE", help="with --search, append every candidate and time to FILE")
     p.add_argument(
         "--tinygrad-beam",
         metavar="FILE",
@@ -591,6 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             search_amt=args.beam if args.search else None,
             tinygrad_beam=args.tinygrad_beam,
             cache=not args.no_cache,
+            log=args.log,
         )
         return 0
     try:

@@ -1,8 +1,8 @@
 """search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py; docs/search.md
-says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); compiling, in
-threads that each feed a helper process (_compile_all, _Compiler), where a stuck build is killed; timing
-(_time_candidate); the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's compiles
-and timing, the lines, the runoff, verification). `python search.py NAME` runs search_cli.py's command line."""
+says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); the model's cut
+(model.py) and the compiles (compilers.py: helper processes, where a stuck build is killed); timing (_time_candidate);
+the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's cut, compiles and timing,
+the lines, the runoff, verification). `python search.py NAME` runs search_cli.py's command line."""
 
 import contextlib
 import hashlib
@@ -10,27 +10,23 @@ import json
 import math
 import numbers
 import os
-import pickle
-import queue
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
-import kernel
-import runtime
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
-from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
-from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype
-from runtime import reference, render, runtime_local_size, var_values, verify
+from compilers import compile_all
+from model import SearchLog, estimate, footprint, measured_device
+from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
+from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
+from runtime import reference, runtime_local_size, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) but its
@@ -46,12 +42,13 @@ ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC
 # steps, 4 then 8 or 16 then 2, each of which must win its round first)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
 
-COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
 PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 65536, matmul 1024 timed 1.5x longer)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
+TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
+CODE = ("kernel", "render", "runtime", "model", "compilers", "search")  # what an answer depends on (cache key)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
@@ -88,132 +85,6 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
         if in_registers <= upcast_max and in_work_group <= local_max:
             out.append(k2)
     return out
-
-
-# -- compiling candidates: in helper processes, each fed by a thread of this one ---------------------------------
-_COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; search._compile_worker()"
-
-
-class _Compiler:
-    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
-    answers with their binaries; in processes, builds run side by side and a stuck one can be killed (docs/search.md).
-    It starts at its first source (again after a crash, never after end()), and ends when its input closes."""
-
-    def __init__(self, device: str | None = None):
-        self.device, self.proc, self.lock, self.ended = device or _device_choice(), None, threading.Lock(), False
-
-    def __call__(self, src: str) -> bytes:
-        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
-            if not self.ended and (self.proc is None or self.proc.poll() is not None):
-                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
-                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: Ctrl-C is the search's alone; silent: a build's log comes in its answer
-                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
-                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
-            if self.ended:  # before, or while this thread started a process: no answer would come
-                self.end()
-                raise ChildProcessError("the search ended its compiles")
-            try:
-                pickle.dump(src, self.proc.stdin)
-                self.proc.stdin.flush()
-                source, built, answer = pickle.load(self.proc.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end()
-                self.end(for_good=False)
-                raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
-        if source != src:
-            self.end(for_good=False)
-            raise ChildProcessError("the compiler's process answered for another source")
-        if not built:
-            raise BuildError(answer)
-        return answer
-
-    def end(self, for_good: bool = True) -> None:
-        """Kill the process: for good when the search gives up on its compiles, else until the next source."""
-        self.ended = self.ended or for_good
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _device_choice() -> str:
-    """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
-    d = get_device().ctx.devices[0]
-    return next(f"{n}:{p.get_devices().index(d)}" for n, p in enumerate(cl.get_platforms()) if p == d.platform)
-
-
-def _compile_worker() -> None:
-    """A _Compiler's process: answers each source on stdin with (source, True, binary) or (source, False, log)."""
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # what the driver prints goes to stderr, never among the answers
-    ctx = get_device().ctx
-    with contextlib.suppress(EOFError):
-        while True:
-            src = pickle.load(sys.stdin.buffer)
-            try:
-                answer = (src, True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
-            except cl.Error as e:
-                answer = (src, False, str(e))
-            pickle.dump(answer, answers)
-            answers.flush()
-
-
-_compilers: list[_Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
-_compilers_lock = threading.Lock()
-
-
-def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
-    """Render and build candidate i, then launch a work-group of it on `ones` (PoCL compiles the work-group function for
-    a local size at its first launch: the timing sees the kernel alone); returns (i, program or None, why)."""
-    try:
-        prg = render(k, limits)
-        kern = build(prg.src, prg.name, compiler)
-        runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
-    except Exception as e:  # a candidate that doesn't render or build, or that the device can't run, is dropped
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            with device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
-            event.wait()
-    return i, prg, ""
-
-
-def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels in `workers` processes (0: here) until the deadline: [(number, program or None, why)]."""
-    device, n = _device_choice(), min(workers, len(kernels))
-    with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
-        compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
-        _compilers[:] = [c for c in _compilers if c not in compilers and not c.ended]
-    compilers += [_Compiler(device) for _ in range(n - len(compilers))]
-    idle = queue.SimpleQueue()  # a thread takes a compiler no other thread is using (None: it builds here)
-    for compiler in compilers or [None]:
-        idle.put(compiler)
-
-    def compile_one(i: int, k: Kernel) -> tuple:
-        compiler = idle.get()
-        try:
-            return _compile_candidate(i, k, limits, ones, compiler)
-        finally:
-            idle.put(compiler)
-
-    pool, results, pending = ThreadPoolExecutor(max(n, 1)), [], set()
-    try:
-        pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
-        while pending and time.perf_counter() < deadline:
-            done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
-            results += [f.result() for f in done]
-            progress("compiling", len(results), len(kernels))
-            if not done and time.perf_counter() < deadline:  # stuck: ended below
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
-        return results
-    finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
-        if len(results) < len(kernels):
-            for compiler in compilers:
-                compiler.end()
-        pool.shutdown(cancel_futures=True)  # but a build in this process: it can't be ended, and is waited for
-        with _compilers_lock:
-            _compilers.extend(compilers)
 
 
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
@@ -263,7 +134,8 @@ class SearchError(ValueError):
 
 @dataclass
 class SearchRound:
-    """A round's counts (`duplicates`: the same code as a kernel timed before) and the best kernel and time so far."""
+    """A round's counts (`duplicates`: the same code as a kernel timed before; `unbuilt`: left by the cut) and the best
+    kernel and time so far."""
 
     number: int
     candidates: int
@@ -271,6 +143,7 @@ class SearchRound:
     duplicates: int
     timed: int
     dropped: int
+    unbuilt: int  # left by the cut: the model ranked them below the top_k
     best_s: float
     best: Kernel
     seconds: float
@@ -302,7 +175,7 @@ class SearchResult:
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
     """This search's file, named by a hash of all its answer depends on (the code too), and the kernel and time it
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
-    code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
+    code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
     actions, device = [str(a) for a in search_actions()], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
@@ -341,7 +214,7 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -352,6 +225,8 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
         raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
     if isinstance(min_progress, bool) or not isinstance(min_progress, numbers.Real) or not 0 <= min_progress < math.inf:
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise SearchError(f"top_k (candidates built a round) must be an integer >= 1 or None (all), got {top_k!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
@@ -365,8 +240,10 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
 class _Search:
     """One search's state (what was compiled and timed so far) and its steps, from compiling a round to verifying."""
 
-    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
+    def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
+        self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (model.py)
+        self.device = measured_device(footprint(k)) if top_k or log else None  # the model's limits of the device
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
@@ -382,25 +259,39 @@ class _Search:
     def drop(self, kern: Kernel, why: str) -> None:
         self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {why}")
 
-    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
-        """Compile the kernels not seen before; returns the programs of code not timed before, and the counts."""
+    def fresh(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels whose state (all that rendering reads but the AST) wasn't sent to compile before."""
         fresh = []
         for kern in kernels:
-            key = (tuple(st.views for st in kern.sts), kern.full_shape, kern.upcasted, kern.local_dims,  # all that
-                   kern.group_for_reduces, kern.dont_use_locals, repr(kern.tensor_core))  # rendering reads but the AST
+            key = (tuple(st.views for st in kern.sts), kern.full_shape, kern.upcasted, kern.local_dims,
+                   kern.group_for_reduces, kern.dont_use_locals, repr(kern.tensor_core))  # fmt: skip
             if key not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
-        results, programs = _compile_all(fresh, self.limits, self.ones, self.workers, self.deadline, self.progress), []
+        return fresh
+
+    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], int]:
+        """Compile the kernels; returns the programs of code not timed before, and how many compiled."""
+        results = compile_all(kernels, self.limits, self.ones, self.workers, self.deadline, self.progress)
+        programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
-                self.drop(fresh[i], why)
+                self.drop(kernels[i], why)
             elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
                 self.seen.add(key)
-                programs.append((fresh[i], prg))
-        compiled = sum(prg is not None for _, prg, _ in results)
-        duplicates = len(kernels) - len(fresh) + compiled - len(programs)
-        return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
+                programs.append((kernels[i], prg))
+        return programs, sum(prg is not None for _, prg, _ in results)
+
+    def cut(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels to build: with top_k, each parent's best top_k / parents by the model (a parent whose children
+        the model ranks low still has its line followed), else all."""
+        if not self.top_k or not self.estimates or not kernels:
+            return kernels
+        families: dict[int, list[Kernel]] = {}
+        for kern in kernels:
+            families.setdefault(self.parents[id(kern)], []).append(kern)
+        each = math.ceil(self.top_k / len(families))
+        return [kern for f in families.values() for kern in sorted(f, key=lambda x: self.estimates[id(x)])[:each]]
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
         """Time the programs, each once, then the CONTENDERS within 2x of the best again, pass after pass; returns
@@ -430,10 +321,15 @@ class _Search:
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
         while True:
-            dropped = len(self.why_dropped)
-            programs, counts = self.compile(candidates)
+            dropped, fresh = len(self.why_dropped), self.fresh(candidates)
+            built = self.cut(fresh)
+            programs, compiled = self.compile(built)
             ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
-            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}
+            if self.log:
+                self.log.round(len(rounds), candidates, self.estimates, built, ranked)
+            counts = {"candidates": len(candidates), "compiled": compiled, "unbuilt": len(fresh) - len(built)}
+            counts |= {"duplicates": len(candidates) - len(fresh) + compiled - len(programs), "timed": len(ranked)}
+            counts |= {"dropped": len(self.why_dropped) - dropped}
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
             alive = {n for n, x in fastest.items() if x[0] < line_best[n] * (1 - LINE_GAIN) - min_progress}
@@ -446,15 +342,20 @@ class _Search:
             out_of_time = time.perf_counter() > self.deadline
             if not alive or out_of_time:
                 return rounds, out_of_time
-            children = [(kern, parent) for _, _, parent, _ in beam for kern in kernel_actions(parent)]
-            line |= {id(kern): line[id(parent)] for kern, parent in children}
-            candidates = [kern for kern, _ in children]
+            children = [(kern, parent, t) for t, _, parent, _ in beam for kern in kernel_actions(parent)]
+            line |= {id(kern): line[id(parent)] for kern, parent, _ in children}
+            self.parents = {id(kern): id(parent) for kern, parent, _ in children}
+            if self.device:
+                self.estimates = {id(kern): estimate(kern, parent, t, self.device) for kern, parent, t in children}
+            candidates = [kern for kern, _, _ in children]
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
         noise of it. Returns the ranking and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
+        if not ranked:
+            return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
@@ -490,7 +391,7 @@ class _Search:
 
 def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None,
            cache: bool = True, workers: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
-           on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
+           top_k: int | None = TOP_K, log: str | None = None, on_round=None, on_progress=None) -> SearchResult:
     """tinygrad 0.9.1's beam search, made faster (docs/search.md says how, and why it is safe); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
@@ -498,7 +399,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k)
     begin = time.perf_counter()
     if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
@@ -510,7 +411,11 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     if workers is None:  # a compiler per core this process may run on; none where Python has no executable to start
         workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
         workers = workers if sys.executable else 0
-    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
+    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
+    if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
+        settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
+        actions = [str(a) for a in search_actions()]
+        s.log = log = SearchLog(log, k, **settings, device=vars(s.device), limits=s.limits, actions=actions)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:
         try:
@@ -524,6 +429,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     seconds = time.perf_counter() - begin
+    if log:
+        log.answer(kern, t, seconds)
     return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, **runoff)
 
 

@@ -32,7 +32,7 @@ class _SearchDisplay:
             self.out.write("\r\033[K")
         self.round = r.number + 1
         counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
+        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates {r.unbuilt:3d} cut"
         self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
 
     def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
@@ -97,7 +97,7 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python search.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
+        usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache] [--log F]",
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
         epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
@@ -108,13 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
     p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
+    p.add_argument("--log", metavar="FILE", help="append every candidate and time to FILE (tools/replay_search.py)")
     p.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help="start from these opts")
     p.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
     try:
-        search_demo(args.name, args.beam, args.opt, args.target, timeout=args.timeout, cache=not args.no_cache)
+        options = {"timeout": args.timeout, "cache": not args.no_cache, "log": args.log}
+        search_demo(args.name, args.beam, args.opt, args.target, **options)
     except (SearchError, KernelOptError) as e:
         p.error(str(e))
     return 0

@@ -20,6 +20,7 @@ import pytest
 
 import kernel
 import runtime as R
+import compilers as C
 import search as S
 import search_cli as CLI
 from kernel import (
@@ -115,7 +116,7 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
     first = S.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
     with monkeypatch.context() as m:  # a hit runs nothing: no compile, no launch
-        m.setattr(S, "_compile_all", None)
+        m.setattr(S, "compile_all", None)
         m.setattr(S, "_time_candidate", None)
         second = S.search(k, *inputs, amt=1)
     assert second.cached and second.rounds == []
@@ -130,7 +131,7 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
 def own_compilers(monkeypatch):
     """The test's compiler processes, none built before it (no program in the runtime's cache), all ended after it."""
     compilers: list = []
-    monkeypatch.setattr(S, "_compilers", compilers)
+    monkeypatch.setattr(C, "_compilers", compilers)
     monkeypatch.setattr(R.get_device(), "programs", OrderedDict())
     yield compilers
     for compiler in compilers:
@@ -138,13 +139,13 @@ def own_compilers(monkeypatch):
 
 
 def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_compilers, monkeypatch):
-    sources, real = [], S._Compiler.__call__
+    sources, real = [], C._Compiler.__call__
 
     def counted(compiler, src):
         sources.append((compiler.proc.pid if compiler.proc else None, src))
         return real(compiler, src)
 
-    monkeypatch.setattr(S._Compiler, "__call__", counted)
+    monkeypatch.setattr(C._Compiler, "__call__", counted)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
@@ -160,10 +161,10 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 ):
     """What the OpenCL driver prints in the process (here a print as the device is found) goes to stderr, never among
     the answers; one process builds source after source; closing its input ends it."""
-    chatty = "real = search.get_device; search.get_device = lambda: print('driver chatter', flush=True) or real()"
-    code = S._COMPILER_CODE.replace("search._compile_worker()", chatty + "; search._compile_worker()")
-    monkeypatch.setattr(S, "_COMPILER_CODE", code)
-    compiler = S._Compiler()
+    chatty = "real = compilers.get_device; compilers.get_device = lambda: print('driver chatter', flush=True) or real()"
+    code = C._COMPILER_CODE.replace("compilers._compile_worker()", chatty + "; compilers._compile_worker()")
+    monkeypatch.setattr(C, "_COMPILER_CODE", code)
+    compiler = C._Compiler()
     own_compilers.append(compiler)
     binaries, pids = [], set()
     for n in range(3):
@@ -175,8 +176,8 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 
 
 def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_compilers, monkeypatch):
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(S, "COMPILE_TIMEOUT", 1)
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 1)
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match=r"every candidate was dropped .*no answer from the compiler in 1 s"):
@@ -188,13 +189,13 @@ def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_c
 def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_another(
     few_actions, own_compilers, monkeypatch
 ):
-    code = S._COMPILER_CODE
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
+    code = C._COMPILER_CODE
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     with pytest.raises(S.SearchError, match=r"the compiler's process ended \(exit status 3\)"):
         S.search(k, *inputs, amt=1, workers=2, cache=False)
-    monkeypatch.setattr(S, "_COMPILER_CODE", code)
+    monkeypatch.setattr(C, "_COMPILER_CODE", code)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
     assert sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
     R.verify(result.kernel, *inputs)
@@ -247,7 +248,7 @@ def test_searches_in_threads_each_get_the_binaries_of_their_own_sources(few_acti
 
 
 def test_a_compiler_called_from_several_threads_answers_each_with_its_own_binary(own_compilers):
-    compiler = S._Compiler()
+    compiler = C._Compiler()
     own_compilers.append(compiler)
     srcs = [f"__kernel void k{n}(__global float* d) {{ d[0] = {n}.0f; }}" for n in range(12)]
     binaries = {}
@@ -272,7 +273,7 @@ while True:
 
 def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, monkeypatch):
     """Each answer names the source it was built from; one that names another ends the process, never loaded."""
-    monkeypatch.setattr(S, "_COMPILER_CODE", ANSWERS_ANOTHER)
+    monkeypatch.setattr(C, "_COMPILER_CODE", ANSWERS_ANOTHER)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(S.SearchError, match="answered for another source"):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
@@ -282,8 +283,8 @@ def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, mon
 def test_a_timeout_holds_while_a_compile_is_still_running(few_actions, own_compilers, monkeypatch):
     """The time runs out while every compiler is busy (here: stuck): the search ends its compiles and returns, rather
     than wait for them (once, three searches with timeout=15 still ran after 120 s)."""
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(S, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match="its timeout of 2 s ran out first"):
@@ -360,7 +361,7 @@ def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, mon
             raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
         return real_build(src, name, compiler)
 
-    monkeypatch.setattr(S, "build", build_without_float4)
+    monkeypatch.setattr(C, "build", build_without_float4)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=0, cache=False)
@@ -409,7 +410,7 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     ],
 )
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
-    for module in (R, S):  # search.py compiles candidates, runtime.py the kernels it runs
+    for module in (R, C):  # compilers.py compiles candidates, runtime.py the kernels it runs
         monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match=message):
@@ -417,7 +418,7 @@ def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypat
 
 
 def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkeypatch):
-    for module in (R, S):
+    for module in (R, C):
         monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad inputs"))
     k = Kernel(*elementwise_ast(256))
     a, b = R.random_inputs(k)
@@ -473,15 +474,15 @@ def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns)
     monkeypatch.setenv("NO_COLOR", "1")
     k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
     out = _Terminal()
-    CLI._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0.002371, k, 4.5))
+    CLI._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0, 0.002371, k, 4.5))
     lines = out.getvalue().replace("\r\x1b[K", "").splitlines()
     assert max(len(line) for line in lines) <= columns, lines
     assert len(lines) == (1 if columns == 400 else 3 if columns == 100 else len(lines))
     words = " ".join(lines).split()
     opts = ", ".join(str(o) for o in k.applied_opts).split()
     shape = [str(s) for s in k.full_shape]
-    assert words[:12] == "round 1: 40 candidates 40 compiled 40 timed 0 dropped 0 duplicates".split()
-    assert words[12:] == ["best", "2.371", "ms", "4.5", "s", *shape, *opts]
+    assert words[:14] == "round 1: 40 candidates 40 compiled 40 timed 0 dropped 0 duplicates 0 cut".split()
+    assert words[14:] == ["best", "2.371", "ms", "4.5", "s", *shape, *opts]
 
 
 @pytest.mark.parametrize(
@@ -626,7 +627,7 @@ def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kerne
     def build_nothing(src, name, compiler=None):
         raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
 
-    monkeypatch.setattr(S, "build", build_nothing)
+    monkeypatch.setattr(C, "build", build_nothing)
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
         S.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
@@ -821,8 +822,8 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
     b2 = kern(5.0)
     bare, heuristics = kern(100.0, (kern(50.0, (b2,)),)), kern(10.0, (kern(12.0), kern(9.9, (kern(1.0),))))
     monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
-    counts = {"candidates": 0, "compiled": 0, "duplicates": 0}
-    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], counts))
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every fake kernel has the same state
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
 
     def time_all(self, programs, cutoff):
         self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
@@ -837,9 +838,9 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
 CTRL_C_SCRIPT = """
 import os, signal, sys, threading
 sys.path.insert(0, {root!r})
-import search
+import compilers
 signal.signal(signal.SIGINT, lambda *_: print("Ctrl-C", flush=True))  # this process lives on: its compiler is tested
-compiler = search._Compiler()
+compiler = compilers._Compiler()
 answered = threading.Event()
 
 
@@ -853,7 +854,7 @@ binary = compiler("__kernel void k(__global float* d) {{ d[0] = 1.0f; }}")
 answered.set()
 try:
     compiler("__kernel void k(__global float* d) {{ d[0] = undefined; }}")
-except search.BuildError as e:
+except compilers.BuildError as e:
     print("refused", "undefined" in str(e))
 print("built", len(binary) > 0, compiler.proc.poll() is None, flush=True)
 """
@@ -903,7 +904,7 @@ def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_
     for its build), and ends."""
     import _thread
 
-    real, lock, asked = S._compile_candidate, threading.Lock(), []
+    real, lock, asked = C._compile_candidate, threading.Lock(), []
 
     def ctrl_c_then_build(i, k, limits, ones, compiler):
         with lock:
@@ -916,7 +917,7 @@ def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_
             time.sleep(0.01)
         return real(i, k, limits, ones, compiler)
 
-    monkeypatch.setattr(S, "_compile_candidate", ctrl_c_then_build)
+    monkeypatch.setattr(C, "_compile_candidate", ctrl_c_then_build)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(KeyboardInterrupt):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
