@@ -29,27 +29,35 @@ from kernel import BinaryOps, Kernel, MemBuffer, TernaryOps, UnaryOps, prod
 # times the cores, and it touches memory once per work-item: nothing but the FMA units limits it. It is tried at
 # float4, float8 and float16 and as fma() and as a*x+b (contracted to an FMA by the compiler: PoCL's fma() ran 30x
 # slower than its a*x+b on a 2-core Xeon), and the fastest counts. Bandwidth: at a given footprint (the bytes a
-# kernel touches), the best of a read stream, a copy and a triad over float4s of that many bytes in all, each
+# kernel touches), the best of STREAMS (a read, a copy, a triad, eight reads a work-item) moving that many bytes, each
 # timed as a workload's kernel is, with its data left where the last launch put it: a footprint that fits a cache
 # streams from the cache (a cache-aware roofline).
 FMA_CHAINS, FMA_ITERS, FMA_ITEMS_PER_CORE = 8, 512, 2048
 FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * a + b"}
-STREAMS = {  # name: (arrays, bytes moved per float4 of each array, the kernel)
-    "read": (1, 16, """__kernel void read(__global const float4 *a, __global float4 *out, int n) {
-  size_t i = get_global_id(0), step = get_global_size(0);
-  float4 s = (float4)(0.0f);
-  for (size_t j = i; j < n; j += step) s += a[j];
-  out[i] = s;
-}"""),
-    "copy": (2, 16, """__kernel void copy(__global float4 *a, __global const float4 *b) {
-  a[get_global_id(0)] = b[get_global_id(0)];
-}"""),
-    "triad": (3, 16, """__kernel void triad(__global float4 *a, __global const float4 *b, __global const float4 *c) {
-  size_t i = get_global_id(0);
-  a[i] = b[i] + 3.0f * c[i];
+_STREAM = """__kernel void KIND(ARGS) {
+  size_t n = get_local_size(0), i = get_group_id(0) * n * READS + get_local_id(0);
+  float s = 0.0f;
+  for (int j = 0; j < READS; j++, i += n) {  /* a work-group moves READS * n floats of each array in a row */
+    BODY;
+  }
+  SUMS
+}"""
+STREAMS = {  # name: (arrays, the kernel): the arrays of floats the kernel moves (read: and one sum a work-item)
+    "read": (1, _STREAM.replace("ARGS", "__global const float *a, __global float *out").replace("BODY", "s += a[i]")
+             .replace("SUMS", "out[get_global_id(0)] = s;")),
+    "copy": (2, _STREAM.replace("ARGS", "__global float *a, __global const float *b").replace("BODY", "a[i] = b[i]")),
+    "triad": (3, _STREAM.replace("ARGS", "__global float *a, __global const float *b, __global const float *c")
+              .replace("BODY", "a[i] = b[i] + 3.0f * c[i]")),
+    # eight streams a work-item, one work-item at a time (4 a group: not vectorized): the sum kernels the search finds
+    "rows": (1, """__kernel void rows(__global const float *a, __global float *out) {
+  __global const float *row = a + get_global_id(0) * 8 * READS;
+  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int j = 0; j < READS; j++)
+    for (int r = 0; r < 8; r++) s[r] += row[r * READS + j];
+  out[get_global_id(0)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }"""),
 }
-LIMIT_RUNS, GROUP = 5, 64  # launches timed (a median, after one warm-up); work-items in a work-group
+LIMIT_RUNS, GROUP, READS = 5, 64, 1024  # launches timed (a median after a warm-up); items a group; floats an item
 _measured: dict = {}  # (device, what) -> what was measured: once per process
 
 
@@ -90,26 +98,25 @@ def fma_peak(runs: int = LIMIT_RUNS) -> tuple[float, str]:
     return _measured[key]
 
 
-def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS) -> tuple[float, str]:
-    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving `nbytes` in all (rounded to
-    whole work-groups of float4s), measured once per process and size."""
+def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats: int = 1) -> tuple[float, str]:
+    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, each a
+    median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster at some moments than at
+    others: the best is the memory's own), measured once per process and size."""
     dev = runtime.get_device()
-    if (key := (dev.name, "bandwidth", nbytes, kinds, runs)) not in _measured:
-        best = (0.0, "")
+    if (key := (dev.name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
+        launches = []
         for kind in kinds:
-            arrays, per_item, src = STREAMS[kind]
-            items = max(GROUP, nbytes // (arrays * per_item) // GROUP * GROUP)
-            bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, per_item * items) for _ in range(arrays)]
-            for b in bufs:  # every page touched before it is timed
-                cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, per_item * items)
-            if kind == "read":  # one work-item per 16 float4s, each reading every (global size)th
-                out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, per_item * items)
-                args, launched = (*bufs, out, np.int32(items)), max(GROUP, items // 16 // GROUP * GROUP)
-            else:
-                args, launched = bufs, items
-            t = median_launch(runtime.build(src, kind), launched, GROUP, *args, runs=runs)
-            best = max(best, (arrays * per_item * items / t, kind))
-        _measured[key] = best
+            arrays, src = STREAMS[kind]
+            group, reads = (4, 8 * READS) if kind == "rows" else (GROUP, READS)
+            items = max(1, nbytes // (arrays * 4 * group * reads)) * group  # work-items, each moving `reads` floats
+            sizes = [4 * items * reads] * arrays + [4 * items] * (kind in ("read", "rows"))  # and a sum a work-item
+            bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            for b, size in zip(bufs, sizes):  # every page touched before it is timed
+                cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
+            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
+            launches.append((kind, sum(sizes), (runtime.build(code, kind), items, group, *bufs)))
+        times = [(n / median_launch(*args, runs=runs), kind) for _ in range(repeats) for kind, n, args in launches]
+        _measured[key] = max(times)
     return _measured[key]
 
 
