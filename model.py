@@ -170,7 +170,7 @@ def static_seconds(k: Kernel, dev: Device) -> float:
     size = lambda cs: prod(shape[a] for c in cs for a in axes.get(c, []))  # noqa: E731
     local = sorted(a for c in ("cyan", "green", "white") for a in axes.get(c, []))
     tile_axes = [a for c in ("yellow", "magenta") for a in axes.get(c, [])]
-    bufs = [(b, st.real_strides()) for b, st in zip(k.bufs, k.sts) if isinstance(b, MemBuffer)]
+    bufs = [(b, st.real_strides(ignore_valid=True)) for b, st in zip(k.bufs, k.sts) if isinstance(b, MemBuffer)]
     out_strides = bufs[0][1]
     if local and shape[local[0]] % dev.lanes == 0:
         lane_axis, lanes = local[0], dev.lanes

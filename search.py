@@ -41,6 +41,10 @@ ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC
 # ... and ours: 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: on axis 0; elsewhere only in two
 # steps, 4 then 8 or 16 then 2, each of which must win its round first)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
+# ... and two-step actions, each one step: pad an axis to a multiple of 32, then take 16 or 32 of it as work-items (a
+# CPU's vector lanes: Intel's runtime vectorizes only a work-group of whole vectors). Padding alone is no faster
+# (conv2d: 177 ms, 184 without), so it never made a beam, and conv2d's output rows (62) were never vectorized
+MACROS = [(Opt(OptOps.PADTO, axis, 32), Opt(OptOps.LOCAL, axis, n)) for n in (16, 32) for axis in range(6)]
 
 PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 65536, matmul 1024 timed 1.5x longer)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
@@ -64,18 +68,25 @@ def search_limits() -> tuple[int, int]:
     return getenv("BEAM_UPCAST_MAX", 256, minimum=1), getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
 
 
+def action_text(action: Opt | tuple[Opt, ...]) -> str:
+    """An action as the cache key and a log hold it: 'UPCAST:0:4', a two-step one 'PADTO:3:32+LOCAL:3:16'."""
+    return "+".join(map(str, action if isinstance(action, tuple) else (action,)))
+
+
 def kernel_actions(k: Kernel) -> list[Kernel]:
-    """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
-    amount equal to the whole axis when amount 0 says the same, and kernels over the search_limits()."""
+    """Every kernel one action from k (tinygrad's get_linearizer_actions, and MACROS): the actions that apply,
+    skipping an amount equal to the whole axis when amount 0 says the same, and kernels over the search_limits()."""
     out, actions, (upcast_max, local_max) = [], search_actions(), search_limits()
-    for opt in actions:
+    for action in actions + MACROS:
+        opt, *more = action if isinstance(action, tuple) else (action,)
         if opt.axis is not None and opt.op is not OptOps.TC:
             axis = opt.real_axis(k)
             if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in actions):
                 continue
         k2 = k.copy()
         try:
-            k2.apply_opt(opt)
+            for step in (opt, *more):
+                k2.apply_opt(step)
         except KernelOptError:
             continue
         tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
@@ -176,7 +187,7 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
     """This search's file, named by a hash of all its answer depends on (the code too), and the kernel and time it
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
     code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
-    actions, device = [str(a) for a in search_actions()], get_device().name
+    actions, device = [action_text(a) for a in search_actions() + MACROS], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
@@ -414,7 +425,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
     if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
         settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
-        actions = [str(a) for a in search_actions()]
+        actions = [action_text(a) for a in search_actions() + MACROS]
         s.log = log = SearchLog(log, k, **settings, device=vars(s.device), limits=s.limits, actions=actions)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:

@@ -38,7 +38,7 @@ from kernel import (
     UnaryOps,
     alu,
 )
-from demo import attention_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
+from demo import attention_ast, conv2d_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
 from tests.common import ROOT, run_script
 
 
@@ -59,6 +59,7 @@ ON_EVERY_DEVICE = {
     "test_tensor_core_kernels_are_searched",
     "test_a_kernel_that_stores_part_of_its_buffer_is_searched",
     "test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify",
+    "test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_kernels_verify",
     "test_a_ctrl_c_never_reaches_a_compiler_process_and_it_prints_nothing",
     "test_ctrl_c_during_a_search_ends_in_one_line",
 }
@@ -644,6 +645,20 @@ def test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify():
     for x in made.values():
         R.verify(x, *inputs)
 
+
+
+def test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_kernels_verify():
+    """A conv whose output rows (18) are no multiple of a vector: PADTO:3:32 then LOCAL:3:16 (or 32) is one action
+    (search.MACROS), as is each other axis's that pads; the padded rows compute nothing that is stored, and verify.
+    An axis already a multiple of 32 has nothing to pad: PADTO refuses, and the plain LOCAL is the action there."""
+    k = Kernel(*conv2d_ast(2, 3, 20, 20, 32, 3, 0, 1))  # out (2, 32, 18, 18), taps (3, 3, 3)
+    made = {tuple(map(str, x.applied_opts)): x for x in S.kernel_actions(k) if len(x.applied_opts) == 2}
+    assert {("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")} <= set(made)
+    assert not any(opts[0] == "PADTO:1:32" for opts in made)  # 32 output channels: nothing to pad
+    assert {S.action_text(a) for a in S.MACROS} >= {"PADTO:3:32+LOCAL:3:16", "PADTO:0:32+LOCAL:0:32"}
+    inputs = R.random_inputs(k)
+    for opts in (("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")):
+        R.verify(made[opts], *inputs)
 
 # ============================================================================================================
 # The beam search's deduplication (search.search): a candidate that is the same kernel as one already sent to

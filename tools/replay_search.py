@@ -60,14 +60,16 @@ class Replay(search._Search):
 def replay(entry: dict, top_k: int | None) -> dict:
     """Replay one logged search at `top_k`, with the actions it had: {"built", "best_s" (the best time it reached),
     "logged_best_s" (the best the log holds), "unknown" (kernels reached that the log never timed), "rounds"}."""
-    s, start, actions = Replay(entry, top_k), entry["start"], search.ACTIONS
+    s, start, actions = Replay(entry, top_k), entry["start"], (search.ACTIONS, search.MACROS)
     k = start["kernel"]
     starts = [optimize(k.copy())] if start["from_heuristics"] and not k.applied_opts else []
+    logged = [tuple(Opt.parse(o) for o in a.split("+")) for a in start.get("actions", [])]
     try:
-        search.ACTIONS = [Opt.parse(a) for a in start.get("actions", map(str, actions))]
+        if logged:  # the actions of the search logged (else today's): a kernel the log can't know is none of them
+            search.ACTIONS, search.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
         rounds, _ = s.rounds(starts + [k.copy()], start["amt"], start["min_progress"], lambda r: None)
     finally:
-        search.ACTIONS = actions
+        search.ACTIONS, search.MACROS = actions
     best = min((t for t, *_ in s.timed), default=math.inf)
     return {"built": s.built, "best_s": best, "logged_best_s": min(s.times.values()), "unknown": s.unknown,
             "rounds": len(rounds)}  # fmt: skip
