@@ -276,7 +276,7 @@ def _median_seconds(fn, runs: int) -> float:
 SIDE_BY_SIDE_ROUNDS, SIDE_BY_SIDE_SECONDS, SIDE_BY_SIDE_MOST = 5, 2.0, 50
 
 
-def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
+def time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
     """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, on the same device
     buffers, taken in turn so that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS
     and _SECONDS say how many). (Another job only ever adds time, and on a CPU device it can double a launch by taking
@@ -383,7 +383,7 @@ def bench(
                 variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name]["kernels"]]
                 extra["tinygrad_search_s"] = beam[name]["search_s"]
         times.update(
-            _time_side_by_side(variants, runs)
+            time_side_by_side(variants, runs)
             if len(variants) > 1
             else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
         )

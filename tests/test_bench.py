@@ -387,7 +387,7 @@ def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     monkeypatch.setattr(
         bench, "time_kernel", lambda k, *x, runs, device_args: order.append(name[id(k)]) or next(medians[name[id(k)]])
     )
-    assert bench._time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=5) == {"a": 1.0, "b": 1.5}
+    assert bench.time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=5) == {"a": 1.0, "b": 1.5}
     assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
 
 
@@ -401,7 +401,7 @@ def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
         "time_kernel",
         lambda k, *x, runs, device_args: order.append(name[id(k)]) or 0.005 - 0.001 * (len(order) == 7),
     )
-    times = bench._time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=10)
+    times = bench.time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=10)
     assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
 
 
@@ -412,7 +412,7 @@ def test_bench_times_the_variants_of_one_ast_on_the_same_device_buffers(monkeypa
     add, total = Kernel(*elementwise_ast(64)), Kernel(*sum_ast((64,)))
     upcast = add.copy()
     upcast.apply_opt(Opt(OptOps.UPCAST, 0, 4))
-    bench._time_side_by_side({"a": [(add, []), (total, [])], "b": [(upcast, []), (total, [])]}, runs=1)
+    bench.time_side_by_side({"a": [(add, []), (total, [])], "b": [(upcast, []), (total, [])]}, runs=1)
     assert len({id(d) for d in seen[0::2]}) == len({id(d) for d in seen[1::2]}) == 1 and seen[0] is not seen[1]
 
 
