@@ -212,7 +212,7 @@ def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     """The device's FMA peak, stream bandwidth and bandwidth at a footprint, measured now (see STREAM_FLOATS)."""
     device = get_device().ctx.devices[0]
-    peak, best = model.fma_peak(runs)
+    peak, best = model.fma_peak(runs, repeats=BEST_OF)
     n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
     stream, _ = model.bandwidth(12 * n, ("triad",), runs)
     how = f"{best}, {model.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"

@@ -8,7 +8,8 @@ row (a set) slower than the others in every pass; one that follows the moment, a
     python tools/timing_modes.py [KERNEL] [--sets N] [--passes N] [--spin]
 
 KERNEL: bma (out = a * b + c, 1024x1024, b broadcast along rows, LOCAL:1:32 LOCAL:1:32: one seen bimodal on PoCL),
-matmul (512, the opts search.py found) or add (4M elements, UPCAST:0:4 LOCAL:0:32).
+matmul (512, the opts search.py found), add (4M elements, UPCAST:0:4 LOCAL:0:32) or sum (over axis 0 of 4096x4096,
+64 MiB: more than the last-level cache).
 """
 
 import argparse
@@ -20,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import runtime  # noqa: E402
-from demo import elementwise_ast, matmul_ast  # noqa: E402
+from demo import elementwise_ast, matmul_ast, sum_ast  # noqa: E402
 from kernel import BinaryOps, Kernel, Opt, ShapeTracker, alu, load, store  # noqa: E402
 
 
@@ -33,6 +34,7 @@ KERNELS = {
     "bma": (bma_ast, "LOCAL:1:32 LOCAL:1:32"),
     "matmul": (lambda: matmul_ast(512, 512, 512), "LOCAL:1:16 UPCAST:0:8 UPCAST:1:2 LOCAL:0:32"),
     "add": (lambda: elementwise_ast(1 << 22), "UPCAST:0:4 LOCAL:0:32"),
+    "sum": (lambda: sum_ast((4096, 4096), (0,)), "LOCAL:0:16 UPCAST:0:8 UPCAST:0:4"),
 }
 
 
