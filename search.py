@@ -328,9 +328,10 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt` fastest and
-        each line's fastest where it gained over LINE_GAIN) until no line does: (the rounds, whether out of time)."""
+        each line's fastest where it gained over LINE_GAIN on its parents, timed again in the same round: a busy moment
+        slows both alike) until no line gains: (the rounds, whether out of time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
-        line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
+        best, rounds, candidates, beam = (math.inf, 0, self.k, None), [], starts, []
         while True:
             dropped, fresh = len(self.why_dropped), self.fresh(candidates)
             built = self.cut(fresh)
@@ -342,9 +343,13 @@ class _Search:
             counts |= {"duplicates": len(candidates) - len(fresh) + compiled - len(programs), "timed": len(ranked)}
             counts |= {"dropped": len(self.why_dropped) - dropped}
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
+            parents: dict[int, float] = {}  # each line's fastest parent, now
+            for _, _, kern, prg in beam:
+                now = min(self.time(kern, prg) for _ in range(TIMING_PASSES))
+                parents[line[id(kern)]] = min(parents.get(line[id(kern)], math.inf), now)
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
-            alive = {n for n, x in fastest.items() if x[0] < line_best[n] * (1 - LINE_GAIN) - min_progress}
-            line_best = [fastest[n][0] if n in alive else t for n, t in enumerate(line_best)]
+            gain = {n: parents.get(n, math.inf) * (1 - LINE_GAIN) - min_progress for n in fastest}
+            alive = {n for n, x in fastest.items() if x[0] < gain[n]}
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin

@@ -845,9 +845,41 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
         return self.timed[len(self.timed) - len(programs) :]
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])  # a parent, timed again: the same
     s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
+
+
+def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monkeypatch):
+    """Round 1 finds 50 (from 100). Then another job takes a core: round 2's children read 60, slower than 50 as
+    measured then, but their parent, timed again in round 2, reads 80: they gain on it, and the line goes on to the
+    30 behind them. (Judged against 50, the search stopped at round 2.) Times made up; nothing compiles or runs."""
+    base, fake = Kernel(*elementwise_ast(64)), {}
+    busy = {"now": False}
+
+    def kern(t: float, children=(), busy_t: float | None = None) -> Kernel:
+        k = base.copy()
+        fake[id(k)] = (t, list(children), busy_t or t)
+        return k
+
+    best = kern(30.0)
+    parent = kern(50.0, (kern(60.0, (best,)),), busy_t=80.0)
+    bare = kern(100.0, (parent,))
+    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
+
+    def time_all(self, programs, cutoff):
+        busy["now"] = any(fake[id(k)][0] == 60.0 for k, _ in programs)  # round 2 is the busy one
+        self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
+        return self.timed[len(self.timed) - len(programs) :]
+
+    monkeypatch.setattr(S._Search, "time_all", time_all)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][2 if busy["now"] else 0])
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    rounds, _ = s.rounds([bare], 1, 0.0, lambda r: None)
+    assert [r.best_s for r in rounds] == [100.0, 50.0, 50.0, 30.0, 30.0] and rounds[-1].best is best  # then none left
 
 
 CTRL_C_SCRIPT = """

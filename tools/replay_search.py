@@ -46,6 +46,9 @@ class Replay(search._Search):
         self.built += len(kernels)
         return programs, len(kernels)
 
+    def time(self, kern, prg, stop_above=math.inf):
+        return self.times.get(model.program_key(prg), math.inf)
+
     def time_all(self, programs, cutoff):
         timed = []
         for kern, prg in programs:
