@@ -248,15 +248,17 @@ class SearchLog:
 
 
 def read_log(path: str) -> dict[str, dict]:
-    """{search id: {"start": its first line, with "kernel" unpickled, "rounds": [[candidate lines]], "answer": ...}}
-    of a log (gzipped where its name ends in .gz). Read only logs you trust: the starting kernel is a pickle."""
+    """{search id: {"start": its first line, with "kernel" unpickled, "rounds": [[candidate lines]], "gains": ...,
+    "answer": ...}} of a log (gzipped where its name ends in .gz). Read only logs you trust: its kernels are pickles."""
     searches: dict[str, dict] = {}
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         for line in f:
             entry = json.loads(line)
             if "kernel" in entry:
                 entry["kernel"] = pickle.loads(base64.b64decode(entry["kernel"]))
-                searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None}
+                searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
+            elif "gain" in entry:  # a round's fastest kernel and its parent, timed again: (program, program) -> times
+                searches[entry["search"]]["gains"][tuple(entry["gain"])] = entry["times"]
             elif "answer" in entry:
                 searches[entry["search"]]["answer"] = entry
             else:

@@ -23,7 +23,7 @@ import pyopencl as cl
 
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from compilers import compile_all
-from model import SearchLog, estimate, footprint, measured_device
+from model import SearchLog, estimate, footprint, measured_device, program_key
 from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
@@ -328,8 +328,8 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt` fastest and
-        each line's fastest where it gained over LINE_GAIN on its parents, timed again in the same round: a busy moment
-        slows both alike) until no line gains: (the rounds, whether out of time)."""
+        each line's fastest where it gains on its parent: `gains`) until no line does: (the rounds, whether out of
+        time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         best, rounds, candidates, beam = (math.inf, 0, self.k, None), [], starts, []
         while True:
@@ -343,13 +343,9 @@ class _Search:
             counts |= {"duplicates": len(candidates) - len(fresh) + compiled - len(programs), "timed": len(ranked)}
             counts |= {"dropped": len(self.why_dropped) - dropped}
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
-            parents: dict[int, float] = {}  # each line's fastest parent, now
-            for _, _, kern, prg in beam:
-                now = min(self.time(kern, prg) for _ in range(TIMING_PASSES))
-                parents[line[id(kern)]] = min(parents.get(line[id(kern)], math.inf), now)
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
-            gain = {n: parents.get(n, math.inf) * (1 - LINE_GAIN) - min_progress for n in fastest}
-            alive = {n for n, x in fastest.items() if x[0] < gain[n]}
+            parents = {line[id(x[2])]: x for x in reversed(beam)}  # and its fastest parent (none in round 0)
+            alive = {n for n, x in fastest.items() if n not in parents or self.gains(x, parents[n], min_progress)}
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
@@ -364,6 +360,18 @@ class _Search:
             if self.device:
                 self.estimates = {id(kern): estimate(kern, parent, t, self.device) for kern, parent, t in children}
             candidates = [kern for kern, _, _ in children]
+
+    def gains(self, child: tuple, parent: tuple, min_progress: float) -> bool:
+        """Whether a round's fastest kernel of a line gains over LINE_GAIN on its parent, the two timed again in turn
+        (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
+        no longer the least of a round's many (which errs low by the noise)."""
+        times: tuple[list[float], list[float]] = ([], [])
+        for _ in range(TIMING_PASSES):
+            for t, (_, _, kern, prg) in zip(times, (child, parent)):
+                t.append(self.time(kern, prg))
+        if self.log:  # a replay decides as this search did
+            self.log.write(gain=[program_key(x[3]) for x in (child, parent)], times=[min(t) for t in times])
+        return min(times[0]) < min(times[1]) * (1 - LINE_GAIN) - min_progress
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by

@@ -111,8 +111,9 @@ def test_a_round_builds_each_parents_best_candidates_by_the_estimate(monkeypatch
 @pytest.mark.usefixtures("device", "cache_dir")
 def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_path):
     """search(..., log=FILE): a first line with the starting kernel and settings, a line per candidate and round
-    (its opts, estimate, program and time: none where it wasn't built), a last line with the answer; replayed
-    offline with every candidate built, the log gives back the best time the search measured."""
+    (its opts, estimate, program and time: none where it wasn't built), one per line and round with the times of its
+    fastest kernel and their parent timed again, a last line with the answer; replayed offline with every candidate
+    built, the log gives back the best time the search measured."""
     path = str(tmp_path / "search.jsonl")
     k = Kernel(*matvec_ast(256, 256))
     result = S.search(k, *R.random_inputs(k), workers=0, cache=False, top_k=None, log=path)
@@ -120,8 +121,9 @@ def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_
     assert "kernel" in lines[0] and lines[0]["top_k"] is None and lines[-1]["answer"] == " ".join(
         map(str, result.kernel.applied_opts)
     )
-    candidates = lines[1:-1]
-    assert len(candidates) == sum(r.candidates for r in result.rounds)
+    candidates, gains = [x for x in lines[1:-1] if "opts" in x], [x for x in lines[1:-1] if "gain" in x]
+    assert len(candidates) == sum(r.candidates for r in result.rounds) == len(lines) - 2 - len(gains)
+    assert gains and all(len(x["gain"]) == len(x["times"]) == 2 for x in gains)  # a round's best and its parent
     timed = [c for c in candidates if c["time_s"] is not None]
     assert len(timed) == sum(r.timed for r in result.rounds) and all(c["built"] and c["program"] for c in timed)
     assert all(c["estimate_s"] > 0 for c in candidates if c["round"] > 0)

@@ -853,8 +853,9 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
 
 def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monkeypatch):
     """Round 1 finds 50 (from 100). Then another job takes a core: round 2's children read 60, slower than 50 as
-    measured then, but their parent, timed again in round 2, reads 80: they gain on it, and the line goes on to the
-    30 behind them. (Judged against 50, the search stopped at round 2.) Times made up; nothing compiles or runs."""
+    measured then, but their parent, timed again in turn with the fastest of them, reads 80: they gain on it, and
+    the line goes on to the 30 behind them. (Judged against 50, the search stopped at round 2.) Times made up;
+    nothing compiles or runs."""
     base, fake = Kernel(*elementwise_ast(64)), {}
     busy = {"now": False}
 

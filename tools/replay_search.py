@@ -35,6 +35,7 @@ class Replay(search._Search):
         self.begin, self.deadline, self.progress = 0.0, math.inf, lambda *_: None
         self.why_dropped, self.seen, self.timed, self.built, self.unknown = [], set(), [], 0, 0
         self.times = {c["program"]: c["time_s"] for r in entry["rounds"] for c in r if c["time_s"] is not None}
+        self.logged_gains = entry.get("gains", {})
 
     def compile(self, kernels):
         programs = []
@@ -48,6 +49,12 @@ class Replay(search._Search):
 
     def time(self, kern, prg, stop_above=math.inf):
         return self.times.get(model.program_key(prg), math.inf)
+
+    def gains(self, child, parent, min_progress):
+        """As the search decided, where its log says (else from the times of the rounds)."""
+        key = tuple(model.program_key(x[3]) for x in (child, parent))
+        child_s, parent_s = self.logged_gains.get(key, (child[0], self.time(*parent[2:])))
+        return child_s < parent_s * (1 - search.LINE_GAIN) - min_progress
 
     def time_all(self, programs, cutoff):
         timed = []
