@@ -1,6 +1,6 @@
 """bench.py: the benchmark suite. Times our kernels on each CPU OpenCL device (unoptimized, hand-coded,
-beam-searched) beside numpy, against the device's own limits (an FMA-bound and a streaming kernel measured first:
-each row's fraction of its roofline bound), and beside tinygrad 0.9.1 measured on the same device by
+beam-searched) beside numpy, against the device's own limits (an FMA-bound kernel, and streaming kernels at each
+row's own bytes: each row's fraction of its roofline bound), and beside tinygrad 0.9.1 measured on the same device by
 tools/tinygrad_times.py, run under tinygrad 0.9.1 (its hand-coded kernels' times, and its BEAM=2 choices, which we
 apply to our own Kernel and time with our runtime, so both are timed the same way in one sitting).
 
@@ -22,18 +22,19 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
-import pyopencl as cl  # the roofline's own two kernels are plain OpenCL C, launched as runtime.py launches
+import pyopencl as cl
 
 from corpus import lazyop_from_json
 from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_ast, run_command_line, sum_ast
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
 from kernel import optimize
 from demo import load, reduce, store
-from runtime import NoDeviceError, build, get_device, random_inputs, time_kernel, working_devices
+from runtime import NoDeviceError, get_device, random_inputs, time_kernel, working_devices
+import model
 from search import search
 
 
@@ -157,65 +158,33 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
     return out
 
 
-# ==== the device's limits: an FMA-bound kernel and a streaming kernel, each timed as the suite's kernels are ======
-# A kernel takes at least max(flops / peak, bytes / stream) seconds (the roofline): each row shows that bound over
-# its time, and which of the two it is. Peak: every work-item keeps FMA_CHAINS independent vectors and applies a
-# multiply-add to each in turn, FMA_ITERS times. One chain waits for its last result (about 4 cycles), so a core
-# needs about 8 in flight on its two FMA units; the vectors fill its SIMD lanes (the compiler also vectorizes
-# across work-items), its work-items are many times the cores, and it touches memory once per work-item: nothing but
-# the FMA units limits it. It is tried at float4, float8 and float16 and as fma() and as a*x+b (contracted to an
-# FMA by the compiler: pip's PoCL 3.0 calls a library routine for fma()), and the fastest counts: the peak is
-# what the device can reach. Stream: a triad a = b + s*c over float4s, each array STREAM_FLOATS or more floats and
-# at least the last-level cache, so nearly every byte comes from memory; each byte is moved once, the way the
-# suite counts bytes (3 * 4 bytes per element, as add 16M).
-# The stream is memory's bandwidth, not the cache's: a workload whose data stays in the last-level cache (sum 16M's
-# 64 MiB in a 480 MiB L3) can pass 1.
-FMA_CHAINS, FMA_ITERS, FMA_ITEMS_PER_CORE = 8, 512, 2048
-FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * a + b"}
-STREAM_FLOATS, LIMIT_RUNS = 64 << 20, 5
+# ==== the device's limits: an FMA-bound kernel and streaming kernels, each timed as the suite's kernels are =====
+# A kernel takes at least max(flops / peak, bytes / bandwidth) seconds (the roofline): each row shows that bound over
+# its time, and which of the two it is. The peak is model.fma_peak's (its comment says how it is measured). The
+# bandwidth is a cache-aware one: model.bandwidth (the best of streaming kernels moving that many bytes in all, timed
+# as the rows are) at the row's own bytes and at each half of them down to 1 MiB, the fastest counting (levels). At
+# its own bytes alone it is no bound on this VM: kernels the search found read 64 MiB 1.06 to 1.7 times as fast as
+# the streams did (BENCHMARKS.md). The header's stream is memory's bandwidth: a triad over 3 arrays each of
+# STREAM_FLOATS floats or more and at least the last-level cache, each byte moved once.
+STREAM_FLOATS, LIMIT_RUNS, BEST_OF = 64 << 20, 5, 5  # BEST_OF: medians of each stream at a row's bytes, in turn
 
 
 class Limits(NamedTuple):
-    """The device's measured limits: its FMA peak (flop/s) and stream bandwidth (byte/s), and how they were measured."""
+    """The device's measured limits: its FMA peak (flop/s), memory's stream bandwidth (byte/s), how they were
+    measured, and the bandwidth at a footprint (bytes -> byte/s; None: the stream's at every footprint)."""
 
     peak: float
     stream: float
     how: str
+    bandwidth: Callable[[float], float] | None = None
 
 
 def roofline(flops: float, nbytes: float, seconds: float, limits: Limits) -> tuple[float, str]:
     """(bound / seconds, "compute" or "memory"): the fraction of the roofline bound max(flops / peak, bytes /
-    stream) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
-    compute, memory = flops / limits.peak, nbytes / limits.stream
+    bandwidth at those bytes) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
+    compute = flops / limits.peak
+    memory = nbytes / (limits.bandwidth(nbytes) if limits.bandwidth else limits.stream)
     return max(compute, memory) / seconds, "compute" if compute >= memory else "memory"
-
-
-def _fma_source(width: int, form: str) -> str:
-    t = f"float{width}"
-    lines = ["__kernel void fma_peak(__global float *out, float a, float b) {", "  float g = get_global_id(0);"]
-    lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(FMA_CHAINS)]
-    lines += [f"  for (int i = 0; i < {FMA_ITERS}; i++) {{"]
-    lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(FMA_CHAINS)] + ["  }"]
-    lines += [f"  {t} y = {' + '.join(f'x{i}' for i in range(FMA_CHAINS))};"]  # every chain is used: none is dead
-    lines += [f"  out[get_global_id(0)] = {' + '.join(f'y.s{c:x}' for c in range(width))};", "}"]
-    return "\n".join(lines)
-
-
-_STREAM_SOURCE = """__kernel void triad(__global float4 *a, __global const float4 *b, __global const float4 *c,
-                    float s) {
-  size_t i = get_global_id(0);
-  a[i] = b[i] + s * c[i];
-}"""
-
-
-def _median_launch(kern, global_size: int, local_size: int | None, *args, runs: int = LIMIT_RUNS) -> float:
-    """Median seconds of `runs` launches after one warm-up, from OpenCL profiling events (as time_kernel)."""
-    queue, times = get_device().queue, []
-    for i in range(runs + 1):
-        (event := kern(queue, (global_size,), (local_size,) if local_size else None, *args)).wait()
-        if i:
-            times.append((event.profile.end - event.profile.start) * 1e-9)
-    return statistics.median(times)
 
 
 def last_level_cache() -> int:
@@ -242,26 +211,25 @@ def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
 
 
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
-    """The device's FMA peak and stream bandwidth, measured now (see FMA_CHAINS)."""
-    dev = get_device()
-    device = dev.ctx.devices[0]
-    items = FMA_ITEMS_PER_CORE * device.max_compute_units
-    out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items)
-    local = 64 if device.max_work_group_size >= 64 else None
-    peaks = {}
-    for width in FMA_WIDTHS:
-        for form, expr in FMA_FORMS.items():
-            kern = build(_fma_source(width, expr), "fma_peak")
-            t = _median_launch(kern, items, local, out, np.float32(0.999), np.float32(0.001), runs=runs)
-            peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
-    best = max(peaks, key=peaks.get)
+    """The device's FMA peak, stream bandwidth and bandwidth at a footprint, measured now (see STREAM_FLOATS)."""
+    device = get_device().ctx.devices[0]
+    peak, best = model.fma_peak(runs, repeats=BEST_OF)
     n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
-    bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, 4 * n) for _ in range(3)]
-    for b in bufs:  # every page touched before it is timed
-        cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, 4 * n)
-    t = _median_launch(build(_STREAM_SOURCE, "triad"), n // 4, local, *bufs, np.float32(3), runs=runs)
-    how = f"{best}, {FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB; medians of {runs} launches"
-    return Limits(peaks[best], 12 * n / t, how)
+    stream, _ = model.bandwidth(12 * n, ("triad",), runs)
+    how = f"{best}, {model.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"
+    how += f"; medians of {runs} launches"
+    return Limits(peak, stream, how, lambda nbytes: max(at_bytes(n, runs) for n in levels(int(nbytes))))
+
+
+def levels(nbytes: int) -> list[int]:
+    """The footprints a workload of `nbytes` is bounded by: its own and each half down to 1 MiB (a part of its data
+    may be served by any cache level it fits, so the fastest of them is a bound; the memory alone is not one)."""
+    return [nbytes >> i for i in range(max(1, (nbytes >> 20).bit_length()))]
+
+
+def at_bytes(nbytes: int, runs: int = LIMIT_RUNS) -> float:
+    """The best bandwidth of model.STREAMS moving `nbytes`, BEST_OF medians of each in turn."""
+    return model.bandwidth(nbytes, runs=runs, repeats=BEST_OF)[0]
 
 
 def machine() -> str:
@@ -309,16 +277,18 @@ def _median_seconds(fn, runs: int) -> float:
 SIDE_BY_SIDE_ROUNDS, SIDE_BY_SIDE_SECONDS, SIDE_BY_SIDE_MOST = 5, 2.0, 50
 
 
-def _time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
-    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, taken in turn so
-    that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS and _SECONDS say how many).
-    (Another job only ever adds time, and on a CPU device it can double a launch by taking a core: the lowest median
-    is the one it didn't touch.)"""
+def time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
+    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, on the same device
+    buffers, taken in turn so that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS
+    and _SECONDS say how many). (Another job only ever adds time, and on a CPU device it can double a launch by taking
+    a core: the lowest median is the one it didn't touch.)"""
     samples: dict[str, list[float]] = {v: [] for v in variants}
-    spent, taken = 0.0, 0
+    spent, taken, shared = 0.0, 0, {}  # shared: one set of device buffers per AST, the same for every variant
     while taken < SIDE_BY_SIDE_ROUNDS or (spent < SIDE_BY_SIDE_SECONDS and taken < SIDE_BY_SIDE_MOST):
         for variant, kernels in variants.items():
-            samples[variant].append(sum(time_kernel(k, *x, runs=runs) for k, x in kernels))
+            samples[variant].append(
+                sum(time_kernel(k, *x, runs=runs, device_args=shared.setdefault(repr(k.ast), {})) for k, x in kernels)
+            )
             spent += samples[variant][-1] * runs
         taken += 1
     return {v: min(s) for v, s in samples.items()}
@@ -343,6 +313,7 @@ def bench(
     tinygrad_beam: Sequence[str] | str | None = None,
     cache: bool = True,
     limits: Limits | None = None,
+    log: str | None = None,
 ) -> dict[str, dict]:
     """Time each benchmark on this process's device unoptimized, with the hand-coded opts, and in numpy; print a
     table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given).
@@ -350,7 +321,8 @@ def bench(
     hand-coded rows also show tinygrad 0.9.1's time for the same workload and the ratio (ours / tinygrad's). With
     `search_amt`, also beam-search each kernel (that many kept per round) and time the searched kernels; with
     `tinygrad_beam`, files of tools/tinygrad_times.py --beam, also time tinygrad's BEAM choices on our runtime.
-    Returns {name: {variant: seconds, "search_s": ..., "bound_s": the roofline bound, "binds": its limit}}."""
+    Returns {name: {variant: seconds, "search_s": ..., "bound_s": the roofline bound, "binds": its limit, "bandwidth":
+    the bandwidth at the workload's bytes}}."""
     out = out or sys.stdout
     results: dict[str, dict] = {}
     measured_from, measured = _this_devices(tinygrad, "hand-coded")
@@ -373,7 +345,9 @@ def bench(
     )
     limits = limits or device_limits_measured()
     print(
-        f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})\n",
+        f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})"
+        + ("; each row's memory bound: the fastest streams at its bytes or any half of them" * bool(limits.bandwidth))
+        + "\n",
         file=out,
     )
     n, cost = optimizer_cost()  # first, while the caches are cold
@@ -401,22 +375,23 @@ def bench(
         variants = {"hand-coded": list(zip(hand, inputs))}
         extra: dict[str, float] = {}
         if search_amt:
-            found = [search(k, *x, amt=search_amt, cache=cache) for k, x in zip(unoptimized, inputs)]
+            found = [search(k, *x, amt=search_amt, cache=cache, log=log) for k, x in zip(unoptimized, inputs)]
             variants["searched"] = [(r.kernel, x) for r, x in zip(found, inputs)]
             extra["search_s"] = sum(r.seconds for r in found)
             extra["cached"] = all(r.cached for r in found)
+            extra["built"] = sum(r.compiled for f in found for r in f.rounds)
             if name in beam:
                 variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name]["kernels"]]
                 extra["tinygrad_search_s"] = beam[name]["search_s"]
         times.update(
-            _time_side_by_side(variants, runs)
+            time_side_by_side(variants, runs)
             if len(variants) > 1
             else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
         )
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
-        bound_s = max(flops / limits.peak, nbytes / limits.stream)
+        bound_s = roofline(flops, nbytes, 1.0, limits)[0]  # the bound, in seconds
         for variant, t in times.items():
             note = ""
             if variant == "hand-coded" and name in measured:
@@ -434,7 +409,9 @@ def bench(
                 file=out,
                 flush=True,
             )
-        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds}
+        bandwidth = limits.bandwidth(nbytes) if limits.bandwidth else limits.stream
+        own = at_bytes(nbytes) if limits.bandwidth else limits.stream
+        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds, "bandwidth": bandwidth, "own": own}
     if compared:
         print(
             "\n"
@@ -453,9 +430,10 @@ def bench(
 def _summary(results: dict[str, dict], out) -> None:
     """The searched column against tinygrad's BEAM, as a markdown table, and the geometric means."""
     print(
-        "\n| workload | hand-coded | searched | tinygrad BEAM | x tinygrad | numpy | searched GFLOP/s | "
-        "searched GB/s | searched of roofline | search s | tinygrad search s |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "\n| workload | hand-coded | searched | tinygrad BEAM | x tinygrad | numpy | searched GFLOP/s | searched GB/s "
+        "| GB/s at its bytes | bound GB/s | searched of roofline | numpy of roofline | built | search s "
+        "| tinygrad search s |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         file=out,
     )
     for name, r in results.items():
@@ -465,7 +443,9 @@ def _summary(results: dict[str, dict], out) -> None:
             f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {ours * 1e3:.2f} ms | "
             f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {f'{tg / ours:.2f}' if tg else '-'} | "
             f"{r['numpy'] * 1e3:.2f} ms | {flops / ours * 1e-9:.1f} | {nbytes / ours * 1e-9:.1f} | "
-            f"{r['bound_s'] / ours:.2f} ({r['binds']}) | {r['search_s']:.1f} | {f'{tg_s:.1f}' if tg_s else '-'} |",
+            f"{r['own'] * 1e-9:.1f} | {r['bandwidth'] * 1e-9:.1f} | {r['bound_s'] / ours:.2f} ({r['binds']}) | "
+            f"{r['bound_s'] / r['numpy']:.2f} | {r.get('built', '-')} | {r['search_s']:.1f} | "
+            f"{f'{tg_s:.1f}' if tg_s else '-'} |",
             file=out,
         )
     both = [r for r in results.values() if "tinygrad BEAM" in r]
@@ -514,7 +494,7 @@ def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
 def _child_argv(args: argparse.Namespace) -> list[str]:
     """The command line of one device's child: this one's, but --device."""
     argv = [*args.names, "--runs", str(args.runs), "--beam", str(args.beam)]
-    argv += ["--search"] * args.search + ["--no-cache"] * args.no_cache
+    argv += ["--search"] * args.search + ["--no-cache"] * args.no_cache + ["--log", args.log] * bool(args.log)
     for option, paths in (("--tinygrad", args.tinygrad), ("--tinygrad-beam", args.tinygrad_beam)):
         for path in paths:
             argv += [option, path]
@@ -557,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--search", action="store_true", help="also beam-search each kernel and time the result")
     p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round of --search (2)")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
+    p.add_argument("--log", metavar="FILE", help="with --search, append every candidate and time to FILE")
     p.add_argument(
         "--tinygrad-beam",
         metavar="FILE",
@@ -590,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             search_amt=args.beam if args.search else None,
             tinygrad_beam=args.tinygrad_beam,
             cache=not args.no_cache,
+            log=args.log,
         )
         return 0
     try:

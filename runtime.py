@@ -547,12 +547,16 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
     return launch.read()
 
 
-def time_kernel(k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None) -> float:
-    """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs."""
+def time_kernel(
+    k: Kernel, *inputs: np.ndarray, runs: int = 10, warmup: int = 2, var_vals: dict | None = None, device_args=None
+) -> float:
+    """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs. `device_args`: a dict
+    (as Launch's) that keeps the device buffers between calls, so that kernels of one AST compared in turn run on the
+    same memory (fresh buffers are other pages, which a cache may hold differently)."""
     check_kernel(k, "time_kernel")
     for name, value, low in (("runs", runs, 1), ("warmup", warmup, 0)):
         check_arg("time_kernel", name, value, is_int(value) and value >= low, f"an int >= {low}")
-    launch = Launch(k, inputs, var_vals)
+    launch = Launch(k, inputs, var_vals, device_args=device_args)
     times = []
     for i in range(warmup + runs):
         if (event := launch.launch()) is None:

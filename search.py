@@ -1,40 +1,32 @@
 """search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py; docs/search.md
-says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); compiling, in
-threads that each feed a helper process (_compile_all, _Compiler), where a stuck build is killed; timing
-(_time_candidate); the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's compiles
-and timing, the lines, the runoff, verification); its command line (`python search.py NAME`: main, search_demo)."""
+says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); the model's cut
+(model.py) and the compiles (compilers.py: helper processes, where a stuck build is killed); timing (_time_candidate);
+the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's cut, compiles and timing,
+the lines, the runoff, verification). `python search.py NAME` runs search_cli.py's command line."""
 
-import argparse
 import contextlib
-import functools
 import hashlib
 import json
 import math
 import numbers
 import os
-import pickle
-import queue
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
-import kernel
-import runtime
-from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, getenv, optimize, prod, use_color
-from demo import DEMOS, fit, parse_opt_arg, run_command_line, terminal_width
-from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, device_lock, infer, Launch
-from runtime import buffers, build, cache_dir, concrete_ast, device_limits, get_device, np_dtype, random_inputs
-from runtime import reference, render, runtime_local_size, sample_var_vals, time_kernel, var_values, verify
+from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
+from compilers import compile_all
+from model import SearchLog, estimate, footprint, measured_device, program_key
+from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
+from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
+from runtime import reference, runtime_local_size, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
 # The opts one round may add to a kernel: tinygrad 0.9.1's action list (an amt of 0 means the whole axis) but its
@@ -49,13 +41,18 @@ ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC
 # ... and ours: 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: on axis 0; elsewhere only in two
 # steps, 4 then 8 or 16 then 2, each of which must win its round first)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
+# ... and two-step actions, each one step: pad an axis to a multiple of 32, then take 16 or 32 of it as work-items (a
+# CPU's vector lanes: Intel's runtime vectorizes only a work-group of whole vectors). Padding alone is no faster
+# (conv2d: 177 ms, 184 without), so it never made a beam, and conv2d's output rows (62) were never vectorized
+MACROS = [(Opt(OptOps.PADTO, axis, 32), Opt(OptOps.LOCAL, axis, n)) for n in (16, 32) for axis in range(6)]
 
-COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
 PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 65536, matmul 1024 timed 1.5x longer)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
-FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, 3, 3  # the runoff: kernels, passes, launches per pass
+TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
+FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
+CODE = ("kernel", "render", "runtime", "model", "compilers", "search")  # what an answer depends on (cache key)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
@@ -71,18 +68,25 @@ def search_limits() -> tuple[int, int]:
     return getenv("BEAM_UPCAST_MAX", 256, minimum=1), getenv("BEAM_LOCAL_MAX", 1024, minimum=1)
 
 
+def action_text(action: Opt | tuple[Opt, ...]) -> str:
+    """An action as the cache key and a log hold it: 'UPCAST:0:4', a two-step one 'PADTO:3:32+LOCAL:3:16'."""
+    return "+".join(map(str, action if isinstance(action, tuple) else (action,)))
+
+
 def kernel_actions(k: Kernel) -> list[Kernel]:
-    """Every kernel one action from k (tinygrad's get_linearizer_actions): the actions that apply, skipping an
-    amount equal to the whole axis when amount 0 says the same, and kernels over the search_limits()."""
+    """Every kernel one action from k (tinygrad's get_linearizer_actions, and MACROS): the actions that apply,
+    skipping an amount equal to the whole axis when amount 0 says the same, and kernels over the search_limits()."""
     out, actions, (upcast_max, local_max) = [], search_actions(), search_limits()
-    for opt in actions:
+    for action in actions + MACROS:
+        opt, *more = action if isinstance(action, tuple) else (action,)
         if opt.axis is not None and opt.op is not OptOps.TC:
             axis = opt.real_axis(k)
             if axis >= k.shape_len or (k.full_shape[axis] == opt.amt and Opt(opt.op, axis, 0) in actions):
                 continue
         k2 = k.copy()
         try:
-            k2.apply_opt(opt)
+            for step in (opt, *more):
+                k2.apply_opt(step)
         except KernelOptError:
             continue
         tc_up = prod(k2.tensor_core.dims) // prod(n for _, n in k2.tensor_core.threads) if k2.tensor_core else 1
@@ -94,133 +98,6 @@ def kernel_actions(k: Kernel) -> list[Kernel]:
     return out
 
 
-# -- compiling candidates: in helper processes, each fed by a thread of this one ---------------------------------
-_COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import search; search._compile_worker()"
-
-
-class _Compiler:
-    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
-    answers with their binaries; in processes, builds run side by side and a stuck one can be killed (docs/search.md).
-    It starts at its first source (again after a crash, never after end()), and ends when its input closes."""
-
-    def __init__(self, device: str | None = None):
-        self.device, self.proc, self.lock, self.ended = device or _device_choice(), None, threading.Lock(), False
-
-    def __call__(self, src: str) -> bytes:
-        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
-            if not self.ended and (self.proc is None or self.proc.poll() is not None):
-                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
-                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: Ctrl-C is the search's alone; silent: a build's log comes in its answer
-                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
-                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
-            if self.ended:  # before, or while this thread started a process: no answer would come
-                self.end()
-                raise ChildProcessError("the search ended its compiles")
-            try:
-                pickle.dump(src, self.proc.stdin)
-                self.proc.stdin.flush()
-                source, built, answer = pickle.load(self.proc.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end()
-                self.end(for_good=False)
-                raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
-        if source != src:
-            self.end(for_good=False)
-            raise ChildProcessError("the compiler's process answered for another source")
-        if not built:
-            raise BuildError(answer)
-        return answer
-
-    def end(self, for_good: bool = True) -> None:
-        """Kill the process: for good when the search gives up on its compiles, else until the next source."""
-        self.ended = self.ended or for_good
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _device_choice() -> str:
-    """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
-    d = get_device().ctx.devices[0]
-    return next(f"{n}:{p.get_devices().index(d)}" for n, p in enumerate(cl.get_platforms()) if p == d.platform)
-
-
-def _compile_worker() -> None:
-    """A _Compiler's process: answers each source on stdin with (source, True, binary) or (source, False, log)."""
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # what the driver prints goes to stderr, never among the answers
-    ctx = get_device().ctx
-    with contextlib.suppress(EOFError):
-        while True:
-            src = pickle.load(sys.stdin.buffer)
-            try:
-                answer = (src, True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
-            except cl.Error as e:
-                answer = (src, False, str(e))
-            pickle.dump(answer, answers)
-            answers.flush()
-
-
-_compilers: list[_Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
-_compilers_lock = threading.Lock()
-
-
-def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
-    """Render and build candidate i, then launch a work-group of it on `ones` (PoCL compiles the work-group function for
-    a local size at its first launch: the timing sees the kernel alone); returns (i, program or None, why)."""
-    try:
-        prg = render(k, limits)
-        kern = build(prg.src, prg.name, compiler)
-        runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
-    except Exception as e:  # a candidate that doesn't render or build, or that the device can't run, is dropped
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
-        with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
-            with device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
-            event.wait()
-    return i, prg, ""
-
-
-def _compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels in `workers` processes (0: here) until the deadline: [(number, program or None, why)]."""
-    device, n = _device_choice(), min(workers, len(kernels))
-    with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
-        compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
-        _compilers[:] = [c for c in _compilers if c not in compilers and not c.ended]
-    compilers += [_Compiler(device) for _ in range(n - len(compilers))]
-    idle = queue.SimpleQueue()  # a thread takes a compiler no other thread is using (None: it builds here)
-    for compiler in compilers or [None]:
-        idle.put(compiler)
-
-    def compile_one(i: int, k: Kernel) -> tuple:
-        compiler = idle.get()
-        try:
-            return _compile_candidate(i, k, limits, ones, compiler)
-        finally:
-            idle.put(compiler)
-
-    pool, results, pending = ThreadPoolExecutor(max(n, 1)), [], set()
-    try:
-        pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
-        while pending and time.perf_counter() < deadline:
-            done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
-            for f in done:  # each answer said, not only each wait's
-                results.append(f.result())
-                progress("compiling", len(results), len(kernels))
-            if not done and time.perf_counter() < deadline:  # stuck: ended below
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
-        return results
-    finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
-        if len(results) < len(kernels):
-            for compiler in compilers:
-                compiler.end()
-        pool.shutdown(cancel_futures=True)  # but a build in this process: it can't be ended, and is waited for
-        with _compilers_lock:
-            _compilers.extend(compilers)
-
-
 # -- timing candidates: here, one at a time ----------------------------------------------------------------------
 def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[list[int], int]:
     """tinygrad's _get_test_global_size: halve the last dim above 16 to at most max_global_size work-groups."""
@@ -229,6 +106,14 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
         size[halvable[-1]] //= 2
         factor *= 2
     return size, factor
+
+
+def runoff_noise(medians: list[list[float]]) -> float:
+    """The timing's noise, measured: for each kernel timed in several medians, how far its second-lowest is above its
+    lowest (other work only adds time: the lowest is the kernel's own, and the next says how well it is pinned), the
+    median over the kernels; 0 where no kernel has two."""
+    excess = [sorted(m)[1] / min(m) - 1 for m in medians if len(m) > 1 and min(m) > 0]
+    return statistics.median(excess) if excess else 0.0
 
 
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
@@ -260,7 +145,8 @@ class SearchError(ValueError):
 
 @dataclass
 class SearchRound:
-    """A round's counts (`duplicates`: the same code as a kernel timed before) and the best kernel and time so far."""
+    """A round's counts (`duplicates`: the same code as a kernel timed before; `unbuilt`: left by the cut) and the best
+    kernel and time so far."""
 
     number: int
     candidates: int
@@ -268,6 +154,7 @@ class SearchRound:
     duplicates: int
     timed: int
     dropped: int
+    unbuilt: int  # left by the cut: the model ranked them below the top_k
     best_s: float
     best: Kernel
     seconds: float
@@ -275,7 +162,8 @@ class SearchRound:
 
 @dataclass
 class SearchResult:
-    """The kernel found (verified), its time, the rounds, the candidates dropped (and why), whether from the cache."""
+    """The kernel found (verified), its time, the rounds, the candidates dropped (and why), whether from the cache,
+    and the runoff's figures: how sure the choice is."""
 
     kernel: Kernel
     time_s: float
@@ -284,14 +172,22 @@ class SearchResult:
     cached: bool
     seconds: float
     why_dropped: list[str]
-    finalists: int = 0
+    finalists: int = 0  # the runoff: kernels timed again, passes, the noise it measured, the runner-up's margin
+    passes: int = 0
+    noise: float = math.nan
+    margin: float = math.nan
+
+    @property
+    def sure(self) -> bool:
+        """Whether the runoff's winner led the runner-up by more than the noise (else a tie: either will do)."""
+        return self.margin > self.noise
 
 
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
     """This search's file, named by a hash of all its answer depends on (the code too), and the kernel and time it
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
-    code = hashlib.sha256(b"".join(Path(p).read_bytes() for p in (kernel.__file__, runtime.__file__, __file__)))
-    actions, device = [str(a) for a in search_actions()], get_device().name
+    code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
+    actions, device = [action_text(a) for a in search_actions() + MACROS], get_device().name
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
@@ -329,7 +225,7 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -340,6 +236,8 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
         raise SearchError(f"timeout must be a number of seconds > 0, got {timeout!r}")
     if isinstance(min_progress, bool) or not isinstance(min_progress, numbers.Real) or not 0 <= min_progress < math.inf:
         raise SearchError(f"min_progress must be a number of seconds >= 0, got {min_progress!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise SearchError(f"top_k (candidates built a round) must be an integer >= 1 or None (all), got {top_k!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
@@ -353,8 +251,10 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
 class _Search:
     """One search's state (what was compiled and timed so far) and its steps, from compiling a round to verifying."""
 
-    def __init__(self, k: Kernel, inputs, var_vals: dict, begin: float, timeout, workers, progress):
+    def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
+        self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (model.py)
+        self.device = measured_device(footprint(k)) if top_k or log else None  # the model's limits of the device
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
@@ -370,25 +270,39 @@ class _Search:
     def drop(self, kern: Kernel, why: str) -> None:
         self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {why}")
 
-    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], dict]:
-        """Compile the kernels not seen before; returns the programs of code not timed before, and the counts."""
+    def fresh(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels whose state (all that rendering reads but the AST) wasn't sent to compile before."""
         fresh = []
         for kern in kernels:
-            key = (tuple(st.views for st in kern.sts), kern.full_shape, kern.upcasted, kern.local_dims,  # all that
-                   kern.group_for_reduces, kern.dont_use_locals, repr(kern.tensor_core))  # rendering reads but the AST
+            key = (tuple(st.views for st in kern.sts), kern.full_shape, kern.upcasted, kern.local_dims,
+                   kern.group_for_reduces, kern.dont_use_locals, repr(kern.tensor_core))  # fmt: skip
             if key not in self.seen:
                 self.seen.add(key)
                 fresh.append(kern)
-        results, programs = _compile_all(fresh, self.limits, self.ones, self.workers, self.deadline, self.progress), []
+        return fresh
+
+    def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], int]:
+        """Compile the kernels; returns the programs of code not timed before, and how many compiled."""
+        results = compile_all(kernels, self.limits, self.ones, self.workers, self.deadline, self.progress)
+        programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:
-                self.drop(fresh[i], why)
+                self.drop(kernels[i], why)
             elif (key := (prg.src, tuple(prg.global_size), tuple(prg.local_size or ()))) not in self.seen:
                 self.seen.add(key)
-                programs.append((fresh[i], prg))
-        compiled = sum(prg is not None for _, prg, _ in results)
-        duplicates = len(kernels) - len(fresh) + compiled - len(programs)
-        return programs, {"candidates": len(kernels), "compiled": compiled, "duplicates": duplicates}
+                programs.append((kernels[i], prg))
+        return programs, sum(prg is not None for _, prg, _ in results)
+
+    def cut(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels to build: with top_k, each parent's best top_k / parents by the model (a parent whose children
+        the model ranks low still has its line followed), else all."""
+        if not self.top_k or not self.estimates or not kernels:
+            return kernels
+        families: dict[int, list[Kernel]] = {}
+        for kern in kernels:
+            families.setdefault(self.parents[id(kern)], []).append(kern)
+        each = math.ceil(self.top_k / len(families))
+        return [kern for f in families.values() for kern in sorted(f, key=lambda x: self.estimates[id(x)])[:each]]
 
     def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
         """Time the programs, each once, then the CONTENDERS within 2x of the best again, pass after pass; returns
@@ -414,18 +328,24 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt` fastest and
-        each line's fastest where it gained over LINE_GAIN) until no line does: (the rounds, whether out of time)."""
+        each line's fastest where it gains on its parent: `gains`) until no line does: (the rounds, whether out of
+        time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
-        line_best, best, rounds, candidates = [math.inf] * len(starts), (math.inf, 0, self.k, None), [], starts
+        best, rounds, candidates, beam = (math.inf, 0, self.k, None), [], starts, []
         while True:
-            dropped = len(self.why_dropped)
-            programs, counts = self.compile(candidates)
+            dropped, fresh = len(self.why_dropped), self.fresh(candidates)
+            built = self.cut(fresh)
+            programs, compiled = self.compile(built)
             ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
-            counts |= {"timed": len(ranked), "dropped": len(self.why_dropped) - dropped}
+            if self.log:
+                self.log.round(len(rounds), candidates, self.estimates, built, ranked)
+            counts = {"candidates": len(candidates), "compiled": compiled, "unbuilt": len(fresh) - len(built)}
+            counts |= {"duplicates": len(candidates) - len(fresh) + compiled - len(programs), "timed": len(ranked)}
+            counts |= {"dropped": len(self.why_dropped) - dropped}
             best = ranked[0] if ranked and ranked[0][:2] < best[:2] else best
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
-            alive = {n for n, x in fastest.items() if x[0] < line_best[n] * (1 - LINE_GAIN) - min_progress}
-            line_best = [fastest[n][0] if n in alive else t for n, t in enumerate(line_best)]
+            parents = {line[id(x[2])]: x for x in reversed(beam)}  # and its fastest parent (none in round 0)
+            alive = {n for n, x in fastest.items() if n not in parents or self.gains(x, parents[n], min_progress)}
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
@@ -434,21 +354,48 @@ class _Search:
             out_of_time = time.perf_counter() > self.deadline
             if not alive or out_of_time:
                 return rounds, out_of_time
-            children = [(kern, parent) for _, _, parent, _ in beam for kern in kernel_actions(parent)]
-            line |= {id(kern): line[id(parent)] for kern, parent in children}
-            candidates = [kern for kern, _ in children]
+            children = [(kern, parent, t) for t, _, parent, _ in beam for kern in kernel_actions(parent)]
+            line |= {id(kern): line[id(parent)] for kern, parent, _ in children}
+            self.parents = {id(kern): id(parent) for kern, parent, _ in children}
+            if self.device:
+                self.estimates = {id(kern): estimate(kern, parent, t, self.device) for kern, parent, t in children}
+            candidates = [kern for kern, _, _ in children]
 
-    def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], int]:
-        """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, and rank them by their best
-        median (other work only adds time: the lowest is the kernel's own), the rest behind: (ranking, finalists)."""
+    def gains(self, child: tuple, parent: tuple, min_progress: float) -> bool:
+        """Whether a round's fastest kernel of a line gains over LINE_GAIN on its parent, the two timed again in turn
+        (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
+        no longer the least of a round's many (which errs low by the noise)."""
+        times: tuple[list[float], list[float]] = ([], [])
+        for _ in range(TIMING_PASSES):
+            for t, (_, _, kern, prg) in zip(times, (child, parent)):
+                t.append(self.time(kern, prg))
+        if self.log:  # a replay decides as this search did
+            self.log.write(gain=[program_key(x[3]) for x in (child, parent)], times=[min(t) for t in times])
+        return min(times[0]) < min(times[1]) * (1 - LINE_GAIN) - min_progress
+
+    def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
+        """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
+        their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
+        (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
+        noise of it. Returns the ranking and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
+        if not ranked:
+            return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
-        for _ in range(FINAL_PASSES):
+        leaders: list[int] = []
+        for passes in range(1, FINAL_PASSES[1] + 1):
             for _, n, kern, prg in finalists:
                 medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
-        again = sorted(((min(medians[n]), n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
-        return again + [x for x in ranked if x[1] not in medians], len(finalists)
+            best = {n: min(m) for n, m in medians.items()}
+            leaders.append(min(best, key=lambda n: (best[n], n)))
+            noise = runoff_noise(list(medians.values()))
+            if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
+                break
+        again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
+        margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
+        stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
+        return again + [x for x in ranked if x[1] not in medians], stats
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
         """(time, kernel) of the fastest kernel that computes what the reference does; none: an error, never k."""
@@ -468,7 +415,7 @@ class _Search:
 
 def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, timeout: float | None = None,
            cache: bool = True, workers: int | None = None, min_progress: float = 1e-8, from_heuristics: bool = True,
-           on_round=None, on_progress=None) -> SearchResult:  # fmt: skip
+           top_k: int | None = TOP_K, log: str | None = None, on_round=None, on_progress=None) -> SearchResult:
     """tinygrad 0.9.1's beam search, made faster (docs/search.md says how, and why it is safe); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
@@ -476,7 +423,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress)
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k)
     begin = time.perf_counter()
     if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
@@ -488,7 +435,11 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     if workers is None:  # a compiler per core this process may run on; none where Python has no executable to start
         workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
         workers = workers if sys.executable else 0
-    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None))
+    s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
+    if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
+        settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
+        actions = [action_text(a) for a in search_actions() + MACROS]
+        s.log = log = SearchLog(log, k, **settings, device=vars(s.device), limits=s.limits, actions=actions)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:
         try:
@@ -497,12 +448,14 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
             s.why_dropped.append(f"the heuristics refuse this kernel (KernelOptError: {e}): searched from it alone")
     rounds, out_of_time = s.rounds(heuristics + [k.copy()], amt, min_progress, on_round or (lambda r: None))
     ranked = sorted(s.timed, key=lambda x: x[:2])
-    ranked, finalists = (ranked, 0) if out_of_time else s.runoff(ranked, heuristics)
+    ranked, runoff = (ranked, {}) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
     if path and not out_of_time:
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     seconds = time.perf_counter() - begin
-    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, finalists)
+    if log:
+        log.answer(kern, t, seconds)
+    return SearchResult(kern, t, rounds, len(s.why_dropped), False, seconds, s.why_dropped, **runoff)
 
 
 def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None = None, **options) -> Kernel:
@@ -511,108 +464,8 @@ def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | N
     return search(k, *inputs, amt=amt, var_vals=var_vals, **options).kernel
 
 
-# -- the command line ---------------------------------------------------------------------------------------------
-class _SearchDisplay:
-    """`python search.py`'s lines, fit to the terminal; on a terminal also a progress line, rewritten in place."""
+if __name__ == "__main__":  # the command line lives in search_cli.py: an entry point, not a part of the search
+    from demo import run_command_line
+    from search_cli import main
 
-    def __init__(self, out=None):
-        self.out = out or sys.stdout
-        self.live, self.width, self.round = self.out.isatty(), terminal_width(self.out), 0
-        self.say = functools.partial(print, file=self.out, flush=True)
-
-    def progress(self, phase: str, done: int, total: int) -> None:
-        if self.live:
-            self.say(f"\r  round {self.round}: {phase} {done}/{total}\033[K", end="")
-
-    def on_round(self, r: SearchRound) -> None:
-        if self.live:
-            self.out.write("\r\033[K")
-        self.round = r.number + 1
-        counts = f"round {r.number}: {r.candidates:4d} candidates {r.compiled:4d} compiled {r.timed:4d} timed "
-        counts += f"{r.dropped:3d} dropped {r.duplicates:3d} duplicates"
-        self.line(counts, f"best {_ms(r.best_s)}  {r.seconds:6.1f} s", k=r.best)
-
-    def line(self, *fields: str, k: Kernel, width: int = 0) -> None:
-        """Say the fields, k's shape (padded to `width`) and opts, two spaces apart: a field that doesn't fit on the
-        line starts the next one."""
-        shape = k.colored_shape() if use_color(self.out) else ansistrip(k.colored_shape())
-        fields = (*fields, shape + " " * (width - ansilen(shape)), _opts_text(k))
-        lines = fit("  " + fields[0], self.width, hang=6)
-        for field in fields[1:]:
-            if ansilen(lines[-1]) + 2 + ansilen(field) <= self.width:
-                lines[-1] += "  " + field
-            else:
-                lines += fit(" " * 6 + field.lstrip(), self.width, hang=6)
-        self.say("\n".join(line.rstrip() for line in lines))
-
-
-def _ms(t: float) -> str:
-    return f"{t * 1e3:9.3f} ms" if math.isfinite(t) else f"{'-':>9s} ms"
-
-
-def _opts_text(k: Kernel) -> str:
-    return ", ".join(str(o) for o in k.applied_opts) or "no opts"
-
-
-def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
-    """`python search.py`: search a demo kernel round by round, then time the hand-coded and the searched kernel."""
-    if name not in DEMOS:
-        raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    demo, display = DEMOS[name], _SearchDisplay(out)
-    start = Kernel(*demo.build(), opts=TARGETS[target or demo.target])
-    for opt in opts or ():
-        start.apply_opt(opt)
-    samples = sample_var_vals(start)
-    var_vals = samples[len(samples) // 2]  # a symbolic kernel is searched at its variables' middle, as tinygrad does
-    inputs = random_inputs(start, var_vals=var_vals)
-    display.say(f"{name} [{target or demo.target}]: {demo.what}")
-    heuristics = " and the heuristics" if not start.applied_opts else ""
-    searching = f"beam search, {amt} kept per round, on {get_device().name}, from {_opts_text(start)}{heuristics}"
-    display.say("\n".join(fit(searching, display.width)))
-    options |= {"on_round": display.on_round, "on_progress": display.progress}
-    result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
-    if result.cached:
-        display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
-    elif result.finalists:
-        runoff = f"runoff:  {result.finalists} fastest timed again, best of {FINAL_PASSES} medians in turn: "
-        display.line(runoff + f"best {_ms(result.time_s).strip()}", k=result.kernel)
-    rows, times = [("hand-coded", optimize(Kernel(*start.ast, opts=start.opts))), ("searched", result.kernel)], {}
-    width = max(ansilen(k.colored_shape()) for _, k in rows)
-    display.say("")
-    for label, k in rows:
-        times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
-        display.line(f"{label:10s} {_ms(times[label])}", k=k, width=width)
-    timed = sum(r.timed for r in result.rounds)
-    totals = f"search {result.seconds:.1f} s, {timed} kernels timed, {result.dropped} dropped; verified"
-    display.say(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; {totals}")
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python search.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache]",
-        description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
-        "and the searched kernel side by side (the searched one verified against numpy).",
-        epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
-        f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
-    )
-    p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
-    p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
-    p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
-    p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
-    p.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help="start from these opts")
-    p.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
-    args = p.parse_args(argv)
-    if args.beam < 1:
-        p.error(f"--beam must be at least 1, got {args.beam}")
-    try:
-        search_demo(args.name, args.beam, args.opt, args.target, timeout=args.timeout, cache=not args.no_cache)
-    except (SearchError, KernelOptError) as e:
-        p.error(str(e))
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError,)))

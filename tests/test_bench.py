@@ -17,8 +17,11 @@ import sys
 import pytest
 
 import bench
+import model
 import search as S
-from kernel import Opt, OptOps
+import search_cli
+from kernel import Kernel, Opt, OptOps
+from runtime import random_inputs, time_kernel
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
 
@@ -91,18 +94,34 @@ def test_the_roofline_fraction_is_the_bound_over_the_time():
 
 
 def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
-    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here. Every
-    launch fills whole work-groups (PoCL refuses one that doesn't: INVALID_WORK_GROUP_SIZE), even where the
-    last-level cache is no round number of floats."""
-    launches, median_launch = [], bench._median_launch
-    monkeypatch.setattr(bench, "_median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
-    monkeypatch.setattr(bench, "FMA_ITERS", 8)
+    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here, and the
+    bandwidth at a footprint. Every launch fills whole work-groups (PoCL refuses one that doesn't:
+    INVALID_WORK_GROUP_SIZE), even where the last-level cache is no round number of floats."""
+    launches, median_launch = [], model.median_launch
+    monkeypatch.setattr(model, "median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
+    monkeypatch.setattr(model, "FMA_ITERS", 8)
+    monkeypatch.setattr(model, "_measured", {})
     monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
     monkeypatch.setattr(bench, "last_level_cache", lambda: 4 * ((1 << 16) + 20))  # 5 float4s past 2**16 floats
     limits = bench.device_limits_measured(runs=1)
-    assert limits.peak > 0 and limits.stream > 0
+    assert limits.peak > 0 and limits.stream > 0 and limits.bandwidth(3 << 20) > 0
     assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.5 MiB", limits.how)
-    assert len(launches) == 7 and all(local is None or size % local == 0 for size, local in launches), launches
+    # each FMA form and each stream at 3 and at 1.5 MiB, BEST_OF times; the triad over memory once
+    assert len(launches) == 6 * bench.BEST_OF + 1 + len(model.STREAMS) * bench.BEST_OF * 2
+    assert all(local is None or size % local == 0 for size, local in launches), launches
+
+
+def test_a_rows_memory_bound_is_the_fastest_level_its_bytes_or_a_half_of_them_fit():
+    """64 MiB is bounded by the streams at 64, 32, ... 1 MiB (each cache level a part of its data may stay in)."""
+    assert bench.levels(64 << 20) == [64 << 20 >> i for i in range(7)] and bench.levels(1 << 19) == [1 << 19]
+
+
+def test_the_memory_bound_of_a_row_is_the_bandwidth_at_its_own_bytes():
+    """A row of 1 MB against a bandwidth of 100 GB/s at 1 MB (a cache) and 10 GB/s beyond: its bound is 10 us, not
+    the 100 us the stream alone would give, so a kernel that keeps its data in the cache can't read above 1."""
+    limits = bench.Limits(1e11, 1e10, "given", lambda nbytes: 1e11 if nbytes <= 1e6 else 1e10)
+    assert bench.roofline(1e3, 1e6, 20e-6, limits) == pytest.approx((0.5, "memory"))
+    assert bench.roofline(1e3, 1e8, 20e-3, limits) == pytest.approx((0.5, "memory"))  # 100 MB at 10 GB/s: 10 ms
 
 
 def test_the_stream_arrays_are_a_power_of_two_of_floats():
@@ -114,8 +133,8 @@ def test_the_stream_arrays_are_a_power_of_two_of_floats():
 
 
 def test_the_fma_kernel_keeps_independent_chains():
-    src = bench._fma_source(8, bench.FMA_FORMS["fma()"])
-    assert all(f"x{i} = fma(x{i}, a, b);" in src for i in range(bench.FMA_CHAINS)) and "float8 y = x0 + x1" in src
+    src = model.fma_source(8, model.FMA_FORMS["fma()"])
+    assert all(f"x{i} = fma(x{i}, a, b);" in src for i in range(model.FMA_CHAINS)) and "float8 y = x0 + x1" in src
 
 
 def test_bench_prints_a_row_per_variant_with_its_roofline_fraction(device, tiny, capsys, tmp_path):
@@ -348,28 +367,66 @@ def test_tinygrad_beam_needs_search(capsys):
 @pytest.mark.parametrize("script", ["bench", "search"])
 def test_bench_and_search_have_their_own_command_lines(script, capsys):
     with pytest.raises(SystemExit) as e:
-        {"bench": bench, "search": S}[script].main(["--help"])
+        {"bench": bench, "search": search_cli}[script].main(["--help"])
     assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main(["no such benchmark"])
     assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
 
 
+def _named_kernels() -> dict:
+    """Two kernels of one AST, "a" and "b": a test's stand-ins for two variants."""
+    a = Kernel(*elementwise_ast(64))
+    return {"a": a, "b": a.copy()}
+
+
 def test_bench_takes_the_best_of_medians_taken_in_turn(monkeypatch):
     """bench.py's side-by-side timing: each variant's medians come in turn, and its time is the lowest of them."""
-    order, medians = [], {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or next(medians[k]))
-    assert bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=5) == {"a": 1.0, "b": 1.5}
+    order, ks = [], _named_kernels()
+    medians = {"a": iter([3.0, 1.5, 2.0, 1.0, 4.0]), "b": iter([2.0, 2.5, 4.0, 3.0, 1.5])}
+    name = {id(k): n for n, k in ks.items()}
+    monkeypatch.setattr(
+        bench, "time_kernel", lambda k, *x, runs, device_args: order.append(name[id(k)]) or next(medians[name[id(k)]])
+    )
+    assert bench.time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=5) == {"a": 1.0, "b": 1.5}
     assert order == ["a", "b"] * bench.SIDE_BY_SIDE_ROUNDS == ["a", "b"] * 5  # 5 rounds: far over 2 s of launches
 
 
 def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
     """Kernels of 5 ms (one median 4 ms): medians of 10 launches go on in turn until their launches add up to 2 s,
     past SIDE_BY_SIDE_ROUNDS: 20 rounds of two hold 1.99 s, the 21st passes 2 s."""
-    order = []
-    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs: order.append(k) or 0.005 - 0.001 * (len(order) == 7))
-    times = bench._time_side_by_side({"a": [("a", [])], "b": [("b", [])]}, runs=10)
+    order, ks = [], _named_kernels()
+    name = {id(k): n for n, k in ks.items()}
+    monkeypatch.setattr(
+        bench,
+        "time_kernel",
+        lambda k, *x, runs, device_args: order.append(name[id(k)]) or 0.005 - 0.001 * (len(order) == 7),
+    )
+    times = bench.time_side_by_side({n: [(k, [])] for n, k in ks.items()}, runs=10)
     assert order == ["a", "b"] * 21 and times == {"a": 0.004, "b": 0.005}
+
+
+def test_bench_times_the_variants_of_one_ast_on_the_same_device_buffers(monkeypatch):
+    """Kernels of one AST, in every variant and round, get one dict of device buffers; another AST its own."""
+    seen = []
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, device_args: seen.append(device_args) or 1.0)
+    add, total = Kernel(*elementwise_ast(64)), Kernel(*sum_ast((64,)))
+    upcast = add.copy()
+    upcast.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    bench.time_side_by_side({"a": [(add, []), (total, [])], "b": [(upcast, []), (total, [])]}, runs=1)
+    assert len({id(d) for d in seen[0::2]}) == len({id(d) for d in seen[1::2]}) == 1 and seen[0] is not seen[1]
+
+
+def test_time_kernel_keeps_its_device_buffers_in_the_dict_it_is_given(device):
+    """runtime.time_kernel(..., device_args=d): the first call makes the buffers and leaves them in d, a kernel of the
+    same AST runs on those very buffers (the same memory: compared fairly), and its result is still right."""
+    k = Kernel(*elementwise_ast(64))
+    inputs, shared = random_inputs(k), {}
+    time_kernel(k, *inputs, runs=1, device_args=shared)
+    first = dict(shared)
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    time_kernel(k, *inputs, runs=1, device_args=shared)
+    assert len(first) == 3 and all(shared[key] is buf for key, buf in first.items())
 
 
 def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions, monkeypatch, tmp_path):
@@ -385,19 +442,22 @@ def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions,
     line = next(x for x in lines if re.match(r"sum axis 1 4096x4096 +searched ", x))
     assert len(found) == 1 and line.endswith("s  " + (" ".join(map(str, found[0].kernel.applied_opts)) or "no opts"))
     assert any(re.match(r"sum axis 1 4096x4096 +tinygrad BEAM .* search 1\.5 s \(tinygrad's", x) for x in lines)
-    assert any(re.match(r"\| sum axis 1 4096x4096 \|.*\| [0-9.]+ \(memory\) \| [0-9.]+ \| 1\.5 \|$", x) for x in lines)
+    summary = r"\| sum axis 1 4096x4096 \|.*\| [0-9.]+ \(memory\) \| [0-9.]+ \| \d+ \| [0-9.]+ \| 1\.5 \|$"
+    assert any(re.match(summary, x) for x in lines)
 
 
 def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
     """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both;
-    "searched of roofline" is the bound over the searched kernel's time."""
+    "searched of roofline" is the bound over the searched kernel's time, "numpy of roofline" over numpy's (beside
+    it: how near a library comes), "bound GB/s" the bandwidth at the workload's bytes, "built" the candidates built."""
     row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
-    row |= {"bound_s": 0.0015, "binds": "compute"}
+    row |= {"bound_s": 0.0015, "binds": "compute", "bandwidth": 42e9, "own": 21e9, "built": 77}
     results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
     bench._summary(results, None)
     out = capsys.readouterr().out
     assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
-    assert re.search(r"^\| matmul 512 \|.*\| 0\.75 \(compute\) \| 5\.0 \| 20\.0 \|$", out, re.M)
+    figures = r"\| 21\.0 \| 42\.0 \| 0\.75 \(compute\) \| 1\.50 \| 77 \| 5\.0 \| 20\.0 \|$"
+    assert re.search(r"^\| matmul 512 \|.*" + figures, out, re.M)
     assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
 
 
@@ -417,7 +477,8 @@ def test_bench_runs_from_the_command_line_on_a_device(device):
     script = (
         "import sys, bench\n"
         "bench.BENCHMARKS = {'add 16M': (lambda: [bench.elementwise_ast(4096)], 4096, 12 * 4096, lambda a, b: a + b)}\n"
-        "bench.FMA_ITERS, bench.STREAM_FLOATS, bench.last_level_cache = 8, 1 << 16, lambda: 4 * ((1 << 16) + 20)\n"
+        "bench.model.FMA_ITERS, bench.STREAM_FLOATS = 8, 1 << 16\n"
+        "bench.last_level_cache = lambda: 4 * ((1 << 16) + 20)\n"
         "sys.exit(bench.main(['--runs', '1']))\n"
     )
     env = dict(os.environ)  # the fixture's device; where nothing chose it, the first (the suite runs in the child)

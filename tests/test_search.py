@@ -20,10 +20,12 @@ import pytest
 
 import kernel
 import runtime as R
+import compilers as C
 import search as S
+import search_cli as CLI
 from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ShapeTracker, prod, ReduceOps, UnaryOps
 from demo import load, reduce, store, alu
-from demo import attention_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
+from demo import attention_ast, conv2d_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
 from tests.common import ROOT, run_script
 
 
@@ -44,6 +46,7 @@ ON_EVERY_DEVICE = {
     "test_tensor_core_kernels_are_searched",
     "test_a_kernel_that_stores_part_of_its_buffer_is_searched",
     "test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify",
+    "test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_kernels_verify",
     "test_a_ctrl_c_never_reaches_a_compiler_process_and_it_prints_nothing",
     "test_ctrl_c_during_a_search_ends_in_one_line",
 }
@@ -101,7 +104,7 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
     first = S.search(k, *inputs, amt=1)  # compile threads: the default
     assert not first.cached and list(cache_dir.glob("beam/*.json"))
     with monkeypatch.context() as m:  # a hit runs nothing: no compile, no launch
-        m.setattr(S, "_compile_all", None)
+        m.setattr(S, "compile_all", None)
         m.setattr(S, "_time_candidate", None)
         second = S.search(k, *inputs, amt=1)
     assert second.cached and second.rounds == []
@@ -116,7 +119,7 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
 def own_compilers(monkeypatch):
     """The test's compiler processes, none built before it (no program in the runtime's cache), all ended after it."""
     compilers: list = []
-    monkeypatch.setattr(S, "_compilers", compilers)
+    monkeypatch.setattr(C, "_compilers", compilers)
     monkeypatch.setattr(R.get_device(), "programs", OrderedDict())
     yield compilers
     for compiler in compilers:
@@ -124,13 +127,13 @@ def own_compilers(monkeypatch):
 
 
 def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_compilers, monkeypatch):
-    sources, real = [], S._Compiler.__call__
+    sources, real = [], C._Compiler.__call__
 
     def counted(compiler, src):
         sources.append((compiler.proc.pid if compiler.proc else None, src))
         return real(compiler, src)
 
-    monkeypatch.setattr(S._Compiler, "__call__", counted)
+    monkeypatch.setattr(C._Compiler, "__call__", counted)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
@@ -146,10 +149,10 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 ):
     """What the OpenCL driver prints in the process (here a print as the device is found) goes to stderr, never among
     the answers; one process builds source after source; closing its input ends it."""
-    chatty = "real = search.get_device; search.get_device = lambda: print('driver chatter', flush=True) or real()"
-    code = S._COMPILER_CODE.replace("search._compile_worker()", chatty + "; search._compile_worker()")
-    monkeypatch.setattr(S, "_COMPILER_CODE", code)
-    compiler = S._Compiler()
+    chatty = "real = compilers.get_device; compilers.get_device = lambda: print('driver chatter', flush=True) or real()"
+    code = C._COMPILER_CODE.replace("compilers._compile_worker()", chatty + "; compilers._compile_worker()")
+    monkeypatch.setattr(C, "_COMPILER_CODE", code)
+    compiler = C._Compiler()
     own_compilers.append(compiler)
     binaries, pids = [], set()
     for n in range(3):
@@ -161,8 +164,8 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 
 
 def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_compilers, monkeypatch):
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(S, "COMPILE_TIMEOUT", 1)
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 1)
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match=r"every candidate was dropped .*no answer from the compiler in 1 s"):
@@ -174,13 +177,13 @@ def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_c
 def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_another(
     few_actions, own_compilers, monkeypatch
 ):
-    code = S._COMPILER_CODE
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
+    code = C._COMPILER_CODE
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     with pytest.raises(S.SearchError, match=r"the compiler's process ended \(exit status 3\)"):
         S.search(k, *inputs, amt=1, workers=2, cache=False)
-    monkeypatch.setattr(S, "_COMPILER_CODE", code)
+    monkeypatch.setattr(C, "_COMPILER_CODE", code)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
     assert sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
     R.verify(result.kernel, *inputs)
@@ -233,7 +236,7 @@ def test_searches_in_threads_each_get_the_binaries_of_their_own_sources(few_acti
 
 
 def test_a_compiler_called_from_several_threads_answers_each_with_its_own_binary(own_compilers):
-    compiler = S._Compiler()
+    compiler = C._Compiler()
     own_compilers.append(compiler)
     srcs = [f"__kernel void k{n}(__global float* d) {{ d[0] = {n}.0f; }}" for n in range(12)]
     binaries = {}
@@ -258,7 +261,7 @@ while True:
 
 def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, monkeypatch):
     """Each answer names the source it was built from; one that names another ends the process, never loaded."""
-    monkeypatch.setattr(S, "_COMPILER_CODE", ANSWERS_ANOTHER)
+    monkeypatch.setattr(C, "_COMPILER_CODE", ANSWERS_ANOTHER)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(S.SearchError, match="answered for another source"):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
@@ -268,8 +271,8 @@ def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, mon
 def test_a_timeout_holds_while_a_compile_is_still_running(few_actions, own_compilers, monkeypatch):
     """The time runs out while every compiler is busy (here: stuck): the search ends its compiles and returns, rather
     than wait for them (once, three searches with timeout=15 still ran after 120 s)."""
-    monkeypatch.setattr(S, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(S, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
+    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match="its timeout of 2 s ran out first"):
@@ -346,7 +349,7 @@ def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, mon
             raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
         return real_build(src, name, compiler)
 
-    monkeypatch.setattr(S, "build", build_without_float4)
+    monkeypatch.setattr(C, "build", build_without_float4)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=0, cache=False)
@@ -395,7 +398,7 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     ],
 )
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
-    for module in (R, S):  # search.py compiles candidates, runtime.py the kernels it runs
+    for module in (R, C):  # compilers.py compiles candidates, runtime.py the kernels it runs
         monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match=message):
@@ -403,7 +406,7 @@ def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypat
 
 
 def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkeypatch):
-    for module in (R, S):
+    for module in (R, C):
         monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad inputs"))
     k = Kernel(*elementwise_ast(256))
     a, b = R.random_inputs(k)
@@ -416,7 +419,7 @@ def test_inputs_that_dont_match_the_kernel_raise_before_anything_compiles(monkey
     with pytest.raises(S.SearchError, match="Kernel"):
         S.beam_search(k.ast, a, b)
     with pytest.raises(ValueError, match="no demo kernel 'nope'"):
-        S.search_demo("nope")
+        CLI.search_demo("nope")
 
 
 def test_actions_are_one_opt_more_and_stay_within_the_limits():
@@ -436,11 +439,12 @@ def test_test_global_size_halves_dims_above_16_and_scales_time():
 
 
 def test_cli_search_prints_rounds_and_the_comparison(few_actions, capsys):
-    assert S.main(["sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
+    assert CLI.main(["sum_axis1", "--beam", "1", "--no-cache", "--timeout", "30"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"round 0: +2 candidates +2 compiled", out) and re.search(r"round 1: +\d+ candidates", out)
     assert re.search(r"hand-coded +[0-9.]+ ms", out) and re.search(r"searched +[0-9.]+ ms", out)
-    assert re.search(r"runoff: +\d+ fastest timed again", out) and re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
+    assert re.search(r"runoff: +\d+ fastest, \d+ passes in turn: best [0-9.]+ ms", out)
+    assert re.search(r"speedup [0-9.]+x; search [0-9.]+ s", out)
     assert "\r" not in out and "\x1b" not in out  # no progress display, no colours into a pipe
     assert max(len(line) for line in out.splitlines()) <= 100  # off a terminal: 100 columns
 
@@ -458,15 +462,15 @@ def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns)
     monkeypatch.setenv("NO_COLOR", "1")
     k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
     out = _Terminal()
-    S._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0.002371, k, 4.5))
+    CLI._SearchDisplay(out).on_round(S.SearchRound(1, 40, 40, 0, 40, 0, 0, 0.002371, k, 4.5))
     lines = out.getvalue().replace("\r\x1b[K", "").splitlines()
     assert max(len(line) for line in lines) <= columns, lines
     assert len(lines) == (1 if columns == 400 else 3 if columns == 100 else len(lines))
     words = " ".join(lines).split()
     opts = ", ".join(str(o) for o in k.applied_opts).split()
     shape = [str(s) for s in k.full_shape]
-    assert words[:12] == "round 1: 40 candidates 40 compiled 40 timed 0 dropped 0 duplicates".split()
-    assert words[12:] == ["best", "2.371", "ms", "4.5", "s", *shape, *opts]
+    assert words[:14] == "round 1: 40 candidates 40 compiled 40 timed 0 dropped 0 duplicates 0 cut".split()
+    assert words[14:] == ["best", "2.371", "ms", "4.5", "s", *shape, *opts]
 
 
 @pytest.mark.parametrize(
@@ -475,7 +479,7 @@ def test_round_lines_fit_the_terminal_and_keep_every_field(monkeypatch, columns)
 )
 def test_cli_search_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        S.main(argv)
+        CLI.main(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -611,7 +615,7 @@ def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kerne
     def build_nothing(src, name, compiler=None):
         raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
 
-    monkeypatch.setattr(S, "build", build_nothing)
+    monkeypatch.setattr(C, "build", build_nothing)
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
         S.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
@@ -628,6 +632,20 @@ def test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify():
     for x in made.values():
         R.verify(x, *inputs)
 
+
+
+def test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_kernels_verify():
+    """A conv whose output rows (18) are no multiple of a vector: PADTO:3:32 then LOCAL:3:16 (or 32) is one action
+    (search.MACROS), as is each other axis's that pads; the padded rows compute nothing that is stored, and verify.
+    An axis already a multiple of 32 has nothing to pad: PADTO refuses, and the plain LOCAL is the action there."""
+    k = Kernel(*conv2d_ast(2, 3, 20, 20, 32, 3, 0, 1))  # out (2, 32, 18, 18), taps (3, 3, 3)
+    made = {tuple(map(str, x.applied_opts)): x for x in S.kernel_actions(k) if len(x.applied_opts) == 2}
+    assert {("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")} <= set(made)
+    assert not any(opts[0] == "PADTO:1:32" for opts in made)  # 32 output channels: nothing to pad
+    assert {S.action_text(a) for a in S.MACROS} >= {"PADTO:3:32+LOCAL:3:16", "PADTO:0:32+LOCAL:0:32"}
+    inputs = R.random_inputs(k)
+    for opts in (("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")):
+        R.verify(made[opts], *inputs)
 
 # ============================================================================================================
 # The beam search's deduplication (search.search): a candidate that is the same kernel as one already sent to
@@ -650,7 +668,7 @@ def search_round_1(monkeypatch, k: Kernel, actions: list[Opt]) -> tuple[S.Search
 
     monkeypatch.setattr(S, "_time_candidate", recording)
     out = io.StringIO()
-    display = S._SearchDisplay(out)
+    display = CLI._SearchDisplay(out)
     result = S.search(
         k, *R.random_inputs(k), amt=1, workers=0, cache=False, from_heuristics=False, on_round=display.on_round
     )
@@ -699,9 +717,51 @@ def test_the_runoff_ranks_by_the_best_median_not_the_best_launch(monkeypatch):
     monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
     s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     slow = k.copy()  # over twice the fastest launch in its round: it can't win, and is not timed again
-    ranked, finalists = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
-    assert finalists == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
+    ranked, runoff = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
+    assert runoff["finalists"] == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
     assert ranked[2] == (1.1, 2, slow, None)
+
+
+def _runoff(monkeypatch, passes: dict[str, list[float]]) -> tuple[list[tuple], dict, dict[str, Kernel]]:
+    """The runoff of kernels whose every launch in pass p takes passes[name][p] (a median of equal launches)."""
+    k = Kernel(*elementwise_ast(64))
+    kernels = {name: k.copy() for name in passes}
+    launches = {id(kernels[n]): iter(t for t in times for _ in range(S.FINAL_RUNS)) for n, times in passes.items()}
+    monkeypatch.setattr(S._Search, "time", lambda self, kern, prg, **kw: next(launches[id(kern)]))
+    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    ranked, runoff = s.runoff([(times[0], i, kernels[n], None) for i, (n, times) in enumerate(passes.items())], [])
+    return ranked, runoff, kernels
+
+
+def test_the_noise_is_how_far_each_kernels_second_lowest_median_is_above_its_lowest():
+    assert S.runoff_noise([[1.0, 1.1, 3.0], [2.0, 2.0], [4.0, 5.0, 4.2]]) == pytest.approx(0.05)  # of 0.1, 0, 0.05
+    assert S.runoff_noise([[1.0], []]) == 0.0  # no kernel timed twice: nothing measured
+
+
+def test_the_runoff_goes_on_until_its_leader_holds(monkeypatch):
+    """Passes go on past the third while a pass's leader beats the last one's by more than the noise (a busy moment
+    hid b's time until pass 3), and stop at the first pass whose leader is the last pass's."""
+    steady = {name: [t] * 12 for name, t in (("a", 1.0), ("c", 1.2), ("d", 1.3))}
+    ranked, runoff, kernels = _runoff(monkeypatch, steady | {"b": [2.0, 2.0, 0.8, 0.81, 0.8, 0.8]})
+    assert runoff["passes"] == 4 and ranked[0][2] is kernels["b"] and ranked[0][0] == 0.8
+    assert runoff["margin"] == pytest.approx(0.25) and runoff["margin"] > runoff["noise"]  # sure
+
+
+def test_a_runoff_whose_leaders_are_within_the_noise_is_a_tie_and_stops(monkeypatch):
+    """Two kernels that take turns in the lead by less than the noise their own medians show are a tie: the runoff
+    stops at the pass where the lead changes hands and says so (SearchResult.sure is False)."""
+    ranked, runoff, _ = _runoff(monkeypatch, {"a": [1.0, 1.05, 1.1] * 4, "b": [1.04, 1.02, 0.99] * 4})
+    assert runoff["passes"] == 3 and runoff["margin"] == pytest.approx(1.0 / 0.99 - 1)
+    assert runoff["noise"] == pytest.approx((0.05 + 1.02 / 0.99 - 1) / 2)
+    assert not S.SearchResult(ranked[0][2], ranked[0][0], [], 0, False, 1.0, [], **runoff).sure
+
+
+def test_a_runoff_that_never_settles_ends_at_its_most_passes(monkeypatch):
+    """a and b take turns setting a new best, far beyond the noise of the steady kernels beside them."""
+    most = S.FINAL_PASSES[1]
+    turns = {name: [0.9**p if p % 2 == i else 1.5 for p in range(most)] for i, name in enumerate("ab")}
+    ranked, runoff, _ = _runoff(monkeypatch, turns | {name: [1.5] * most for name in "cdef"})
+    assert runoff["passes"] == most and runoff["noise"] == 0.0
 
 
 def test_only_the_contenders_are_timed_again(monkeypatch):
@@ -764,25 +824,58 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
     b2 = kern(5.0)
     bare, heuristics = kern(100.0, (kern(50.0, (b2,)),)), kern(10.0, (kern(12.0), kern(9.9, (kern(1.0),))))
     monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
-    counts = {"candidates": 0, "compiled": 0, "duplicates": 0}
-    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], counts))
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every fake kernel has the same state
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
 
     def time_all(self, programs, cutoff):
         self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
         return self.timed[len(self.timed) - len(programs) :]
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])  # a parent, timed again: the same
     s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
 
 
+def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monkeypatch):
+    """Round 1 finds 50 (from 100). Then another job takes a core: round 2's children read 60, slower than 50 as
+    measured then, but their parent, timed again in turn with the fastest of them, reads 80: they gain on it, and
+    the line goes on to the 30 behind them. (Judged against 50, the search stopped at round 2.) Times made up;
+    nothing compiles or runs."""
+    base, fake = Kernel(*elementwise_ast(64)), {}
+    busy = {"now": False}
+
+    def kern(t: float, children=(), busy_t: float | None = None) -> Kernel:
+        k = base.copy()
+        fake[id(k)] = (t, list(children), busy_t or t)
+        return k
+
+    best = kern(30.0)
+    parent = kern(50.0, (kern(60.0, (best,)),), busy_t=80.0)
+    bare = kern(100.0, (parent,))
+    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
+
+    def time_all(self, programs, cutoff):
+        busy["now"] = any(fake[id(k)][0] == 60.0 for k, _ in programs)  # round 2 is the busy one
+        self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
+        return self.timed[len(self.timed) - len(programs) :]
+
+    monkeypatch.setattr(S._Search, "time_all", time_all)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][2 if busy["now"] else 0])
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    rounds, _ = s.rounds([bare], 1, 0.0, lambda r: None)
+    assert [r.best_s for r in rounds] == [100.0, 50.0, 50.0, 30.0, 30.0] and rounds[-1].best is best  # then none left
+
+
 CTRL_C_SCRIPT = """
 import os, signal, sys, threading
 sys.path.insert(0, {root!r})
-import search
+import compilers
 signal.signal(signal.SIGINT, lambda *_: print("Ctrl-C", flush=True))  # this process lives on: its compiler is tested
-compiler = search._Compiler()
+compiler = compilers._Compiler()
 answered = threading.Event()
 
 
@@ -796,7 +889,7 @@ binary = compiler("__kernel void k(__global float* d) {{ d[0] = 1.0f; }}")
 answered.set()
 try:
     compiler("__kernel void k(__global float* d) {{ d[0] = undefined; }}")
-except search.BuildError as e:
+except compilers.BuildError as e:
     print("refused", "undefined" in str(e))
 print("built", len(binary) > 0, compiler.proc.poll() is None, flush=True)
 """
@@ -846,7 +939,7 @@ def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_
     for its build), and ends."""
     import _thread
 
-    real, lock, asked = S._compile_candidate, threading.Lock(), []
+    real, lock, asked = C._compile_candidate, threading.Lock(), []
 
     def ctrl_c_then_build(i, k, limits, ones, compiler):
         with lock:
@@ -859,7 +952,7 @@ def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_
             time.sleep(0.01)
         return real(i, k, limits, ones, compiler)
 
-    monkeypatch.setattr(S, "_compile_candidate", ctrl_c_then_build)
+    monkeypatch.setattr(C, "_compile_candidate", ctrl_c_then_build)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(KeyboardInterrupt):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)

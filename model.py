@@ -1,0 +1,268 @@
+"""model.py: what the search knows before it builds a kernel. A cheap estimate of a candidate's time (estimate), from
+its shape, its buffers' strides and the device's measured limits, scaled by its parent's measured time, ranks each
+round's candidates so that search.py builds and times only the best few (Triton's perf_model + top_k, Pruner's
+draft-then-verify); and SearchLog, a JSONL file of every candidate a search weighed and every time it measured, which
+tools/replay_search.py replays offline (the cut is tuned there, and shown not to lose the measured best)."""
+
+import base64
+import gzip
+import hashlib
+import json
+import math
+import pickle
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+import runtime
+from kernel import BinaryOps, Kernel, MemBuffer, TernaryOps, UnaryOps, prod
+
+
+# -- the device's limits, measured ----------------------------------------------------------------------------
+# Peak: every work-item keeps FMA_CHAINS independent vectors and applies a multiply-add to each in turn, FMA_ITERS
+# times. One chain waits for its last result (about 4 cycles), so a core needs about 8 in flight on its two FMA
+# units; the vectors fill its SIMD lanes (the compiler also vectorizes across work-items), its work-items are many
+# times the cores, and it touches memory once per work-item: nothing but the FMA units limits it. It is tried at
+# float4, float8 and float16 and as fma() and as a*x+b (contracted to an FMA by the compiler: pip's PoCL 3.0 calls
+# a library routine for fma()), and the fastest counts. Bandwidth: at a given footprint (the bytes a
+# kernel touches), the best of STREAMS (a read, a copy, a triad, eight reads a work-item) moving that many bytes, each
+# timed as a workload's kernel is, with its data left where the last launch put it: a footprint that fits a cache
+# streams from the cache (a cache-aware roofline).
+FMA_CHAINS, FMA_ITERS, FMA_ITEMS_PER_CORE = 8, 512, 2048
+FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * a + b"}
+_STREAM = """__kernel void KIND(ARGS) {
+  size_t n = get_local_size(0), i = get_group_id(0) * n * READS + get_local_id(0);
+  float s = 0.0f;
+  for (int j = 0; j < READS; j++, i += n) {  /* a work-group moves READS * n floats of each array in a row */
+    BODY;
+  }
+  SUMS
+}"""
+STREAMS = {  # name: (arrays, the kernel): the arrays of floats the kernel moves (read: and one sum a work-item)
+    "read": (1, _STREAM.replace("ARGS", "__global const float *a, __global float *out").replace("BODY", "s += a[i]")
+             .replace("SUMS", "out[get_global_id(0)] = s;")),
+    "copy": (2, _STREAM.replace("ARGS", "__global float *a, __global const float *b").replace("BODY", "a[i] = b[i]")),
+    "triad": (3, _STREAM.replace("ARGS", "__global float *a, __global const float *b, __global const float *c")
+              .replace("BODY", "a[i] = b[i] + 3.0f * c[i]")),
+    # eight streams a work-item, one work-item at a time (4 a group: not vectorized): the sum kernels the search finds
+    "rows": (1, """__kernel void rows(__global const float *a, __global float *out) {
+  __global const float *row = a + get_global_id(0) * 8 * READS;
+  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int j = 0; j < READS; j++)
+    for (int r = 0; r < 8; r++) s[r] += row[r * READS + j];
+  out[get_global_id(0)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}"""),
+}
+LIMIT_RUNS, GROUP, READS = 5, 64, 1024  # launches timed (a median after a warm-up); items a group; floats an item
+_measured: dict = {}  # (device, what) -> what was measured: once per process
+
+
+def median_launch(kern, global_size: int, local_size: int | None, *args, runs: int = LIMIT_RUNS) -> float:
+    """Median seconds of `runs` launches after one warm-up, from OpenCL profiling events (as time_kernel)."""
+    queue, times = runtime.get_device().queue, []
+    for i in range(runs + 1):
+        (event := kern(queue, (global_size,), (local_size,) if local_size else None, *args)).wait()
+        if i:
+            times.append((event.profile.end - event.profile.start) * 1e-9)
+    return statistics.median(times)
+
+
+def fma_source(width: int, form: str) -> str:
+    t = f"float{width}"
+    lines = ["__kernel void fma_peak(__global float *out, float a, float b) {", "  float g = get_global_id(0);"]
+    lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(FMA_CHAINS)]
+    lines += [f"  for (int i = 0; i < {FMA_ITERS}; i++) {{"]
+    lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(FMA_CHAINS)] + ["  }"]
+    lines += [f"  {t} y = {' + '.join(f'x{i}' for i in range(FMA_CHAINS))};"]  # every chain is used: none is dead
+    lines += [f"  out[get_global_id(0)] = {' + '.join(f'y.s{c:x}' for c in range(width))};", "}"]
+    return "\n".join(lines)
+
+
+def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
+    """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
+    form read 437 to 484 GFLOP/s at different moments here), measured once per process (see FMA_CHAINS)."""
+    dev = runtime.get_device()
+    if (key := (dev.name, "peak", runs, repeats)) not in _measured:
+        items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
+        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), {}
+        for width in FMA_WIDTHS:
+            for form, expr in FMA_FORMS.items():
+                kern = runtime.build(fma_source(width, expr), "fma_peak")
+                args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
+                t = min(median_launch(*args, runs=runs) for _ in range(repeats))
+                peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
+        best = max(peaks, key=peaks.get)
+        _measured[key] = (peaks[best], best)
+    return _measured[key]
+
+
+def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats: int = 1) -> tuple[float, str]:
+    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, each a
+    median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster at some moments than at
+    others: the best is the memory's own), measured once per process and size."""
+    dev = runtime.get_device()
+    if (key := (dev.name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
+        launches = []
+        for kind in kinds:
+            arrays, src = STREAMS[kind]
+            group, reads = (4, 8 * READS) if kind == "rows" else (GROUP, READS)
+            items = max(1, nbytes // (arrays * 4 * group * reads)) * group  # work-items, each moving `reads` floats
+            sizes = [4 * items * reads] * arrays + [4 * items] * (kind in ("read", "rows"))  # and a sum a work-item
+            bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+            for b, size in zip(bufs, sizes):  # every page touched before it is timed
+                cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
+            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
+            launches.append((kind, sum(sizes), (runtime.build(code, kind), items, group, *bufs)))
+        times = [(n / median_launch(*args, runs=runs), kind) for _ in range(repeats) for kind, n, args in launches]
+        _measured[key] = max(times)
+    return _measured[key]
+
+
+def footprint(k: Kernel) -> int:
+    """The bytes a kernel's buffers span."""
+    return sum(b.st.real_size() * b.dtype.itemsize for b in k.bufs if isinstance(b, MemBuffer))
+
+
+def measured_device(nbytes: int) -> "Device":
+    """The model's Device for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a second
+    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large)."""
+    d = runtime.get_device().ctx.devices[0]
+    cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
+    hz = fma_peak()[0] / (2 * FMA_PORTS * lanes * cores)
+    return Device(cores, lanes, hz, bandwidth(1 << max(16, (nbytes - 1).bit_length()), ("triad",))[0])
+
+
+# -- the model ------------------------------------------------------------------------------------------------
+# What one core does per cycle, and the cycles a work-group costs to start: a model of a CPU OpenCL device (Intel's
+# runtime and PoCL both vectorize across the work-items of local dim 0).
+FMA_PORTS, LOAD_PORTS, GATHER, REGISTERS, OVERLAP, RUN_BYTES = 2, 2, 4, 32, 0.25, 1024
+CACHED_BYTES, ALIASED = 1 << 20, 1  # a buffer this small gathers from the cache; a tile 4 KiB apart thrashes it
+GROUP_CYCLES, BARRIER_CYCLES = 300, 5000  # to start a work-group; to share a grouped reduce through local memory
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the model knows of a device: cores, float lanes of a vector, cycles a second, memory bytes a second."""
+
+    cores: int = 2
+    lanes: int = 16
+    hz: float = 3e9
+    bandwidth: float = 60e9
+
+
+def _size(x) -> int:
+    return x if isinstance(x, int) else x.max  # a symbolic size at its largest
+
+
+def static_seconds(k: Kernel, dev: Device) -> float:
+    """A kernel's time by the model, without running it: the larger of its cores' cycles / hz and the bytes it must
+    move / bandwidth, plus OVERLAP of the smaller. A vector instruction serves `lanes` elements: the work-items of
+    local dim 0 (its first local axis) where their count is a multiple of the device's lanes (Intel's runtime runs
+    other work-groups one work-item at a time), else the outputs of an upcast axis along which the output is
+    contiguous (the compiler vectorizes those). Per reduce step a work-group's cycles are the larger of its ALU
+    ops over FMA_PORTS (a multiply into a sum is one FMA) and its loads over LOAD_PORTS: a buffer along which the
+    lanes have stride 0 or 1 is one load a vector, any other stride one a lane (a gather); a broadcast axis of the
+    register tile loads once, and a tile past REGISTERS spills."""
+    shape, colors = [_size(s) for s in k.full_shape], k.colors()
+    axes = {c: [a for a, col in enumerate(colors) if col == c] for c in set(colors)}
+    size = lambda cs: prod(shape[a] for c in cs for a in axes.get(c, []))  # noqa: E731
+    local = sorted(a for c in ("cyan", "green", "white") for a in axes.get(c, []))
+    tile_axes = [a for c in ("yellow", "magenta") for a in axes.get(c, [])]
+    bufs = [(b, st.real_strides(ignore_valid=True)) for b, st in zip(k.bufs, k.sts) if isinstance(b, MemBuffer)]
+    out_strides = bufs[0][1]
+    if local and shape[local[0]] % dev.lanes == 0:
+        lane_axis, lanes = local[0], dev.lanes
+    else:  # the compiler's own vectors: along the output's contiguous upcast axis, if it has one
+        unit = [a for a in axes.get("yellow", []) if out_strides[a] == 1]
+        lane_axis, lanes = (unit[0], min(shape[unit[0]], dev.lanes)) if unit else (None, 1)
+    threads, steps, tile = size(["cyan", "green", "white"]), size(["red"]), prod(shape[a] for a in tile_axes)
+    loads, values, footprint = 0.0, 0, 0.0
+    for buf, strides in bufs:
+        run = 1  # elements a work-group reads (writes) in one contiguous piece per step: a short one wastes memory
+        moving = [a for a in local + tile_axes + axes.get("red", []) if strides[a]]
+        for a in sorted(moving, key=lambda a: strides[a] or 0):
+            run *= shape[a] if strides[a] == run else 1
+        run_bytes = run * buf.dtype.itemsize
+        footprint += buf.st.real_size() * buf.dtype.itemsize * max(1.0, RUN_BYTES / run_bytes) ** 0.5
+        distinct = prod(shape[a] for a in tile_axes if strides[a] != 0)  # a broadcast axis of the tile loads once
+        gather = lane_axis is not None and strides[lane_axis] not in (0, 1)
+        size_bytes = buf.st.real_size() * buf.dtype.itemsize
+        cost = (GATHER if size_bytes > CACHED_BYTES else 1) * lanes if gather else 1  # a cached gather: a lane a load
+        aliased = any(strides[a] and strides[a] * buf.dtype.itemsize % 4096 == 0 for a in tile_axes)
+        loads += distinct * cost * (ALIASED if aliased else 1) / (steps if buf.idx == 0 else 1)  # output: once
+        values += distinct if buf.idx else 0  # the output: stored from the accumulators
+    ops = max(1, sum(x.op in (*BinaryOps, *UnaryOps, *TernaryOps) for x in k.ast[0].lazyops))
+    registers = (tile + values) / (lanes if lane_axis in tile_axes else 1)
+    step = max(tile * ops / FMA_PORTS, loads / LOAD_PORTS) * threads / lanes * max(1.0, registers / REGISTERS)
+    groups = size(["blue", "BLUE"])
+    start = GROUP_CYCLES + (BARRIER_CYCLES if k.group_for_reduces else 0)
+    cycles = math.ceil(groups / dev.cores) * (steps * (step + threads / lanes) + start)
+    compute, memory = cycles / dev.hz, footprint / dev.bandwidth * dev.cores / min(groups, dev.cores)
+    return max(compute, memory) + OVERLAP * min(compute, memory)
+
+
+def estimate(k: Kernel, parent: Kernel, parent_s: float, dev: Device = Device()) -> float:
+    """k's estimated seconds: its parent's measured time, scaled by what the model says k's opt changes."""
+    return parent_s * static_seconds(k, dev) / max(static_seconds(parent, dev), 1e-12)
+
+
+def program_key(prg) -> str:
+    """A program's identity in a log: its source and launch sizes (the same code runs the same)."""
+    text = repr((prg.src, [str(g) for g in prg.global_size], [str(n) for n in prg.local_size or ()]))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def opts_text(k: Kernel) -> str:
+    return " ".join(str(o) for o in k.applied_opts)
+
+
+class SearchLog:
+    """Appends one search to a JSONL file: a first line with the starting kernel (pickled: its AST and target) and
+    the settings, then a line per candidate and round (its opts, estimate, program and measured time; none where it
+    wasn't built: a duplicate, dropped, or left by the cut), and a last line with the answer."""
+
+    def __init__(self, path: str, k: Kernel, **settings):
+        self.path, self.id = path, uuid.uuid4().hex[:12]
+        start = base64.b64encode(pickle.dumps(k)).decode()
+        self.write(kernel=start, opts=opts_text(k), date=time.strftime("%Y-%m-%d %H:%M:%S"), **settings)
+
+    def write(self, **fields) -> None:
+        with open(self.path, "a") as f:  # a line at a time: a search cut short leaves what it measured
+            f.write(json.dumps({"search": self.id, **fields}) + "\n")
+
+    def round(self, number: int, candidates: list[Kernel], estimates: dict, built: list, timed: list[tuple]) -> None:
+        """Log a round: `built`, the kernels sent to compile; `timed`, (time, number, kernel, program) of each timed."""
+        times, built = {id(x[2]): x for x in timed}, {id(kern) for kern in built}
+        for kern in candidates:
+            t, _, _, prg = times.get(id(kern), (None, None, None, None))
+            program = program_key(prg) if prg is not None else None
+            self.write(round=number, opts=opts_text(kern), estimate_s=estimates.get(id(kern)), built=id(kern) in built,
+                       program=program, time_s=t)  # fmt: skip
+
+    def answer(self, k: Kernel, t: float, seconds: float) -> None:
+        self.write(answer=opts_text(k), time_s=t, seconds=seconds)
+
+
+def read_log(path: str) -> dict[str, dict]:
+    """{search id: {"start": its first line, with "kernel" unpickled, "rounds": [[candidate lines]], "gains": ...,
+    "answer": ...}} of a log (gzipped where its name ends in .gz). Read only logs you trust: its kernels are pickles."""
+    searches: dict[str, dict] = {}
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        for line in f:
+            entry = json.loads(line)
+            if "kernel" in entry:
+                entry["kernel"] = pickle.loads(base64.b64decode(entry["kernel"]))
+                searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
+            elif "gain" in entry:  # a round's fastest kernel and its parent, timed again: (program, program) -> times
+                searches[entry["search"]]["gains"][tuple(entry["gain"])] = entry["times"]
+            elif "answer" in entry:
+                searches[entry["search"]]["answer"] = entry
+            else:
+                rounds = searches[entry["search"]]["rounds"]
+                rounds += [[] for _ in range(entry["round"] + 1 - len(rounds))]
+                rounds[entry["round"]].append(entry)
+    return searches
