@@ -238,6 +238,7 @@ class LazyOp:
     @functools.cached_property
     def _hash(self) -> int: return hash((self.op, self.src, self.arg))
     def __hash__(self) -> int: return self._hash
+    def __reduce__(self): return LazyOp, (self.op, self.src, self.arg)  # rebuilt: its hash is per process
 
     def __eq__(self, other: object) -> bool:
         pairs, seen = [(self, other)], set()  # a walk, not a recursion: each pair of shared nodes compared once

@@ -833,3 +833,22 @@ def test_a_variable_value_must_fit_the_int_argument(device):
     k = Kernel(store(load(1, ShapeTracker.from_shape((n,)))))
     with pytest.raises(ValueError, match=r"n=2147483648 doesn't fit"):
         R.run(k, np.zeros(4, np.float32), var_vals={"n": 2**31})
+
+
+def test_an_ast_pickled_in_one_process_equals_the_same_ast_built_in_another():
+    """An op's hash is cached, and an enum's hash differs from process to process (its name's str hash): pickled with
+    it, an AST compared unequal to the same AST built fresh where it was loaded (a search log replayed elsewhere)."""
+    import subprocess
+    import sys
+
+    build = "import sys, pickle, demo; ast = demo.matmul_ast(8, 8, 8)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+
+    def run(code: str, seed: str, data: bytes | None = None) -> bytes:
+        argv, here = [sys.executable, "-c", f"{build}; {code}"], os.path.dirname(os.path.abspath(D.__file__))
+        return subprocess.run(argv, input=data, capture_output=True, cwd=here, env=env | {"PYTHONHASHSEED": seed},
+                              check=True).stdout  # fmt: skip
+
+    data = run("sys.stdout.buffer.write(pickle.dumps(ast))", "1")
+    said = run("got = pickle.loads(sys.stdin.buffer.read()); print(got == ast, hash(got) == hash(ast))", "2", data)
+    assert said.split() == [b"True", b"True"]

@@ -24,8 +24,9 @@ installed by pip (the project's `cpu` extra):
 
 and for PoCL, a folder whose .icd names libpocl's full path (pyopencl's wheel ships one in
 <venv>/.../site-packages/pyopencl/.libs/). runtime.py writes such a folder, ~/.cache/kernelpy/opencl-vendors
-(Intel's runtime and the system's own .icd files): it serves where Intel's is the only one in it. The script
-prints the device it ran on, and writes it into each file.
+(Intel's runtime and the system's own .icd files): it serves where Intel's is the only one in it. tinygrad loads
+`libOpenCL.so` by name: where the system has none, give it the one pip installed with pyopencl's environment
+(`LD_LIBRARY_PATH=<venv>/lib`). The script prints the device it ran on, and writes it into each file.
 """
 
 from __future__ import annotations
