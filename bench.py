@@ -33,7 +33,7 @@ from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_a
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
 from kernel import optimize
 from demo import load, reduce, store
-from runtime import NoDeviceError, get_device, random_inputs, time_kernel, working_devices
+from runtime import NoDeviceError, get_device, pick_device, random_inputs, time_kernel, working_devices
 import model
 from search import search
 
@@ -475,20 +475,9 @@ def _devices() -> list[str]:
 
 
 def choose_devices(choice: str | None, names: Sequence[str]) -> list[int]:
-    """The indices of the devices to run on: all, or the one `choice` names (its index, or a part of its or its
-    platform's name, as KERNELPY_DEVICE takes them); ValueError where it names none of them, or two or more."""
-    if choice is None:
-        return list(range(len(names)))
-    if choice.isdigit():
-        hits = [int(choice)] if int(choice) < len(names) else []
-    else:
-        hits = [i for i, n in enumerate(names) if choice.lower() in n.lower()]
-    if len(hits) == 1:
-        return hits
-    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names))) or "none"
-    if hits:  # the first of them would be a guess
-        raise ValueError(f"--device {choice!r} is ambiguous: it names {listed}; give an index or more of a name")
-    raise ValueError(f"--device {choice!r} names none of the devices that work here ({listed})")
+    """The indices of the devices to run on: all, or the one `choice` names (runtime.pick_device's rule, as
+    KERNELPY_DEVICE takes it); NoDeviceError where it names none of them, or two or more."""
+    return list(range(len(names))) if choice is None else [pick_device(choice, names, "--device")]
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
@@ -576,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         chosen = choose_devices(args.device, names)
-    except ValueError as e:
+    except NoDeviceError as e:
         p.error(str(e))
     devices = {n.rsplit(" (", 1)[0] for n in names}
     for option, found in files.items():

@@ -387,7 +387,7 @@ def pick_device(choice: str, names: Sequence[str], source: str = "KERNELPY_DEVIC
         hits = [i for i, name in enumerate(names) if choice.lower() in name.lower()]
     if len(hits) == 1:
         return hits[0]
-    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names)))
+    listed = ", ".join(f"{i}: {names[i]}" for i in hits or range(len(names))) or "none"
     if hits:
         raise NoDeviceError(
             f"{source}={choice!r} names {len(hits)} devices ({listed}): give its index, or more of its name"
