@@ -78,7 +78,7 @@ def short_float(dt):
     return dt.scalar() if dt.scalar() in SHORT_FLOATS else None
 
 
-def _is_float(dt) -> bool:
+def is_float(dt) -> bool:
     return dtypes.is_float(element_dtype(dt))
 
 
@@ -125,7 +125,7 @@ def reduce_identity(op, dt):
     """The identity of a reduction: 0 for SUM; for MAX the smallest value of the dtype."""
     if op is ReduceOps.SUM:
         return 0
-    if _is_float(dt):
+    if is_float(dt):
         return -math.inf
     ctype = c_types(dt)[1]
     return False if ctype == "bool" else _int_range(ctype)[0]
@@ -281,9 +281,9 @@ _HELPERS: dict[str, str] = {  # every helper rendered so far: its name -> its C 
 
 def _c_alu(op, srcs: Sequence[str], src_dtype) -> str:
     ctype = c_types(src_dtype)[1]
-    table = _C_OPS_BOOL if ctype == "bool" else _C_OPS_FLOAT if _is_float(src_dtype) else {}
+    table = _C_OPS_BOOL if ctype == "bool" else _C_OPS_FLOAT if is_float(src_dtype) else {}
     # C leaves these undefined for some operands (and OpenCL's max() of a NaN): helpers defined as numpy does
-    if (op in _INT_HELPERS and not table) or (op is BinaryOps.MAX and _is_float(src_dtype)):
+    if (op in _INT_HELPERS and not table) or (op is BinaryOps.MAX and is_float(src_dtype)):
         return f"{_helper(op.name.lower(), ctype)}({','.join(srcs)})"
     if op is BinaryOps.MAX and op not in table and ctype != "int":  # max() of a long and an int literal (or of
         return f"max(({ctype}){srcs[0]},({ctype}){srcs[1]})"  # two types) is ambiguous in OpenCL: name the type
@@ -344,7 +344,7 @@ def _cast(expr: str, src, dst) -> str:
     zero and clamped (NaN: 0), to half or bfloat16 rounded once, anything to bool `!= 0` (C's own conversion).
     A STORE into a buffer of another dtype converts the same way."""
     ctype, src_ctype = c_types(dst)[1], c_types(src)[1]
-    if _is_float(src) and not _is_float(dst) and ctype != "bool":
+    if is_float(src) and not is_float(dst) and ctype != "bool":
         return f"{_float_to_int(src_ctype, ctype)}({expr})"
     return _rounded(dst, expr, src_ctype) if short_float(dst) else f"(({ctype})({expr}))"
 
@@ -653,7 +653,7 @@ class _Renderer:
         if x.op is UnaryOps.BITCAST:
             if element_dtype(x.arg).itemsize != 4 or element_dtype(x.src[0].dtype).itemsize != 4:
                 raise NotImplementedError("BITCAST is supported between 4-byte types only")
-            if _is_float(x.src[0].dtype) and not _is_float(x.arg):  # a NaN's bits are the machine's: one NaN here
+            if is_float(x.src[0].dtype) and not is_float(x.arg):  # a NaN's bits are the machine's: one NaN here
                 return f"as_{ctype}(float_bits({srcs[0]}))"
             return f"as_{ctype}({srcs[0]})"
         if x.op is UnaryOps.CAST:
@@ -881,7 +881,7 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
 
     `limits` = (threads per work-group, per-dim maximum) of the device that will run it; local dims beyond them
     run as loops inside each thread. Without it the program is exactly the kernel's."""
-    check_kernel(k, "render")
+    require_kernel(k, "render")
     images_read = {x.arg.idx for x in k.lazyops if x.op is BufferOps.LOAD and is_image(x.arg.dtype)}
     for i in sorted(images_read & {x.arg.idx for x in k.ast}):  # updated in place
         raise ValueError(f"{kernel_name(k)} reads and writes image data{i}: an OpenCL image is read_only or write_only")
@@ -897,7 +897,7 @@ def render(k: Kernel, limits: tuple[int, Sequence[int]] | None = None) -> Progra
             flat = flat | {e.args[0]}
 
 
-def check_kernel(k: Any, fn: str) -> None:
+def require_kernel(k: Any, fn: str) -> None:
     """`fn` takes a Kernel: an AST (a tuple of STOREs) is not one yet."""
     if not isinstance(k, Kernel):
         hint = ": build one with Kernel(*ast)" if isinstance(k, (tuple, list, LazyOp)) else ""

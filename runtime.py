@@ -33,8 +33,8 @@ from demo import DEMOS, demo_kernel, int_at_least, parse_opt_arg, run_command_li
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, MemBuffer, Node, NumNode, OptOps
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
 from kernel import SHORT_FLOATS, sym_render, verify_lazyop, walk_ast
-from render import INT32_MAX, INT32_MIN, Program, c_types, c_var_names, check_kernel, element_dtype, is_image
-from render import kernel_name, kernel_vars, reduce_identity, render, short_float
+from render import INT32_MAX, INT32_MIN, Program, c_types, c_var_names, element_dtype, is_float, is_image
+from render import kernel_name, kernel_vars, reduce_identity, render, require_kernel, short_float
 from render import cexpr, fit_dims  # noqa: F401 (runtime.cexpr and runtime.fit_dims, as render, stay importable)
 
 
@@ -53,10 +53,6 @@ def np_dtype(dt) -> np.dtype:
 def _compute_np(dt) -> np.dtype:
     """numpy dtype the reference computes in: like the device, half is computed as float32 (rounded, _round_short)."""
     return np.dtype(np.float32) if np_dtype(dt) == np.float16 else np_dtype(dt)
-
-
-def _is_float(dt) -> bool:
-    return np_dtype(dt).kind == "f"
 
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -540,7 +536,7 @@ def run(k: Kernel, *inputs: np.ndarray, var_vals: dict | None = None, second_poi
     """Run the kernel on the device; returns its output arrays in idx order (images as (height, width, 4)).
     A symbolic kernel runs at var_vals ({"i": 37}; names or Variables as keys). Outputs start poisoned (see
     _poisoned; `second_poison` picks the other poison)."""
-    check_kernel(k, "run")
+    require_kernel(k, "run")
     check_arg("run", "second_poison", second_poison, isinstance(second_poison, bool), "True or False")
     launch = Launch(k, inputs, var_vals, second_poison=second_poison)
     launch.launch()
@@ -553,7 +549,7 @@ def time_kernel(
     """Median seconds of the kernel alone, from OpenCL profiling events, after `warmup` runs. `device_args`: a dict
     (as Launch's) that keeps the device buffers between calls, so that kernels of one AST compared in turn run on the
     same memory (fresh buffers are other pages, which a cache may hold differently)."""
-    check_kernel(k, "time_kernel")
+    require_kernel(k, "time_kernel")
     for name, value, low in (("runs", runs, 1), ("warmup", warmup, 0)):
         check_arg("time_kernel", name, value, is_int(value) and value >= low, f"an int >= {low}")
     launch = Launch(k, inputs, var_vals, device_args=device_args)
@@ -702,7 +698,7 @@ class _Reference:
 
     def inexact(self, x: LazyOp) -> bool:
         """Whether float x may differ from the device's value (an _INEXACT op computed it, or its float sources)."""
-        return walk_ast(x, lambda op, srcs: _is_float(op.dtype) and (op.op in _INEXACT or any(srcs)), self.inexacts)
+        return walk_ast(x, lambda op, srcs: is_float(op.dtype) and (op.op in _INEXACT or any(srcs)), self.inexacts)
 
     def ends(self, x: LazyOp, srcs: list[np.ndarray], ret: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, ...]:
         """A jump of floats each within the tolerance of its value: the lowest and the highest answers that floats
@@ -799,7 +795,7 @@ class _Reference:
                 srcs, fn = [_round_short(srcs[0] * srcs[1], short), srcs[2]], np.add
             ret = np.asarray(fn(*srcs))
         near = None
-        if self.nudge and x.op in _JUMPS and not (x.op is UnaryOps.CAST and _is_float(x.arg)):
+        if self.nudge and x.op in _JUMPS and not (x.op is UnaryOps.CAST and is_float(x.arg)):
             if any(map(self.inexact, x.src)):
                 low, high, near = self.ends(x, srcs, ret, dt)
                 ret = high if self.nudge > 0 else low
@@ -929,7 +925,7 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
     second poison catches it. An output the STORE writes in part (`out[4:12] = x`) must keep its poison elsewhere.
     Where an output depends on inexact floats (_INEXACT) through an op whose answer jumps there (_JUMPS), it may
     be any answer the reference gives for floats within the tolerance (_Reference.uncertainty; docs/numerics.md)."""
-    check_kernel(k, "verify")
+    require_kernel(k, "verify")
     values = var_values(k, var_vals)
     ast = concrete_ast(k, values)
     outs = [b for b in buffers(ast) if b.output]
