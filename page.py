@@ -69,6 +69,17 @@ def pre(lines: Sequence[str], cls: str = "") -> str:
     return f'<pre class="panel {cls}">{to_html(lines)}</pre>'
 
 
+def wrapping(lines: Sequence[str], cls: str) -> str:
+    """A panel whose lines the browser wraps to its width, each line's rest under its own indent 4 columns in (as the
+    command line's fit() hangs a line): one block a line, its newline inside it."""
+    rows = []
+    for i, line in enumerate(lines):
+        hang = len(ansistrip(line)) - len(ansistrip(line).lstrip()) + 4
+        end = "\n" * (i < len(lines) - 1)
+        rows.append(f'<span class="line" style="--hang:{hang}ch">{to_html([line])}{end}</span>')
+    return f'<pre class="panel {cls}">{"".join(rows)}</pre>'
+
+
 def steps_of(text: str, labels: Sequence[str]) -> tuple[list[str], list[list[str]], list[str]]:
     """A view's output cut into (the kernel's header, one block of lines per step, the notes after the last step): a
     step's block starts at its row, a line indented by two spaces that starts with the step's label."""
@@ -193,7 +204,7 @@ def page(name: str, target: str | None = None, opts: Sequence[Opt] | None = None
                 f"{caption(command(name, target, opts, sizes, '--explain'))}{pre(explain[i], 'explain')}"
                 f"{caption(command(name, target, applied[:i], sizes, '--map')) if i else ''}{map_table(mapped)}"
                 f"</div><div>{caption(command(name, target, opts, sizes, '--loops', '--steps'))}"
-                f"{pre(launch, 'launch')}{pre(demo.c_listing(k, d.buffers), 'c')}</div></div></section>"
+                f"{wrapping(launch, 'launch')}{wrapping(demo.c_listing(k, d.buffers), 'c')}</div></div></section>"
             )
         legend = [x for line in demo.legend().split("\n") for x in demo.fit(line, WIDTH, hang=14)]
     table = "\n".join(f'<a href="#step-{i}">{to_html(row)}</a>' for i, row in enumerate(rows))
@@ -256,6 +267,7 @@ overflow:auto;line-height:1.35}
 .kp pre.bare{background:none;border:0;padding:0;margin:4px 0;overflow:visible}
 .kp .steps a{color:inherit;text-decoration:none;display:inline-block;min-width:100%}
 .kp .c,.kp .launch{white-space:pre-wrap;overflow-wrap:anywhere}
+.kp .line{display:block;padding-left:var(--hang);text-indent:calc(-1 * var(--hang))}
 .kp .cmd{color:#8b949e;margin:6px 0 4px}
 .kp .step{border-top:1px solid #30363d;padding-top:14px;margin-top:20px;scroll-margin-top:90px}
 .kp .shapes{display:flex;flex-wrap:wrap;align-items:center;gap:6px 14px;margin-bottom:10px}
