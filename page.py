@@ -287,7 +287,8 @@ align-items:start}
 .kp .grid td{padding:1px 6px;border-radius:3px;white-space:pre}
 .kp .grid th{color:#8b949e;font-weight:normal;padding:0 6px;text-align:right}
 .kp .grid td.none{color:#8b949e}
-.kp ul{list-style:none;padding:0}.kp li{margin:0 0 14px}.kp li a{color:inherit;text-decoration:none}
+.kp ul{list-style:none;padding:0}.kp li{margin:0 0 14px}
+.kp li a{color:inherit;text-decoration:underline 1px #484f58;text-underline-offset:3px}.kp li a:hover{color:#f0f6fc}
 .kp li pre{margin:0 0 4px;font-size:13px}
 @media (max-width:1100px){.kp .cols{grid-template-columns:minmax(0,1fr)}}
 """
