@@ -294,6 +294,16 @@ def test_a_page_uses_the_eight_colours_fetches_nothing_and_is_small(name):
     assert len(text.encode()) < 1_000_000
 
 
+def test_what_the_readme_says_of_the_pages_is_true():
+    """The tooltip it quotes is matvec's out[5]; the largest page is the one it names, of the size it says."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    tip = re.search(r'hover one of matvec\'s: "(out\[5\]: [^"]*)"', readme.replace("\n", " "))
+    assert tip and tip.group(1) in [td.attrs.get("title") for td in sections("matvec")[-1].all("td")]
+    sizes = {n: len(page.page(n, file=f"{n}.html").encode()) for n in DEMOS}  # as --html DIR writes them
+    said = re.search(r"the largest, (\w+)'s, is (\d+) KB", readme)
+    assert said and said.groups() == (max(sizes, key=sizes.get), str(round(max(sizes.values()) / 1000))), sizes
+
+
 def test_a_page_is_the_same_every_time_and_its_css_has_each_colour_and_styles_only_the_page():
     """Every CSS rule is under .kp (the page's own div): shown in a notebook's cell, the page styles nothing else."""
     assert page.page("matvec") == page.page("matvec")
