@@ -8,8 +8,9 @@ class is one of the eight; nothing is fetched; each page is under 1 MB. The comm
 2, no file. The README's screenshot shows the page as it is now.
 
 In a real browser (marker `browser`: Debian's chromium, headless; skipped, saying why, without it): the page loads
-from file:// as written, a screenshot shows the colour of each axis colour the kernel has and none it hasn't, and no
-panel overflows a window 1400 px wide. matmul, matvec and conv2d by default; BROWSER_ALL_PAGES=1: every demo kernel.
+from file:// as written, a screenshot shows the colour of each axis colour the kernel has on many pixels (and no box
+of another), and no panel overflows a window 1400 px wide; the arrow keys step through matmul's. matmul, matvec and
+conv2d by default; BROWSER_ALL_PAGES=1: every demo kernel.
 """
 
 from __future__ import annotations
@@ -544,3 +545,25 @@ def test_no_panel_overflows_a_window_1400_px_wide(name, browser, written):
     wide = fits(1400)
     assert all(wide) and len(wide) > 3 * len(built(name)[2]), wide
     assert not all(fits(600))
+
+
+KEYS = """<script>
+function press(key) { document.dispatchEvent(new KeyboardEvent("keydown", {key: key, cancelable: true})); }
+function at() {
+  var steps = [].slice.call(document.querySelectorAll(".kp .step")), top = -1;
+  steps.forEach(function (s, i) { if (Math.abs(s.getBoundingClientRect().top - 90) < 2) top = i; });
+  return top;
+}
+var seen = [at()];
+["ArrowRight", "ArrowRight", "ArrowRight", "ArrowLeft", "ArrowUp"].forEach(function (k) { press(k); seen.push(at()); });
+document.title = "steps:" + JSON.stringify(seen);
+</script></body>"""
+
+
+@pytest.mark.browser
+def test_the_arrow_keys_step_through_the_page(browser, written):
+    """The optional script: the right arrow brings the next step under the sticky header, the left one the previous;
+    other keys do nothing (measured in a test-only copy whose script presses the keys)."""
+    probe = written("matmul-keys", built("matmul")[0].replace("</body>", KEYS))
+    title = parse_loose(browser["dump_dom"](probe)).one("title").text()
+    assert json.loads(title.removeprefix("steps:")) == [-1, 0, 1, 2, 1, 1]
