@@ -123,13 +123,15 @@ def map_table(lines: Sequence[str]) -> str:
     """--map's lines with its grid as a table: each cell the CLI's label (g, t, r in their colours), its background's
     hue by work-group and its shade by thread, its tooltip `out[5]: work-group 0, thread 1, register 1`; the title and
     the notes as text. A map without a grid (a symbolic kernel's) is its text."""
-    plain = [ansistrip(x) for x in lines]
+    plain = [ansistrip(x) for x in lines] + ["", "", ""]  # (a short map is no grid)
     rows = [i for i, x in enumerate(plain) if i > 1 and re.match(r" +\d+  \S", x)]
-    if len(plain) < 3 or not re.fullmatch(r" {10}\d+( +\d+)*", plain[1]) or rows != list(range(2, 2 + len(rows))):
-        return pre(lines, "map")
+    title = re.match(r"  (\S+?)\[(.*?)\]", plain[0])  # out[row + column] or out[0, row, column]
+    grid = rows and rows == list(range(2, 2 + len(rows))) and re.fullmatch(r" {10}\d+( +\d+)*", plain[1])
+    if not (title and grid):
+        return pre(lines, "map")  # no grid, or one this reader doesn't know: the text as the CLI prints it
     starts = [m.start() - 10 for m in re.finditer(r"\d+", plain[1])] + [10**9]  # each column, from the row's body
     columns = [int(x) for x in plain[1].split()]
-    out, index = re.match(r"  (\S+?)\[(.*?)\]", plain[0]).groups()  # out[row + column] or out[0, row, column]
+    out, index = title.groups()
     words = dict(re.findall(r"\b(\w) = ([\w-]+)", plain[rows[-1] + 1]))  # each cell: g = work-group (blue axes), ...
     hues: dict[str, int] = {}
     shades: dict[str, int] = {}

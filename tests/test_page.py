@@ -341,6 +341,12 @@ def test_the_index_lists_every_kernel_with_its_header_line(capsys, monkeypatch):
     assert lines(doc.one("pre", "legend")) == printed[1 : printed.index("")]  # under the first line, the legend
 
 
+def test_a_map_the_page_cannot_read_as_a_grid_is_shown_as_its_text():
+    """(--map's layout may change: a map whose grid isn't the one map_table knows is shown as the CLI printed it)"""
+    for printed in ([], ["  x"], ["  out[row + column] for", "          0", "  each cell"], ["  out[0]", "  1  g0"]):
+        assert page.map_table(printed) == page.pre(printed, "map")
+
+
 def test_ansi_runs_undoes_colored(monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")
     text = "a " + "".join(colored(f"<{c}>", c) for c in PALETTE) + " z"
