@@ -509,6 +509,13 @@ def test_the_page_loads_from_a_file_url_as_written(name, browser, written):
     assert parse_loose(dom).one(cls="kp").text() == built(name)[1].one(cls="kp").text()
 
 
+@pytest.mark.browser
+def test_the_index_loads_and_links_each_page(browser, written):
+    dom = parse_loose(browser["dump_dom"](written("index", page.index())))
+    assert [a.attrs["href"] for a in dom.one("ul").all("a")] == [f"{n}.html" for n in DEMOS]
+    assert dom.one(cls="kp").text() == parse(page.index()).one(cls="kp").text()
+
+
 def parse_loose(text: str) -> Element:
     """chromium's --dump-dom (which leaves out the doctype and may close tags its own way), as a tree."""
     p = Parser()
