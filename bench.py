@@ -365,11 +365,7 @@ def bench(
         inputs = [random_inputs(ast, seed=1) for ast in asts]  # real data: untouched pages flatter memory-bound kernels
         times: dict[str, float] = {}
         unoptimized, hand = [Kernel(*ast) for ast in asts], [optimize(Kernel(*ast)) for ast in asts]
-        try:  # built first where the device's compiler can't end this process: one it can't build skips the row
-            for k in unoptimized + hand + (beam[name]["kernels"] if name in beam else []):
-                build_first(k)
-        except BuildError as e:
-            print(f"{name:26s} skipped: {str(e).splitlines()[0]}", file=out, flush=True)
+        if _unbuilt(name, unoptimized + hand + (beam[name]["kernels"] if name in beam else []), out):
             continue
         first = time_kernel(unoptimized[0], *inputs[0], runs=1, warmup=1)
         n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
@@ -382,6 +378,8 @@ def bench(
         extra: dict[str, float] = {}
         if search_amt:
             found = [search(k, *x, amt=search_amt, cache=cache, log=log) for k, x in zip(unoptimized, inputs)]
+            if _unbuilt(name, [r.kernel for r in found], out):  # a cached answer: not built in this process yet
+                continue
             variants["searched"] = [(r.kernel, x) for r, x in zip(found, inputs)]
             extra["search_s"] = sum(r.seconds for r in found)
             extra["cached"] = all(r.cached for r in found)
@@ -433,6 +431,18 @@ def bench(
     if search_amt and results:
         _summary(results, out)
     return results
+
+
+def _unbuilt(name: str, kernels: list[Kernel], out) -> bool:
+    """Whether a kernel of row `name` doesn't build: each is built first where the device's compiler can't end this
+    process (compilers.build_first), and a row with one that fails is skipped, saying why."""
+    try:
+        for k in kernels:
+            build_first(k)
+        return False
+    except BuildError as e:
+        print(f"{name:26s} skipped: {str(e).splitlines()[0]}", file=out, flush=True)
+        return True
 
 
 def _summary(results: dict[str, dict], out) -> None:
