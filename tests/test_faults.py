@@ -144,6 +144,24 @@ def test_bench_goes_on_past_builds_that_abort_and_names_what_it_skipped(fault, m
     assert said.rstrip().endswith(skipped), said
 
 
+def test_bench_skips_a_row_whose_cached_search_answer_aborts_its_build(fault, monkeypatch):
+    """A search answered from its cache built nothing in this process: bench.py builds that kernel first too, and a
+    build that aborts skips the row, saying why, instead of ending bench.py in its timing."""
+    searched = Kernel(*sum_ast((64, 64), (1,)))
+    searched.apply_opt(Opt(OptOps.UNROLL, 0, 8))  # r_64_8_8: neither the bare kernel nor the hand-coded one
+    fault("abort", r"void r_64_8_8\(")
+    monkeypatch.setattr(bench, "search", lambda k, *a, **kw: S.SearchResult(searched, 1e-3, [], 0, True, 0.0, []))
+    monkeypatch.setattr(bench, "BENCHMARKS", {
+        "sum axis 1 4096x4096": (lambda: [sum_ast((64, 64), (1,))], 64 * 64, 4 * (64 * 64 + 64), lambda a: a.sum()),
+    })  # fmt: skip
+    out = io.StringIO()
+    assert bench.bench(runs=1, out=out, search_amt=1, limits=bench.Limits(1e11, 1e10, "given")) == {}
+    said = out.getvalue()
+    row = rf"^sum axis 1 4096x4096 +skipped: OpenCL build of r_64_8_8 failed: {re.escape(ABORTED)}$"
+    assert re.search(row, said, re.M) and not re.search(r"^sum axis 1 4096x4096 +searched", said, re.M), said
+
+
+@pytest.mark.usefixtures("device")
 def test_python_search_py_goes_on_past_an_fma_form_whose_build_aborts_and_says_so(tmp_path):
     """The command line whole, in a process of its own: it ends well, and says what the model measured without."""
     env = {"KERNELPY_CACHE": str(tmp_path), "KERNELPY_COMPILER_FAULT": f"abort:{FLOAT16_FMA}"}
