@@ -756,6 +756,7 @@ def test_build_failure_shows_numbered_source_and_log():
     with pytest.raises(R.BuildError) as e:
         R.build("__kernel void broken(__global float* data0) {\n  data0[0] = undefined_thing;\n}\n", "broken")
     assert "   2    data0[0] = undefined_thing;" in str(e.value) and "undefined_thing" in str(e.value).split("log")[-1]
+    assert str(e.value).startswith("OpenCL build of broken failed: the compiler refused it\n")
 
 
 def test_builds_run_one_at_a_time(monkeypatch):
