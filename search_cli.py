@@ -91,7 +91,7 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
-        try:  # where the device's compiler can't end this process (the searched kernel was, as a candidate)
+        try:  # where the device's compiler can't end this process (a cached answer was never built here)
             build_first(k)
         except BuildError as e:
             display.line(f"{label:10s} not built: {str(e).splitlines()[0]}", k=k, width=width)

@@ -23,6 +23,7 @@ import compilers as C
 import model
 import runtime as R
 import search as S
+import search_cli
 from demo import elementwise_ast, sum_ast
 from kernel import Kernel, Opt, OptOps
 from tests.common import run_script
@@ -170,6 +171,17 @@ def test_python_search_py_goes_on_past_an_fma_form_whose_build_aborts_and_says_s
     said = " ".join(p.stdout.split())  # as one line, however the lines were fit to a terminal
     assert f"not built, so not measured: float16 fma() (OpenCL build of fma_peak failed: {ABORTED})" in said
     assert "verified" in said
+
+
+def test_python_search_py_says_a_kernel_it_cant_build_for_the_comparison_and_goes_on(fault, monkeypatch, capsys):
+    """The hand-coded kernel (a grouped reduce: the only one with __local memory here) aborts its compiler: the search
+    drops it as a candidate, and the comparison says it wasn't built instead of timing it, with no speedup."""
+    few_actions(monkeypatch)
+    fault("abort", r"__local float")
+    assert search_cli.main(["sum_axis1", "--beam", "1", "--no-cache"]) == 0
+    said = " ".join(capsys.readouterr().out.split())  # as one line, however the lines were fit to a terminal
+    assert re.search(rf"hand-coded not built: OpenCL build of r_\w+ failed: {re.escape(ABORTED)}", said), said
+    assert re.search(r"searched +[0-9.]+ ms", said) and "speedup" not in said and "; verified" in said
 
 
 def test_a_users_kernel_whose_program_lacks_it_is_a_build_error_in_run_and_verify(device, monkeypatch):
