@@ -131,7 +131,9 @@ def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats
 
 def _built(src: str, name: str, what: str):
     """Kernel `name` of src, built first in a helper process (runtime.own): None where it doesn't build (a compiler
-    that refuses it, crashes, hangs or builds it without the kernel), and skipped() says why."""
+    that refuses it, crashes, hangs or builds it without the kernel), and skipped() says why; never tried twice."""
+    if what in skipped():
+        return None
     try:
         return runtime.build(src, name, runtime.own())
     except runtime.BuildError as e:
