@@ -180,7 +180,7 @@ def test_python_search_py_goes_on_past_an_fma_form_whose_build_aborts_and_says_s
     assert "verified" in said
 
 
-def test_python_search_py_says_a_kernel_it_cant_build_for_the_comparison_and_goes_on(fault, monkeypatch, capsys):
+def test_python_search_py_says_a_compared_kernel_whose_build_aborts_wasnt_built_and_goes_on(fault, monkeypatch, capsys):
     """The hand-coded kernel (a grouped reduce: the only one with __local memory here) aborts its compiler: the search
     drops it as a candidate, and the comparison says it wasn't built instead of timing it, with no speedup."""
     few_actions(monkeypatch)
