@@ -718,7 +718,14 @@ def _rejection_holds(msg: str, k: Kernel, opt: Opt) -> bool:
         r"no tensor core available: the kernel has no SUM reduce": lambda: (
             k.reduceop is None or k.reduceop.op is not ReduceOps.SUM
         ),
-        r"no tensor core available: (.+)": lambda why: all(f"{tc}: " in why for tc in k.opts.tensor_cores),
+        r"no tensor core available: TC is 0": lambda: k.opts.tc == 0,
+        r"no tensor core available: the (\w+) target has no (local threads|tensor cores)": lambda d, w: (
+            d == device and k.opts.tc != 0 and (not k.opts.has_local if w == "local threads" else k.opts.has_local)
+            and (w == "local threads" or not k.opts.tensor_cores)
+        ),
+        r"no tensor core available: none of (.+) fits \(its dtypes, a MUL of loads, axes, sizes\)": lambda names: (
+            names == ", ".join(map(str, k.opts.tensor_cores)) and k.opts.has_local and k.reduceop.op is ReduceOps.SUM
+        ),
     }
     for pattern, holds in patterns.items():
         if m := re.fullmatch(pattern, msg):
@@ -1175,8 +1182,12 @@ class TestHeuristics:
 
     def test_heuristic_log_says_why(self):
         k, decisions = demo.weighed(new_kernel(matvec_ast(1024, 768)), Kernel.hand_coded_optimizations)
-        assert [o for d in decisions for o, _ in d.applied] == k.applied_opts
-        assert [why for d in decisions for _, why in d.applied] == [
+        record = demo.record_steps(decisions, k.applied_opts)
+        assert [d.heuristic for d, _ in record] == ["_matvec"] and record[0][1] == k.applied_opts
+        assert decisions[0].weighed["global_idx"] == 0
+        steps = [(d, o, new_kernel(matvec_ast(1024, 768), "opencl", *k.applied_opts[:i])) for i, (d, o) in
+                 enumerate((d, o) for d, opts in record for o in opts)]
+        assert [demo.reason(d, o, before, demo.buffer_names(before)) for d, o, before in steps] == [
             "matvec: 8 threads share each output's reduce (GROUP)",
             "matvec: 4 threads per work-group along axis 0",
             "matvec: each thread computes 4 outputs along axis 0",
