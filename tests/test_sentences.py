@@ -671,7 +671,8 @@ def test_the_opts_the_heuristics_never_choose_each_have_a_demo():
     shown = {o.op for name in DEMOS for o in D.demo_kernel(name, out=io.StringIO())[0].applied_opts}
     assert {OptOps.PADTO, OptOps.UPCASTMID, OptOps.NOLOCALS} <= shown
     tuned, decisions = D.weighed(Kernel(*DEMOS["cat"].build()))
-    assert any(d.heuristic == "_upcast_masked_axes" and opts for d, opts in D.record_steps(decisions, tuned.applied_opts))
+    record = D.record_steps(decisions, tuned.applied_opts)
+    assert any(d.heuristic == "_upcast_masked_axes" and opts for d, opts in record)
     assert "small masked axis 1: upcast it whole" in demo("cat")
 
 
