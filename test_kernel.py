@@ -1,5 +1,6 @@
 """The spec of kernel.py's Kernel: construction, every OptOp, every check that rejects one, tensor cores, the
-hand-coded heuristics, their tuned thresholds at the boundary, and colours. An opt is written with the OptOps' own
+hand-coded heuristics, their tuned thresholds at the boundary, tinygrad's linearizer members (membufs, shape_offsets,
+acc_offsets, get_float4_upcast_dim, alias_buffer) and colours. An opt is written with the OptOps' own
 names: Opt(UPCAST, 0, 4) is UPCAST:0:4 (the command lines are test_cli.py's).
 
 Each expectation was worked out from tinygrad 0.9.1's rules (and checked against tinygrad 0.9.1 itself). A kernel
@@ -11,6 +12,7 @@ The golden-corpus replays live in test_golden.py.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 
@@ -1288,6 +1290,67 @@ class TestThresholds:
         """8192 float accumulators are 32768 bytes, OpenCL's shared_max: accepted; 16384 are refused (REJECTIONS)."""
         assert new_kernel(sum_ast((1 << 20,)), "opencl", Opt(GROUP, 0, 8192)).full_shape == (8192, 128)
         assert TARGETS["opencl"].shared_max == 8192 * 4
+
+
+# ============================================================================================================
+# tinygrad's linearizer members: Kernel methods only tinygrad's linearizer uses, kept as part of the Kernel
+# ============================================================================================================
+def _scaled_matmul() -> tuple[LazyOp, ...]:
+    """out = sum_k a[i, k] * b[k, j] * 2 over 16x16x16: three global buffers and a CONST."""
+    mul = matmul_ast(16, 16, 16)[0].src[0].src[0]
+    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, mul, const(2.0, (16, 16, 16))), (2,))),)
+
+
+def test_membufs_are_the_global_buffers_in_order():
+    k = Kernel(*_scaled_matmul())
+    assert len(k.bufs) == 4 and [b.idx for b in k.membufs] == [0, 1, 2]  # the CONST is a buffer, not a membuf
+    assert k.membufs == [b for b in k.bufs if isinstance(b, MemBuffer)] and k.membufs[0] is k.bufs[0]
+    k.alias_buffer(k.reduceop, 1, [1, 0, 2])  # a local buffer isn't one either
+    assert [b.idx for b in k.membufs] == [0, 1, 2] and len(k.bufs) == 5
+
+
+def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
+    """What tinygrad 0.9.1 returns for these opts (run there): the last upcasted axis's index varies slowest."""
+    k = Kernel(*_scaled_matmul())
+    assert list(k.shape_offsets(0)) == [()]
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
+    k.apply_opt(Opt(OptOps.UNROLL, 0, 4))
+    assert k.full_shape == (8, 16, 4, 2, 4) and list(k.shape_offsets(0)) == [(0, 0), (0, 1)]  # the output: 1 x 2
+    assert list(k.shape_offsets(1)) == list(itertools.product(range(4), range(2)))
+    k.apply_opt(Opt(OptOps.UPCAST, 1, 4))
+    assert list(k.shape_offsets(0)) == [(a, 0, c) for a in range(4) for c in range(2)]
+
+
+
+
+def test_acc_offsets_share_one_register_across_unrolled_axes():
+    """matmul: 4 x 4 upcast outputs and an unroll of 4: 64 elements, 16 accumulators, each used 4 times."""
+    k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
+    offsets = k.acc_offsets(k.full_buf_index)
+    assert len(offsets) == 64 and sorted(set(offsets)) == list(range(16))
+    assert all(offsets.count(x) == 4 for x in range(16))
+    assert Kernel(*elementwise_ast(64)).acc_offsets(0) == [0]
+
+
+def test_get_float4_upcast_dim_finds_unit_stride_upcast_axes():
+    k = kernel.optimize(Kernel(*matmul_ast(512, 512, 512)))
+    # a walks the unrolled axis 7 with stride 1, b and the output the upcast axis 5
+    assert [k.get_float4_upcast_dim(i) for i in range(3)] == [[5], [7], [5]]
+    clang = Kernel(*matmul_ast(512, 512, 512), opts=TARGETS["clang"])
+    clang.apply_opt(Opt(UPCAST, 1, 4))
+    assert clang.get_float4_upcast_dim(0) == []  # no float4 on this target
+
+
+def test_alias_buffer_adds_a_local_copy_laid_out_by_the_pattern():
+    k = Kernel(*matmul_ast(16, 16, 16))
+    k.alias_buffer(k.reduceop, 1, [1, 0, 2])  # a: axis 0 innermost, axis 1 not stored, axis 2 outer
+    local = k.bufs[-1]
+    assert isinstance(local, kernel.LocalBuffer) and local.name == "ldata1" and local.size == 256
+    assert k.sts[-1] == ShapeTracker((kernel.View.create((16, 1, 16), (1, 0, 16)),))
+    assert k.local_alias[k.reduceop][1] is local
+    assert not any(isinstance(b, kernel.LocalBuffer) for b in k.copy().bufs)  # local buffers belong to one rendering
+    with pytest.raises(ValueError, match="pattern entry per axis"):
+        k.alias_buffer(k.reduceop, 1, [1, 2])
 
 
 # ============================================================================================================
