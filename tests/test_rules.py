@@ -1,5 +1,5 @@
 """The kernel rules and argument checks: no store or in-place read that races, local memory
-within the target's after every opt, tinygrad's Kernel members, views of any store, and every argument and file
+within the target's after every opt, views of any store, and every argument and file
 checked for its kind.
 
 Each test states the rule for a class of input; a refusal names what is wrong, and what is accepted computes what
