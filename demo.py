@@ -441,9 +441,9 @@ def rule(d: Decision, k: Kernel, names: Sequence[str]) -> str:
         "that apply_opt takes",
         "_image_float4": f"image {names[w.get('buf_index', 0)]}: its first unit-stride axis that 4 divides "
         "(unit_stride_axes_mul_4), by 4, unless an upcast one is: UPCAST on an output axis, UNROLL on a reduce axis",
-        "_upcast_masked_axes": "output axes of size <= 7 that a buffer masks, from the left, while the upcast elements "
-        "stay <= 7 * 7 (an axis that doesn't fit is skipped, the next tried): to_upcast, each upcast whole, from the "
-        "right",
+        "_upcast_masked_axes": "output axes of size <= 7 that a buffer masks, from the left, each where the upcast "
+        "elements (with the axes taken before it) stay <= 7 * 7, else skipped and the next tried: to_upcast, each "
+        "upcast whole, from the right",
         "_upcast_broadcast_axes": f"{_txt(outputs)} threads (outputs outside the upcast axes) >= 1024: an output axis "
         "a buffer has stride 0 on (and on none of its upcast axes); xb_choices: (buffers moving along the axis, sum of "
         "their last views' strides, axis, amount), the smallest taken",

@@ -860,6 +860,19 @@ def test_opt_that_would_overrun_the_shape_is_rejected():
 
 
 class TestTensorCores:
+    @pytest.mark.parametrize("target, why", [("opencl", "the GPU target has no tensor cores"),
+                                             ("clang", "the CLANG target has no local threads")])  # fmt: skip
+    def test_tc_with_tc_2_is_refused_with_the_targets_reason(self, monkeypatch, target, why):
+        """TC=2 lets the TC opt past the target's empty tensor core list; the refusal then names the first condition
+        of _apply_tc_opt that fails, not the kernel's reduce (a matmul has a SUM)."""
+        monkeypatch.setenv("TC", "2")
+        k = new_kernel(matmul_ast(64, 64, 64), target)
+        with pytest.raises(KernelOptError, match=f"^no tensor core available: {why}$"):
+            k.apply_opt(Opt(TC, 0, 0))
+        assert k.applied_opts == []
+        with pytest.raises(KernelOptError, match="no tensor core available: the kernel has no SUM reduce"):
+            new_kernel(elementwise_ast(64), "metal").apply_opt(Opt(TC, 0, 0))
+
     def test_metal_float_matmul_takes_the_tensor_core_and_the_follow_ups(self):
         """After TC: upcast M and N by 4 (the largest of 5, 4, 3, 2 that divides), then N by 2 as local."""
         k = new_kernel(matmul_ast(256, 256, 256), "metal")
@@ -1245,12 +1258,16 @@ class TestThresholds:
         """the largest size upcast whole (8 isn't: test_masked_axis_larger_than_7_is_not_upcast_whole)"""
         assert hand_coded(stack_ast(256, 7)).applied_opts[0] == Opt(UPCAST, 0, 0)
 
-    def test_masked_axes_are_upcast_while_at_most_49_elements(self):
-        """7 x 7 masked axes: 49 elements, both upcast. 2 x 5 x 5: 2, then 10, then 50 > 49, so the third isn't."""
+    def test_masked_axes_are_upcast_where_the_elements_stay_at_most_49(self):
+        """7 x 7 masked axes: 49 elements, both upcast. 2 x 5 x 5: 2, then 10, then 50 > 49, so the third isn't. An
+        axis that doesn't fit is skipped and the next tried: 5, 3, 7, 2 take axes 0, 1 and 3 (5 * 3 * 2 = 30)."""
         opts = hand_coded(padded_add_ast((5, 5, 64), ((1, 1), (1, 1), (0, 0)))).applied_opts
         assert opts[:2] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
         opts = hand_coded(padded_add_ast((1, 3, 3, 64), ((0, 1), (1, 1), (1, 1), (0, 0)))).applied_opts
         assert [o for o in opts if o.op is UPCAST] == [Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+        k = hand_coded(padded_add_ast((4, 2, 6, 1), ((0, 1),) * 4))
+        assert k.applied_opts == [Opt(UPCAST, 3, 0), Opt(UPCAST, 1, 0), Opt(UPCAST, 0, 0)]
+        assert k.full_shape == (7, 2, 3, 5)  # the 7 stays an output axis; 2, 3, 5 are upcast (last applied, first)
 
     def test_broadcast_axis_is_upcast_from_1024_outputs(self):
         """b broadcast along axis 0 (of 4): 4 x 256 = 1024 outputs upcast it, 4 x 255 = 1020 don't."""

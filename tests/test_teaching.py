@@ -953,3 +953,15 @@ def test_tc_matmul_speaks_of_tensor_cores_only_where_the_tc_opt_applied(target):
     uses = any(o.op is OptOps.TC for o in k.applied_opts)
     assert uses == (target == "metal") and ("tensor core:" in out.getvalue()) == uses
     assert "on Metal's" not in out.getvalue()
+
+
+def test_the_masked_axes_rule_says_an_axis_that_doesnt_fit_is_skipped():
+    """Masked sizes 5, 3, 7, 2 take axes 0, 1 and 3: the 7 would make 105 elements, so it is skipped and the 2 taken
+    (it once said "while the upcast elements stay <= 49", as if the first that didn't fit ended it)."""
+    a = kernel.ShapeTracker.from_shape((4, 2, 6, 1)).pad(((0, 1),) * 4)
+    ast = (D.store(D.alu(kernel.BinaryOps.ADD, D.load(1, a), D.load(2, kernel.ShapeTracker.from_shape(a.shape)))),)
+    start = Kernel(*ast)
+    (d, opts), *_ = recorded(ast, heuristics=HAND_CODED)
+    assert d.weighed == {"to_upcast": [0, 1, 3]} and [o.axis for o in opts] == [3, 1, 0]
+    said = D.rule(d, start, D.buffer_names(start))
+    assert "else skipped and the next tried" in said and "while" not in said
