@@ -965,3 +965,22 @@ def test_the_masked_axes_rule_says_an_axis_that_doesnt_fit_is_skipped():
     assert d.weighed == {"to_upcast": [0, 1, 3]} and [o.axis for o in opts] == [3, 1, 0]
     said = D.rule(d, start, D.buffer_names(start))
     assert "else skipped and the next tried" in said and "while" not in said
+
+
+def test_what_tinygrad_prints_at_each_debug_level_is_said_where_it_prints():
+    """tinygrad 0.9.1 prints MATVEC (hand_coded_optimizations) and TENSOR CORES (_create_tc_opts) at DEBUG >= 3, each
+    masked axis it upcasts and xb_choices at DEBUG >= 4, nothing else of the heuristics: kernel.py's banner says so
+    and the recording lines of those branches say which (it once said all was printed at DEBUG >= 4); _matvec's
+    sizes are tinygrad's TODO, not tuned."""
+    import inspect
+
+    source = inspect.getsource(kernel)
+    banner = " ".join(source.split("# ==== heuristics:")[1].split("def _weigh")[0].replace("#", " ").split())
+    assert '"MATVEC: ..." (the shape, strides and MV_ sizes) and, for a core that fits, "TENSOR CORES ..." at DEBUG' \
+        " >= 3; each masked axis it upcasts and xb_choices at DEBUG >= 4; nothing of the other branches" in banner
+    debug = {line.split("_weigh(")[1].split(",")[0]: line.split("# tinygrad: ")[1]
+             for line in source.splitlines() if "_weigh(" in line and "# tinygrad: DEBUG" in line}  # fmt: skip
+    assert debug == {'"_matvec"': "DEBUG >= 3 prints MATVEC: ...", '"_upcast_masked_axes"': "DEBUG >= 4 prints each",
+                     '"_upcast_broadcast_axes"': "DEBUG >= 4 prints it"}  # fmt: skip
+    matvec = inspect.getsource(Kernel._matvec)
+    assert "TODO: adjust/tune based on the wide vs tall/large vs small mat" in matvec and "tuned" not in matvec
