@@ -273,7 +273,7 @@ DEMOS: dict[str, Demo] = {
 
 
 # COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of Kernel.colored_shape(), tinygrad's
-# eight chunks of a shape, and what each becomes in runtime.py's OpenCL C
+# eight chunks of a shape, and what each becomes in render.py's OpenCL C
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
@@ -483,7 +483,7 @@ def _value(x: Any) -> str:
 
 
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
-    """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
+    """How render.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
     it reads or writes float2/float4 vectors, or None; and why not). render.vector_axis is the rule; here it also
     holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
     axis, why = vector_axis(k, i)

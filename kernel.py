@@ -324,7 +324,7 @@ class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
     def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
-        """tinygrad's Python text (`(1+a)`, `(a//2)`), or the spelling `ops` gives each node type (runtime.py's C);
+        """tinygrad's Python text (`(1+a)`, `(a//2)`), or the spelling `ops` gives each node type (render.py's C);
         ctx "DEBUG" adds the variables' ranges, "REPR" is repr()."""
         return (ops if ops is not None else render_python)[type(self)](self, ops, ctx)
 
@@ -1249,19 +1249,27 @@ class ShapeTracker:
                 idxs = [idx // w % s if d else idx // w for d, (w, s) in enumerate(zip(weights, below.shape))]
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
-    # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
-    def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
-        arg = movement_arg(op, self.shape, arg, pairs)
-        if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
-            return ShapeTracker(self.views + (View.create(arg),))
-        return ShapeTracker(self.views[:-1] + (new_view,))
+    # -- the movement ops act on the top view (movement_arg: the argument as a tuple, checked for its kind) --
+    def pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:  # one (before, after) pair per axis
+        return ShapeTracker(self.views[:-1] + (self.views[-1].pad(movement_arg("pad", self.shape, arg, True)),))
 
-    pad = functools.partialmethod(_on_top, "pad", pairs=True)  # ((before, after), ...): one pair per axis
-    shrink = functools.partialmethod(_on_top, "shrink", pairs=True)  # ((begin, end), ...)
-    expand = functools.partialmethod(_on_top, "expand")
-    permute = functools.partialmethod(_on_top, "permute")
-    stride = functools.partialmethod(_on_top, "stride")
-    reshape = functools.partialmethod(_on_top, "reshape")
+    def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:  # one (begin, end) pair per axis
+        return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(movement_arg("shrink", self.shape, arg, True)),))
+
+    def expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].expand(movement_arg("expand", self.shape, new_shape)),))
+
+    def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].permute(movement_arg("permute", self.shape, axis)),))
+
+    def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].stride(movement_arg("stride", self.shape, mul)),))
+
+    def reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:  # a reshape the top view can't express: a new View
+        new_shape = movement_arg("reshape", self.shape, new_shape)
+        if (new_view := self.views[-1].reshape(new_shape)) is not None:
+            return ShapeTracker(self.views[:-1] + (new_view,))
+        return ShapeTracker(self.views + (View.create(new_shape),))
 
 
 # ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
@@ -1319,7 +1327,7 @@ class Opt:
                 return Opt(OptOps[op], *map(int, rest))
         ops = ", ".join(o.name for o in OptOps)
         raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {ops} and AXIS, AMT integers "
-                         "(NOLOCALS alone)")  # fmt: skip
+                         "(NOLOCALS alone)")
 
     def real_axis(self, k: Kernel) -> int:
         if self.axis is None:
@@ -1640,7 +1648,10 @@ class Kernel:
         grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
         if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
             self._check_shared_memory(amt)
-        getattr(self, f"_opt_{opt.op.name.lower()}")(axis, amt)  # LOCAL: _opt_local, and so on below
+        {OptOps.LOCAL: self._opt_local, OptOps.GROUP: self._opt_group,
+         OptOps.GROUPTOP: functools.partial(self._opt_group, top=True), OptOps.UNROLL: self._opt_unroll,
+         OptOps.UPCAST: self._opt_upcast, OptOps.UPCASTMID: self._opt_upcastmid, OptOps.NOLOCALS: self._opt_nolocals,
+         OptOps.PADTO: self._opt_padto}[opt.op](axis, amt)
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
@@ -1693,8 +1704,6 @@ class Kernel:
         check(not self.tensor_core, "can't group with tensor cores")
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
-
-    def _opt_grouptop(self, axis: int, amt: int) -> None: self._opt_group(axis, amt, top=True)
 
     def _opt_unroll(self, axis: int, amt: int) -> None:
         """UNROLL (magenta): split a reduce axis; the new piece is unrolled in registers at the end of the shape.
@@ -2110,7 +2119,7 @@ class Kernel:
 
 # tinygrad 0.9.1's tensor cores, each's threads, thread_local_aliases and thread_local_sizes: Metal's and CUDA's
 _METAL = [(0, 2), (1, 4), (0, 2), (1, 2)], [[[0], [2], [0], [4], [-1, 1, 3], [0]], [[1], [0], [3], [0], [2, 4], [-1]],
-                                            [[1], [2], [3], [4], [0], [-1]]], [[2], [2], [2]]  # fmt: skip
+                                            [[1], [2], [3], [4], [0], [-1]]], [[2], [2], [2]]
 _CUDA = [(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)], [[[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]], [[3], [4], [0],
          [0], [5], [-1, 1, 2, -2], [0]], [[-1], [1], [5], [-2], [2], [0], [3, 4]]], [[2, 2, 2], [2, 2], [2, 2]]
 _HALF, _FLOAT = dtypes.half, dtypes.float
@@ -2122,7 +2131,7 @@ TARGETS: dict[str, Target] = {
                     (_HALF, _FLOAT), (_HALF, _HALF)]]),
     "cuda": Target("CUDA", global_max=(2147483647, 65535, 65535), local_max=(1024, 1024, 64), shared_max=49152,
                    tensor_cores=[TensorCore((8, 16, 16), i, _FLOAT, *_CUDA) for i in (_HALF, dtypes.bfloat16)]),
-}  # fmt: skip
+}
 
 
 def optimize(k: Kernel) -> Kernel:
@@ -2252,7 +2261,7 @@ def check_view(v: View) -> None:
     """A View built directly (View.create checks more of what it is given): a stride and a mask range per axis."""
     if len(v.strides) != len(v.shape) or (v.mask is not None and len(v.mask) != len(v.shape)):
         raise ValueError(f"View: shape {v.shape} needs one stride and one mask range per axis, got strides "
-                         f"{v.strides} and mask {v.mask} (View.create makes a View from a shape alone)")  # fmt: skip
+                         f"{v.strides} and mask {v.mask} (View.create makes a View from a shape alone)")
 
 
 def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
@@ -2503,7 +2512,7 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     BinaryOps.CMPLT: operator.lt, BinaryOps.CMPNE: operator.ne, BinaryOps.XOR: operator.xor,
     BinaryOps.SHR: operator.rshift, BinaryOps.SHL: operator.lshift,
     TernaryOps.WHERE: lambda c, a, b: a if c else b, TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}  # fmt: skip
+}
 _ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
 _ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 

@@ -45,7 +45,7 @@ def _colours(monkeypatch):
 
 
 # ============================================================================================================
-# small kernels beyond kernel.py's builders
+# small kernels beyond demo.py's builders
 # ============================================================================================================
 
 
@@ -1194,19 +1194,6 @@ class TestHeuristics:
         assert k.applied_opts[0] == Opt(TC, 0, 0)
         k = kernel.optimize(new_kernel(matmul_ast(64, 64, 64), "opencl"))
         assert k.applied_opts[0] == Opt(UPCAST, 1, 4)
-
-    def test_heuristic_log_says_why(self):
-        k, decisions = demo.weighed(new_kernel(matvec_ast(1024, 768)), Kernel.hand_coded_optimizations)
-        record = demo.record_steps(decisions, k.applied_opts)
-        assert [d.heuristic for d, _ in record] == ["_matvec"] and record[0][1] == k.applied_opts
-        assert decisions[0].weighed["global_idx"] == 0
-        steps = [(d, o, new_kernel(matvec_ast(1024, 768), "opencl", *k.applied_opts[:i])) for i, (d, o) in
-                 enumerate((d, o) for d, opts in record for o in opts)]
-        assert [demo.reason(d, o, before, demo.buffer_names(before)) for d, o, before in steps] == [
-            "matvec: 8 threads share each output's reduce (GROUP)",
-            "matvec: 4 threads per work-group along axis 0",
-            "matvec: each thread computes 4 outputs along axis 0",
-        ]
 
 
 # ============================================================================================================

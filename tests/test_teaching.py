@@ -89,6 +89,25 @@ def test_weighed_leaves_the_kernel_it_is_given_as_it_was():
     assert k.applied_opts == [] and k.decisions is None and tuned.applied_opts and decisions
 
 
+def test_the_matvec_record_says_why_each_opt():
+    """The record of a matvec: one _matvec decision (global_idx 0) and its three opts, each with the step table's
+    reason (moved from test_kernel.py: the record is the demo's)."""
+    k, decisions = D.weighed(Kernel(*matvec_ast(1024, 768)), HAND_CODED)
+    record = D.record_steps(decisions, k.applied_opts)
+    assert [d.heuristic for d, _ in record] == ["_matvec"] and record[0][1] == k.applied_opts
+    assert decisions[0].weighed["global_idx"] == 0
+    before = Kernel(*matvec_ast(1024, 768))
+    reasons = []
+    for opt in k.applied_opts:
+        reasons.append(D.reason(decisions[0], opt, before, D.buffer_names(before)))
+        before.apply_opt(opt)
+    assert reasons == [
+        "matvec: 8 threads share each output's reduce (GROUP)",
+        "matvec: 4 threads per work-group along axis 0",
+        "matvec: each thread computes 4 outputs along axis 0",
+    ]
+
+
 def test_a_copy_records_on_its_own_list():
     k = Kernel(*matmul_ast(64, 64, 64))
     k.decisions = []
