@@ -526,7 +526,7 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
                 access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
-                if not read and vec != axis:  # runtime.py writes an image output with no aligned pixels as a buffer
+                if not read and vec != axis:  # render.py writes an image output with no aligned pixels as a buffer
                     access = f"{size} scalar stores: the image is written as a plain buffer ({why})"
             elif vec == axis:
                 access = f"one float{size} {load}"

@@ -1521,7 +1521,7 @@ class Kernel:
         reduced = [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]
         return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:], reduced))
 
-    # -- the members tinygrad 0.9.1's linearizer and search use (runtime.py renders without them) --
+    # -- the members tinygrad 0.9.1's linearizer and search use (render.py renders without them) --
     @property
     def membufs(self) -> list[MemBuffer]: return [x for x in self.bufs if isinstance(x, MemBuffer)]  # global memory
 

@@ -378,6 +378,22 @@ def test_nothing_in_the_repository_points_where_a_clone_cant_follow():
     assert found == []
 
 
+def test_no_file_names_an_old_home_of_what_moved():
+    """The C is render.py's (it was runtime.py's), COLOR_LEGEND and the AST builders are demo.py's (they were
+    kernel.py's), the corpus reader is corpus.py (it was tests/corpus.py): no module, tool, test or document says
+    otherwise."""
+    old = re.compile(r"runtime\.py(?:'s (?:OpenCL )?C\b| renders| writes (?:an image|C))|kernel\.py's (?:COLOR_LEGEND|"
+                     r"builders)|tests/corpus\.py")
+    files = [f for f in os.listdir(ROOT) if f.endswith((".py", ".md"))] + [
+        os.path.join(d, f) for d in ("tools", "tests", "docs", "testdata") for f in os.listdir(os.path.join(ROOT, d))
+        if f.endswith((".py", ".md"))]  # fmt: skip
+    found = []
+    for name in [f for f in files if f != os.path.join("tests", "test_readme.py")]:  # (this test names them)
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            found += [f"{name}:{n}: {line.strip()[:80]}" for n, line in enumerate(f, 1) if old.search(line)]
+    assert found == []
+
+
 def test_the_sizes_the_readme_states_are_the_files():
     """"Part 1 ... is about 2,200 lines": each size the README states is within 10% of the file's (Part 1: to the
     appendix banner)."""
