@@ -1100,8 +1100,10 @@ class TestHeuristics:
         assert k.applied_opts[:2] == [Opt(UPCAST, 2, 4), Opt(UPCAST, 0, 4)]
 
     def test_no_broadcast_upcast_under_1024_outputs(self):
-        """16x16 outputs: too few to be worth it (this one groups instead)."""
-        assert UPCAST not in {o.op for o in hand_coded(matmul_ast(16, 16, 16)).applied_opts}
+        """On clang (no grouping to stop the heuristics first): 16x16 outputs are too few to upcast a broadcast axis,
+        32x32 = 1024 are enough. (On opencl the 16x16 matmul groups instead, and no later branch runs.)"""
+        assert UPCAST not in {o.op for o in hand_coded(matmul_ast(16, 16, 16), "clang").applied_opts}
+        assert hand_coded(matmul_ast(32, 32, 32), "clang").applied_opts[0] == Opt(UPCAST, 1, 4)
 
     # -- reduce unrolling --
     def test_short_reduce_is_unrolled_whole(self):
@@ -1189,7 +1191,9 @@ class TestHeuristics:
             Opt(LOCAL, 1, 16),
         ]
 
-    def test_optimize_prefers_tensor_cores(self):
+    def test_optimize_takes_tensor_cores_where_they_apply(self):
+        """As tinygrad's get_linearizer (an image output's pixel is upcast first, and then TC is refused: the
+        linearizer cases of test_golden.py)."""
         k = kernel.optimize(new_kernel(matmul_ast(64, 64, 64), "metal"))
         assert k.applied_opts[0] == Opt(TC, 0, 0)
         k = kernel.optimize(new_kernel(matmul_ast(64, 64, 64), "opencl"))
@@ -1257,7 +1261,8 @@ class TestThresholds:
         assert k.full_shape == (7, 2, 3, 5)  # the 7 stays an output axis; 2, 3, 5 are upcast (last applied, first)
 
     def test_broadcast_axis_is_upcast_from_1024_outputs(self):
-        """b broadcast along axis 0 (of 4): 4 x 256 = 1024 outputs upcast it, 4 x 255 = 1020 don't."""
+        """b broadcast along axis 0 (of 4): 4 x 256 = 1024 outputs upcast it, 4 x 255 = 1020 don't (nothing is upcast
+        yet, so the rule's threads, the outputs outside the upcast axes, are all the outputs)."""
         assert hand_coded(broadcast_ast(4, 256)).applied_opts[0] == Opt(UPCAST, 0, 4)
         assert UPCAST not in {o.op for o in hand_coded(broadcast_ast(4, 255)).applied_opts}
 
