@@ -84,8 +84,8 @@ def fma_source(width: int, form: str) -> str:
 
 def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
-    form read 437 to 484 GFLOP/s at different moments here), measured once per process (see FMA_CHAINS). A form that
-    doesn't build is left out (skipped() says why)."""
+    form reads differently at different moments: BENCHMARKS.md), measured once per process (see FMA_CHAINS). A form
+    that doesn't build is left out (skipped() says why)."""
     dev = runtime.get_device()
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
         items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units

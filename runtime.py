@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import io
 import itertools
 import math
 import os
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from demo import DEMOS, demo_kernel, int_at_least, parse_opt_arg, run_command_line
+from demo import DEMOS, build_demo, demo_kernel, int_at_least, parse_opt_arg, run_command_line
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, MemBuffer, Node, NumNode, OptOps
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
 from kernel import SHORT_FLOATS, sym_render, verify_lazyop, walk_ast
@@ -1184,7 +1183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed, count, kernels = 0, 0, 0
     width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
     for name in [args.name] if args.name else list(DEMOS):
-        k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
+        k, rejected = build_demo(name, args.target, args.opt)
         for opt, why in rejected:
             log(f"  {str(opt):<{width}}rejected: {why}")
         samples, kernels = sample_var_vals(k), kernels + 1
