@@ -5,6 +5,7 @@ fix. The search's own command line is in test_search.py; colour, in a pipe or on
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -255,3 +256,14 @@ def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys
     capsys.readouterr()
     assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
     assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
+
+
+def test_build_demo_prints_nothing_and_verify_builds_with_it(capsys, monkeypatch, device):
+    """build_demo is demo_kernel's kernel without the printing; `verify` gets its kernel there, not from the printer."""
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = demo.build_demo("sum", opts=opts)
+    assert capsys.readouterr().out == "" and k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:]
+    printed_k, printed_rejected = demo.demo_kernel("sum", opts=opts, out=io.StringIO())
+    assert printed_k.applied_opts == k.applied_opts and printed_rejected == rejected
+    monkeypatch.setattr(R, "demo_kernel", lambda *a, **kw: pytest.fail("verify called the printer"))
+    assert R.main(["verify", "sum"]) == 0
