@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import demo
 from demo import DEMOS, PALETTE, ROLES
-from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansistrip
+from kernel import Kernel, KernelOptError, Opt, OptOps, ansistrip
 from render import render
 
 WIDTH = 100  # the columns of the views' text: what the command line prints off a terminal
@@ -181,16 +181,12 @@ def page(name: str, target: str | None = None, opts: Sequence[Opt] | None = None
     with forced_colour():
         for view in ("steps", "explain"):
             text = io.StringIO()
-            final, refused = demo.demo_kernel(name, target, opts, out=text, view=view, width=WIDTH, sizes=sizes)
+            refused = demo.demo_kernel(name, target, opts, out=text, view=view, width=WIDTH, sizes=sizes)[1]
             views[view] = text.getvalue()
         if refused:
             raise KernelOptError(f"{name} refuses {refused[0][0]}: {refused[0][1]}")
-        d, target_name = DEMOS[name], target or DEMOS[name].target
-        k = Kernel(*d.build(*(sizes or d.sizes)), opts=TARGETS[target_name])
-        kernels, applied = [k.copy()], list(final.applied_opts)
-        for opt in applied:
-            k.apply_opt(opt)
-            kernels.append(k.copy())
+        d, steps = DEMOS[name], demo.demo_steps(name, target, opts, sizes)[2]  # the kernel after each step
+        kernels, applied = [s.kernel for s in steps], [s.opt for s in steps[1:]]
         labels = ["start"] + [str(o) for o in applied]
         header, rows, notes = steps_of(views["steps"], labels)
         explain = steps_of(views["explain"], labels)[1]
