@@ -287,6 +287,10 @@ COLOR_LEGEND = {
     "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
     "buffer's only stride-1 upcast axis is 2 or 4 long (render.vector_axis)",
 }
+# each colour on a page of its own (dark, so that they read alike on a light and a dark site): the README's picture
+# (tools/demo_svg.py) and the HTML pages (page.py)
+PALETTE = dict(blue="#4a7dff", BLUE="#79c0ff", cyan="#39c5cf", green="#56d364", white="#ffffff", red="#ff7b72")
+PALETTE.update(magenta="#e57cf0", yellow="#e3b341")
 # each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
 ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
 ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
@@ -820,7 +824,9 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, pages: Callable[..., int] | None = None) -> int:
+    """The demo's command line; `pages` writes --html's pages (page.write, handed in by the entry points: page.py
+    imports demo, so demo can't import it)."""
     p = argparse.ArgumentParser(
         prog="python kernel.py",
         description="Watch tinygrad 0.9.1's kernel optimizer reshape classic kernels. Each axis of a kernel's shape "
@@ -854,14 +860,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("map", "the output as a grid: the work-group, thread and register of each element"),
     ]:
         views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
+    html_help = "write every view of every step as a static page: one kernel's into FILE, or all and an index into DIR"
+    views.add_argument("--html", metavar="FILE|DIR", help=html_help)
     d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
     args = p.parse_args(argv)
-    if args.steps and args.view not in ("steps", "loops"):
-        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    if args.steps and (args.view not in ("steps", "loops") or args.html):
+        other = "html" if args.html else args.view
+        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{other}")
     if args.size and not args.name:
         d.error("--size goes with one kernel's name: each kernel has sizes of its own")
     args.view = "loops" if args.steps else args.view
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
+    if args.html and pages is None:
+        d.error("--html writes its pages through page.py: run python kernel.py demo ... --html")
+    if args.html:
+        return pages(args.html, args.name, args.target, args.opt, args.size)
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=14)))
@@ -878,4 +891,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "python kernel.py"))
+    import page
+
+    sys.exit(run_command_line(lambda: main(pages=page.write), "python kernel.py"))

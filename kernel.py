@@ -2680,8 +2680,8 @@ def movement_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, beside this file
+if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, its pages (--html) page.py, beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import demo
-
-    sys.exit(demo.run_command_line(demo.main, "python kernel.py"))
+    import page  # page imports demo, so here (not in demo) its writer is handed to the demo's command line
+    sys.exit(demo.run_command_line(lambda: demo.main(pages=page.write), "python kernel.py"))

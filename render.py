@@ -227,6 +227,23 @@ class Program:
     vars: list[Variable] = field(default_factory=list)
     local_bytes: int = 0
 
+    def launch(self) -> str:
+        """The launch sizes as `python runtime.py show` prints them (and the page of page.py), with the variables'
+        arguments on a second line."""
+        text = f"[{', '.join(sym_render(g) for g in self.global_size)}]"
+        if self.local_size:
+            text += f" work-groups of {self.local_size} threads"
+        else:
+            text += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
+            text += " <= 32 of dim 0"
+        text += " (launch dims: the blue axes last first, the cyan ones in order)"
+        if self.vars:
+            names = zip(c_var_names(self.vars), self.vars)
+            named = ", ".join(f"{c} = {v.expr} in [{v.min}, {v.max}]" for c, v in names)
+            text += f"\n  vars            {named}: int arguments; this one program runs every value, the launch "
+            text += "size follows them"
+        return text
+
 
 # each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources); runtime.py's reference computes the same
 _C_OPS = {

@@ -36,10 +36,10 @@ import pyopencl as cl
 from demo import DEMOS, build_demo, demo_kernel, int_at_least, parse_opt_arg, run_command_line
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, MemBuffer, Node, NumNode, OptOps
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
-from kernel import SHORT_FLOATS, sym_render, verify_lazyop, walk_ast
-from render import INT32_MAX, INT32_MIN, Program, c_types, c_var_names, element_dtype, is_float, is_image
+from kernel import SHORT_FLOATS, verify_lazyop, walk_ast
+from render import INT32_MAX, INT32_MIN, Program, c_types, element_dtype, is_float, is_image
 from render import kernel_name, kernel_vars, reduce_identity, render, require_kernel, short_float
-from render import cexpr, fit_dims  # noqa: F401 (runtime.cexpr and runtime.fit_dims, as render, stay importable)
+from render import c_var_names, cexpr, fit_dims  # noqa: F401 (runtime.cexpr, ..., as render's, stay importable)
 
 
 # ============================================================================================================
@@ -1166,18 +1166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "show":
         prg = render(demo_kernel(args.name, args.target, args.opt)[0])  # printing its step table
-        launch = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
-        if prg.local_size:
-            launch += f" work-groups of {prg.local_size} threads"
-        else:
-            launch += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
-            launch += " <= 32 of dim 0"
-        launch += " (launch dims: the blue axes last first, the cyan ones in order)"
-        if prg.vars:
-            named = ", ".join(f"{c} = {v.expr} in [{v.min}, {v.max}]" for c, v in zip(c_var_names(prg.vars), prg.vars))
-            launch += f"\n  vars            {named}: int arguments; this one program runs every value, the launch "
-            launch += "size follows them"
-        print(f"  launch          {launch}\n\n{prg.src}")
+        print(f"  launch          {prg.launch()}\n\n{prg.src}")
         return 0
     log = functools.partial(print, flush=True)
     failed, count, kernels = 0, 0, 0

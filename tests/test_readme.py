@@ -199,9 +199,9 @@ def test_the_picture_draws_each_colour_in_its_own_fill(monkeypatch):
     svg = tool["ansi_to_svg"](text)
     fills = re.findall(r'<tspan fill="(#[0-9a-f]{6})">&lt;(\w+)&amp;&gt;</tspan>', svg)
     assert [c for _, c in fills] == list(demo.COLOR_LEGEND) and len({f for f, _ in fills}) == len(fills) == 8
-    assert dict((c, f) for f, c in fills) == tool["SVG_COLORS"]
+    assert dict((c, f) for f, c in fills) == demo.PALETTE  # the pages' (page.py) too
     assert "<text" in svg.split("\n")[-3] and ">plain</text>" in svg and 'fill="#161b22"' in svg
-    with pytest.raises(ValueError, match="ansi_to_svg: colour"):
+    with pytest.raises(ValueError, match="colour code 30 is none of PALETTE's colours"):
         tool["ansi_to_svg"](black)
 
 
