@@ -585,7 +585,11 @@ MALFORMED = {
     "BITCAST to nothing": (lambda: alu(UnaryOps.BITCAST, _X), r"BITCAST needs a DType arg, got None"),
     "negative buffer index": (lambda: load(-1, _ST), r"MemBuffer: idx must be an int >= 0, got -1"),
     "buffer index a float": (lambda: load(1.0, _ST), r"MemBuffer: idx must be an int >= 0, got 1.0"),
-    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType, got 'float'"),
+    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType \(.*\), got 'float'"),
+    "image dtype shapes never checked: 3 channels": (
+        lambda: load(1, _ST, dtypes.imagef((2, 2, 3))), r"MemBuffer: dtype must be a DType \(an image's shape: \(h"),
+    "image dtype shapes never checked: a zero height": (
+        lambda: load(1, _ST, dtypes.imageh((0, 1, 4))), r"MemBuffer: dtype must be .*, got dtypes.imageh\(\(0, 1, 4"),
     "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
 }
 
