@@ -491,17 +491,21 @@ def c_listing(k: Kernel, names: Sequence[str] = ()) -> list[str]:
 
 
 def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
-    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
-    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
-    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
-    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
-    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
-              zip(axes, bounds)]  # fmt: skip
+    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour.
+    Each index is taken apart from the store's view, largest stride first (time in the cells asked for, not in the
+    output's size); one no axis values reach is left out (the store doesn't write it)."""
+    v, colors = k.sts[0].views[-1], k.colors()
+    axes = sorted((a for a in range(k.shape_len) if v.shape[a] != 1), key=lambda a: -v.strides[a])
+    bounds = {a: v.mask[a] if v.mask else (0, v.shape[a]) for a in axes}  # a padded store writes inside its mask only
+    start = v.offset + sum(b * v.strides[a] for a, (b, _) in bounds.items())  # every axis at its first index
     cells: dict[int, dict[str, list[int]]] = {}
-    for values in itertools.product(*ranges):
-        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
-        if flat in want and flat not in cells:
-            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+    for flat in want:
+        rest, index = flat - start, {}
+        for a in axes:  # (an axis of stride 0: its first index, as the first thread along it writes)
+            index[a] = bounds[a][0] + (rest // v.strides[a] if v.strides[a] else 0)
+            rest -= (index[a] - bounds[a][0]) * v.strides[a]
+        if rest == 0 and all(b <= index[a] < e for a, (b, e) in bounds.items()):
+            cells[flat] = {c: [index[a] for a in sorted(axes) if colors[a] == c] for c in set(colors)}
     return cells
 
 
