@@ -54,6 +54,10 @@ from kernel import KnobError
 from render import is_vector_start, render, vector_axis
 
 
+# the environment knobs the heuristics and apply_opt read (search.KNOBS: the search's too)
+KNOBS = ("TC", "TC_OPT", "NOLOCALS", "MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD")
+
+
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
     """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
     argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
@@ -71,6 +75,10 @@ def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Ex
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except KernelOptError as e:  # the heuristics', where a knob asks for an opt that doesn't apply: say which are set
+        knobs = ", ".join(f"{n}={os.environ[n]}" for n in KNOBS if os.environ.get(n)) or "none"
+        print(f"{prog}: error: an opt doesn't apply: {e} (environment knobs set: {knobs})", file=sys.stderr)
+        return 2
     except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, KnobError) else 1

@@ -66,7 +66,7 @@ class KnobError(ValueError):
     """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
 
 
-KNOB_RANGES = {"TC": (0, 2), "TC_OPT": (0, 2), "MV_ROWS_PER_THREAD": (1, 8)}  # what they take (8: UPCAST's most)
+KNOB_RANGES = {"TC": (0, 2), "TC_OPT": (0, 2)}  # the values they have (tinygrad reads any: DIFFERENCES.md)
 
 
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:

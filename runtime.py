@@ -361,7 +361,8 @@ def _open_device() -> Device:
                 ) from None
         else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
             choice = os.environ.get("KERNELPY_DEVICE") or "0"
-            working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
+            index = choice.isascii() and choice.isdigit()  # (str.isdigit alone takes '²', which int() refuses)
+            working = list(itertools.islice(working_devices(), int(choice) + 1 if index else None))
             if not working:
                 found = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
                 raise NoDeviceError(f"{_NO_DEVICE} (found: {found or 'none'}; none of them compiles a kernel)")
@@ -377,7 +378,7 @@ def pick_device(choice: str, names: Sequence[str], source: str = "KERNELPY_DEVIC
     """The index of the device `choice` names among `names` (working_devices(), as "device (platform)"): its index,
     or a part of its name found in no other (case ignored). NoDeviceError, one line listing the devices, where it
     names none of them or several (`source`: what the choice was given as, for the message)."""
-    if choice.isdigit():
+    if choice.isascii() and choice.isdigit():  # an index in ASCII digits ('²' is a digit to str.isdigit)
         hits = [int(choice)] if int(choice) < len(names) else []
     else:
         hits = [i for i, name in enumerate(names) if choice.lower() in name.lower()]

@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-from demo import DEMOS, fit, int_at_least, parse_opt_arg, terminal_width
+from demo import DEMOS, fit, parse_opt_arg, terminal_width
 from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, optimize, use_color
 from model import check_log
 from runtime import cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
@@ -106,20 +106,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
-    p.add_argument("--beam", type=int_at_least(1), default=2, metavar="N", help="kernels kept per round (2)")
+    p.add_argument("--beam", type=int, default=2, metavar="N", help="kernels kept per round (2)")
     p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds with the best so far")
     p.add_argument("--no-cache", action="store_true", help="search again even if the disk cache knows the answer")
     p.add_argument("--log", metavar="FILE", help="append every candidate and time to FILE (tools/replay_search.py)")
     p.add_argument("--opt", action="append", type=parse_opt_arg, metavar="OP:AXIS:AMT", help="start from these opts")
     p.add_argument("--target", choices=list(TARGETS), help="optimize for this target (default: the demo's)")
     args = p.parse_args(argv)
-    try:
-        if args.log:  # before the device's limits are measured
+    if args.beam < 1:
+        p.error(f"--beam must be at least 1, got {args.beam}")
+    try:  # before the device's limits are measured
+        if args.log:
             check_log(args.log)
+    except ValueError as e:
+        p.error(f"--log: {e}")
+    try:
         options = {"timeout": args.timeout, "cache": not args.no_cache, "log": args.log}
         search_demo(args.name, args.beam, args.opt, args.target, **options)
     except (SearchError, KernelOptError) as e:
         p.error(str(e))
-    except ValueError as e:  # (check_log's)
-        p.error(f"--log: {e}")
     return 0

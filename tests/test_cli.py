@@ -153,6 +153,14 @@ def test_show_and_verify_help_is_runtimes_usage(command, capsys):
         (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
         (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
         (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
+        (["demo", "matmul"], {"TC": "3"}, "kernel.py", "TC must be an integer >= 0 and <= 2, got TC='3'"),
+        (["show", "matmul"], {"TC": "-1"}, "runtime.py", "TC must be an integer >= 0 and <= 2, got TC='-1'"),
+        (["demo", "matmul"], {"TC_OPT": "3"}, "kernel.py", "TC_OPT must be an integer >= 0 and <= 2"),
+        (["show", "matvec"], {"MV_ROWS_PER_THREAD": "64"}, "runtime.py", "upcast more than 8 (asked 64) (environment "
+         "knobs set: MV_ROWS_PER_THREAD=64)"),  # fmt: skip
+        (["demo", "matvec", "--size", "4096x4096"], {"MV_THREADS_PER_ROW": "4096"}, "kernel.py", "an opt doesn't "
+         "apply: exceeds maximum shared memory size"),  # fmt: skip
+        (["demo"], {"MV": "\u00b2"}, "kernel.py", "MV must be an integer, got MV='\u00b2'"),
     ],
     ids=[
         "bench --runs 0",
@@ -162,6 +170,12 @@ def test_show_and_verify_help_is_runtimes_usage(command, capsys):
         "MV_THREADS_PER_ROW=0",
         "UPCAST:0",
         "NOLOCALS:1:2",
+        "TC=3 a traceback",
+        "TC=-1 a traceback",
+        "TC_OPT=3 a traceback",
+        "MV_ROWS_PER_THREAD=64 a traceback",
+        "MV_THREADS_PER_ROW=4096 a traceback",
+        "a Unicode digit knob",
     ],
 )
 def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, names):
