@@ -229,7 +229,8 @@ def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, two_devices, t
 @pytest.mark.parametrize(
     "key, value",
     [("tinygrad_s", 0), ("tinygrad_s", -1.0), ("tinygrad_s", float("nan")), ("tinygrad_s", float("inf"))]
-    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)],
+    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)]
+    + [("tinygrad_s", 10**400), ("search_s", 10**309)],  # a huge JSON integer: an OverflowError as a float
 )
 def test_a_time_that_is_no_number_of_seconds_is_one_line_naming_its_file_and_workload(
     key, value, two_devices, tmp_path, capsys

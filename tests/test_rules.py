@@ -405,6 +405,10 @@ def _bad_calls(k: Kernel) -> dict:
         "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
         "Target local_max 5": (lambda: Kernel(*ast, opts=kernel.Target("GPU", local_max=5)), "local_max"),
         "Target shared_max None": (lambda: Kernel(*ast, opts=kernel.Target("GPU", shared_max=None)), "shared_max"),
+        "Target tensor_cores not TensorCores": (
+            lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=[(8, 16, 8)])), "tensor_cores must be a list "
+            "of TensorCores"),  # fmt: skip
+        "Target tensor_cores a tuple": (lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=())), "tensor_co"),
     }
 
 
@@ -509,6 +513,12 @@ _DAMAGED_CASES = {  # a change to the first golden case, and where the error say
     "a mul of three": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"mul": [1, 2, 3]}), "offset"),
     "an unknown target": (lambda c: c.__setitem__("target", "tpu"), "case"),
     "a src that isn't a list": (lambda c: c["ast"][0].__setitem__("src", {}), "ast[0].src"),
+    "a div by 0 (a ZeroDivisionError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"div": [8, 0]}), "offset: expected a divisor"),
+    "a sum of nothing (a TypeError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"sum": []}), "offset: expected one of"),
+    "a mod by a variable's 0": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__(
+        "offset", {"mod": [8, {"var": "i", "min": 0, "max": 0}]}), "offset"),  # fmt: skip
 }
 
 
