@@ -5,6 +5,7 @@ Also the command-line plumbing that runtime.py, search.py and bench.py share."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
@@ -668,6 +669,30 @@ def sizes_arg(text: str) -> tuple[int, ...]:
     if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
         raise argparse.ArgumentTypeError(f"want sizes >= 1 joined by x, such as 4096x4096: got {text!r}")
     return tuple(int(x) for x in text.split("x"))
+
+
+def output_file(path: str) -> str:
+    """An argparse type for a file a command line writes: refused before any work where it can't be (its folder is
+    missing or not writable, or it is a folder), not after minutes of measuring."""
+    folder = os.path.dirname(os.path.abspath(path))
+    why = "it is a folder" if os.path.isdir(path) else f"no folder {folder}" if not os.path.isdir(folder) else None
+    if why or not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"can't write {path!r}: {why or f'the folder {folder} is not writable'}")
+    return path
+
+
+def write_file(path: str, text: str) -> None:
+    """Write text to path whole or not at all: into a temporary file beside it (as runtime.py writes its cache),
+    renamed over it (os.replace), so that a failure on the way leaves what path held."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def int_at_least(low: int) -> Callable[[str], int]:

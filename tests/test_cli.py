@@ -269,3 +269,68 @@ def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys
     capsys.readouterr()
     assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
     assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
+
+
+# ============================================================================================================
+# tools that write files: every output checked before the work, and written whole (a temporary file, renamed)
+# ============================================================================================================
+_STUB_TINYGRAD = {  # enough of tinygrad for tools/tinygrad_times.py to start: measuring anything exits 3
+    "__init__.py": "class Tensor:\n    empty = None\n\n\nclass _Device:\n    DEFAULT = 'GPU'\n\n"
+    "    def __getitem__(self, name):\n        raise SystemExit(3)\n\n\nDevice = _Device()\n",
+    "dtype.py": "ImageDType = None\n",
+    "engine/__init__.py": "",
+    "engine/realize.py": "CompiledRunner = get_linearizer = None\n",
+    "helpers.py": "Context = None\n",
+    "ops.py": "BufferOps = MemBuffer = None\n",
+}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--hand-coded", "{d}/t.json", "--beam", "{d}/./t.json"],
+         "({d}/./t.json): the second would overwrite the first"),
+        (["--beam", "{d}/no such folder/t.json"], "--beam: can't write '{d}/no such folder/t.json': no folder"),
+        (["--hand-coded", "{d}"], "argument --hand-coded: can't write '{d}': it is a folder"),
+        (["--beam", "{d}/t.json", "--beam-amt", "0"], "argument --beam-amt: must be an integer >= 1, got '0'"),
+        (["--hand-coded", "{d}/t.json", "--runs", "-1"], "argument --runs: must be an integer >= 1, got '-1'"),
+    ],
+    ids=["one file for both modes", "a file in a missing folder", "a folder", "--beam-amt 0", "--runs -1"],
+)
+def test_tinygrad_times_checks_its_outputs_before_measuring(args, said, tmp_path):
+    """--hand-coded F --beam F kept one mode (both written to F); a FILE in a missing folder was found after minutes of
+    measuring: each is one line (exit status 2) before anything is measured (a stub tinygrad's device: exit 3)."""
+    for name, text in _STUB_TINYGRAD.items():
+        (tmp_path / "tinygrad" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tinygrad" / name).write_text(text)
+    args = [a.format(d=tmp_path) for a in args]
+    p = run_script("tools/tinygrad_times.py", *args, env={"PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert said.format(d=tmp_path) in p.stderr.strip().splitlines()[-1], p.stderr
+    good = run_script("tools/tinygrad_times.py", "--beam", str(tmp_path / "t.json"), env={"PYTHONPATH": str(tmp_path)})
+    assert good.returncode == 3, good.stderr  # (the stub's device: it goes on to measure)
+
+
+@pytest.mark.cli
+def test_demo_svg_leaves_the_picture_as_it_was_when_the_demo_fails(tmp_path):
+    """tools/demo_svg.py opened the picture for writing before the demo ran: a demo that failed left it empty."""
+    picture = tmp_path / "demo.svg"
+    picture.write_text("the picture before")
+    p = run_script("tools/demo_svg.py", str(picture), env={"TC": "abc"})  # the demo's own one-line error
+    one_line_error(p, 1, "the demo failed (exit status 2: python kernel.py: error: environment variable TC", "as it")
+    assert picture.read_text() == "the picture before" and os.listdir(tmp_path) == ["demo.svg"]
+    p = run_script("tools/demo_svg.py", str(tmp_path / "none" / "x.svg"))  # (argparse's usage, then the error)
+    assert p.returncode == 2 and "error: argument file: can't write" in p.stderr.splitlines()[-1], p.stderr
+    assert run_script("tools/demo_svg.py", str(picture)).returncode == 0
+    assert picture.read_text().startswith("<svg") and os.listdir(tmp_path) == ["demo.svg"]
+
+
+def test_write_file_writes_whole_or_leaves_what_was_there(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text("before")
+    with pytest.raises(UnicodeEncodeError):
+        demo.write_file(str(path), "half \ud800 written")  # (a lone surrogate: no UTF-8 for it, midway)
+    assert path.read_text() == "before" and os.listdir(tmp_path) == ["out.json"]
+    demo.write_file(str(path), "after")
+    assert path.read_text() == "after" and os.listdir(tmp_path) == ["out.json"]
