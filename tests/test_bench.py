@@ -267,7 +267,7 @@ def test_tinygrad_parity_names_the_file_and_the_workload_it_cant_compare(what, t
         "no kernels": "is not a file of tools/tinygrad_times.py (ValueError: workload 'add 16M' has no kernels)",
         "a workload it doesn't hold": "holds no workload 'matmul 512' (it holds 'add 16M')",
     }[what]
-    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"tools/tinygrad_parity.py: error: {path} {why}\n")
+    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"python tools/tinygrad_parity.py: error: {path} {why}\n")
 
 
 @pytest.fixture

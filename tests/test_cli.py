@@ -271,6 +271,32 @@ def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys
     assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
 
 
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "script, args, said",
+    [
+        ("tools/time_opts.py", [], "the following arguments are required: WORKLOAD, OPTS"),
+        ("tools/time_opts.py", ["add 1M", ""], "argument WORKLOAD: invalid choice: 'add 1M'"),
+        ("tools/time_opts.py", ["add 16M", "UPCAST:0"], "argument OPTS: can't parse opt 'UPCAST:0'"),
+        ("tools/timing_modes.py", ["--sets", "0"], "argument --sets: must be an integer >= 1, got '0'"),
+        ("tools/timing_modes.py", ["--passes", "-2"], "argument --passes: must be an integer >= 1, got '-2'"),
+        ("tools/fusion_cost.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1, got '0'"),
+        ("tools/tinygrad_parity.py", ["f.json", "--runs", "0"], "argument --runs: must be an integer >= 1, got '0'"),
+        ("tools/replay_search.py", ["f.jsonl", "--top-k", "0"], "argument --top-k: must be an integer >= 1, got '0'"),
+        ("tools/compare_searches.py", ["f.jsonl"], "give two or more logs to compare"),
+    ],
+    ids=["time_opts bare sys.argv: no arguments", "time_opts an unknown workload", "time_opts a bad opt",
+         "timing_modes --sets 0", "timing_modes --passes -2", "fusion_cost --rounds 0", "tinygrad_parity --runs 0",
+         "replay_search --top-k 0", "compare_searches one log"],  # fmt: skip
+)
+def test_a_tools_bad_argument_or_count_below_1_is_one_line_before_any_work(script, args, said):
+    """tools/ command lines read sys.argv bare (a traceback) or took counts below 1 (an empty table, a division by
+    zero): each is argparse's usage and one error line, exit status 2."""
+    p = run_script(script, *args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert re.match(rf"python {script}: error: .*{re.escape(said)}", p.stderr.strip().splitlines()[-1]), p.stderr
+
+
 # ============================================================================================================
 # tools that write files: every output checked before the work, and written whole (a temporary file, renamed)
 # ============================================================================================================
