@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pyopencl as cl
 
+import demo
 import runtime
 from corpus import kernel_from_json, kernel_to_json
 from kernel import BinaryOps, Kernel, MemBuffer, TernaryOps, UnaryOps, prod
@@ -221,6 +222,10 @@ def opts_text(k: Kernel) -> str:
     return " ".join(str(o) for o in k.applied_opts)
 
 
+# the environment knobs a search reads (its own, apply_opt's TC and the heuristics'): its cache key and log hold them
+KNOBS = ("BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX", *demo.KNOBS)
+
+
 def open_log(path: str, mode: str):
     """A log's file, as text: gzipped where its name ends in .gz (appended to: one gzip member a write)."""
     return gzip.open(path, mode + "t") if path.endswith(".gz") else open(path, mode)
@@ -289,8 +294,8 @@ _FIELDS = {  # each field of a log's lines: what it must hold
     "limits": (lambda x: isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], list) and all(
         type(n) is int for n in x[1]), "[threads a work-group, [the most along each dim]]"),
     "actions": (_strs, "a list of actions as text"),
-    "knobs": (lambda x: isinstance(x, dict) and all(isinstance(v, (str, type(None))) for v in x.values()),
-              "{knob: its value, or null: unset}"),
+    "knobs": (lambda x: isinstance(x, dict) and set(x) <= set(KNOBS) and all(isinstance(v, (str, type(None))) for v
+              in x.values()), f"{{knob: its value, or null: unset}} of the knobs {', '.join(KNOBS)}"),  # fmt: skip
     "round": (lambda x: type(x) is int and x >= 0, "a round number"),
     "estimate_s": (lambda x: x is None or type(x) in (int, float) and not math.isnan(x), "null or seconds"),
     "built": (lambda x: isinstance(x, bool), "true or false"),

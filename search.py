@@ -23,8 +23,7 @@ import pyopencl as cl
 
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from compilers import compile_all
-from demo import KNOBS as KERNEL_KNOBS
-from model import SearchLog, check_log, estimate, footprint, measured_device, program_key
+from model import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
 from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
@@ -54,8 +53,6 @@ CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matm
 TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
 CODE = ("kernel", "render", "runtime", "model", "compilers", "search")  # what an answer depends on (cache key)
-# the environment knobs a search reads (its own, apply_opt's TC and the heuristics'): the cache key and a log hold them
-KNOBS = ("BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX", *KERNEL_KNOBS)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 

@@ -212,6 +212,7 @@ BAD_LINES = {  # what a log may hold that SearchLog never writes: (the lines, th
     "a huge integer time": (lambda xs: xs[:1] + [xs[1] | {"time_s": 10**400}], 2, "time_s must be null or seconds"),
     "a line of another kind": (lambda xs: xs + [[1, 2]], -1, "not a line of a search log"),
     "a missing field": (lambda xs: xs + [{k: v for k, v in xs[-1].items() if k != "time_s"}], -1, "a answer line hol"),
+    "a knob that is no knob": (lambda xs: [xs[0] | {"knobs": {"LD_PRELOAD": "x.so"}}] + xs[1:], 1, "LD_PRELOAD"),
     "a kernel with an opt that doesn't apply": (
         lambda xs: [xs[0] | {"kernel": xs[0]["kernel"] | {"opts": [["UPCAST", 9, 4]]}}] + xs[1:], 1, "kernel.opts[0]"),
 }
