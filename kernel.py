@@ -2298,7 +2298,7 @@ def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
         _check_field(buf, "idx", is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
         object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
     image = not isinstance(dt := buf.dtype, ImageDType) or len(dt.shape) == 3 and dt.shape[2] == 4 and all(
-        is_int(n) and n >= 1 for n in dt.shape)
+        is_int(n) and n >= 0 for n in dt.shape)
     _check_field(buf, "dtype", isinstance(dt, DType) and image, "a DType (an image's shape: (height, width, 4))")
     _check_field(buf, "st", isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):

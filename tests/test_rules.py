@@ -598,8 +598,10 @@ MALFORMED = {
     "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType \(.*\), got 'float'"),
     "image dtype shapes never checked: 3 channels": (
         lambda: load(1, _ST, dtypes.imagef((2, 2, 3))), r"MemBuffer: dtype must be a DType \(an image's shape: \(h"),
-    "image dtype shapes never checked: a zero height": (
-        lambda: load(1, _ST, dtypes.imageh((0, 1, 4))), r"MemBuffer: dtype must be .*, got dtypes.imageh\(\(0, 1, 4"),
+    "image dtype shapes never checked: a negative height": (
+        lambda: load(1, _ST, dtypes.imageh((-1, 1, 4))), r"MemBuffer: dtype must be .*, got dtypes.imageh\(\(-1, 1"),
+    "image dtype shapes never checked: two sizes": (
+        lambda: load(1, _ST, dtypes.imagef((4, 4))), r"MemBuffer: dtype must be .*, got dtypes.imagef\(\(4, 4\)\)"),
     "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
 }
 
