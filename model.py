@@ -333,34 +333,58 @@ def _check_line(entry, searches: dict, where: str) -> str:
     return kind
 
 
-def read_log(path: str) -> dict[str, dict]:
+def _read_line(line: str, searches: dict, bad: set, where: str) -> None:
+    """One line of a log into `searches`, checked (passed over where its search is in `bad`): a ValueError naming
+    `where` where it isn't what SearchLog writes, its search then added to `bad`."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, RecursionError) as e:  # (a line cut short: a search killed as it wrote)
+        raise ValueError(f"{where}: not a line of JSON ({type(e).__name__}: {e})") from None
+    if isinstance(entry, dict) and isinstance(entry.get("search"), str) and entry["search"] in bad:
+        return
+    try:
+        kind = _check_line(entry, searches, where)
+        if kind == "kernel":
+            entry["kernel"] = kernel_from_json(entry["kernel"], f"{where}: kernel")
+    except ValueError:
+        bad.add(entry.get("search") if isinstance(entry, dict) and isinstance(entry.get("search"), str) else None)
+        raise
+    search = searches.get(entry["search"])
+    if kind == "kernel":
+        searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
+    elif kind == "gain":  # a round's fastest kernel and its parent, timed again
+        search["gains"][tuple(entry["gain"])] = entry["times"]
+    elif kind == "answer":
+        search["answer"] = entry
+    else:
+        rounds = search["rounds"]
+        rounds += [[]] * (entry["round"] == len(rounds))
+        rounds[entry["round"]].append(entry)
+
+
+def read_log(path: str, errors: list[str] | None = None) -> dict[str, dict]:
     """{search id: {"start": its first line, with "kernel" a Kernel, "rounds": [[candidate lines]], "gains":
     {(program, program): times}, "answer": its line or None}} of a log (gzipped where its name ends in .gz). Every line
     is checked, its kernel by corpus.py's reader (a log is data: nothing in it runs); a ValueError names the file and
-    line where one isn't what SearchLog writes."""
+    line where one isn't what SearchLog writes. Given a list of `errors`, each such error goes there instead, the
+    search of a bad line is left out, and the others are read (a search killed as it wrote leaves a line cut short)."""
     searches: dict[str, dict] = {}
+    bad: set = set()  # the searches of bad lines: their other lines are passed over
     n = 0
     try:
         with open_log(path, "r") as f:
             for n, line in enumerate(f, 1):
                 try:
-                    entry = json.loads(line)
-                except (ValueError, RecursionError) as e:  # (a line cut short: a search killed as it wrote)
-                    raise ValueError(f"{path}:{n}: not a line of JSON ({type(e).__name__}: {e})") from None
-                kind = _check_line(entry, searches, f"{path}:{n}")
-                search = searches.get(entry["search"])
-                if kind == "kernel":
-                    entry["kernel"] = kernel_from_json(entry["kernel"], f"{path}:{n}: kernel")
-                    searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
-                elif kind == "gain":  # a round's fastest kernel and its parent, timed again
-                    search["gains"][tuple(entry["gain"])] = entry["times"]
-                elif kind == "answer":
-                    search["answer"] = entry
-                else:
-                    rounds = search["rounds"]
-                    rounds += [[]] * (entry["round"] == len(rounds))
-                    rounds[entry["round"]].append(entry)
+                    _read_line(line, searches, bad, f"{path}:{n}")
+                except ValueError as e:
+                    if errors is None:
+                        raise
+                    errors.append(str(e))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:  # (gzip's errors: not gzip, or cut short)
         where = f"{path}, after line {n}," if n else path
-        raise ValueError(f"{where} can't be read as a search log ({type(e).__name__}: {e})") from None
-    return searches
+        message = f"{where} can't be read as a search log ({type(e).__name__}: {e})"
+        if errors is None:
+            raise ValueError(message) from None
+        errors.append(message)
+    return {k: v for k, v in searches.items() if k not in bad}
+

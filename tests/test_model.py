@@ -201,6 +201,23 @@ def test_one_bad_search_doesnt_stop_the_replay_of_the_others(tmp_path, capsys):
     assert "(4096, 4096) (two.jsonl)" in out and "1.000" in out
 
 
+def test_a_bad_line_leaves_out_its_search_and_the_others_replay(tmp_path, capsys):
+    """A search killed as it wrote leaves a last line cut short, and a shared log may hold one bad search: the replay
+    names each bad line (file and line) on stderr, leaves out its search, replays the others, and exits 1."""
+    first, second = log_lines(ZEN4[1], 4), log_lines(ZEN4[1], 6)
+    bad = [x | {"time_s": -1.0} if x.get("round") == 1 else x for x in first]
+    lines = bad + second + [json.dumps(second[0])[:40]]
+    path = write_log(tmp_path / "three.jsonl", lines)
+    n = next(i for i, x in enumerate(bad, 1) if x.get("round") == 1)
+    errors: list[str] = []
+    assert list(model.read_log(path, errors)) == [second[0]["search"]]
+    assert [e.split(": ")[0] for e in errors] == [f"{path}:{n}", f"{path}:{len(lines)}"]
+    assert replay_search.main([path, "--top-k", "16"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"python tools/replay_search.py: error: {e}" for e in errors]
+    assert "(4096, 4096) (three.jsonl)" in out and "1.000" in out
+
+
 def _line_cut_short(lines):
     return lines[:-1] + [json.dumps(lines[-1])[:40]]
 
