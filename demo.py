@@ -55,13 +55,14 @@ from kernel import KnobError
 from render import is_vector_start, render, vector_axis
 
 
-# the environment knobs the heuristics and apply_opt read (search.KNOBS: the search's too)
+# the environment knobs the heuristics and apply_opt read (model.KNOBS: the search's too)
 KNOBS = ("TC", "TC_OPT", "NOLOCALS", "MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD")
 
 
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
-    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
-    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    """Run a command line's main (it reads sys.argv): a bad knob, or an opt the heuristics ask for that doesn't apply
+    (a knob's doing: MV_ROWS_PER_THREAD=64), ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
     line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
     stdout (`>&-`) is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
