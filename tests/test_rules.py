@@ -31,7 +31,7 @@ from demo import matmul_ast
 from demo import store
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
-from corpus import build_kernel, load_corpus, opt_of
+from corpus import build_kernel, kernel_from_json, kernel_to_json, load_corpus, opt_of
 from tests.golden import state_of
 
 N = Variable("i", 1, 8)
@@ -530,6 +530,26 @@ def test_a_damaged_corpus_case_is_a_value_error_naming_where(name):
     damage(case)
     with pytest.raises(ValueError, match=re.escape(where)):
         build_kernel(case)
+
+
+def test_a_kernel_written_as_json_reads_back_as_the_same_kernel():
+    """A search log's kernel (corpus.kernel_to_json, read back by kernel_from_json): every golden and symbolic case
+    after the heuristics' opts, on its own target and on one that is no target of TARGETS (its tensor cores too),
+    comes back with the same AST (equal, same hash), target, opts and state."""
+    cases = load_corpus("kernels.json")["cases"] + load_corpus("symbolic.json")["cases"]
+    custom = dataclasses.replace(kernel.TARGETS["metal"], device="MINE", local_max=(64, 32, 16))
+    for case in cases:
+        for target in (None, custom):
+            k = build_kernel(case)
+            if target is None:
+                for o in case["hand_coded"]["applied_opts"]:
+                    k.apply_opt(opt_of(o))
+            else:
+                k = kernel.optimize(Kernel(*k.ast, opts=target))
+            back = kernel_from_json(json.loads(json.dumps(kernel_to_json(k))))
+            same = (back.ast, hash(back.ast), back.opts, back.applied_opts)
+            assert same == (k.ast, hash(k.ast), k.opts, k.applied_opts), case["name"]
+            assert state_of(back) == state_of(k), case["name"]
 
 
 @pytest.mark.parametrize("opt", [["UPCAST", 0], ["UPCAST", 0.0, 4], ["POW", 0, 4], ["UPCAST", False, 4], "UPCAST:0:4"])
