@@ -86,56 +86,91 @@ def fma_source(width: int, form: str) -> str:
 
 def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
-    form read 437 to 484 GFLOP/s at different moments here), measured once per process (see FMA_CHAINS)."""
+    form reads differently at different moments: BENCHMARKS.md), measured once per process (see FMA_CHAINS). A form
+    that doesn't build is left out (skipped() says why)."""
     dev = runtime.get_device()
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
         items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
-        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), {}
+        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), []
         for width in FMA_WIDTHS:
             for form, expr in FMA_FORMS.items():
-                kern = runtime.build(fma_source(width, expr), "fma_peak")
-                args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
-                t = min(median_launch(*args, runs=runs) for _ in range(repeats))
-                peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
-        best = max(peaks, key=peaks.get)
-        _measured[key] = (peaks[best], best)
+                if (kern := _built(fma_source(width, expr), "fma_peak", f"float{width} {form}")) is not None:
+                    args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
+                    t = min(median_launch(*args, runs=runs) for _ in range(repeats))
+                    peaks.append((2 * FMA_CHAINS * FMA_ITERS * width * items / t, f"float{width} {form}"))
+        _measured[key] = max(peaks, default=None) or _none_built("FMA form")
     return _measured[key]
 
 
 def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats: int = 1) -> tuple[float, str]:
-    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, each a
+    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, or
+    what the device allows (all of them a quarter of its memory, each array within its largest buffer), each a
     median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster at some moments than at
-    others: the best is the memory's own), measured once per process and size."""
+    others: the best is the memory's own), measured once per process and size. A stream that doesn't build is left
+    out (skipped())."""
     dev = runtime.get_device()
     if (key := (dev.name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
-        launches = []
+        caps, launches = runtime.device_caps(), []
+        share, alloc = caps["CL_DEVICE_GLOBAL_MEM_SIZE"] // 4 // len(kinds), caps["CL_DEVICE_MAX_MEM_ALLOC_SIZE"]
         for kind in kinds:
             arrays, src = STREAMS[kind]
-            group, reads = (4, 8 * READS) if kind == "rows" else (GROUP, READS)
-            items = max(1, nbytes // (arrays * 4 * group * reads)) * group  # work-items, each moving `reads` floats
-            sizes = [4 * items * reads] * arrays + [4 * items] * (kind in ("read", "rows"))  # and a sum a work-item
+            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
+            if (kern := _built(code, kind, f"the {kind} stream")) is None:
+                continue
+            (group, reads), sums = (4, 8 * READS) if kind == "rows" else (GROUP, READS), kind in ("read", "rows")
+            most = min(share, arrays * alloc)
+            # work-items, each moving `reads` floats of each array (and a sum): about nbytes in all, at most `most`
+            items = max(1, min(nbytes // (arrays * 4 * reads), most // (4 * (arrays * reads + sums))) // group) * group
+            sizes = [4 * items * reads] * arrays + [4 * items] * sums
             bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
             for b, size in zip(bufs, sizes):  # every page touched before it is timed
                 cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
-            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
-            launches.append((kind, sum(sizes), (runtime.build(code, kind), items, group, *bufs)))
+            launches.append((kind, sum(sizes), (kern, items, group, *bufs)))
         times = [(n / median_launch(*args, runs=runs), kind) for _ in range(repeats) for kind, n, args in launches]
-        _measured[key] = max(times)
+        _measured[key] = max(times, default=None) or _none_built("stream")
     return _measured[key]
 
 
-def footprint(k: Kernel) -> int:
-    """The bytes a kernel's buffers span."""
-    return sum(b.st.real_size() * b.dtype.itemsize for b in k.bufs if isinstance(b, MemBuffer))
+def _built(src: str, name: str, what: str):
+    """Kernel `name` of src, built first in a helper process (runtime.own): None where it doesn't build (a compiler
+    that refuses it, crashes, hangs or builds it without the kernel), and skipped() says why; never tried twice."""
+    if what in skipped():
+        return None
+    try:
+        return runtime.build(src, name, runtime.own())
+    except runtime.BuildError as e:
+        _measured.setdefault((runtime.get_device().name, "skipped"), {})[what] = str(e).partition("\n")[0]
+        return None
+
+
+def _none_built(what: str):
+    reasons = "; ".join(f"{form}: {why}" for form, why in skipped().items())
+    raise runtime.BuildError(f"no {what} builds on {runtime.get_device().name} ({reasons})")
+
+
+def skipped() -> dict[str, str]:
+    """{what: why} of the FMA forms and streams this process's device didn't build: measured without them."""
+    return _measured.get((runtime.get_device().name, "skipped"), {})
+
+
+def footprint(k: Kernel, var_vals: dict | None = None) -> int:
+    """The bytes a kernel's buffers span at its variables' values (var_vals: names or Variables -> ints)."""
+    ast = runtime.concrete_ast(k, runtime.var_values(k, var_vals))
+    return sum(b.size * b.dtype.itemsize for b in runtime.buffers(ast))
+
+
+MEASURED_MOST = 1 << 30  # the largest footprint the model measures a bandwidth at: past the caches it changes little
 
 
 def measured_device(nbytes: int) -> "Device":
     """The model's Device for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a second
-    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large)."""
+    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large, MEASURED_MOST at
+    most)."""
     d = runtime.get_device().ctx.devices[0]
     cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
     hz = fma_peak()[0] / (2 * FMA_PORTS * lanes * cores)
-    return Device(cores, lanes, hz, bandwidth(1 << max(16, (nbytes - 1).bit_length()), ("triad",))[0])
+    nbytes = min(1 << max(16, (nbytes - 1).bit_length()), MEASURED_MOST)
+    return Device(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0])
 
 
 # -- the model ------------------------------------------------------------------------------------------------

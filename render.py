@@ -1,7 +1,7 @@
 """render.py: a kernel.py `Kernel` as OpenCL C. Standard library only: `python kernel.py demo` shows the C on a
 bare Python; runtime.py compiles and runs it, and proves it right against numpy.
 
-Each colour of a kernel's shape becomes code as kernel.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
+Each colour of a kernel's shape becomes code as demo.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
 in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 = get_group_id(1);  /* blue, axis 0:
 0 <= gidx0 < 16 */`. The grouped reduce (green) is _Renderer.group_reduce. A kernel with several reduce ops renders
 each in turn, with its own accumulators, loops and (grouped) __local buffer and barrier; the stores come after the

@@ -24,7 +24,7 @@ import pyopencl as cl
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from compilers import compile_all
 from model import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
-from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
+from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
 
@@ -257,7 +257,7 @@ class _Search:
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (model.py)
-        self.device = measured_device(footprint(k)) if top_k or log else None  # the model's limits of the device
+        self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
@@ -269,6 +269,10 @@ class _Search:
 
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals)
+
+    def late(self) -> bool:
+        """Whether the deadline has passed: then no launch starts (each phase asks before each)."""
+        return time.perf_counter() > self.deadline
 
     def drop(self, kern: Kernel, why: str) -> None:
         self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {why}")
@@ -312,7 +316,7 @@ class _Search:
         them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
-            if time.perf_counter() > self.deadline:
+            if self.late():
                 break
             try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
@@ -322,7 +326,7 @@ class _Search:
         contenders = sorted(best, key=best.get)[:CONTENDERS]
         for _ in range(TIMING_PASSES - 1):
             for n in [n for n in contenders if best[n] <= 2 * min(best.values())]:
-                if time.perf_counter() > self.deadline:
+                if self.late():
                     break
                 best[n] = min(best[n], self.time(*programs[n]))
         timed = [(t, len(self.timed) + i, *programs[n]) for i, (n, t) in enumerate(best.items())]
@@ -354,7 +358,7 @@ class _Search:
             seconds = time.perf_counter() - self.begin
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
             on_round(rounds[-1])
-            out_of_time = time.perf_counter() > self.deadline
+            out_of_time = self.late()
             if not alive or out_of_time:
                 return rounds, out_of_time
             children = [(kern, parent, t) for t, _, parent, _ in beam for kern in kernel_actions(parent)]
@@ -367,10 +371,12 @@ class _Search:
     def gains(self, child: tuple, parent: tuple, min_progress: float) -> bool:
         """Whether a round's fastest kernel of a line gains over LINE_GAIN on its parent, the two timed again in turn
         (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
-        no longer the least of a round's many (which errs low by the noise)."""
+        no longer the least of a round's many (which errs low by the noise). Past the deadline: no (the search ends)."""
         times: tuple[list[float], list[float]] = ([], [])
         for _ in range(TIMING_PASSES):
             for t, (_, _, kern, prg) in zip(times, (child, parent)):
+                if self.late():
+                    return False
                 t.append(self.time(kern, prg))
         if self.log:  # a replay decides as this search did
             self.log.write({"gain": [program_key(x[3]) for x in (child, parent)], "times": [min(t) for t in times]})
@@ -380,21 +386,29 @@ class _Search:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
-        noise of it. Returns the ranking and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
+        noise of it; none starts a launch past the deadline, and a pass it cuts short doesn't count (none whole: the
+        rounds' ranking stands). Returns the ranking and what SearchResult says of the runoff (finalists, passes,
+        noise, margin)."""
         if not ranked:
             return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
-        leaders: list[int] = []
-        for passes in range(1, FINAL_PASSES[1] + 1):
-            for _, n, kern, prg in finalists:
-                medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
+        leaders, passes = [], 0
+        while passes < FINAL_PASSES[1]:
+            runs = {n: [self.time(k, prg) for _ in range(FINAL_RUNS) if not self.late()] for _, n, k, prg in finalists}
+            if any(len(times) < FINAL_RUNS for times in runs.values()):  # cut short by the deadline
+                break
+            passes += 1
+            for n, times in runs.items():
+                medians[n].append(statistics.median(times))
             best = {n: min(m) for n, m in medians.items()}
             leaders.append(min(best, key=lambda n: (best[n], n)))
             noise = runoff_noise(list(medians.values()))
             if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
                 break
+        if not passes:
+            return ranked, {}
         again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
         stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
@@ -456,7 +470,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     ranked = sorted(s.timed, key=lambda x: x[:2])
     ranked, runoff = (ranked, {}) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
-    if path and not out_of_time:
+    if path and not s.late():  # a search cut short by its budget is not kept
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     seconds = time.perf_counter() - begin
     if log:
@@ -474,4 +488,4 @@ if __name__ == "__main__":  # the command line lives in search_cli.py: an entry 
     from demo import run_command_line
     from search_cli import main
 
-    sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError,)))
+    sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError, BuildError)))

@@ -5,6 +5,7 @@ fix. The search's own command line is in test_search.py; colour, in a pipe or on
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -360,3 +361,14 @@ def test_write_file_writes_whole_or_leaves_what_was_there(tmp_path):
     assert path.read_text() == "before" and os.listdir(tmp_path) == ["out.json"]
     demo.write_file(str(path), "after")
     assert path.read_text() == "after" and os.listdir(tmp_path) == ["out.json"]
+
+
+def test_build_demo_prints_nothing_and_verify_builds_with_it(capsys, monkeypatch, device):
+    """build_demo is demo_kernel's kernel without the printing; `verify` gets its kernel there, not from the printer."""
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = demo.build_demo("sum", opts=opts)
+    assert capsys.readouterr().out == "" and k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:]
+    printed_k, printed_rejected = demo.demo_kernel("sum", opts=opts, out=io.StringIO())
+    assert printed_k.applied_opts == k.applied_opts and printed_rejected == rejected
+    monkeypatch.setattr(R, "demo_kernel", lambda *a, **kw: pytest.fail("verify called the printer"))
+    assert R.main(["verify", "sum"]) == 0

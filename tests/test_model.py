@@ -18,7 +18,7 @@ import model
 import runtime as R
 import search as S
 from demo import elementwise_ast, matmul_ast, matvec_ast
-from kernel import Kernel, Opt, OptOps
+from kernel import Kernel, Opt, OptOps, Variable
 from render import render
 from tests.common import ROOT, one_line_error, run_script
 from tools import replay_search
@@ -337,3 +337,44 @@ def test_the_device_limits_are_measured_once_a_process():
     (bw, kind), again = model.bandwidth(1 << 20, runs=1), model.bandwidth(1 << 20, runs=1)
     assert peak > 0 and form.startswith("float") and bw > 0 and kind in model.STREAMS and again == (bw, kind)
     assert model.fma_peak(runs=1, repeats=1) == (peak, form)
+
+
+N = Variable("n", 1, 2**31 - 1)  # a + b over any length an int argument holds
+
+
+def test_the_footprint_of_a_symbolic_kernel_is_its_bytes_at_the_values_given():
+    """Not at every Variable's maximum (3 buffers of 8 GiB for a + b): at the values searched, and none without."""
+    k = Kernel(*elementwise_ast(N))
+    assert model.footprint(k, {"n": 4096}) == 3 * 4 * 4096 and model.footprint(k, {N: 1}) == 3 * 4
+    with pytest.raises(ValueError, match="no value for the variable n"):
+        model.footprint(k)
+
+
+@pytest.mark.usefixtures("device", "cache_dir")
+def test_a_search_measures_the_model_at_the_footprint_of_the_values_searched(monkeypatch):
+    asked = []
+    monkeypatch.setattr(S, "measured_device", lambda nbytes: asked.append(nbytes) or DEV)
+    k = Kernel(*elementwise_ast(N))
+    inputs = R.random_inputs(k, var_vals={"n": 4096})
+    result = S.search(k, *inputs, amt=1, workers=0, var_vals={"n": 4096})
+    assert asked == [3 * 4 * 4096]
+    R.verify(result.kernel, *inputs, var_vals={"n": 4096})
+
+
+@pytest.mark.usefixtures("device")
+def test_the_bandwidth_is_measured_within_the_devices_limits(monkeypatch):
+    """Asked for 24 GiB (a + b at its largest), the streams allocate within CL_DEVICE_MAX_MEM_ALLOC_SIZE and a
+    quarter of CL_DEVICE_GLOBAL_MEM_SIZE (here made 1 MiB and 8 MiB); the model asks for 1 GiB at most
+    (MEASURED_MOST)."""
+    caps = {**R.device_caps(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE": 1 << 20, "CL_DEVICE_GLOBAL_MEM_SIZE": 8 << 20}
+    monkeypatch.setattr(R, "device_caps", lambda: caps)
+    monkeypatch.setattr(model, "_measured", {})
+    sizes, real = [], model.cl.Buffer
+    monkeypatch.setattr(model.cl, "Buffer", lambda ctx, flags, size: sizes.append(size) or real(ctx, flags, size))
+    bw, kind = model.bandwidth(3 * 4 * (2**31 - 1), runs=1)
+    assert bw > 0 and kind in model.STREAMS and sizes
+    assert max(sizes) <= 1 << 20 and sum(sizes) <= (8 << 20) // 4  # every stream's buffers, allocated at once
+    monkeypatch.setattr(model, "fma_peak", lambda: (1e11, "given"))
+    monkeypatch.setattr(model, "bandwidth", lambda nbytes, kinds: sizes.append(nbytes) or (1e10, "triad"))
+    model.measured_device(3 * 4 * (2**31 - 1))
+    assert sizes[-1] == model.MEASURED_MOST == 1 << 30

@@ -1,5 +1,5 @@
 """The kernel rules and argument checks: no store or in-place read that races, local memory
-within the target's after every opt, tinygrad's Kernel members, views of any store, and every argument and file
+within the target's after every opt, views of any store, and every argument and file
 checked for its kind.
 
 Each test states the rule for a class of input; a refusal names what is wrong, and what is accepted computes what
@@ -303,35 +303,6 @@ def test_every_state_of_random_opts_keeps_its_local_memory_within_shared_max():
             assert _local_bytes(k) <= 2048, k.applied_opts
             assert opt.op is not OptOps.UNROLL or _local_bytes(k) <= before
     assert set(kinds) <= accepted and {OptOps.UPCAST, OptOps.LOCAL} <= refused
-
-
-# ============================================================================================================
-# tinygrad 0.9.1's Kernel.membufs and Kernel.shape_offsets
-# ============================================================================================================
-def _scaled_matmul() -> tuple[LazyOp, ...]:
-    """out = sum_k a[i, k] * b[k, j] * 2 over 16x16x16: three global buffers and a CONST."""
-    mul = matmul_ast(16, 16, 16)[0].src[0].src[0]
-    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, mul, const(2.0, (16, 16, 16))), (2,))),)
-
-
-def test_membufs_are_the_global_buffers_in_order():
-    k = Kernel(*_scaled_matmul())
-    assert len(k.bufs) == 4 and [b.idx for b in k.membufs] == [0, 1, 2]  # the CONST is a buffer, not a membuf
-    assert k.membufs == [b for b in k.bufs if isinstance(b, MemBuffer)] and k.membufs[0] is k.bufs[0]
-    k.alias_buffer(k.reduceop, 1, [1, 0, 2])  # a local buffer isn't one either
-    assert [b.idx for b in k.membufs] == [0, 1, 2] and len(k.bufs) == 5
-
-
-def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
-    """What tinygrad 0.9.1 returns for these opts (run there): the last upcasted axis's index varies slowest."""
-    k = Kernel(*_scaled_matmul())
-    assert list(k.shape_offsets(0)) == [()]
-    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
-    k.apply_opt(Opt(OptOps.UNROLL, 0, 4))
-    assert k.full_shape == (8, 16, 4, 2, 4) and list(k.shape_offsets(0)) == [(0, 0), (0, 1)]  # the output: 1 x 2
-    assert list(k.shape_offsets(1)) == list(itertools.product(range(4), range(2)))
-    k.apply_opt(Opt(OptOps.UPCAST, 1, 4))
-    assert list(k.shape_offsets(0)) == [(a, 0, c) for a in range(4) for c in range(2)]
 
 
 # ============================================================================================================

@@ -1,9 +1,9 @@
 """What fusing a sum of products costs or saves, on the OpenCL device runtime.py picks (KERNELPY_DEVICE chooses).
 
-runtime.py renders a SUM of products in a block under `#pragma OPENCL FP_CONTRACT ON` (docs/numerics.md): the
+render.py renders a SUM of products in a block under `#pragma OPENCL FP_CONTRACT ON` (docs/numerics.md): the
 compiler may fuse each multiply-add. This script times that C beside two rewrites of it, in turn, on the same
 buffers and launch sizes: "unfused" (the block's pragma taken out: every multiply and add rounds on its own) and
-"fma()" (each statement written as a chain of explicit fma() calls, as runtime.py did before). It prints each
+"fma()" (each statement written as a chain of explicit fma() calls, as the renderer did before). It prints each
 kernel's best median and the ratios.
 
 Usage: python tools/fusion_cost.py [--rounds N]
@@ -36,7 +36,7 @@ _STATEMENT = re.compile(r"^(\s*)([\w.]+) = ((?:\([\w.]+\*[\w.]+\)\+)+)([\w.]+);$
 
 
 def as_fma_calls(src: str) -> str:
-    """(a0*b0)+(a1*b1)+acc -> fma(a1,b1,(a0*b0))+acc (the products summed first, as runtime.py sums them), and
+    """(a0*b0)+(a1*b1)+acc -> fma(a1,b1,(a0*b0))+acc (the products summed first, as render.py sums them), and
     (a0*b0)+acc -> fma(a0,b0,acc)."""
 
     def chain(m: re.Match) -> str:
