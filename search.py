@@ -437,7 +437,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
     line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
-    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
+    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `log=FILE` appends the search to
+    a log for tools/replay_search.py (a search given a log always searches); `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log)
