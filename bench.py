@@ -112,8 +112,9 @@ def _load_json(path: str) -> dict:
 
 
 def _seconds(w: dict, key: str, name: str) -> float:
-    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0."""
-    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0 that a float
+    holds (a huge JSON integer is none)."""
+    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t <= sys.float_info.max:
         raise ValueError(f"workload {name!r} has {key!r}: {t!r}, not a number of seconds > 0")
     return float(t)
 
@@ -560,6 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--beam must be at least 1, got {args.beam}")
     if args.tinygrad_beam and not args.search:
         p.error("--tinygrad-beam needs --search (tinygrad's BEAM choices are timed beside our searched kernels)")
+    if args.log and not args.search:
+        p.error("--log needs --search (it logs the searches)")
+    try:  # before the device's limits are measured: an unwritable log costs no wait
+        if args.log:
+            model.check_log(args.log)
+    except ValueError as e:
+        p.error(f"--log: {e}")
     files = {}
     for option, paths, mode in [
         ("--tinygrad", args.tinygrad, "hand-coded"),

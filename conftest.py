@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-# the environment knobs tinygrad's heuristics read (kernel.getenv): every test starts from their defaults, so a knob
-# left set in the shell can't change which opts the golden corpus expects
-HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
+from demo import KNOBS
+
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
 # devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
@@ -22,7 +21,9 @@ EVERY_DEVICE = ("test_runtime", "test_search", "test_bench")
 
 @pytest.fixture(autouse=True)
 def _heuristic_defaults(monkeypatch):
-    for knob in HEURISTIC_KNOBS:
+    """Every test starts from the heuristics' knobs' defaults (demo.KNOBS): a knob left set in the shell can't change
+    which opts the golden corpus expects."""
+    for knob in KNOBS:
         monkeypatch.delenv(knob, raising=False)
 
 

@@ -5,6 +5,7 @@ Also the command-line plumbing that runtime.py, search.py and bench.py share."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
@@ -54,9 +55,14 @@ from kernel import KnobError
 from render import is_vector_start, render, vector_axis
 
 
+# the environment knobs the heuristics and apply_opt read (model.KNOBS: the search's too)
+KNOBS = ("TC", "TC_OPT", "NOLOCALS", "MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD")
+
+
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
-    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
-    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    """Run a command line's main (it reads sys.argv): a bad knob, or an opt the heuristics ask for that doesn't apply
+    (a knob's doing: MV_ROWS_PER_THREAD=64), ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
     line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
     stdout (`>&-`) is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
@@ -71,6 +77,10 @@ def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Ex
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except KernelOptError as e:  # the heuristics', where a knob asks for an opt that doesn't apply: say which are set
+        knobs = ", ".join(f"{n}={os.environ[n]}" for n in KNOBS if os.environ.get(n)) or "none"
+        print(f"{prog}: error: an opt doesn't apply: {e} (environment knobs set: {knobs})", file=sys.stderr)
+        return 2
     except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, KnobError) else 1
@@ -607,17 +617,21 @@ def c_listing(k: Kernel, names: Sequence[str] = ()) -> list[str]:
 
 
 def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
-    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
-    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
-    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
-    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
-    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
-              zip(axes, bounds)]  # fmt: skip
+    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour.
+    Each index is taken apart from the store's view, largest stride first (time in the cells asked for, not in the
+    output's size); one no axis values reach is left out (the store doesn't write it)."""
+    v, colors = k.sts[0].views[-1], k.colors()
+    axes = sorted((a for a in range(k.shape_len) if v.shape[a] != 1), key=lambda a: -v.strides[a])
+    bounds = {a: v.mask[a] if v.mask else (0, v.shape[a]) for a in axes}  # a padded store writes inside its mask only
+    start = v.offset + sum(b * v.strides[a] for a, (b, _) in bounds.items())  # every axis at its first index
     cells: dict[int, dict[str, list[int]]] = {}
-    for values in itertools.product(*ranges):
-        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
-        if flat in want and flat not in cells:
-            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+    for flat in want:
+        rest, index = flat - start, {}
+        for a in axes:  # (an axis of stride 0: its first index, as the first thread along it writes)
+            index[a] = bounds[a][0] + (rest // v.strides[a] if v.strides[a] else 0)
+            rest -= (index[a] - bounds[a][0]) * v.strides[a]
+        if rest == 0 and all(b <= index[a] < e for a, (b, e) in bounds.items()):
+            cells[flat] = {c: [index[a] for a in sorted(axes) if colors[a] == c] for c in set(colors)}
     return cells
 
 
@@ -808,6 +822,30 @@ def sizes_arg(text: str) -> tuple[int, ...]:
     if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
         raise argparse.ArgumentTypeError(f"want sizes >= 1 joined by x, such as 4096x4096: got {text!r}")
     return tuple(int(x) for x in text.split("x"))
+
+
+def output_file(path: str) -> str:
+    """An argparse type for a file a command line writes: refused before any work where it can't be (its folder is
+    missing or not writable, or it is a folder), not after minutes of measuring."""
+    folder = os.path.dirname(os.path.abspath(path))
+    why = "it is a folder" if os.path.isdir(path) else f"no folder {folder}" if not os.path.isdir(folder) else None
+    if why or not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"can't write {path!r}: {why or f'the folder {folder} is not writable'}")
+    return path
+
+
+def write_file(path: str, text: str) -> None:
+    """Write text to path whole or not at all: into a temporary file beside it (as runtime.py writes its cache),
+    renamed over it (os.replace), so that a failure on the way leaves what path held."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def int_at_least(low: int) -> Callable[[str], int]:

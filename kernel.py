@@ -69,21 +69,24 @@ class KnobError(ValueError):
     """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
 
 
+KNOB_RANGES = {"TC": (0, 2), "TC_OPT": (0, 2)}  # the values they have (tinygrad reads any: DIFFERENCES.md)
+
+
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
-    """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
-    text = os.environ.get(key, "").strip()
-    if not re.fullmatch(r"[-+]?\d+", text or "0") or (minimum is not None and int(text or default) < minimum):
-        want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    """An integer knob from the environment (ASCII digits, a sign first), as tinygrad reads MV, NOLOCALS, TC, ... (unset
+    or empty: default), at least `minimum` and in its KNOB_RANGES."""
+    text, (low, high) = os.environ.get(key, "").strip(), KNOB_RANGES.get(key, (minimum, None))
+    value = int(text) if re.fullmatch(r"[-+]?[0-9]+", text) else None if text else default
+    if value is None or (low is not None and value < low) or (high is not None and value > high):
+        want = "an integer" + f" >= {low}" * (low is not None) + f" and <= {high}" * (high is not None)
         raise KnobError(f"environment variable {key} must be {want}, got {key}={os.environ.get(key)!r}")
-    return int(text) if text else default
+    return value
 
 
 def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
     """Which axes of old_shape multiply into each axis of new_shape, or None if new_shape isn't a merge of old."""
-    acc_old, acc_new = (
-        list(itertools.accumulate(old_shape, operator.mul)),
-        itertools.accumulate(new_shape, operator.mul),
-    )
+    acc_old = list(itertools.accumulate(old_shape, operator.mul))
+    acc_new = itertools.accumulate(new_shape, operator.mul)
     try:
         split = [acc_old.index(acc) + 1 if acc != 1 else 0 for acc in acc_new]
     except ValueError:
@@ -184,10 +187,8 @@ INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
 # the floats narrower than float32, computed in float registers: (significant bits, smallest normal exponent, largest)
-SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
-    dtypes.float16: (11, -14, 65504.0),
-    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
-}
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {dtypes.float16: (11, -14, 65504.0),
+                                                     dtypes.bfloat16: (8, -126, 3.3895313892515355e38)}
 
 # ==== ops: the kernel's AST =================================================================================
 
@@ -1395,9 +1396,7 @@ class Target:
     tensor_cores: list[TensorCore] = field(default_factory=list)
 
     @property
-    def tc(self) -> int:  # read where it is used, as tinygrad's: importing kernel.py reads no environment
-        return getenv("TC", 1)
-
+    def tc(self) -> int: return getenv("TC", 1)  # read where it is used, as tinygrad's: importing reads no environment
     @property
     def tc_opt(self) -> int: return getenv("TC_OPT", 0)
 
@@ -1730,13 +1729,11 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        for ok, why in (
-            (self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
-            (not self.float4_axis(0), "the output is written 4 at a time already"),
-            (self.group_for_reduces != 0, "the reduce is not grouped"),
-            (self.first_reduce <= 2, "more than 2 output axes"),
-            (prod(self.sts[0].shape) > 1, "there is one output"),
-        ):
+        for ok, why in ((self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
+                        (not self.float4_axis(0), "the output is written 4 at a time already"),
+                        (self.group_for_reduces != 0, "the reduce is not grouped"),
+                        (self.first_reduce <= 2, "more than 2 output axes"),
+                        (prod(self.sts[0].shape) > 1, "there is one output")):
             check(ok, f"invalid upcast mid reduce: {why}")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
@@ -2253,6 +2250,8 @@ def check_kernel(ast: tuple, opts: Any) -> Target:
         ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
         _check_field(target, name, ok, "None (no limit) or a tuple of ints >= 1")
     _check_field(target, "shared_max", is_int(target.shared_max) and target.shared_max >= 0, "an int >= 0")
+    cores = isinstance(target.tensor_cores, list) and all(isinstance(tc, TensorCore) for tc in target.tensor_cores)
+    _check_field(target, "tensor_cores", cores, "a list of TensorCores")
     verify_lazyop(*ast)
     return target
 
@@ -2269,7 +2268,9 @@ def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
     if isinstance(buf, MemBuffer):
         _check_field(buf, "idx", is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
         object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
-    _check_field(buf, "dtype", isinstance(buf.dtype, DType), "a DType")
+    image = not isinstance(dt := buf.dtype, ImageDType) or len(dt.shape) == 3 and dt.shape[2] == 4 and all(
+        is_int(n) and n >= 0 for n in dt.shape)
+    _check_field(buf, "dtype", isinstance(dt, DType) and image, "a DType (an image's shape: (height, width, 4))")
     _check_field(buf, "st", isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):
         return
@@ -2589,8 +2590,7 @@ def check_tc_args(use_tensor_cores: Any, extra: Any, axis: Any, tc_opt: Any) -> 
 
 def check_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
-    if not all(type(s) is int for s in shape):
-        shape = tuple(_sint(s) for s in shape)
+    shape = shape if all(type(s) is int for s in shape) else tuple(_sint(s) for s in shape)
     if not all(is_sint(s) and lower_bound(s) >= 0 for s in shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):

@@ -376,7 +376,8 @@ def _open_device() -> Device:
                 ) from None
         else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
             choice = os.environ.get("KERNELPY_DEVICE") or "0"
-            working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
+            index = choice.isascii() and choice.isdigit()  # (str.isdigit alone takes '²', which int() refuses)
+            working = list(itertools.islice(working_devices(), int(choice) + 1 if index else None))
             if not working:  # each device probed again, to say why
                 found = [f"{d.name.strip()} ({_probe(d)})" for p in cl.get_platforms() for d in p.get_devices()]
                 found = ", ".join(found) or "none"
@@ -393,7 +394,7 @@ def pick_device(choice: str, names: Sequence[str], source: str = "KERNELPY_DEVIC
     """The index of the device `choice` names among `names` (working_devices(), as "device (platform)"): its index,
     or a part of its name found in no other (case ignored). NoDeviceError, one line listing the devices, where it
     names none of them or several (`source`: what the choice was given as, for the message)."""
-    if choice.isdigit():
+    if choice.isascii() and choice.isdigit():  # an index in ASCII digits ('²' is a digit to str.isdigit)
         hits = [int(choice)] if int(choice) < len(names) else []
     else:
         hits = [i for i, name in enumerate(names) if choice.lower() in name.lower()]
@@ -869,10 +870,11 @@ class _Reference:
             near = np.isfinite(q) & (np.trunc((a - t) / b) != np.trunc((a + t) / b))
             low, high = np.where(a < t, -np.abs(b), 0), np.where(a > -t, np.abs(b), 0)
             return np.where(near, low, ret), np.where(near, high, ret), near
-        if x.op is UnaryOps.BITCAST:  # the bits of the floats in the range: between its ends' (and +-0.0's, where it
-            across = (dist < tol) & (dist > -tol)  # holds 0: a float's bits order its values on either side of 0)
-            ends = (dist - tol, dist + tol, np.where(across, 0.0, dist), np.where(across, -0.0, dist))
-            low, high = np.minimum.reduce(bits := [_np_bitcast(e, x.arg) for e in ends]), np.maximum.reduce(bits)
+        if x.op is UnaryOps.BITCAST:  # a float's bits order its values on one side of 0 only: a range across 0 is
+            across = (dist < tol) & (dist > -tol)  # two ranges of bits, +0.0 to its top (nudge +-1), -0.0 to its
+            top = abs(self.nudge) == 1  # bottom (+-2): between their ends lie the bits of every positive float
+            ends = (np.where(across & top, 0.0, dist - tol), np.where(across & ~top, -0.0, dist + tol))
+            low, high = np.minimum(*(bits := [_np_bitcast(e, x.arg) for e in ends])), np.maximum(*bits)
         elif x.op is BinaryOps.CMPLT:
             low, high = dist < -tol, dist < tol
         elif x.op is BinaryOps.CMPNE or dt == np.bool_:  # a != b, or a float as a bool (a != 0)
@@ -1112,11 +1114,14 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
             want = _keeps_unwritten(want, b, written[b.idx], second)
             bad, err = _differences(got, want, tol := _tolerance(ast))
             if bad.any():  # near a jump of inexact floats: between the lowest and highest answers of floats within
-                if not bounds:  # the tolerance, where `want` is too; or any answer the kernel wrote (_Reference)
-                    bounds += [_evaluate(k, inputs, values, nudge) for nudge in (-1, 1)]
-                low, high = (_keeps_unwritten(end[n], b, written[b.idx], second) for end, _ in bounds)
-                uncertain = np.maximum(bounds[0][1][n], bounds[1][1][n])  # (an int may wrap at one end only)
-                bad &= ~((uncertain == 1) & _between(got, low, high, tol) & _between(want, low, high, tol))
+                if not bounds:  # the tolerance, where `want` is too; or any answer the kernel wrote (_Reference);
+                    bitcast = any(x.op is UnaryOps.BITCAST for root in ast for x in root.lazyops)  # (both sides of 0)
+                    bounds += [_evaluate(k, inputs, values, nudge) for nudge in (-1, 1, -2, 2)[: 4 if bitcast else 2]]
+                ends = [_keeps_unwritten(end[n], b, written[b.idx], second) for end, _ in bounds]
+                uncertain = np.maximum.reduce([u[n] for _, u in bounds])  # (an int may wrap at one end only)
+                pairs = [ends[i : i + 2] for i in range(0, len(ends), 2)]
+                inside = lambda x: np.logical_or.reduce([_between(x, lo, hi, tol) for lo, hi in pairs])  # noqa: E731
+                bad &= ~((uncertain == 1) & inside(got) & inside(want))
                 if (free := bad & (uncertain == 2)).any():  # unwritten: both launches' poisons
                     bad &= ~free | (_is_poison(got, b, second) & _is_poison(launch(not second)[n], b, not second))
                 err[~bad] = 0

@@ -23,7 +23,7 @@ import pyopencl as cl
 
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from compilers import compile_all
-from model import SearchLog, estimate, footprint, measured_device, program_key
+from model import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
 from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
@@ -188,7 +188,8 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
     code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
     actions, device = [action_text(a) for a in search_actions() + MACROS], get_device().name
-    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
+    knobs = [os.environ.get(name) for name in KNOBS]
+    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, knobs, code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
         entry = json.loads(Path(path).read_text())
@@ -225,7 +226,7 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -241,6 +242,8 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress,
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
+        if log is not None:  # before the device's limits are measured (seconds): not after the search
+            check_log(log)
         values = var_values(k, var_vals)
         check_inputs(buffers(concrete_ast(k, values)), inputs)
     except ValueError as e:
@@ -376,7 +379,7 @@ class _Search:
                     return False
                 t.append(self.time(kern, prg))
         if self.log:  # a replay decides as this search did
-            self.log.write(gain=[program_key(x[3]) for x in (child, parent)], times=[min(t) for t in times])
+            self.log.write({"gain": [program_key(x[3]) for x in (child, parent)], "times": [min(t) for t in times]})
         return min(times[0]) < min(times[1]) * (1 - LINE_GAIN) - min_progress
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
@@ -434,17 +437,20 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
     line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
-    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
+    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `log=FILE` appends the search to
+    a log for tools/replay_search.py (a search given a log always searches); `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k)
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log)
     begin = time.perf_counter()
     if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
-    settings = (min_progress, from_heuristics, sorted(var_vals.items()))
+    settings = (min_progress, from_heuristics, top_k, sorted(var_vals.items()))
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
-    if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
+    # a hit was verified when written, by this same code (the key holds its hash) on this AST and device; a search
+    # asked for a log runs all the same (a hit would log nothing), and writes its answer anew
+    if hit is not None and not log:
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # a compiler per core this process may run on; none where Python has no executable to start
         workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
@@ -452,8 +458,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
     if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
         settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
-        actions = [action_text(a) for a in search_actions() + MACROS]
-        s.log = log = SearchLog(log, k, **settings, device=vars(s.device), limits=s.limits, actions=actions)
+        settings |= {"device": vars(s.device), "limits": s.limits, "actions": [action_text(a) for a in search_actions()
+                     + MACROS], "knobs": {name: os.environ.get(name) for name in KNOBS}}  # fmt: skip
+        s.log = log = SearchLog(log, k, **settings)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:
         try:

@@ -125,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
+    try:  # before the device's limits are measured
+        if args.log:
+            model.check_log(args.log)
+    except ValueError as e:
+        p.error(f"--log: {e}")
     try:
         options = {"timeout": args.timeout, "cache": not args.no_cache, "log": args.log}
         search_demo(args.name, args.beam, args.opt, args.target, **options)

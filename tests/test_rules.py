@@ -31,7 +31,7 @@ from demo import matmul_ast
 from demo import store
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
-from corpus import build_kernel, load_corpus, opt_of
+from corpus import build_kernel, kernel_from_json, kernel_to_json, load_corpus, opt_of
 from tests.golden import state_of
 
 N = Variable("i", 1, 8)
@@ -376,6 +376,10 @@ def _bad_calls(k: Kernel) -> dict:
         "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
         "Target local_max 5": (lambda: Kernel(*ast, opts=kernel.Target("GPU", local_max=5)), "local_max"),
         "Target shared_max None": (lambda: Kernel(*ast, opts=kernel.Target("GPU", shared_max=None)), "shared_max"),
+        "Target tensor_cores not TensorCores": (
+            lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=[(8, 16, 8)])), "tensor_cores must be a list "
+            "of TensorCores"),  # fmt: skip
+        "Target tensor_cores a tuple": (lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=())), "tensor_co"),
     }
 
 
@@ -480,6 +484,12 @@ _DAMAGED_CASES = {  # a change to the first golden case, and where the error say
     "a mul of three": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"mul": [1, 2, 3]}), "offset"),
     "an unknown target": (lambda c: c.__setitem__("target", "tpu"), "case"),
     "a src that isn't a list": (lambda c: c["ast"][0].__setitem__("src", {}), "ast[0].src"),
+    "a div by 0 (a ZeroDivisionError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"div": [8, 0]}), "offset: expected a divisor"),
+    "a sum of nothing (a TypeError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"sum": []}), "offset: expected one of"),
+    "a mod by a variable's 0": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__(
+        "offset", {"mod": [8, {"var": "i", "min": 0, "max": 0}]}), "offset"),  # fmt: skip
 }
 
 
@@ -491,6 +501,26 @@ def test_a_damaged_corpus_case_is_a_value_error_naming_where(name):
     damage(case)
     with pytest.raises(ValueError, match=re.escape(where)):
         build_kernel(case)
+
+
+def test_a_kernel_written_as_json_reads_back_as_the_same_kernel():
+    """A search log's kernel (corpus.kernel_to_json, read back by kernel_from_json): every golden and symbolic case
+    after the heuristics' opts, on its own target and on one that is no target of TARGETS (its tensor cores too),
+    comes back with the same AST (equal, same hash), target, opts and state."""
+    cases = load_corpus("kernels.json")["cases"] + load_corpus("symbolic.json")["cases"]
+    custom = dataclasses.replace(kernel.TARGETS["metal"], device="MINE", local_max=(64, 32, 16))
+    for case in cases:
+        for target in (None, custom):
+            k = build_kernel(case)
+            if target is None:
+                for o in case["hand_coded"]["applied_opts"]:
+                    k.apply_opt(opt_of(o))
+            else:
+                k = kernel.optimize(Kernel(*k.ast, opts=target))
+            back = kernel_from_json(json.loads(json.dumps(kernel_to_json(k))))
+            same = (back.ast, hash(back.ast), back.opts, back.applied_opts)
+            assert same == (k.ast, hash(k.ast), k.opts, k.applied_opts), case["name"]
+            assert state_of(back) == state_of(k), case["name"]
 
 
 @pytest.mark.parametrize("opt", [["UPCAST", 0], ["UPCAST", 0.0, 4], ["POW", 0, 4], ["UPCAST", False, 4], "UPCAST:0:4"])
@@ -556,7 +586,13 @@ MALFORMED = {
     "BITCAST to nothing": (lambda: alu(UnaryOps.BITCAST, _X), r"BITCAST needs a DType arg, got None"),
     "negative buffer index": (lambda: load(-1, _ST), r"MemBuffer: idx must be an int >= 0, got -1"),
     "buffer index a float": (lambda: load(1.0, _ST), r"MemBuffer: idx must be an int >= 0, got 1.0"),
-    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType, got 'float'"),
+    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType \(.*\), got 'float'"),
+    "image dtype shapes never checked: 3 channels": (
+        lambda: load(1, _ST, dtypes.imagef((2, 2, 3))), r"MemBuffer: dtype must be a DType \(an image's shape: \(h"),
+    "image dtype shapes never checked: a negative height": (
+        lambda: load(1, _ST, dtypes.imageh((-1, 1, 4))), r"MemBuffer: dtype must be .*, got dtypes.imageh\(\(-1, 1"),
+    "image dtype shapes never checked: two sizes": (
+        lambda: load(1, _ST, dtypes.imagef((4, 4))), r"MemBuffer: dtype must be .*, got dtypes.imagef\(\(4, 4\)\)"),
     "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
 }
 

@@ -937,6 +937,20 @@ def test_kernelpy_device_naming_several_devices_is_an_error_listing_them(monkeyp
         R.pick_device("xeon", names, "--device")
 
 
+def test_a_unicode_digit_in_kernelpy_device_or_device_is_a_name_not_a_traceback(monkeypatch):
+    """'²' is a digit to str.isdigit, but int() refuses it: KERNELPY_DEVICE=² (and bench.py's --device ²) is a part of
+    a name, naming none of the devices: NoDeviceError, one line, not a ValueError from int()."""
+    fake = type("Fake", (), {"name": "cpu", "platform": type("Platform", (), {"name": "Portable"})})
+    monkeypatch.setattr(R, "working_devices", lambda: iter([fake]))
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.setenv("KERNELPY_DEVICE", "\u00b2")
+    monkeypatch.setattr(R, "_device", None)
+    with pytest.raises(R.NoDeviceError, match="^KERNELPY_DEVICE='\u00b2' names none of the devices that work here"):
+        R.get_device()
+    with pytest.raises(R.NoDeviceError, match="^--device='\u00b9\u00b2' names none of the devices"):
+        R.pick_device("\u00b9\u00b2", ["cpu (Portable)"], "--device")
+
+
 def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):
     """Every process that starts writes the OpenCL driver list it points the loader at: a file another process is
     reading is never rewritten in place (its loader would find a half-written driver, or none); one that changed is

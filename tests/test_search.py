@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import kernel
+import model
 import runtime as R
 import compilers as C
 import search as S
@@ -114,6 +115,22 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
     other_amt = S.search(k, *inputs, amt=2, workers=0)  # amt is part of the key
     assert not other_amt.cached
 
+
+
+def test_a_cache_hit_ignores_neither_log_nor_top_k_nor_the_knobs(few_actions, cache_dir, monkeypatch, tmp_path):
+    """docs/search.md's way to make a replayable log (search(..., log=FILE)) searches and logs when the answer is in
+    the cache; another top_k, or another knob (BEAM_UPCAST_MAX) is another search, not a hit."""
+    k = Kernel(*elementwise_ast(2048))
+    inputs = R.random_inputs(k)
+    assert not S.search(k, *inputs, amt=1, workers=0).cached
+    path = str(tmp_path / "run.jsonl")
+    logged = S.search(k, *inputs, amt=1, workers=0, log=path)
+    (entry,) = model.read_log(path).values()
+    assert not logged.cached and entry["rounds"] and entry["answer"]["answer"] == model.opts_text(logged.kernel)
+    assert not S.search(k, *inputs, amt=1, workers=0, top_k=None).cached
+    monkeypatch.setenv("BEAM_UPCAST_MAX", "4")
+    assert not S.search(k, *inputs, amt=1, workers=0).cached
+    assert S.search(k, *inputs, amt=1, workers=0).cached
 
 @pytest.fixture
 def own_compilers(monkeypatch):

@@ -259,6 +259,22 @@ def cell(out: str, row_head: int, column: int) -> str:
     return re.split(r"\s{2,}", line.strip())[column + 1]
 
 
+def test_the_map_of_a_huge_output_takes_apart_only_the_cells_it_draws():
+    """--map of broadcast 16x200000000 (3.2 billion outputs): each cell drawn is taken apart from the store's view on
+    its own, not found by walking every output before it (over an hour): the axes' indices given reach that cell."""
+    out = io.StringIO()
+    k, _ = D.demo_kernel("broadcast", view="map", sizes=(16, 200_000_000), out=out)
+    assert "rows 0..15, columns 0..3" in kernel.ansistrip(out.getvalue())
+    v, colors = k.sts[0].views[-1], k.colors()
+    want = {r * 200_000_000 + c for r in range(16) for c in range(4)} | {16 * 200_000_000 - 1}
+    cells = D._output_cells(k, want)
+    assert set(cells) == want
+    for flat, labels in cells.items():
+        left = {c: list(ids) for c, ids in labels.items()}  # each colour's indices, in axis order
+        index = [left[colors[a]].pop(0) if v.shape[a] != 1 else 0 for a in range(k.shape_len)]
+        assert v.offset + sum(i * s for i, s in zip(index, v.strides)) == flat
+
+
 def test_map_matvec_labels_out5_with_its_group_thread_and_register():
     """out[i] = out[gidx0*16 + up4*4 + lidx1]: upcast rows are 4 apart, local rows are adjacent."""
     out = demo("matvec", "map", width=100)

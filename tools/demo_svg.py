@@ -3,6 +3,7 @@
 Usage: python tools/demo_svg.py [FILE]   (default: docs/demo_matmul.svg; tests/test_readme.py checks it is current)
 """
 
+import argparse
 import html
 import os
 import subprocess
@@ -10,7 +11,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from demo import PALETTE  # noqa: E402
+from demo import PALETTE, output_file, write_file  # noqa: E402
 from kernel import ansilen  # noqa: E402
 from page import ansi_runs  # noqa: E402
 
@@ -40,6 +41,19 @@ def demo_svg() -> str:
     return ansi_to_svg(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
 
 
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python tools/demo_svg.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("file", nargs="?", type=output_file, default=PICTURE, help="where (default docs/demo_matmul.svg)")
+    args = p.parse_args(argv)
+    try:  # the picture is drawn first, then written whole: a demo that fails leaves the file as it was
+        write_file(args.file, demo_svg())
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr.strip().splitlines() or ["no message"])[-1]
+        print(f"python tools/demo_svg.py: error: the demo failed (exit status {e.returncode}: {last}); "
+              f"{args.file} is left as it was", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1] if len(sys.argv) > 1 else PICTURE, "w", encoding="utf-8") as f:
-        f.write(demo_svg())
+    sys.exit(main())
