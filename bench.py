@@ -34,8 +34,8 @@ from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceO
 from kernel import optimize
 from demo import load, reduce, store
 from runtime import BuildError, NoDeviceError, get_device, pick_device, random_inputs, time_kernel, working_devices
-from compilers import build_first
-import model
+from search.compilers import build_first
+from search import cost
 from search import search
 
 
@@ -162,8 +162,8 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 
 # ==== the device's limits: an FMA-bound kernel and streaming kernels, each timed as the suite's kernels are =====
 # A kernel takes at least max(flops / peak, bytes / bandwidth) seconds (the roofline): each row shows that bound over
-# its time, and which of the two it is. The peak is model.fma_peak's (its comment says how it is measured). The
-# bandwidth is a cache-aware one: model.bandwidth (the best of streaming kernels moving that many bytes in all, timed
+# its time, and which of the two it is. The peak is cost.fma_peak's (its comment says how it is measured). The
+# bandwidth is a cache-aware one: cost.bandwidth (the best of streaming kernels moving that many bytes in all, timed
 # as the rows are) at the row's own bytes and at each half of them down to 1 MiB, the fastest counting (levels). At
 # its own bytes alone it is no bound on this VM: kernels the search found read 64 MiB 1.06 to 1.7 times as fast as
 # the streams did (BENCHMARKS.md). The header's stream is memory's bandwidth: a triad over 3 arrays each of
@@ -215,10 +215,10 @@ def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     """The device's FMA peak, stream bandwidth and bandwidth at a footprint, measured now (see STREAM_FLOATS)."""
     device = get_device().ctx.devices[0]
-    peak, best = model.fma_peak(runs, repeats=BEST_OF)
+    peak, best = cost.fma_peak(runs, repeats=BEST_OF)
     n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
-    stream, _ = model.bandwidth(12 * n, ("triad",), runs)
-    how = f"{best}, {model.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"
+    stream, _ = cost.bandwidth(12 * n, ("triad",), runs)
+    how = f"{best}, {cost.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"
     how += f"; medians of {runs} launches"
     return Limits(peak, stream, how, lambda nbytes: max(at_bytes(n, runs) for n in levels(int(nbytes))))
 
@@ -230,8 +230,8 @@ def levels(nbytes: int) -> list[int]:
 
 
 def at_bytes(nbytes: int, runs: int = LIMIT_RUNS) -> float:
-    """The best bandwidth of model.STREAMS moving `nbytes`, BEST_OF medians of each in turn."""
-    return model.bandwidth(nbytes, runs=runs, repeats=BEST_OF)[0]
+    """The best bandwidth of cost.STREAMS moving `nbytes`, BEST_OF medians of each in turn."""
+    return cost.bandwidth(nbytes, runs=runs, repeats=BEST_OF)[0]
 
 
 def machine() -> str:
@@ -352,9 +352,9 @@ def bench(
         + "\n",
         file=out,
     )
-    n, cost = optimizer_cost()  # first, while the caches are cold
+    n, per_kernel = optimizer_cost()  # first, while the caches are cold
     print(
-        f"optimizer: Kernel() + hand_coded_optimizations() takes {cost * 1e3:.3f} ms per kernel "
+        f"optimizer: Kernel() + hand_coded_optimizations() takes {per_kernel * 1e3:.3f} ms per kernel "
         f"({n} corpus kernels, once each)\n",
         file=out,
     )
@@ -427,7 +427,7 @@ def bench(
             ),
             file=out,
         )
-    if skipped := model.skipped():  # the device's limits, measured without them
+    if skipped := cost.skipped():  # the device's limits, measured without them
         print("\nnot built, so not measured: " + "; ".join(f"{w} ({why})" for w, why in skipped.items()), file=out)
     if search_amt and results:
         _summary(results, out)
@@ -565,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--log needs --search (it logs the searches)")
     try:  # before the device's limits are measured: an unwritable log costs no wait
         if args.log:
-            model.check_log(args.log)
+            cost.check_log(args.log)
     except ValueError as e:
         p.error(f"--log: {e}")
     files = {}

@@ -101,6 +101,6 @@ def no_colour_settings(monkeypatch):
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
-    """The project's cache folder (search.py's searches), empty and the test's own: never the user's."""
+    """The project's cache folder (the search's answers), empty and the test's own: never the user's."""
     monkeypatch.setenv("KERNELPY_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"

@@ -1,6 +1,6 @@
 """corpus.py: ASTs and opts in the JSON form of the golden corpus (testdata/README.md gives it), as tinygrad 0.9.1
 exported them: the tests read testdata/ with these, bench.py and tools/ the files of tools/tinygrad_times.py. And the
-other way (kernel_to_json): a search log holds its kernel so (model.SearchLog), read back by kernel_from_json."""
+other way (kernel_to_json): a search log holds its kernel so (cost.SearchLog), read back by kernel_from_json."""
 
 from __future__ import annotations
 

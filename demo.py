@@ -1,6 +1,6 @@
 """demo.py: the demo of kernel.py (`python kernel.py demo`), standard library only: classic kernels built by hand,
 the optimizer's steps on them as coloured shapes, and the views of one optimization (--explain, --loops, --map).
-Also the command-line plumbing that runtime.py, search.py and bench.py share."""
+Also the command-line plumbing that runtime.py, search/ and bench.py share."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ from kernel import KnobError
 from render import is_vector_start, render, vector_axis
 
 
-# the environment knobs the heuristics and apply_opt read (model.KNOBS: the search's too)
+# the environment knobs the heuristics and apply_opt read (cost.KNOBS: the search's too)
 KNOBS = ("TC", "TC_OPT", "NOLOCALS", "MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD")
 
 

@@ -5,7 +5,7 @@ launches the program on buffers made from numpy arrays (`run`, `time_kernel`), e
 numpy (`reference`), and compares the two (`verify`). Where C leaves an answer open, the device and the reference
 follow one rule, numpy's (docs/numerics.md lists them).
 
-Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search.py's)
+Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam search is search/'s)
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, chec
 from kernel import SHORT_FLOATS, verify_lazyop, walk_ast
 from render import INT32_MAX, INT32_MIN, Program, c_types, element_dtype, is_float, is_image
 from render import kernel_name, kernel_vars, reduce_identity, render, require_kernel, short_float
-from render import c_var_names, cexpr, fit_dims  # noqa: F401 (runtime.cexpr, ..., as render's, stay importable)
 
 
 # ============================================================================================================
@@ -288,15 +287,15 @@ _device_init_lock = threading.Lock()  # the first use from several threads makes
 PROGRAM_CACHE_SIZE = 256  # built programs kept (about 73 KB each on PoCL): the most recently used ones
 _programs_lock = threading.Lock()
 _build_lock = threading.Lock()  # one build at a time: in Intel's CPU runtime, one of two at once sometimes never ended
-# and blocked every later build of the process (search.py builds side by side in processes of their own)
-device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (search.py's too)
+# and blocked every later build of the process (the search builds side by side in processes of their own)
+device_lock = threading.Lock()  # one thread at a time sets a kernel's arguments and launches it (the search's too)
 _NO_DEVICE = 'no OpenCL device found. Install a CPU device with: pip install -e ".[cpu]" (PoCL and Intel\'s runtime)'
 # Intel's CPU runtime reports "Compilation started/done" on every build; pyopencl would warn about each
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
 
 
 def cache_dir() -> str:
-    """The project's cache folder (OpenCL driver lists, search.py's searches): $KERNELPY_CACHE, else
+    """The project's cache folder (OpenCL driver lists, the search's answers): $KERNELPY_CACHE, else
     $XDG_CACHE_HOME/kernelpy, else ~/.cache/kernelpy."""
     caches = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.environ.get("KERNELPY_CACHE") or os.path.join(caches, "kernelpy")
@@ -604,7 +603,7 @@ _own_lock = threading.Lock()
 
 
 def own(device: str | None = None) -> Compiler | None:
-    """The helper process that builds the project's own kernels (device probes, model.py's FMA forms and streams,
+    """The helper process that builds the project's own kernels (device probes, search/cost.py's FMA forms and streams,
     bench.py's) for a device (PYOPENCL_CTX's name; default: this process's) first: pass it to build. None where Python
     has no executable to start (an embedded interpreter): they build here."""
     if not sys.executable:
@@ -1152,7 +1151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python runtime.py",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Render kernel.py's kernels to OpenCL C, run them on a GPU or the PoCL CPU device, verify "
-        "them against numpy. (The beam search is search.py's: python search.py NAME.)",
+        "them against numpy. (The beam search is search/'s: python -m search NAME.)",
         epilog=f"demo kernels: {', '.join(DEMOS)}\n\nexamples:\n  python runtime.py show matmul\n"
         "  python runtime.py show matmul --opt UPCAST:0:4 --opt LOCAL:1:16 --target opencl\n"
         "  python runtime.py verify\n  python runtime.py verify sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "

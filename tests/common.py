@@ -15,7 +15,7 @@ import numpy as np
 from kernel import LazyOp, ShapeTracker, dtypes
 from demo import load, store
 
-# the repository: kernel.py, runtime.py, search.py, bench.py, README.md, testdata/ (scripts run from here, as a user's)
+# the repository: kernel.py, runtime.py, search/, bench.py, README.md, testdata/ (scripts run from here, as a user's)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 INTS = [
@@ -82,11 +82,12 @@ def copy_ast(shape: tuple[int, ...], dt=dtypes.float) -> tuple[LazyOp, ...]:
 
 
 def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python SCRIPT ARGS` in a fresh process, its output a pipe, without the shell's colour settings (conftest.py
-    has cleared the heuristics' knobs) and with env's."""
+    """`python SCRIPT ARGS` (or, for a SCRIPT "-m MODULE", `python -m MODULE ARGS`) in a fresh process, its output a
+    pipe, without the shell's colour settings (conftest.py has cleared the heuristics' knobs) and with env's."""
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, script), *args],
+        [sys.executable, *(script.split() if script.startswith("-m ") else [os.path.join(ROOT, script)]), *args],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         env={**environ, **(env or {})},

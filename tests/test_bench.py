@@ -17,9 +17,9 @@ import sys
 import pytest
 
 import bench
-import model
-import search as S
-import search_cli
+import search.__main__ as search_cli
+import search.beam as S
+from search import cost
 from kernel import Kernel, Opt, OptOps
 from runtime import random_inputs, time_kernel
 from demo import elementwise_ast, sum_ast
@@ -97,17 +97,17 @@ def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
     """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here, and the
     bandwidth at a footprint. Every launch fills whole work-groups (PoCL refuses one that doesn't:
     INVALID_WORK_GROUP_SIZE), even where the last-level cache is no round number of floats."""
-    launches, median_launch = [], model.median_launch
-    monkeypatch.setattr(model, "median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
-    monkeypatch.setattr(model, "FMA_ITERS", 8)
-    monkeypatch.setattr(model, "_measured", {})
+    launches, median_launch = [], cost.median_launch
+    monkeypatch.setattr(cost, "median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
+    monkeypatch.setattr(cost, "FMA_ITERS", 8)
+    monkeypatch.setattr(cost, "_measured", {})
     monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
     monkeypatch.setattr(bench, "last_level_cache", lambda: 4 * ((1 << 16) + 20))  # 5 float4s past 2**16 floats
     limits = bench.device_limits_measured(runs=1)
     assert limits.peak > 0 and limits.stream > 0 and limits.bandwidth(3 << 20) > 0
     assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.5 MiB", limits.how)
     # each FMA form and each stream at 3 and at 1.5 MiB, BEST_OF times; the triad over memory once
-    assert len(launches) == 6 * bench.BEST_OF + 1 + len(model.STREAMS) * bench.BEST_OF * 2
+    assert len(launches) == 6 * bench.BEST_OF + 1 + len(cost.STREAMS) * bench.BEST_OF * 2
     assert all(local is None or size % local == 0 for size, local in launches), launches
 
 
@@ -133,8 +133,8 @@ def test_the_stream_arrays_are_a_power_of_two_of_floats():
 
 
 def test_the_fma_kernel_keeps_independent_chains():
-    src = model.fma_source(8, model.FMA_FORMS["fma()"])
-    assert all(f"x{i} = fma(x{i}, a, b);" in src for i in range(model.FMA_CHAINS)) and "float8 y = x0 + x1" in src
+    src = cost.fma_source(8, cost.FMA_FORMS["fma()"])
+    assert all(f"x{i} = fma(x{i}, a, b);" in src for i in range(cost.FMA_CHAINS)) and "float8 y = x0 + x1" in src
 
 
 def test_bench_prints_a_row_per_variant_with_its_roofline_fraction(device, tiny, capsys, tmp_path):
@@ -358,11 +358,11 @@ def test_tinygrad_beam_needs_search(capsys):
     assert e.value.code == 2 and "--tinygrad-beam needs --search" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("script", ["bench", "search"])
-def test_bench_and_search_have_their_own_command_lines(script, capsys):
+@pytest.mark.parametrize("script,prog", [("bench", "python bench.py"), ("search", "python -m search")])
+def test_bench_and_search_have_their_own_command_lines(script, prog, capsys):
     with pytest.raises(SystemExit) as e:
         {"bench": bench, "search": search_cli}[script].main(["--help"])
-    assert e.value.code == 0 and f"usage: python {script}.py" in capsys.readouterr().out
+    assert e.value.code == 0 and f"usage: {prog} " in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main(["no such benchmark"])
     assert "unknown benchmark 'no such benchmark'" in capsys.readouterr().err
@@ -471,7 +471,7 @@ def test_bench_runs_from_the_command_line_on_a_device(device):
     script = (
         "import sys, bench\n"
         "bench.BENCHMARKS = {'add 16M': (lambda: [bench.elementwise_ast(4096)], 4096, 12 * 4096, lambda a, b: a + b)}\n"
-        "bench.model.FMA_ITERS, bench.STREAM_FLOATS = 8, 1 << 16\n"
+        "bench.cost.FMA_ITERS, bench.STREAM_FLOATS = 8, 1 << 16\n"
         "bench.last_level_cache = lambda: 4 * ((1 << 16) + 20)\n"
         "sys.exit(bench.main(['--runs', '1']))\n"
     )

@@ -225,8 +225,8 @@ def test_no_opencl_platform_is_one_line():
 @pytest.mark.cli
 @pytest.mark.parametrize("knob", ["BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX"])
 def test_a_bad_search_knob_is_one_line_and_help_still_works(knob, tmp_path):
-    assert run_script("search.py", "--help", env={knob: "lots"}).returncode == 0
-    p = run_script("search.py", "sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)})
+    assert run_script("-m search", "--help", env={knob: "lots"}).returncode == 0
+    p = run_script("-m search", "sum", env={knob: "lots", "KERNELPY_CACHE": str(tmp_path)})
     one_line_error(p, 2, knob)
 
 

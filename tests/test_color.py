@@ -112,7 +112,7 @@ def test_search_shows_its_progress_live_on_a_terminal(device, tmp_path):
     test_search.py's test_cli_search_prints_rounds_and_the_comparison.)"""
     # the search ends by itself within seconds; the timeout only caps it (a shorter one can end it, from a cold
     # compiler cache, before a single kernel compiled)
-    args = ["search.py", "elementwise", "--beam", "1", "--no-cache", "--timeout", "60"]
+    args = ["-m", "search", "elementwise", "--beam", "1", "--no-cache", "--timeout", "60"]
     rc, out = run_on_a_terminal(args, _env(KERNELPY_CACHE=str(tmp_path)))
     assert rc == 0, out
     assert "\r  round 0: compiling 1/" in out and "\x1b[K" in out and "\r  round 0: timing 1/" in out

@@ -19,11 +19,11 @@ from collections import OrderedDict
 import pytest
 
 import bench
-import compilers as C
-import model
+import search.compilers as C
+from search import cost
 import runtime as R
-import search as S
-import search_cli
+import search.__main__ as search_cli
+import search.beam as S
 from demo import elementwise_ast, sum_ast
 from kernel import Kernel, Opt, OptOps
 from tests.common import run_script
@@ -35,25 +35,25 @@ ABORTED = f"the compiler's process ended (exit status -{signal.SIGABRT}: {signal
 @pytest.fixture
 def fault(device, monkeypatch):
     """fault(KIND, REGEX) sets KERNELPY_COMPILER_FAULT for the helper processes the test starts: fresh ones (ended
-    after it), with nothing built or measured before it in this process (the runtime's program cache and model.py's
+    after it), with nothing built or measured before it in this process (the runtime's program cache and cost.py's
     measurements empty), so every build of the test goes through them."""
     own, pool = {}, []
     monkeypatch.setattr(R, "_own", own)
     monkeypatch.setattr(C, "_compilers", pool)
     monkeypatch.setattr(device, "programs", OrderedDict())
-    monkeypatch.setattr(model, "_measured", {})
-    monkeypatch.setattr(model, "FMA_ITERS", 8)  # a short FMA kernel: the forms' builds are the point
+    monkeypatch.setattr(cost, "_measured", {})
+    monkeypatch.setattr(cost, "FMA_ITERS", 8)  # a short FMA kernel: the forms' builds are the point
     yield lambda kind, regex: monkeypatch.setenv("KERNELPY_COMPILER_FAULT", f"{kind}:{regex}")
     for compiler in [*own.values(), *pool]:
         compiler.end()
 
 
 def fma_forms_measured(monkeypatch) -> list:
-    """model.fma_peak() measured once, and the kernels it launched (one median a form)."""
-    launches, real = [], model.median_launch
-    monkeypatch.setattr(model, "median_launch", lambda kern, *a, **kw: launches.append(kern) or real(kern, *a, **kw))
-    peak, form = model.fma_peak(runs=1, repeats=1)
-    assert peak > 0 and form in {f"float{w} {f}" for w in model.FMA_WIDTHS for f in model.FMA_FORMS} - {"float16 fma()"}
+    """cost.fma_peak() measured once, and the kernels it launched (one median a form)."""
+    launches, real = [], cost.median_launch
+    monkeypatch.setattr(cost, "median_launch", lambda kern, *a, **kw: launches.append(kern) or real(kern, *a, **kw))
+    peak, form = cost.fma_peak(runs=1, repeats=1)
+    assert peak > 0 and form in {f"float{w} {f}" for w in cost.FMA_WIDTHS for f in cost.FMA_FORMS} - {"float16 fma()"}
     return launches
 
 
@@ -62,7 +62,7 @@ def test_a_build_that_aborts_its_process_is_a_failed_build_and_the_fma_peak_goes
 ):
     fault("abort", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5  # the other five forms
-    assert model.skipped() == {"float16 fma()": f"OpenCL build of fma_peak failed: {ABORTED}"}
+    assert cost.skipped() == {"float16 fma()": f"OpenCL build of fma_peak failed: {ABORTED}"}
 
 
 def test_a_program_built_without_its_kernel_is_a_failed_build_and_the_fma_peak_goes_on_without_that_form(
@@ -71,14 +71,14 @@ def test_a_program_built_without_its_kernel_is_a_failed_build_and_the_fma_peak_g
     fault("no-kernel", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5
     why = "OpenCL build of fma_peak failed: the program built holds no kernel fma_peak"
-    assert model.skipped() == {"float16 fma()": why}
+    assert cost.skipped() == {"float16 fma()": why}
 
 
 def test_a_build_that_hangs_is_killed_and_the_fma_peak_goes_on_without_that_form(fault, monkeypatch):
     monkeypatch.setattr(R, "COMPILE_TIMEOUT", 5)  # far more than a form takes to build
     fault("hang", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5
-    assert model.skipped() == {"float16 fma()": "OpenCL build of fma_peak failed: no answer from the compiler in 5 s"}
+    assert cost.skipped() == {"float16 fma()": "OpenCL build of fma_peak failed: no answer from the compiler in 5 s"}
 
 
 def test_a_stream_built_without_its_kernel_is_left_out_of_the_bandwidth_and_none_at_all_is_a_build_error(
@@ -89,11 +89,11 @@ def test_a_stream_built_without_its_kernel_is_left_out_of_the_bandwidth_and_none
     fault("no-kernel", r"void rows\(")
     built, real = [], R.Compiler.__call__
     monkeypatch.setattr(R.Compiler, "__call__", lambda self, src, name: built.append(name) or real(self, src, name))
-    _, kind = model.bandwidth(1 << 20, runs=1)
+    _, kind = cost.bandwidth(1 << 20, runs=1)
     assert kind in ("read", "copy", "triad")
-    assert model.skipped() == {"the rows stream": "OpenCL build of rows failed: the program built holds no kernel rows"}
+    assert cost.skipped() == {"the rows stream": "OpenCL build of rows failed: the program built holds no kernel rows"}
     with pytest.raises(R.BuildError, match=r"^no stream builds on .* \(the rows stream: OpenCL build of rows failed"):
-        model.bandwidth(1 << 20, ("rows",), runs=1)
+        cost.bandwidth(1 << 20, ("rows",), runs=1)
     assert built.count("rows") == 1
 
 
@@ -173,7 +173,7 @@ def test_bench_skips_a_row_whose_cached_search_answer_aborts_its_build(fault, mo
 def test_python_search_py_goes_on_past_an_fma_form_whose_build_aborts_and_says_so(tmp_path):
     """The command line whole, in a process of its own: it ends well, and says what the model measured without."""
     env = {"KERNELPY_CACHE": str(tmp_path), "KERNELPY_COMPILER_FAULT": f"abort:{FLOAT16_FMA}"}
-    p = run_script("search.py", "sum", "--no-cache", env=env)
+    p = run_script("-m search", "sum", "--no-cache", env=env)
     assert p.returncode == 0, p.stderr
     said = " ".join(p.stdout.split())  # as one line, however the lines were fit to a terminal
     assert f"not built, so not measured: float16 fma() (OpenCL build of fma_peak failed: {ABORTED})" in said

@@ -146,8 +146,8 @@ def test_a_variable_of_any_name_renders_and_computes(name):
         np.testing.assert_array_equal(out, a[: 4 * value].reshape(4, value).sum(axis=1) + value)
         R.verify(k, a, var_vals={n: value})
     prg = R.render(k)
-    assert re.findall(r"const int (\w+)", prg.src) == R.c_var_names([n]) and prg.vars == [n]
-    assert R.c_var_names([n])[0] == "var0_" + re.sub("[^A-Za-z0-9_]", "_", name)
+    assert re.findall(r"const int (\w+)", prg.src) == render.c_var_names([n]) and prg.vars == [n]
+    assert render.c_var_names([n])[0] == "var0_" + re.sub("[^A-Za-z0-9_]", "_", name)
 
 
 def test_two_variables_whose_names_read_alike_are_two_arguments():

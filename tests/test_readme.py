@@ -120,7 +120,7 @@ def test_the_readme_opens_with_the_picture_and_a_demo_output():
 @pytest.mark.parametrize("where,command,expected,recorded", OUTPUT_BLOCKS, ids=[b[0] for b in OUTPUT_BLOCKS])
 def test_readme_output_is_what_the_command_prints(where, command, expected, recorded):
     if recorded:
-        assert "search.py" in command, f"{where}: only a search's output may be a recorded run"
+        assert "-m search" in command, f"{where}: only a search's output may be a recorded run"
         return
     missing = matches(expected, run(command))
     assert missing is None, f"{where}, `{command}` no longer prints:\n{missing}"
@@ -272,7 +272,7 @@ def test_the_colour_table_is_the_legend():
 
 def test_the_action_counts_are_those_of_the_search():
     """tinygrad's 141 actions by kind are the search's actions but ours; search.ACTIONS leaves out the 9 TC ones."""
-    search = pytest.importorskip("search")
+    search = pytest.importorskip("search.beam")
     ours = [Opt.parse(f"UPCAST:{a}:8") for a in range(6)] + [Opt.parse(f"LOCAL:{a}:32") for a in range(1, 5)]
     tinygrads = [o for o in search.search_actions() if o not in ours]
     counts = {op.name: sum(o.op is op for o in tinygrads) for op in kernel.OptOps}
@@ -380,13 +380,14 @@ def test_nothing_in_the_repository_points_where_a_clone_cant_follow():
 
 def test_no_file_names_an_old_home_of_what_moved():
     """The C is render.py's (it was runtime.py's), COLOR_LEGEND and the AST builders are demo.py's (they were
-    kernel.py's), the corpus reader is corpus.py (it was tests/corpus.py): no module, tool, test or document says
-    otherwise."""
+    kernel.py's), the corpus reader is corpus.py (it was tests/corpus.py), the search is the package search/ (it was
+    search.py, model.py and search_cli.py; `python -m search`): no module, tool, test or document says otherwise."""
     old = re.compile(r"runtime\.py(?:'s (?:OpenCL )?C\b| renders| writes (?:an image|C))|kernel\.py's (?:COLOR_LEGEND|"
-                     r"builders)|tests/corpus\.py")
+                     r"builders)|tests/corpus\.py|(?<![\w/])(?:search|model|search_cli)\.py|"
+                     r"\bimport (?:model|search_cli)\b")
     files = [f for f in os.listdir(ROOT) if f.endswith((".py", ".md"))] + [
-        os.path.join(d, f) for d in ("tools", "tests", "docs", "testdata") for f in os.listdir(os.path.join(ROOT, d))
-        if f.endswith((".py", ".md"))]  # fmt: skip
+        os.path.join(d, f) for d in ("tools", "tests", "docs", "testdata", "search")
+        for f in os.listdir(os.path.join(ROOT, d)) if f.endswith((".py", ".md"))]  # fmt: skip
     found = []
     for name in [f for f in files if f != os.path.join("tests", "test_readme.py")]:  # (this test names them)
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
@@ -475,7 +476,7 @@ def test_numpys_rule_is_not_said_to_cover_fused_multiply_adds():
 def test_the_readme_says_how_the_cut_shares_the_candidates_out():
     """The cut builds top_k children, each beam kernel's equal share of its own (it once said "the 16 most
     promising", as if of the whole round)."""
-    search = pytest.importorskip("search")
+    search = pytest.importorskip("search.beam")
     readme = _readme_text()
     assert search.TOP_K == 16 and "pick the 16 most promising" not in readme
     assert "pick 16 of the children, each beam kernel's equal share of its own most promising" in readme
@@ -484,15 +485,15 @@ def test_the_readme_says_how_the_cut_shares_the_candidates_out():
 def test_the_models_bandwidth_is_a_triad_at_a_power_of_two(monkeypatch):
     """docs/search.md: the model's bandwidth is a triad's, moving the smallest power of two of bytes (64 KiB at least)
     that holds the kernel's footprint (it once said a read, a copy and a triad at the footprint itself)."""
-    model = pytest.importorskip("model")
+    cost = pytest.importorskip("search.cost")
     asked = []
-    monkeypatch.setattr(model, "bandwidth", lambda nbytes, kinds: asked.append((nbytes, kinds)) or (1e9, kinds[0]))
-    monkeypatch.setattr(model, "fma_peak", lambda: (1e12, "float4 fma"))
+    monkeypatch.setattr(cost, "bandwidth", lambda nbytes, kinds: asked.append((nbytes, kinds)) or (1e9, kinds[0]))
+    monkeypatch.setattr(cost, "fma_peak", lambda: (1e12, "float4 fma"))
     device = type("D", (), {"max_compute_units": 2, "native_vector_width_float": 4})()
-    monkeypatch.setattr(model.runtime, "get_device", lambda: type("Dev", (), {"ctx": type("C", (), {
+    monkeypatch.setattr(cost.runtime, "get_device", lambda: type("Dev", (), {"ctx": type("C", (), {
         "devices": [device]})()})())  # fmt: skip
     for nbytes in (100_000, 10, 1 << 20):
-        model.measured_device(nbytes)
+        cost.measured_device(nbytes)
     assert asked == [(131072, ("triad",)), (65536, ("triad",)), (1 << 20, ("triad",))]
     with open(os.path.join(ROOT, "docs", "search.md"), encoding="utf-8") as f:
         text = " ".join(f.read().split())

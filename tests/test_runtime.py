@@ -279,11 +279,11 @@ def test_more_than_three_global_dims_are_merged():
 
 
 def test_fit_dims_merges_surplus_dims_and_splits_large_ones():
-    assert R.fit_dims([2, 3, 4, 5], [100, 100, 100], reverse=False) == [[(0, 2), (1, 3)], [(2, 4)], [(3, 5)]]
-    assert R.fit_dims([2, 3], [8, 8, 8], reverse=True) == [[(1, 3)], [(0, 2)]]
-    assert R.fit_dims([64], [16, 16, 16], reverse=False) == [[(0, 16)], [(0, 4)]]
+    assert render.fit_dims([2, 3, 4, 5], [100, 100, 100], reverse=False) == [[(0, 2), (1, 3)], [(2, 4)], [(3, 5)]]
+    assert render.fit_dims([2, 3], [8, 8, 8], reverse=True) == [[(1, 3)], [(0, 2)]]
+    assert render.fit_dims([64], [16, 16, 16], reverse=False) == [[(0, 16)], [(0, 4)]]
     with pytest.raises(ValueError, match="doesn't fit"):
-        R.fit_dims([17], [16, 16, 16], reverse=False)
+        render.fit_dims([17], [16, 16, 16], reverse=False)
 
 
 def test_local_dims_beyond_the_device_run_as_loops():
@@ -785,7 +785,7 @@ def test_builds_run_one_at_a_time(monkeypatch):
 
 
 def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
-    """search.py compiles in other processes: build(src, name, compiler) loads the binary compiler(src, name) returns,
+    """The search compiles in other processes: build(src, name, compiler) loads the binary compiler(src, name) returns,
     and a compiler's refusal is a BuildError saying so, with the numbered source, as the device's own is."""
     calls, ctx = [], R.get_device().ctx
 

@@ -1,4 +1,4 @@
-"""Tests of search.py's beam search (the mechanism, not its speed: speed is bench.py's business).
+"""Tests of search/'s beam search (the mechanism, not its speed: speed is bench.py's business).
 
 Small kernels and amt=1 keep them fast; most compile in this process (workers=0), a few in compiler processes."""
 
@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import kernel
-import model
+from search import cost
 import runtime as R
-import compilers as C
-import search as S
-import search_cli as CLI
+import search.__main__ as CLI
+import search.beam as S
+import search.compilers as C
 from kernel import TARGETS, BinaryOps, Kernel, Opt, OptOps, ShapeTracker, prod, ReduceOps, UnaryOps
 from demo import load, reduce, store, alu
 from demo import attention_ast, conv2d_ast, elementwise_ast, matmul_ast, matvec_ast, sum_ast
@@ -125,8 +125,8 @@ def test_a_cache_hit_ignores_neither_log_nor_top_k_nor_the_knobs(few_actions, ca
     assert not S.search(k, *inputs, amt=1, workers=0).cached
     path = str(tmp_path / "run.jsonl")
     logged = S.search(k, *inputs, amt=1, workers=0, log=path)
-    (entry,) = model.read_log(path).values()
-    assert not logged.cached and entry["rounds"] and entry["answer"]["answer"] == model.opts_text(logged.kernel)
+    (entry,) = cost.read_log(path).values()
+    assert not logged.cached and entry["rounds"] and entry["answer"]["answer"] == cost.opts_text(logged.kernel)
     assert not S.search(k, *inputs, amt=1, workers=0, top_k=None).cached
     monkeypatch.setenv("BEAM_UPCAST_MAX", "4")
     assert not S.search(k, *inputs, amt=1, workers=0).cached
@@ -316,7 +316,8 @@ def test_a_kernel_the_heuristics_refuse_is_searched_from_the_bare_kernel(few_act
 CACHE_SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
-import runtime, search
+import runtime
+import search.beam as search
 from kernel import Kernel, Opt, OptOps
 from demo import elementwise_ast, matmul_ast
 search.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.UPCAST, 1, 2)]
@@ -455,7 +456,7 @@ def test_a_candidate_that_computes_a_wrong_answer_is_never_returned(few_actions,
     ],
 )
 def test_bad_arguments_raise_before_anything_compiles(kwargs, message, monkeypatch):
-    for module in (R, C):  # compilers.py compiles candidates, runtime.py the kernels it runs
+    for module in (R, C):  # search/compilers.py compiles candidates, runtime.py the kernels it runs
         monkeypatch.setattr(module, "build", lambda *a: pytest.fail("compiled despite bad arguments"))
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match=message):
@@ -592,7 +593,7 @@ import sys
 sys.path.insert(0, {here!r})
 print("the script runs", flush=True)
 import runtime
-import search
+import search.beam as search
 from kernel import Kernel, Opt, OptOps
 from demo import elementwise_ast
 search.ACTIONS = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)]
@@ -707,7 +708,7 @@ def test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_ker
 # ============================================================================================================
 # The beam search's deduplication (search.search): a candidate that is the same kernel as one already sent to
 # compile is neither compiled nor timed again, and the round counts it in `duplicates` (the number
-# `python search.py` prints); two candidates that differ only in which axes are upcast or local are different
+# `python -m search` prints); two candidates that differ only in which axes are upcast or local are different
 # kernels, and both are timed.
 #
 # Each test searches with two actions and amt=1, from a kernel without opts (and without the heuristics' kernel), so
@@ -850,7 +851,7 @@ def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few
 
     made = []
 
-    class CountingCL:  # search.py's pyopencl, counting the device buffers it makes
+    class CountingCL:  # search/beam.py's pyopencl, counting the device buffers it makes
         def __getattr__(self, name):
             return getattr(cl, name)
 
@@ -971,7 +972,8 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
     import signal
 
     p = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "search.py"), "matmul", "--no-cache"],
+        [sys.executable, "-m", "search", "matmul", "--no-cache"],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -987,7 +989,7 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
         pytest.fail(f"the search ended before its first round: {said}{p.stderr.read()}")
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=300)  # only a cap: it ends within seconds
-    assert p.returncode == 130 and err.strip() == "python search.py: interrupted", err
+    assert p.returncode == 130 and err.strip() == "python -m search: interrupted", err
 
 
 def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_actions, own_compilers, monkeypatch):
@@ -1023,10 +1025,10 @@ def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_
 def test_a_search_out_of_time_before_timing_anything_says_so_and_exits_cleanly(tmp_path):
     """Not the given kernel back as the search's answer; and the compile threads finish before the program ends
     (one ending under a compile crashed the OpenCL runtime)."""
-    p = run_script("search.py", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)})
+    p = run_script("-m search", "sum", "--timeout", "0.001", env={"KERNELPY_CACHE": str(tmp_path)})
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "python search.py: error: the search timed no kernel: its timeout of 0.001 s ran out first"
+        "python -m search: error: the search timed no kernel: its timeout of 0.001 s ran out first"
     )
     assert len(p.stderr.strip().splitlines()) == 2, p.stderr  # argparse's usage line, then the error
 

@@ -29,7 +29,7 @@ from demo import DEMOS
 
 R = pytest.importorskip("runtime")
 np = pytest.importorskip("numpy")
-search = pytest.importorskip("search")
+search = pytest.importorskip("search.beam")
 
 SEQUENCES = int(os.environ.get("SENTENCE_SEQUENCES", "2"))
 SEED = int(os.environ.get("SENTENCE_SEED", "24"))

@@ -220,12 +220,12 @@ class TestRender:
         assert sym_render(5) == "5" and sym_render(Variable("i", 1, 64) * 2) == "(i*2)"
 
     def test_render_takes_another_spelling(self):
-        """runtime.py spells the same nodes as C: / for //, && for and."""
-        import runtime as R
+        """render.py spells the same nodes as C: / for //, && for and."""
+        import render
 
         a, b = Variable("a", 0, 7), Variable("b", 0, 7)
-        assert R.cexpr(a // 2 + 3) == "((a/2)+3)"
-        assert R.cexpr(K.Node.ands([create_lt_node(a, 5), create_lt_node(b, 5)])) == "((a<5)&&(b<5))"
+        assert render.cexpr(a // 2 + 3) == "((a/2)+3)"
+        assert render.cexpr(K.Node.ands([create_lt_node(a, 5), create_lt_node(b, 5)])) == "((a<5)&&(b<5))"
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -410,11 +410,11 @@ def test_comparison_decided_only_when_it_holds_at_every_value():
 
 
 def test_division_by_a_symbolic_size_is_kept_and_rendered():
-    import runtime as R
+    import render
 
     idx, _ = build_chain(*TILE).expr_idxs()
     assert "%" in idx.render()  # idx0 % i: was dropped, reading past i elements at i = 3
-    assert R.cexpr(idx) == "(idx0%i)"
+    assert render.cexpr(idx) == "(idx0%i)"
 
 
 def test_causal_shift_pads_and_tiles_run_as_their_concrete_rebuilds(device):

@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bench  # noqa: E402
-import model  # noqa: E402
+from search import cost  # noqa: E402
 import runtime  # noqa: E402
 from demo import run_command_line  # noqa: E402
 from kernel import Kernel, KernelOptError, Opt  # noqa: E402
@@ -24,7 +24,7 @@ from kernel import Kernel, KernelOptError, Opt  # noqa: E402
 def answers(path: str) -> dict[str, list[Kernel]]:
     """{workload: the kernels a run's log chose, in the order of its ASTs}."""
     found: dict[tuple, Kernel] = {}
-    for entry in model.read_log(path).values():
+    for entry in cost.read_log(path).values():
         if entry["answer"] is not None:
             k = Kernel(*entry["start"]["kernel"].ast, opts=entry["start"]["kernel"].opts)  # (the answer: all its opts)
             try:

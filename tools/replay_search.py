@@ -1,7 +1,7 @@
 """Replay logged searches offline, with the cut at another top_k: does the cut lose the measured best?
 
-A search run with `log=FILE` (`python search.py NAME --log FILE`, `python bench.py --search --log FILE`) writes
-every candidate it weighed and every time it measured (model.SearchLog). Replay runs search.py's own rounds again
+A search run with `log=FILE` (`python -m search NAME --log FILE`, `python bench.py --search --log FILE`) writes
+every candidate it weighed and every time it measured (cost.SearchLog). Replay runs the search's own rounds again
 (its beam, lines, dedup and cut) with the model's estimates, but every compile is a render and every timing a
 look-up in the log: no device is needed. It runs as the search ran: from the starting kernels, with the actions, the
 settings and the environment knobs (BEAM_UPCAST_MAX, TC, ...) its log holds, whatever this process's own are. A
@@ -12,7 +12,7 @@ the cut lost is not measured: the ratio says "?".
     python tools/replay_search.py LOG [LOG ...] [--top-k N ...]
 
 For each logged search and top_k it prints the candidates built and the best time reached, against the best the
-log holds; `replay(entry, top_k)` returns the same figures (tests/test_model.py replays the vendored logs). Each
+log holds; `replay(entry, top_k)` returns the same figures (tests/test_cost.py replays the vendored logs). Each
 search replays on its own: a bad line of a log (its search is left out), a log that can't be read, or a search that
 can't be replayed, is one line on stderr (exit status 1), and the rest go on.
 """
@@ -24,20 +24,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import model  # noqa: E402
-import search  # noqa: E402
+import search.beam as beam  # noqa: E402
+from search import cost  # noqa: E402
 from demo import int_at_least  # noqa: E402
 from kernel import Kernel, KernelOptError, Opt  # noqa: E402
 from render import render  # noqa: E402
 
 
-class Replay(search._Search):
-    """A _Search whose compiles render and whose timings read the log (its rounds, dedup and cut are search.py's)."""
+class Replay(beam._Search):
+    """A _Search whose compiles render and whose timings read the log (its rounds, dedup and cut: search/beam.py's)."""
 
     def __init__(self, entry: dict, top_k: int | None):
         start = entry["start"]
         self.k, self.top_k, self.log, self.estimates = start["kernel"], top_k, None, {}
-        self.device, self.limits = model.Device(**start["device"]), start["limits"]
+        self.device, self.limits = cost.DeviceModel(**start["device"]), start["limits"]
         self.begin, self.deadline, self.progress = 0.0, math.inf, lambda *_: None
         self.why_dropped, self.seen, self.timed, self.built, self.unknown = [], set(), [], 0, 0
         self.times = {c["program"]: c["time_s"] for r in entry["rounds"] for c in r if c["time_s"] is not None}
@@ -54,18 +54,18 @@ class Replay(search._Search):
         return programs, len(kernels)
 
     def time(self, kern, prg, stop_above=math.inf):
-        return self.times.get(model.program_key(prg), math.inf)
+        return self.times.get(cost.program_key(prg), math.inf)
 
     def gains(self, child, parent, min_progress):
         """As the search decided, where its log says (else from the times of the rounds)."""
-        key = tuple(model.program_key(x[3]) for x in (child, parent))
+        key = tuple(cost.program_key(x[3]) for x in (child, parent))
         child_s, parent_s = self.logged_gains.get(key, (child[0], self.time(*parent[2:])))
-        return child_s < parent_s * (1 - search.LINE_GAIN) - min_progress
+        return child_s < parent_s * (1 - beam.LINE_GAIN) - min_progress
 
     def time_all(self, programs, cutoff):
         timed = []
         for kern, prg in programs:
-            if (t := self.times.get(model.program_key(prg))) is None:
+            if (t := self.times.get(cost.program_key(prg))) is None:
                 self.unknown += 1
             else:
                 timed.append((t, len(self.timed) + len(timed), kern, prg))
@@ -86,13 +86,13 @@ def replay(entry: dict, top_k: int | None) -> dict:
     (the best time it reached), "logged_best_s" (the best the log holds; inf: it timed none), "unknown" (kernels
     reached that the log never timed), "ratio" (best_s over logged_best_s; None where it isn't measured: unknown
     kernels, and a slower end), "rounds"}."""
-    s, start, actions = Replay(entry, top_k), entry["start"], (search.ACTIONS, search.MACROS)
+    s, start, actions = Replay(entry, top_k), entry["start"], (beam.ACTIONS, beam.MACROS)
     k, knobs = start["kernel"], start["knobs"]
     logged = [tuple(Opt.parse(o) for o in a.split("+")) for a in start["actions"]]
     saved = {name: os.environ.get(name) for name in knobs}
     try:
         _set_environ(knobs)  # kernel_actions reads BEAM_UPCAST_MAX and BEAM_LOCAL_MAX, apply_opt TC
-        search.ACTIONS, search.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
+        beam.ACTIONS, beam.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
         starts = []  # round 0's kernels, as the search started (the heuristics' opts of that day, and k)
         for line in entry["rounds"][0] if entry["rounds"] else []:
             starts.append(Kernel(*k.ast, opts=k.opts))
@@ -100,7 +100,7 @@ def replay(entry: dict, top_k: int | None) -> dict:
                 starts[-1].apply_opt(Opt.parse(o))
         rounds, _ = s.rounds(starts, start["amt"], start["min_progress"], lambda r: None) if starts else ([], False)
     finally:
-        search.ACTIONS, search.MACROS = actions
+        beam.ACTIONS, beam.MACROS = actions
         _set_environ(saved)
     best, logged_best = min((t for t, *_ in s.timed), default=math.inf), min(s.times.values(), default=math.inf)
     measured = math.isfinite(logged_best) and (s.unknown == 0 or best <= logged_best)
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     print(f"{'search':34s} {'top_k':>5s} {'built':>6s} {'of':>5s} {'best ms':>9s} {'logged':>9s} {'ratio':>6s} unknown")
     totals, failed, unmeasured = {}, 0, False
     for path in args.logs:
-        entries = model.read_log(path, errors := [])  # the searches of bad lines left out, the others replayed
+        entries = cost.read_log(path, errors := [])  # the searches of bad lines left out, the others replayed
         for e in errors:
             print(f"python tools/replay_search.py: error: {e}", file=sys.stderr, flush=True)
         failed += len(errors)

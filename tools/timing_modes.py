@@ -8,7 +8,7 @@ row (a set) slower than the others in every pass; one that follows the moment, a
     python tools/timing_modes.py [KERNEL] [--sets N] [--passes N] [--spin]
 
 KERNEL: bma (out = a * b + c, 1024x1024, b broadcast along rows, LOCAL:1:32 LOCAL:1:32: one seen bimodal on PoCL),
-matmul (512, the opts search.py found), add (4M elements, UPCAST:0:4 LOCAL:0:32) or sum (over axis 0 of 4096x4096,
+matmul (512, the opts the search found), add (4M elements, UPCAST:0:4 LOCAL:0:32) or sum (over axis 0 of 4096x4096,
 64 MiB: more than the last-level cache).
 """
 

@@ -1,5 +1,6 @@
-"""Tests of model.py: the estimate that ranks a round's candidates, the cut it makes in search.py, the log of a search
-and its offline replay (the mechanism, not how fast anything is: bench.py and tools/replay_search.py measure that)."""
+"""Tests of search/cost.py: the estimate that ranks a round's candidates, the cut it makes in the search, the log of a
+search and its offline replay (the mechanism, not how fast anything is: bench.py and tools/replay_search.py measure
+that)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import re
 import pytest
 
 import bench
-import model
+from search import cost
 import runtime as R
-import search as S
+import search.beam as S
 from demo import elementwise_ast, matmul_ast, matvec_ast
 from kernel import Kernel, Opt, OptOps, Variable
 from render import render
@@ -24,7 +25,7 @@ from tests.common import ROOT, one_line_error, run_script
 from tools import replay_search
 from tools.replay_search import replay
 
-DEV = model.Device(cores=2, lanes=16, hz=3e9, bandwidth=50e9)
+DEV = cost.DeviceModel(cores=2, lanes=16, hz=3e9, bandwidth=50e9)
 
 
 def with_opts(ast, *opts: str) -> Kernel:
@@ -40,7 +41,7 @@ def test_work_items_in_whole_vectors_along_local_dim_0_are_what_the_model_vector
     load per lane) it counts slower, as Intel's runtime runs them."""
     mm = matmul_ast(512, 512, 512)
     lanes16, lanes8, rows16 = (with_opts(mm, o) for o in ("LOCAL:1:16", "LOCAL:1:8", "LOCAL:0:16"))
-    t16, t8, trows = (model.static_seconds(k, DEV) for k in (lanes16, lanes8, rows16))
+    t16, t8, trows = (cost.static_seconds(k, DEV) for k in (lanes16, lanes8, rows16))
     assert t16 * 4 < t8 and t16 < trows
 
 
@@ -50,23 +51,23 @@ def test_a_register_tile_reuses_loads_until_it_spills():
     base = with_opts(matmul_ast(512, 512, 512), "LOCAL:1:16")
     tile = with_opts(matmul_ast(512, 512, 512), "LOCAL:1:16", "UPCAST:0:8")
     spilled = with_opts(matmul_ast(512, 512, 512), "LOCAL:1:16", "UPCAST:0:8", "UPCAST:2:8")
-    assert model.static_seconds(tile, DEV) < model.static_seconds(base, DEV)
-    assert model.static_seconds(spilled, DEV) > model.static_seconds(tile, DEV)
+    assert cost.static_seconds(tile, DEV) < cost.static_seconds(base, DEV)
+    assert cost.static_seconds(spilled, DEV) > cost.static_seconds(tile, DEV)
 
 
 def test_a_memory_bound_kernel_is_bound_by_its_bytes_over_the_bandwidth():
     k = Kernel(*elementwise_ast(1 << 24))  # 192 MiB moved, a few flops a byte
-    assert model.footprint(k) == 3 * 4 << 24
-    t = model.static_seconds(k, model.Device(bandwidth=1e9, hz=1e12))
-    assert t == pytest.approx(model.footprint(k) / 1e9 * math.sqrt(1024 / 4), rel=0.3)  # 1 float a run: sqrt(256)
+    assert cost.footprint(k) == 3 * 4 << 24
+    t = cost.static_seconds(k, cost.DeviceModel(bandwidth=1e9, hz=1e12))
+    assert t == pytest.approx(cost.footprint(k) / 1e9 * math.sqrt(1024 / 4), rel=0.3)  # 1 float a run: sqrt(256)
 
 
 def test_an_estimate_scales_the_parents_measured_time_by_the_models_ratio():
     parent = Kernel(*matvec_ast(256, 256))
     child = parent.copy()
     child.apply_opt(Opt(OptOps.UPCAST, 0, 8))
-    ratio = model.static_seconds(child, DEV) / model.static_seconds(parent, DEV)
-    assert model.estimate(child, parent, 2.0, DEV) == pytest.approx(2.0 * ratio)
+    ratio = cost.static_seconds(child, DEV) / cost.static_seconds(parent, DEV)
+    assert cost.estimate(child, parent, 2.0, DEV) == pytest.approx(2.0 * ratio)
 
 
 LOGS = os.path.join(ROOT, "testdata", "search_logs.jsonl.gz")
@@ -74,7 +75,7 @@ ZEN4 = [os.path.join(ROOT, "testdata", f"search_logs_zen4_{device}.jsonl.gz") fo
 
 
 def logged_searches(path: str = LOGS) -> list[dict]:
-    return list(model.read_log(path).values())
+    return list(cost.read_log(path).values())
 
 
 def log_lines(path: str, search: int | None = None) -> list[dict]:
@@ -88,14 +89,14 @@ def log_lines(path: str, search: int | None = None) -> list[dict]:
 def write_log(path, lines: list[dict | str]) -> str:
     """A log of these lines (a str as it is), gzipped where the name ends in .gz."""
     text = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
-    with model.open_log(str(path), "w") as f:
+    with cost.open_log(str(path), "w") as f:
         f.write(text)
     return str(path)
 
 
 def test_the_cut_never_loses_the_measured_best_on_the_logged_searches():
     """Each search of testdata/search_logs.jsonl.gz (bench.py's workloads, two sittings, every candidate built and
-    timed) replayed through search.py's own rounds with its cut at TOP_K: it builds at most 40% of the candidates in
+    timed) replayed through the search's own rounds with its cut at TOP_K: it builds at most 40% of the candidates in
     all, and every search reaches a kernel within 2% of the best its log holds (the timing's noise)."""
     built = everything = 0
     for entry in logged_searches():
@@ -147,7 +148,7 @@ def test_a_pickle_in_a_log_is_never_unpickled(tmp_path):
     first = log_lines(ZEN4[0], 0)[0] | {"kernel": base64.b64encode(pickle.dumps(Payload())).decode()}
     path = write_log(tmp_path / "evil.jsonl", [first])
     with pytest.raises(ValueError, match=f"^{path}:1: kernel must be a kernel in corpus.py's JSON form"):
-        model.read_log(path)
+        cost.read_log(path)
     one_line_error(run_script("tools/replay_search.py", path), 1, f"{path}:1: kernel must be")
     p = run_script("tools/compare_searches.py", path, path)  # (argparse's usage, then the error)
     assert p.returncode == 2 and f"error: {path}:1: kernel must be" in p.stderr.splitlines()[-1], p.stderr
@@ -210,7 +211,7 @@ def test_a_bad_line_leaves_out_its_search_and_the_others_replay(tmp_path, capsys
     path = write_log(tmp_path / "three.jsonl", lines)
     n = next(i for i, x in enumerate(bad, 1) if x.get("round") == 1)
     errors: list[str] = []
-    assert list(model.read_log(path, errors)) == [second[0]["search"]]
+    assert list(cost.read_log(path, errors)) == [second[0]["search"]]
     assert [e.split(": ")[0] for e in errors] == [f"{path}:{n}", f"{path}:{len(lines)}"]
     assert replay_search.main([path, "--top-k", "16"]) == 1
     out, err = capsys.readouterr()
@@ -242,7 +243,7 @@ def test_a_bad_line_of_a_log_is_an_error_naming_file_and_line(what, tmp_path):
     path = write_log(tmp_path / "bad.jsonl", lines)
     n = line % len(lines) + 1 if line < 0 else line
     with pytest.raises(ValueError, match=f"^{re.escape(path)}:{n}: .*{re.escape(said)}"):
-        model.read_log(path)
+        cost.read_log(path)
 
 
 def test_a_log_named_gz_is_gzipped_and_reads_back(tmp_path):
@@ -253,12 +254,12 @@ def test_a_log_named_gz_is_gzipped_and_reads_back(tmp_path):
     read = []
     for name in ("run.jsonl.gz", "run.jsonl"):
         settings = {"amt": 1, "top_k": None, "from_heuristics": False, "min_progress": 0.0, "limits": [64, [64] * 3]}
-        settings |= {"device": vars(model.Device()), "actions": ["UPCAST:0:4"], "knobs": {"TC": None}}
-        log = model.SearchLog(str(tmp_path / name), k, **settings)
+        settings |= {"device": vars(cost.DeviceModel()), "actions": ["UPCAST:0:4"], "knobs": {"TC": None}}
+        log = cost.SearchLog(str(tmp_path / name), k, **settings)
         log.round(0, [k], {}, [k], [(1e-3, 0, k, prg)])
-        log.write({"gain": [model.program_key(prg)] * 2, "times": [1e-3, 1e-3]})
+        log.write({"gain": [cost.program_key(prg)] * 2, "times": [1e-3, 1e-3]})
         log.answer(k, 1e-3, 0.5)
-        (entry,) = model.read_log(str(tmp_path / name)).values()
+        (entry,) = cost.read_log(str(tmp_path / name)).values()
         assert entry["start"]["kernel"].ast == k.ast and entry["rounds"][0][0]["time_s"] == 1e-3
         entry = {"start": entry["start"] | {"kernel": None, "date": None}, "gains": list(entry["gains"].items())} | {
             key: entry[key] for key in ("rounds", "answer")}  # fmt: skip
@@ -267,7 +268,7 @@ def test_a_log_named_gz_is_gzipped_and_reads_back(tmp_path):
     assert (tmp_path / "run.jsonl.gz").read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic
     (tmp_path / "plain.jsonl.gz").write_text((tmp_path / "run.jsonl").read_text())
     with pytest.raises(ValueError, match=f"^{tmp_path / 'plain.jsonl.gz'} can't be read as a search log"):
-        model.read_log(str(tmp_path / "plain.jsonl.gz"))
+        cost.read_log(str(tmp_path / "plain.jsonl.gz"))
 
 
 def test_an_unwritable_log_is_refused_before_anything_is_measured(tmp_path, monkeypatch):
@@ -279,7 +280,7 @@ def test_an_unwritable_log_is_refused_before_anything_is_measured(tmp_path, monk
     with pytest.raises(S.SearchError, match=f"the log {path} can't be written"):
         S.search(k, *R.random_inputs(k), log=path)
     for script, args, said in [
-        ("search.py", ["sum", "--log", path], f"--log: the log {path} can't be written"),
+        ("-m search", ["sum", "--log", path], f"--log: the log {path} can't be written"),
         ("bench.py", ["--search", "--log", path], f"--log: the log {path} can't be written"),
         ("bench.py", ["--log", str(tmp_path / "x.jsonl")], "--log needs --search"),
     ]:
@@ -296,7 +297,7 @@ def test_a_round_builds_each_parents_best_candidates_by_the_estimate(monkeypatch
     monkeypatch.setattr(S, "ACTIONS", [Opt.parse(o) for o in order[::-1]])
     monkeypatch.setattr(S, "estimate", lambda k, parent, t, dev: order.index(str(k.applied_opts[-1])))
     timed, real = [], S._time_candidate
-    monkeypatch.setattr(S, "_time_candidate", lambda k, *a, **kw: timed.append(model.opts_text(k)) or real(k, *a, **kw))
+    monkeypatch.setattr(S, "_time_candidate", lambda k, *a, **kw: timed.append(cost.opts_text(k)) or real(k, *a, **kw))
     k = Kernel(*elementwise_ast(1 << 16))
     for top_k, built in ((2, order[:2]), (None, order)):
         timed.clear()
@@ -324,7 +325,7 @@ def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_
     timed = [c for c in candidates if c["time_s"] is not None]
     assert len(timed) == sum(r.timed for r in result.rounds) and all(c["built"] and c["program"] for c in timed)
     assert all(c["estimate_s"] > 0 for c in candidates if c["round"] > 0)
-    (entry,) = model.read_log(path).values()
+    (entry,) = cost.read_log(path).values()
     assert entry["answer"]["time_s"] == result.time_s and entry["start"]["kernel"].full_shape == k.full_shape
     again = replay(entry, None)
     assert again["best_s"] == min(c["time_s"] for c in timed) and again["unknown"] == 0
@@ -333,10 +334,10 @@ def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_
 @pytest.mark.usefixtures("device")
 def test_the_device_limits_are_measured_once_a_process():
     """fma_peak() and bandwidth(nbytes): positive, named by what reached them, and measured once per process."""
-    peak, form = model.fma_peak(runs=1, repeats=1)
-    (bw, kind), again = model.bandwidth(1 << 20, runs=1), model.bandwidth(1 << 20, runs=1)
-    assert peak > 0 and form.startswith("float") and bw > 0 and kind in model.STREAMS and again == (bw, kind)
-    assert model.fma_peak(runs=1, repeats=1) == (peak, form)
+    peak, form = cost.fma_peak(runs=1, repeats=1)
+    (bw, kind), again = cost.bandwidth(1 << 20, runs=1), cost.bandwidth(1 << 20, runs=1)
+    assert peak > 0 and form.startswith("float") and bw > 0 and kind in cost.STREAMS and again == (bw, kind)
+    assert cost.fma_peak(runs=1, repeats=1) == (peak, form)
 
 
 N = Variable("n", 1, 2**31 - 1)  # a + b over any length an int argument holds
@@ -345,9 +346,9 @@ N = Variable("n", 1, 2**31 - 1)  # a + b over any length an int argument holds
 def test_the_footprint_of_a_symbolic_kernel_is_its_bytes_at_the_values_given():
     """Not at every Variable's maximum (3 buffers of 8 GiB for a + b): at the values searched, and none without."""
     k = Kernel(*elementwise_ast(N))
-    assert model.footprint(k, {"n": 4096}) == 3 * 4 * 4096 and model.footprint(k, {N: 1}) == 3 * 4
+    assert cost.footprint(k, {"n": 4096}) == 3 * 4 * 4096 and cost.footprint(k, {N: 1}) == 3 * 4
     with pytest.raises(ValueError, match="no value for the variable n"):
-        model.footprint(k)
+        cost.footprint(k)
 
 
 @pytest.mark.usefixtures("device", "cache_dir")
@@ -368,13 +369,13 @@ def test_the_bandwidth_is_measured_within_the_devices_limits(monkeypatch):
     (MEASURED_MOST)."""
     caps = {**R.device_caps(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE": 1 << 20, "CL_DEVICE_GLOBAL_MEM_SIZE": 8 << 20}
     monkeypatch.setattr(R, "device_caps", lambda: caps)
-    monkeypatch.setattr(model, "_measured", {})
-    sizes, real = [], model.cl.Buffer
-    monkeypatch.setattr(model.cl, "Buffer", lambda ctx, flags, size: sizes.append(size) or real(ctx, flags, size))
-    bw, kind = model.bandwidth(3 * 4 * (2**31 - 1), runs=1)
-    assert bw > 0 and kind in model.STREAMS and sizes
+    monkeypatch.setattr(cost, "_measured", {})
+    sizes, real = [], cost.cl.Buffer
+    monkeypatch.setattr(cost.cl, "Buffer", lambda ctx, flags, size: sizes.append(size) or real(ctx, flags, size))
+    bw, kind = cost.bandwidth(3 * 4 * (2**31 - 1), runs=1)
+    assert bw > 0 and kind in cost.STREAMS and sizes
     assert max(sizes) <= 1 << 20 and sum(sizes) <= (8 << 20) // 4  # every stream's buffers, allocated at once
-    monkeypatch.setattr(model, "fma_peak", lambda: (1e11, "given"))
-    monkeypatch.setattr(model, "bandwidth", lambda nbytes, kinds: sizes.append(nbytes) or (1e10, "triad"))
-    model.measured_device(3 * 4 * (2**31 - 1))
-    assert sizes[-1] == model.MEASURED_MOST == 1 << 30
+    monkeypatch.setattr(cost, "fma_peak", lambda: (1e11, "given"))
+    monkeypatch.setattr(cost, "bandwidth", lambda nbytes, kinds: sizes.append(nbytes) or (1e10, "triad"))
+    cost.measured_device(3 * 4 * (2**31 - 1))
+    assert sizes[-1] == cost.MEASURED_MOST == 1 << 30

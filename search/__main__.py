@@ -1,6 +1,6 @@
-"""search_cli.py: `python search.py NAME`, the beam search's command line: it searches a demo kernel round by round
-(search.search reports each round to a _SearchDisplay), then times the hand-coded and the searched kernel side by
-side. search.py runs main() as its entry point; the search itself knows nothing of this module."""
+"""search/__main__.py: `python -m search NAME`, the beam search's command line: it searches a demo kernel round by
+round (search.search reports each round to a _SearchDisplay), then times the hand-coded and the searched kernel side by
+side. The search itself knows nothing of this module."""
 
 import argparse
 import functools
@@ -9,16 +9,16 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-import model
-from compilers import build_first
-from demo import DEMOS, fit, parse_opt_arg, terminal_width
+from search import cost
+from search.compilers import build_first
+from demo import DEMOS, fit, parse_opt_arg, run_command_line, terminal_width
 from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, optimize, use_color
-from runtime import BuildError, cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
-from search import SearchError, SearchResult, SearchRound, search
+from runtime import BuildError, NoDeviceError, cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
+from search.beam import SearchError, SearchResult, SearchRound, search
 
 
 class _SearchDisplay:
-    """`python search.py`'s lines, fit to the terminal; on a terminal also a progress line, rewritten in place."""
+    """`python -m search`'s lines, fit to the terminal; on a terminal also a progress line, rewritten in place."""
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
@@ -60,7 +60,7 @@ def _opts_text(k: Kernel) -> str:
 
 
 def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None, out=None, **options) -> SearchResult:
-    """`python search.py`: search a demo kernel round by round, then time the hand-coded and the searched kernel."""
+    """`python -m search`: search a demo kernel round by round, then time the hand-coded and the searched kernel."""
     if name not in DEMOS:
         raise SearchError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
     demo, display = DEMOS[name], _SearchDisplay(out)
@@ -76,7 +76,7 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
     display.say("\n".join(fit(searching, display.width)))
     options |= {"on_round": display.on_round, "on_progress": display.progress}
     result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
-    if skipped := model.skipped():  # the model's limits of the device, measured without them
+    if skipped := cost.skipped():  # the model's limits of the device, measured without them
         said = "  not built, so not measured: " + "; ".join(f"{w} ({why})" for w, why in skipped.items())
         display.say("\n".join(fit(said, display.width, hang=6)))
     if result.cached:
@@ -107,12 +107,12 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python search.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python -m search", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s NAME [--beam N] [--opt OP:AXIS:AMT ...] [--target T] [--timeout S] [--no-cache] [--log F]",
         description="Beam-search a demo kernel's opts on the OpenCL device, round by round; then time the hand-coded\n"
         "and the searched kernel side by side (the searched one verified against numpy).",
-        epilog="examples:\n  python search.py matmul\n  python search.py matmul --beam 4 --timeout 60\n"
-        "  python search.py sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
+        epilog="examples:\n  python -m search matmul\n  python -m search matmul --beam 4 --timeout 60\n"
+        "  python -m search sum --opt GROUPTOP:0:16\n\nAn opt is OP:AXIS:AMT, "
         f"OP one of {', '.join(o.name for o in OptOps)}. KERNELPY_DEVICE (or PYOPENCL_CTX) chooses the OpenCL device.",
     )
     p.add_argument("name", choices=list(DEMOS), metavar="NAME", help="a demo kernel: " + ", ".join(DEMOS))
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--beam must be at least 1, got {args.beam}")
     try:  # before the device's limits are measured
         if args.log:
-            model.check_log(args.log)
+            cost.check_log(args.log)
     except ValueError as e:
         p.error(f"--log: {e}")
     try:
@@ -136,3 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SearchError, KernelOptError) as e:
         p.error(str(e))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_command_line(main, "python -m search", one_line=(NoDeviceError, BuildError)))

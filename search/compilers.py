@@ -1,8 +1,9 @@
-"""compilers.py: search.py's builds, in helper processes (runtime.Compiler, where a compiler that crashes, aborts,
-hangs or builds a program without its kernel fails that build alone): each thread of a search's pool (a
-concurrent.futures ThreadPoolExecutor) renders a candidate and feeds its OpenCL C to a process of its own, which builds
-it and answers with the device's binary. compile_all compiles a round's candidates until a deadline (docs/search.md
-says why builds run in processes); build_first builds any other kernel the project runs on its own account first."""
+"""search/compilers.py: the search's builds, in helper processes (runtime.Compiler, where a compiler that crashes,
+aborts, hangs or builds a program without its kernel fails that build alone): each thread of a search's pool (a
+concurrent.futures ThreadPoolExecutor) renders a candidate and feeds its OpenCL C to a process of its own, which
+builds it and answers with the device's binary. compile_all compiles a round's candidates until a deadline
+(docs/search.md says why builds run in processes); build_first builds any other kernel the project runs on its own
+account first."""
 
 import contextlib
 import queue

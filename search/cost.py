@@ -1,8 +1,9 @@
-"""model.py: what the search knows before it builds a kernel. A cheap estimate of a candidate's time (estimate), from
-its shape, its buffers' strides and the device's measured limits, scaled by its parent's measured time, ranks each
-round's candidates so that search.py builds and times only the best few (Triton's perf_model + top_k, Pruner's
-draft-then-verify); and SearchLog, a JSONL file of every candidate a search weighed and every time it measured, which
-tools/replay_search.py replays offline (the cut is tuned there, and shown not to lose the measured best)."""
+"""search/cost.py: what the search knows before it builds a kernel. A cheap estimate of a candidate's time
+(estimate), from its shape, its buffers' strides and the device's measured limits, scaled by its parent's measured
+time, ranks each round's candidates so that the search builds and times only the best few (Triton's perf_model +
+top_k, Pruner's draft-then-verify); and SearchLog, a JSONL file of every candidate a search weighed and every time
+it measured, which tools/replay_search.py replays offline (the cut is tuned there, and shown not to lose the measured
+best)."""
 
 import gzip
 import hashlib
@@ -162,15 +163,15 @@ def footprint(k: Kernel, var_vals: dict | None = None) -> int:
 MEASURED_MOST = 1 << 30  # the largest footprint the model measures a bandwidth at: past the caches it changes little
 
 
-def measured_device(nbytes: int) -> "Device":
-    """The model's Device for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a second
-    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large, MEASURED_MOST at
-    most)."""
+def measured_device(nbytes: int) -> "DeviceModel":
+    """The model's DeviceModel for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a
+    second from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large,
+    MEASURED_MOST at most)."""
     d = runtime.get_device().ctx.devices[0]
     cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
     hz = fma_peak()[0] / (2 * FMA_PORTS * lanes * cores)
     nbytes = min(1 << max(16, (nbytes - 1).bit_length()), MEASURED_MOST)
-    return Device(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0])
+    return DeviceModel(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0])
 
 
 # -- the model ------------------------------------------------------------------------------------------------
@@ -182,7 +183,7 @@ GROUP_CYCLES, BARRIER_CYCLES = 300, 5000  # to start a work-group; to share a gr
 
 
 @dataclass(frozen=True)
-class Device:
+class DeviceModel:
     """What the model knows of a device: cores, float lanes of a vector, cycles a second, memory bytes a second."""
 
     cores: int = 2
@@ -195,7 +196,7 @@ def _size(x) -> int:
     return x if isinstance(x, int) else x.max  # a symbolic size at its largest
 
 
-def static_seconds(k: Kernel, dev: Device) -> float:
+def static_seconds(k: Kernel, dev: DeviceModel) -> float:
     """A kernel's time by the model, without running it: the larger of its cores' cycles / hz and the bytes it must
     move / bandwidth, plus OVERLAP of the smaller. A vector instruction serves `lanes` elements: the work-items of
     local dim 0 (its first local axis) where their count is a multiple of the device's lanes (Intel's runtime runs
@@ -242,7 +243,7 @@ def static_seconds(k: Kernel, dev: Device) -> float:
     return max(compute, memory) + OVERLAP * min(compute, memory)
 
 
-def estimate(k: Kernel, parent: Kernel, parent_s: float, dev: Device = Device()) -> float:
+def estimate(k: Kernel, parent: Kernel, parent_s: float, dev: DeviceModel = DeviceModel()) -> float:
     """k's estimated seconds: its parent's measured time, scaled by what the model says k's opt changes."""
     return parent_s * static_seconds(k, dev) / max(static_seconds(parent, dev), 1e-12)
 
@@ -324,8 +325,8 @@ _FIELDS = {  # each field of a log's lines: what it must hold
     "top_k": (lambda x: x is None or type(x) is int and x >= 1, "null or an integer >= 1"),
     "from_heuristics": (lambda x: isinstance(x, bool), "true or false"),
     "min_progress": (_seconds, "seconds"),
-    "device": (lambda x: isinstance(x, dict) and set(x) == {f.name for f in fields(Device)} and all(
-        _seconds(v) and v > 0 for v in x.values()), "the model's Device: cores, lanes, hz, bandwidth"),
+    "device": (lambda x: isinstance(x, dict) and set(x) == {f.name for f in fields(DeviceModel)} and all(
+        _seconds(v) and v > 0 for v in x.values()), "the model's DeviceModel: cores, lanes, hz, bandwidth"),
     "limits": (lambda x: isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], list) and all(
         type(n) is int for n in x[1]), "[threads a work-group, [the most along each dim]]"),
     "actions": (_strs, "a list of actions as text"),

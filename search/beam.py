@@ -1,8 +1,8 @@
-"""search.py: let the device choose a kernel's opts, by beam search (tinygrad 0.9.1's engine/search.py; docs/search.md
-says where ours differs, and why). In the order a search runs: the actions (ACTIONS, kernel_actions); the model's cut
-(model.py) and the compiles (compilers.py: helper processes, where a stuck build is killed); timing (_time_candidate);
-the search itself (search: the disk cache, _cache_get and _cache_put; _Search: a round's cut, compiles and timing,
-the lines, the runoff, verification). `python search.py NAME` runs search_cli.py's command line."""
+"""search/beam.py: the beam search (tinygrad 0.9.1's engine/search.py; docs/search.md says where ours differs, and
+why). In the order a search runs: the actions (ACTIONS, kernel_actions); the model's cut (cost.py) and the compiles
+(compilers.py: helper processes, where a stuck build is killed); timing (_time_candidate); the search itself (search:
+the disk cache, _cache_get and _cache_put; _Search: a round's cut, compiles and timing, the lines, the runoff,
+verification)."""
 
 import contextlib
 import hashlib
@@ -22,9 +22,9 @@ import numpy as np
 import pyopencl as cl
 
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
-from compilers import compile_all
-from model import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
-from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
+from search.compilers import compile_all
+from search.cost import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
+from runtime import Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
 
@@ -52,7 +52,7 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
 TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
-CODE = ("kernel", "render", "runtime", "model", "compilers", "search")  # what an answer depends on (cache key)
+CODE = ("kernel", "render", "runtime", "search.cost", "search.compilers", "search.beam")  # an answer's code (cache key)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
 
@@ -186,7 +186,7 @@ class SearchResult:
 def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel, float] | None]:
     """This search's file, named by a hash of all its answer depends on (the code too), and the kernel and time it
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
-    code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
+    code = hashlib.sha256(b"".join(Path(sys.modules[m].__file__).read_bytes() for m in CODE))
     actions, device = [action_text(a) for a in search_actions() + MACROS], get_device().name
     knobs = [os.environ.get(name) for name in KNOBS]
     key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, knobs, code.hexdigest()[:16]))
@@ -256,7 +256,7 @@ class _Search:
 
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
-        self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (model.py)
+        self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
         self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
@@ -484,9 +484,3 @@ def beam_search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | N
     (tinygrad 0.9.1's beam_search, made faster); k is never changed. The options are search()'s (timeout, ...)."""
     return search(k, *inputs, amt=amt, var_vals=var_vals, **options).kernel
 
-
-if __name__ == "__main__":  # the command line lives in search_cli.py: an entry point, not a part of the search
-    from demo import run_command_line
-    from search_cli import main
-
-    sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError, BuildError)))
