@@ -10,6 +10,10 @@ import pytest
 
 from demo import KNOBS
 
+# the tests' broken compiler (runtime.Compiler) is each fault test's own: one left set in the shell would fail every
+# build that the helper processes, started by any test, make
+os.environ.pop("KERNELPY_COMPILER_FAULT", None)
+
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
 # devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
