@@ -1,5 +1,6 @@
 """corpus.py: ASTs and opts in the JSON form of the golden corpus (testdata/README.md gives it), as tinygrad 0.9.1
-exported them: the tests read testdata/ with these, bench.py and tools/ the files of tools/tinygrad_times.py."""
+exported them: the tests and the exercises read testdata/ with these, bench.py and tools/ the files of
+tools/tinygrad_times.py; and a kernel's state in that form (state_of), to compare with what tinygrad recorded."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, DType, Kernel, LazyOp, MemBuffer, Node, Opt, OptOps
+from kernel import DivNode, LtNode, ModNode, MulNode, NumNode, SumNode
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, View, dtypes, sint
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
@@ -182,3 +184,47 @@ def opt_of(o) -> Opt:
     ok = isinstance(o, list) and len(o) == 3 and o[0] in OptOps.__members__
     check_json(ok and all(x is None or type(x) is int for x in o[1:]), "opt", o, '["NAME", axis, amount]')
     return Opt(OptOps[o[0]], o[1], o[2])
+
+
+# ==== the other way: kernel.py's state in the corpus's terms (the replays and the exercises compare in them) ====
+
+
+def enc(x):
+    """A size as the corpus writes it: an int, or {"var": ...}, {"mul": [a, b]}, ... (testdata/README.md)."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, NumNode):
+        return x.b
+    if isinstance(x, Variable):
+        return {"var": x.expr, "min": x.min, "max": x.max}
+    for cls, key in ((MulNode, "mul"), (DivNode, "div"), (ModNode, "mod"), (LtNode, "lt")):
+        if isinstance(x, cls):
+            return {key: [enc(x.a), enc(x.b)]}
+    return {"sum" if isinstance(x, SumNode) else "and": [enc(y) for y in x.nodes]}
+
+
+def views_of(st: ShapeTracker) -> list[dict]:
+    return [
+        {
+            "shape": [enc(s) for s in v.shape],
+            "strides": [enc(s) for s in v.strides],
+            "offset": enc(v.offset),
+            "mask": [[enc(b), enc(e)] for b, e in v.mask] if v.mask is not None else None,
+        }
+        for v in st.views
+    ]
+
+
+def state_of(k: Kernel) -> dict:
+    """The kernel's state in the corpus's terms."""
+    return {
+        "full_shape": [enc(s) for s in k.full_shape],
+        "output_shape": [enc(s) for s in k.output_shape],
+        "colors": k.colors(),
+        "first_reduce": k.first_reduce,
+        "upcasted": k.upcasted,
+        "local_dims": k.local_dims,
+        "group_for_reduces": k.group_for_reduces,
+        "applied_opts": [[o.op.name, o.axis, o.amt] for o in k.applied_opts],
+        "sts": [views_of(st) for st in k.sts],
+    }
