@@ -168,14 +168,17 @@ def evaluate(node: Any, env: dict[str, np.ndarray]) -> Any:
 
 
 def index_map(st: K.ShapeTracker) -> list[int]:
-    """The flat index of every element, row-major, -1 where invalid: from the ShapeTracker's index expressions."""
+    """The flat index of every element, row-major, -1 where invalid (as the corpus writes it): from the
+    ShapeTracker's index expressions."""
     shape = tuple(st.shape)
     env = {
         f"idx{i}": np.arange(s).reshape([-1 if j == i else 1 for j in range(len(shape))]) for i, s in enumerate(shape)
     }
     idx, valid = st.expr_idxs()
     idx, valid = (np.broadcast_to(np.asarray(evaluate(x, env)), shape) for x in (idx, valid))
-    return np.where(valid != 0, idx, -1).reshape(-1).tolist()
+    out = np.where(valid != 0, idx, -1).astype(object)
+    out[(valid != 0) & (idx < 0)] = "valid but negative"  # else it would read as padding's -1
+    return out.reshape(-1).tolist()
 
 
 # each field a step of a chain may hold, and how to read it off the ShapeTracker (the order they are compared in)
@@ -790,9 +793,9 @@ def _raise(e: BaseException) -> Callable[[], None]:
 
 
 def wrong_answers(ex: Exercise) -> list[Source]:
-    """The seeded wrong answers of an exercise: the functions of wrong/exNN.py, each a Source."""
+    """The seeded wrong answers of an exercise: the functions of wrong/exNN.py (not its _helpers), each a Source."""
     import ast
 
     path = os.path.join(os.path.dirname(__file__), "wrong", f"ex{ex.number:02d}.py")
     tree = ast.parse(open(path).read())
-    return [Source(path, node.name) for node in tree.body if isinstance(node, ast.FunctionDef)]
+    return [Source(path, n.name) for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
