@@ -86,7 +86,7 @@ def check_command(args) -> int:
         + (["--hidden", str(args.hidden)] if args.hidden is not None else [])
     )
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        verdicts = pool.map(lambda x: grade_in_child(*x, args.timeout, flags), sources)
+        verdicts = list(pool.map(lambda x: grade_in_child(*x, args.timeout, flags), sources))
         for v in verdicts:
             print(v.line())
             for line in v.detail():
