@@ -103,7 +103,7 @@ class Verdict:
     def detail(self) -> list[str]:
         """What follows the line: the first failure's picture, the other failures (all_failures), the notes."""
         out = []
-        if self.failures:
+        if self.failures and self.status != "not done":
             out += ["  " + x for x in self.failures[0].picture]
             out += [f"  also: {f.line(self.qualname)}" for f in self.failures[1:]]
             out.append(f"  {self.passed:,} of {self.total + self.hidden_total:,} cases passed")
