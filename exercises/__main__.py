@@ -63,17 +63,21 @@ def list_command(coverage: bool) -> int:
     print(f"     {len(EXERCISES)} exercises, about {minutes // 60} h {minutes % 60:02d} min in all")
     if not coverage:
         return 0
-    print("\ncoverage: the recorded cases each grader has, how many its stub fails on (the floor it is held above),")
-    print("and the case each seeded wrong answer fails on first")
+    print("\ncoverage, on the founders' corpus files (check --quick): each grader's recorded cases and how many its")
+    print(
+        "stub fails on (tests/test_exercises.py holds that above the floor); the case each wrong answer fails on first"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         make(tmp)
         for ex in EXERCISES:
-            stubbed = grade(ex, Source(os.path.join(tmp, ex.file), ex.qualname), all_failures=True)
-            wrong = [(w.name, grade(ex, w)) for w in wrong_answers(ex)]
-            caught = ", ".join(f"{n} {v.passed + 1:,}" if v.status == "fail" else f"{n} {v.status}" for n, v in wrong)
+            stubbed = grade(ex, Source(os.path.join(tmp, ex.file), ex.qualname), quick=True, all_failures=True)
             fails = len(stubbed.failures)
-            print(f"{ex.number:>3}  {ex.target:<38}{stubbed.total:>6,} cases, the stub fails on {fails:,}"
-                  f" (floor {ex.floor:,}); wrong answers: {caught}")  # fmt: skip
+            print(
+                f"{ex.number:>3}  {ex.target:<38}{stubbed.total:>4} cases, the stub fails on {fails} (floor {ex.floor})"
+            )
+            for w in wrong_answers(ex):
+                v = grade(ex, w, quick=True)
+                print(f"       {w.name:<28} " + (f"fails on case {v.passed + 1}" if v.status == "fail" else v.status))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The graded exercises (exercises/, issue 38) hold their graders to account: each passes on kernel.py's own function
+"""The graded exercises hold their graders to account: each passes on kernel.py's own function
 spliced in through the same machinery, fails on the stub ("not done", on at least its floor of cases) and on every
 seeded wrong answer; `make`'s copy differs from main only in the targets' bodies, and every target exists; a
 student's file that misbehaves gets one verdict line and leaves the project as it was. kernel.py's own function is
