@@ -730,9 +730,9 @@ def grade(
     max_failures: int | None = None,
 ) -> Verdict:
     """Grade `source`'s function as exercise `ex` in this process: every case of its parts (quick: the founders'
-    corpus files only; limit: the first `limit` of each part), stopping at the first failure unless all_failures
-    (then at the max_failures-th, if given); hidden: a seed for hidden cases. The project's modules are as they
-    were afterwards; a student's code that changed them gets an error."""
+    corpus files only; limit: the first `limit` of each recorded part), stopping at the first failure unless
+    all_failures (then at the max_failures-th, if given); hidden: a seed for hidden cases. The project's modules are
+    as they were afterwards; a student's code that changed them gets an error."""
     verdict = Verdict(ex.number, ex.qualname)
     before = project_state()
     ctx = Context(ex, source, quick=quick, hidden=hidden)
@@ -745,7 +745,7 @@ def grade(
                 raise SourceError(f"loading {os.path.basename(source.path)} changed {', '.join(changed[:3])}")
             ctx.splice = Splice(ex.file, ex.qualname, func, module)
             if limit is not None:
-                parts = [Part(p.cases[:limit], p.hidden, p.device, p.note) for p in parts]
+                parts = [p if p.hidden else Part(p.cases[:limit], p.hidden, p.device, p.note) for p in parts]
             with ctx.splice:
                 _run_parts(ctx, parts, verdict, all_failures, max_failures)
     except SourceError as e:

@@ -191,3 +191,13 @@ def test_the_device_part_calls_a_kernel_that_crashes_the_device_a_failed_case(tm
     v = grade(ex, Source(os.path.join(folder, "render.py"), ex.qualname), quick=True)
     assert v.status == "fail" and v.failures[0].field == "device", v.line()
     assert "crashed the device (killed by SIGSEGV)" in v.line()
+
+
+@pytest.mark.parametrize("number, wrong", [(1, "offset_dropped"), (3, "mask_dropped"), (7, "no_limit_of_8")])
+def test_hidden_cases_alone_catch_a_wrong_answer_and_pass_the_reference(number, wrong):
+    """The hidden cases (drawn from the seed at grading time) decide on their own: no recorded case is graded here."""
+    ex = next(e for e in EXERCISES if e.number == number)
+    reference = grade(ex, Source(os.path.join(ROOT, ex.file), ex.qualname), quick=True, hidden=1, limit=0)
+    assert reference.status == "pass" and reference.hidden_passed == reference.hidden_total > 0, reference.line()
+    v = grade(ex, next(w for w in wrong_answers(ex) if w.name == wrong), quick=True, hidden=1, limit=0)
+    assert v.status == "fail" and v.failures[0].case.startswith("hidden "), v.line()
