@@ -27,3 +27,17 @@ def image_width_2(k, i):
     if len(axes := k.get_float4_upcast_dim(i)) != 1:
         return None, "not one stride-1 upcast axis"
     return (axes[0], "") if k.sts[i].shape[axes[0]] in VECTOR_WIDTHS else (None, "not a vector width")
+
+
+def two_unit_axes_accepted(k, i):
+    """The first of two stride-1 upcast axes taken: tinygrad vectorizes only where exactly one has stride 1 (a conv's
+    input is read with stride 1 along the output's x and the window's)."""
+    buf = k.bufs[i]
+    if isinstance(buf, ConstBuffer) or not k.opts.supports_float4:
+        return None, "no vectors"
+    if not (buf.dtype in (dtypes.float, dtypes.half) or is_image(buf.dtype)):
+        return None, "not float or half"
+    if not (axes := k.get_float4_upcast_dim(i)):
+        return None, "no upcast axis has stride 1"
+    widths = (4,) if is_image(buf.dtype) else VECTOR_WIDTHS
+    return (axes[0], "") if k.sts[i].shape[axes[0]] in widths else (None, "not a vector width")
