@@ -447,8 +447,42 @@ def recorded_cases(files: tuple[str, ...]) -> list[tuple[str, dict]]:
     return [(f"{f} #{i} {case_id(c)}", c) for f in files for i, c in enumerate(load_corpus(f)["cases"])]
 
 
+# opt sequences tinygrad never tried on the founders' files, each ending where a rule must say no (kernel.py's answers
+# are the oracle): UPCAST and GROUP of a tensor-core kernel's axes (kernels.json #38 is matmul_64[metal]), PADTO of an
+# upcast axis (#0, add_1d_1000), and a conv's input read with stride 1 along two upcast axes, the output's x and the
+# window's, the first a vector's width (#122, conv1d_2x4x100_k5x8: no float4 then)
+EXTRA_SEQUENCES = [
+    ("kernels.json", 38, [["TC", 0, 0], ["UPCAST", 2, 2]]),
+    ("kernels.json", 38, [["TC", 0, 0], ["GROUP", 0, 2]]),
+    ("kernels.json", 0, [["UPCAST", 0, 4], ["PADTO", 1, 8]]),
+    ("kernels.json", 122, [["UPCAST", 2, 4], ["UNROLL", 1, 0]]),
+    ("kernels.json", 122, [["UPCAST", 2, 2], ["UNROLL", 1, 0]]),
+]
+
+
+def extra_cases() -> list[tuple[str, dict]]:
+    """EXTRA_SEQUENCES as cases: a recorded case's kernel, with the sequence and kernel.py's answer to each step in
+    place of its own (made before the splice)."""
+    out = []
+    for file, i, opts in EXTRA_SEQUENCES:
+        recorded = load_corpus(file)["cases"][i]
+        k, seq = build_kernel(recorded), []
+        case = {"ast": recorded["ast"], "target": recorded["target"], "init": state_of(k), "oracle": OURS}
+        for o in opts:
+            try:
+                k.apply_opt(opt_of(o))
+                seq.append({"opt": o, "ok": True})
+            except K.KernelOptError:
+                seq.append({"opt": o, "ok": False})
+        case["sequences"] = [seq]
+        case["ours"] = reference_steps(case)
+        out.append((f"{file} #{i} {case_id(recorded)} with {' '.join(':'.join(map(str, o)) for o in opts)}", case))
+    return out
+
+
 def kernels_part(ctx: Context) -> list[Part]:
-    parts = [Part([(n, _bind(grade_kernel, ctx, c, n)) for n, c in recorded_cases(ctx.kernel_files)])]
+    cases = extra_cases() + recorded_cases(ctx.kernel_files)
+    parts = [Part([(n, _bind(grade_kernel, ctx, c, n)) for n, c in cases])]
     if ctx.hidden is not None:
         parts.append(Part([(n, _bind(grade_kernel, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
     return parts
@@ -529,20 +563,8 @@ def grade_vectors(ctx: Context, case: dict, name: str) -> Failure | None:
     return None
 
 
-# states no recorded sequence reaches where the rule must say no: a conv's input read with stride 1 along two upcast
-# axes (the output's x and the window's), the first of them a vector's width (kernels.json #122 is conv1d_2x4x100_k5x8)
-TWO_UNIT_AXES = [
-    ("kernels.json", 122, [["UPCAST", 2, 4], ["UNROLL", 1, 0]]),
-    ("kernels.json", 122, [["UPCAST", 2, 2], ["UNROLL", 1, 0]]),
-]
-
-
 def vectors_part(ctx: Context) -> list[Part]:
-    fixed = []
-    for file, i, opts in TWO_UNIT_AXES:
-        case = {**load_corpus(file)["cases"][i], "sequences": [[{"opt": o, "ok": True} for o in opts]]}
-        fixed.append((f"{file} #{i} {case_id(case)} with {' '.join(':'.join(map(str, o)) for o in opts)}", case))
-    cases = fixed + recorded_cases(ctx.kernel_files)
+    cases = extra_cases() + recorded_cases(ctx.kernel_files)
     parts = [Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in cases])]
     if ctx.hidden is not None:
         parts.append(Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))

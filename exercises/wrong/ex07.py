@@ -29,3 +29,11 @@ def eight_refused(self, axis, amt):
     check(amt < 8, f"don't upcast 8 or more (asked {amt})")
     self.shift_to(axis, amt, insert_before=None)
     self.upcast()
+
+
+def tensor_core_axes_upcast(self, axis, amt):
+    """A tensor core's thread axes upcast: the check that they stay threads left out."""
+    check(axis < self.first_reduce, f"upcast is for non-reduce: axis {axis}")
+    check(amt <= 8, f"don't upcast more than 8 (asked {amt})")
+    self.shift_to(axis, amt, insert_before=None)
+    self.upcast()

@@ -3,9 +3,9 @@
 from kernel import KernelOptError, check, reduce_padding_changes, round_up
 
 
-def _padto(self, axis, amt, strict_quadruple, skip_reduced, check_reduce):
+def _padto(self, axis, amt, strict_quadruple, skip_reduced, check_reduce, check_upcast=True):
     check(not self.vars, "does not work with symbolic shape")
-    check(axis < self.shape_len - self.upcasted, f"cannot pad upcasted: axis {axis} is upcast")
+    check(axis < self.shape_len - self.upcasted or not check_upcast, f"cannot pad upcasted: axis {axis} is upcast")
     if check_reduce and self.first_reduce <= axis and (why := reduce_padding_changes(self)) is not None:
         raise KernelOptError(f"cannot pad: {why}")
     padded = False
@@ -33,3 +33,8 @@ def reduced_buffer_padded(self, axis, amt):
 def reduce_op_unchecked(self, axis, amt):
     """A reduce axis padded whatever the reduce op: a MAX or a SUM of exp() then reads the padding's zeros."""
     _padto(self, axis, amt, strict_quadruple=True, skip_reduced=True, check_reduce=False)
+
+
+def upcast_axis_padded(self, axis, amt):
+    """An upcast axis padded: the check that the axis is not upcast left out (its registers would read padding)."""
+    _padto(self, axis, amt, strict_quadruple=True, skip_reduced=True, check_reduce=True, check_upcast=False)
