@@ -89,6 +89,12 @@ def test_make_s_copy_imports_and_differs_from_main_in_the_targets_bodies_only(co
         load_module(os.path.join(copy, name))
 
 
+def test_make_only_stubs_the_exercises_it_is_given(tmp_path):
+    make(str(tmp_path), [5, 12])
+    stubs = {ex.number for ex in EXERCISES if stub(ex) in (tmp_path / ex.file).read_text(encoding="utf-8")}
+    assert stubs == {5, 12}
+
+
 def test_make_won_t_overwrite_a_student_s_work(copy):
     with pytest.raises(FileExistsError, match="make won't overwrite"):
         make(copy)
