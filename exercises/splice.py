@@ -207,8 +207,7 @@ class Splice:
     `module` (the file it was loaded from) giving the names it added: `with Splice(...):` or apply() and undo()."""
 
     def __init__(self, file: str, qualname: str, func: types.FunctionType, extras: types.ModuleType | None = None):
-        self.module = sys.modules[os.path.splitext(file)[0]] if os.path.splitext(file)[0] in sys.modules else None
-        self.module = self.module or importlib.import_module(os.path.splitext(file)[0])
+        self.module = importlib.import_module(os.path.splitext(file)[0])  # the project's (sys.path puts it first)
         *path, self.attr = qualname.split(".")
         self.owner = functools.reduce(getattr, path, self.module)
         self.cls = self.owner if isinstance(self.owner, type) else None
