@@ -63,10 +63,8 @@ def list_command(coverage: bool) -> int:
     print(f"     {len(EXERCISES)} exercises, about {minutes // 60} h {minutes % 60:02d} min in all")
     if not coverage:
         return 0
-    print("\ncoverage, on the founders' corpus files (check --quick): each grader's recorded cases and how many its")
-    print(
-        "stub fails on (tests/test_exercises.py holds that above the floor); the case each wrong answer fails on first"
-    )
+    print("\ncoverage, on the founders' corpus files (check --quick): each grader's cases and how many its stub fails")
+    print("on (tests/test_exercises.py holds that above the floor); the case each wrong answer fails on first")
     with tempfile.TemporaryDirectory() as tmp:
         make(tmp)
         for ex in EXERCISES:
@@ -159,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "against tinygrad 0.9.1's recorded answers.")  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
     lst = sub.add_parser("list", help="one line per exercise")
-    lst.add_argument("--coverage", action="store_true", help="the cases each grader is decided by (a minute or two)")
+    lst.add_argument("--coverage", action="store_true", help="the cases each grader is decided by (half a minute)")
     mk = sub.add_parser("make", help="write a student's copy: the exercises' bodies stubbed, and the handout")
     mk.add_argument("dir")
     mk.add_argument("--only", type=exercise_number, nargs="+", metavar="N", help="stub these exercises only")
