@@ -57,7 +57,7 @@ class Exercise:
         return f"exercise {self.number} ({self.qualname})"
 
 
-# The numbers 10, 11 and 14 are kept for the heuristics' _upcast_broadcast_axes and _locals and the search's actions.
+# 10, 11, 13 and 14 are kept: the heuristics' _upcast_broadcast_axes and _locals, render's ids, the search's actions
 EXERCISES = [
     Exercise(1, "kernel.py:_expr_view", "a View's index and validity", 1, 20, ("chains", "kernels"), 300),
     Exercise(2, "kernel.py:ShapeTracker.real_strides", "strides read off the index", 2, 30, ("chains", "kernels"), 400),
