@@ -33,7 +33,8 @@ from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_a
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
 from kernel import optimize
 from demo import load, reduce, store
-from runtime import NoDeviceError, get_device, pick_device, random_inputs, time_kernel, working_devices
+from runtime import BuildError, NoDeviceError, get_device, pick_device, random_inputs, time_kernel, working_devices
+from compilers import build_first
 import model
 from search import search
 
@@ -111,8 +112,9 @@ def _load_json(path: str) -> dict:
 
 
 def _seconds(w: dict, key: str, name: str) -> float:
-    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0."""
-    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+    """w[key], a time: ValueError naming the workload and the value where it is no number of seconds > 0 that a float
+    holds (a huge JSON integer is none)."""
+    if isinstance(t := w[key], bool) or not isinstance(t, (int, float)) or not 0 < t <= sys.float_info.max:
         raise ValueError(f"workload {name!r} has {key!r}: {t!r}, not a number of seconds > 0")
     return float(t)
 
@@ -363,11 +365,12 @@ def bench(
         asts = build_asts()
         inputs = [random_inputs(ast, seed=1) for ast in asts]  # real data: untouched pages flatter memory-bound kernels
         times: dict[str, float] = {}
-        unoptimized = [Kernel(*ast) for ast in asts]
+        unoptimized, hand = [Kernel(*ast) for ast in asts], [optimize(Kernel(*ast)) for ast in asts]
+        if _unbuilt(name, unoptimized + hand + (beam[name]["kernels"] if name in beam else []), out):
+            continue
         first = time_kernel(unoptimized[0], *inputs[0], runs=1, warmup=1)
         n = runs if first < 0.5 else 3 if first < 3 else 1  # a slow unoptimized kernel needs fewer runs
         times["unoptimized"] = sum(time_kernel(k, *x, runs=n, warmup=0) for k, x in zip(unoptimized, inputs))
-        hand = [optimize(Kernel(*ast)) for ast in asts]
         if name in measured:
             compared.append(name)
             if not _same_kernels(hand, measured[name]["asts"]):
@@ -376,6 +379,8 @@ def bench(
         extra: dict[str, float] = {}
         if search_amt:
             found = [search(k, *x, amt=search_amt, cache=cache, log=log) for k, x in zip(unoptimized, inputs)]
+            if _unbuilt(name, [r.kernel for r in found], out):  # a cached answer: not built in this process yet
+                continue
             variants["searched"] = [(r.kernel, x) for r, x in zip(found, inputs)]
             extra["search_s"] = sum(r.seconds for r in found)
             extra["cached"] = all(r.cached for r in found)
@@ -422,9 +427,23 @@ def bench(
             ),
             file=out,
         )
-    if search_amt:
+    if skipped := model.skipped():  # the device's limits, measured without them
+        print("\nnot built, so not measured: " + "; ".join(f"{w} ({why})" for w, why in skipped.items()), file=out)
+    if search_amt and results:
         _summary(results, out)
     return results
+
+
+def _unbuilt(name: str, kernels: list[Kernel], out) -> bool:
+    """Whether a kernel of row `name` doesn't build: each is built first where the device's compiler can't end this
+    process (compilers.build_first), and a row with one that fails is skipped, saying why."""
+    try:
+        for k in kernels:
+            build_first(k)
+        return False
+    except BuildError as e:
+        print(f"{name:26s} skipped: {str(e).splitlines()[0]}", file=out, flush=True)
+        return True
 
 
 def _summary(results: dict[str, dict], out) -> None:
@@ -542,6 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--beam must be at least 1, got {args.beam}")
     if args.tinygrad_beam and not args.search:
         p.error("--tinygrad-beam needs --search (tinygrad's BEAM choices are timed beside our searched kernels)")
+    if args.log and not args.search:
+        p.error("--log needs --search (it logs the searches)")
+    try:  # before the device's limits are measured: an unwritable log costs no wait
+        if args.log:
+            model.check_log(args.log)
+    except ValueError as e:
+        p.error(f"--log: {e}")
     files = {}
     for option, paths, mode in [
         ("--tinygrad", args.tinygrad, "hand-coded"),
@@ -586,4 +612,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "python bench.py", one_line=(NoDeviceError,)))
+    sys.exit(run_command_line(main, "python bench.py", one_line=(NoDeviceError, BuildError)))

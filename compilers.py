@@ -1,96 +1,28 @@
-"""compilers.py: search.py's builds, in helper processes: each thread of a search's pool (a concurrent.futures
-ThreadPoolExecutor) renders a candidate and feeds its OpenCL C to a process of its own (_Compiler), which builds it
-and answers with the device's binary; a build that never ends is killed (docs/search.md says why builds run in
-processes). compile_all compiles a round's candidates until a deadline."""
+"""compilers.py: search.py's builds, in helper processes (runtime.Compiler, where a compiler that crashes, aborts,
+hangs or builds a program without its kernel fails that build alone): each thread of a search's pool (a
+concurrent.futures ThreadPoolExecutor) renders a candidate and feeds its OpenCL C to a process of its own, which builds
+it and answers with the device's binary. compile_all compiles a round's candidates until a deadline (docs/search.md
+says why builds run in processes); build_first builds any other kernel the project runs on its own account first."""
 
 import contextlib
-import os
-import pickle
 import queue
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-import pyopencl as cl
-
 import runtime
 from kernel import Kernel
-from runtime import BuildError, build, device_lock, get_device, render
+from runtime import COMPILE_TIMEOUT, Compiler, build, ctx_name, device_lock, get_device, own, render
 
-COMPILE_TIMEOUT = 120  # seconds without any compile finishing before the rest are given up on
-
-
-# -- compiling candidates: in helper processes, each fed by a thread of this one ---------------------------------
-_COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import compilers; compilers._compile_worker()"
-
-
-class _Compiler:
-    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
-    answers with their binaries; in processes, builds run side by side and a stuck one can be killed (docs/search.md).
-    It starts at its first source (again after a crash, never after end()), and ends when its input closes."""
-
-    def __init__(self, device: str | None = None):
-        self.device, self.proc, self.lock, self.ended = device or _device_choice(), None, threading.Lock(), False
-
-    def __call__(self, src: str) -> bytes:
-        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
-            if not self.ended and (self.proc is None or self.proc.poll() is not None):
-                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
-                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
-                # a session of its own: Ctrl-C is the search's alone; silent: a build's log comes in its answer
-                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
-                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
-            if self.ended:  # before, or while this thread started a process: no answer would come
-                self.end()
-                raise ChildProcessError("the search ended its compiles")
-            try:
-                pickle.dump(src, self.proc.stdin)
-                self.proc.stdin.flush()
-                source, built, answer = pickle.load(self.proc.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, or end()
-                self.end(for_good=False)
-                raise ChildProcessError(f"the compiler's process ended (exit status {self.proc.returncode})") from None
-        if source != src:
-            self.end(for_good=False)
-            raise ChildProcessError("the compiler's process answered for another source")
-        if not built:
-            raise BuildError(answer)
-        return answer
-
-    def end(self, for_good: bool = True) -> None:
-        """Kill the process: for good when the search gives up on its compiles, else until the next source."""
-        self.ended = self.ended or for_good
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _device_choice() -> str:
-    """PYOPENCL_CTX's name ("platform:device") for this process's device: what its compiler processes build for."""
-    d = get_device().ctx.devices[0]
-    return next(f"{n}:{p.get_devices().index(d)}" for n, p in enumerate(cl.get_platforms()) if p == d.platform)
-
-
-def _compile_worker() -> None:
-    """A _Compiler's process: answers each source on stdin with (source, True, binary) or (source, False, log)."""
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # what the driver prints goes to stderr, never among the answers
-    ctx = get_device().ctx
-    with contextlib.suppress(EOFError):
-        while True:
-            src = pickle.load(sys.stdin.buffer)
-            try:
-                answer = (src, True, cl.Program(ctx, src).build().get_info(cl.program_info.BINARIES)[0])
-            except cl.Error as e:
-                answer = (src, False, str(e))
-            pickle.dump(answer, answers)
-            answers.flush()
-
-
-_compilers: list[_Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
+_compilers: list[Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
 _compilers_lock = threading.Lock()
+
+
+def build_first(k: Kernel):
+    """k's kernel as a Launch of k will run it, built first in its device's helper process (own()): a compiler that
+    fails, crashes or hangs on it raises BuildError here, and a later Launch of k finds it built."""
+    prg = render(k, runtime.device_limits())
+    return build(prg.src, prg.name, own())
 
 
 def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
@@ -112,11 +44,11 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
 
 def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
     """Compile the kernels in `workers` processes (0: here) until the deadline: [(number, program or None, why)]."""
-    device, n = _device_choice(), min(workers, len(kernels))
+    device, n = ctx_name(), min(workers, len(kernels))
     with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
         compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
         _compilers[:] = [c for c in _compilers if c not in compilers and not c.ended]
-    compilers += [_Compiler(device) for _ in range(n - len(compilers))]
+    compilers += [Compiler(device) for _ in range(n - len(compilers))]
     idle = queue.SimpleQueue()  # a thread takes a compiler no other thread is using (None: it builds here)
     for compiler in compilers or [None]:
         idle.put(compiler)
@@ -136,11 +68,8 @@ def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: flo
             for f in done:  # each answer said, not only each wait's
                 results.append(f.result())
                 progress("compiling", len(results), len(kernels))
-            if not done and time.perf_counter() < deadline:  # stuck: ended below
-                answered, why = {r[0] for r in results}, f"no answer from the compiler in {COMPILE_TIMEOUT} s"
-                return results + [(i, None, why) for i in range(len(kernels)) if i not in answered]
         return results
-    finally:  # stuck, out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
+    finally:  # out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for
         if len(results) < len(kernels):
             for compiler in compilers:
                 compiler.end()

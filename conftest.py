@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-# the environment knobs tinygrad's heuristics read (kernel.getenv): every test starts from their defaults, so a knob
-# left set in the shell can't change which opts the golden corpus expects
-HEURISTIC_KNOBS = ("MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD", "NOLOCALS", "TC", "TC_OPT")
+from demo import KNOBS
+
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
 # devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
@@ -22,7 +21,9 @@ EVERY_DEVICE = ("test_runtime", "test_search", "test_bench")
 
 @pytest.fixture(autouse=True)
 def _heuristic_defaults(monkeypatch):
-    for knob in HEURISTIC_KNOBS:
+    """Every test starts from the heuristics' knobs' defaults (demo.KNOBS): a knob left set in the shell can't change
+    which opts the golden corpus expects."""
+    for knob in KNOBS:
         monkeypatch.delenv(knob, raising=False)
 
 
@@ -51,13 +52,13 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(items):
     """The markers a reader selects by (pyproject.toml lists them): `device` on every test that uses the device
-    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli` and `exercise` (those four are marked
-    where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no other test runs
-    while one of their devices is chosen."""
+    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli`, `browser` and `exercise` (those five
+    are marked where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no
+    other test runs while one of their devices is chosen."""
     for item in items:
         if "device" in item.fixturenames:
             item.add_marker(pytest.mark.device)
-        if not any(item.get_closest_marker(name) for name in ("device", "corpus", "sweep", "cli", "exercise")):
+        if not any(item.get_closest_marker(n) for n in ("device", "corpus", "sweep", "cli", "browser", "exercise")):
             item.add_marker(pytest.mark.spec)
     items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
 

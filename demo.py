@@ -5,6 +5,7 @@ Also the command-line plumbing that runtime.py, search.py and bench.py share."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
@@ -19,8 +20,8 @@ from typing import Any
 from kernel import (
     BinaryOps,
     BufferOps,
-    Decision,
     ConstBuffer,
+    Decision,
     DType,
     ImageDType,
     Kernel,
@@ -54,9 +55,14 @@ from kernel import KnobError
 from render import is_vector_start, render, vector_axis
 
 
+# the environment knobs the heuristics and apply_opt read (model.KNOBS: the search's too)
+KNOBS = ("TC", "TC_OPT", "NOLOCALS", "MV", "MV_BLOCKSIZE", "MV_THREADS_PER_ROW", "MV_ROWS_PER_THREAD")
+
+
 def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Exception], ...] = ()) -> int:
-    """Run a command line's main (it reads sys.argv): a bad knob ends with one line on stderr (exit status 2, as
-    argparse's errors), as does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
+    """Run a command line's main (it reads sys.argv): a bad knob, or an opt the heuristics ask for that doesn't apply
+    (a knob's doing: MV_ROWS_PER_THREAD=64), ends with one line on stderr (exit status 2, as argparse's errors), as
+    does any error of the kinds in `one_line` (status 1: no device, say); Ctrl-C ends with one
     line and status 130 (the shell's 128 + SIGINT); a reader that goes away (`| head`) ends it quietly, and a closed
     stdout (`>&-`) is a stdout that discards what it gets."""
     if sys.stdout is None:  # started with fd 1 closed: Python has no stdout at all
@@ -71,6 +77,10 @@ def run_command_line(main: Callable[[], int], prog: str, one_line: tuple[type[Ex
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except KernelOptError as e:  # the heuristics', where a knob asks for an opt that doesn't apply: say which are set
+        knobs = ", ".join(f"{n}={os.environ[n]}" for n in KNOBS if os.environ.get(n)) or "none"
+        print(f"{prog}: error: an opt doesn't apply: {e} (environment knobs set: {knobs})", file=sys.stderr)
+        return 2
     except (KnobError, *one_line) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, KnobError) else 1
@@ -273,7 +283,7 @@ DEMOS: dict[str, Demo] = {
 
 
 # COLOR_LEGEND, the project's one legend (README.md's colour table): the colours of Kernel.colored_shape(), tinygrad's
-# eight chunks of a shape, and what each becomes in runtime.py's OpenCL C
+# eight chunks of a shape, and what each becomes in render.py's OpenCL C
 COLOR_LEGEND = {
     "blue": "global dims: one work-group per index (get_group_id); without local threads (clang) one thread each",
     "BLUE": "global dims with NOLOCALS: one thread per index (get_global_id), in work-groups of 1 thread in tinygrad"
@@ -287,6 +297,10 @@ COLOR_LEGEND = {
     "yellow": "upcasted dims (UPCAST): several outputs per thread in registers; one float2/float4 access where a "
     "buffer's only stride-1 upcast axis is 2 or 4 long (render.vector_axis)",
 }
+# each colour on a page of its own (dark, so that they read alike on a light and a dark site): the README's picture
+# (tools/demo_svg.py) and the HTML pages (page.py)
+PALETTE = dict(blue="#4a7dff", BLUE="#79c0ff", cyan="#39c5cf", green="#56d364", white="#ffffff", red="#ff7b72")
+PALETTE.update(magenta="#e57cf0", yellow="#e3b341")
 # each colour's letter, which follows an axis's size in plain text (no colour), and the opts that make it
 ROLES = dict(blue=("b", "global"), BLUE=("B", "NOLOCALS"), cyan=("c", "LOCAL"), green=("g", "GROUP"))
 ROLES |= dict(white=("w", "UPCASTMID"), red=("r", "loop"), magenta=("m", "UNROLL"), yellow=("y", "UPCAST"))
@@ -340,31 +354,150 @@ def _txt(x: Any) -> str:
 
 
 def buffer_names(k: Kernel, names: Sequence[str] = ()) -> list[str]:
-    """A name for each of k.bufs: the demo's name for buffer idx if it has one, else data<idx> as in the OpenCL C."""
+    """A name for each of k.bufs, the demo's one naming rule: the demo's name for buffer idx if it has one, else
+    data<idx> as in the OpenCL C; a constant is no buffer: it is named by its value."""
     named = dict(enumerate(names))
-    return [f"const {b.val}" if isinstance(b, ConstBuffer) else named.get(b.idx, f"data{b.idx}") for b in k.bufs]
+    return [f"the constant {b.val}" if isinstance(b, ConstBuffer) else named.get(b.idx, f"data{b.idx}") for b in k.bufs]
 
 
-def _renamer(k: Kernel, names: Sequence[str]) -> Callable[[str], str]:
-    """Replace data<idx> in the heuristics' notes by the demo's buffer names."""
-    table = {f"data{b.idx}": n for b, n in zip(k.bufs, buffer_names(k, names)) if isinstance(b, MemBuffer)}
-    return lambda text: re.sub(r"\bdata\d+\b", lambda m: table.get(m.group(0), m.group(0)), text)
-
-
-# -- --explain: strides and decisions --
+# -- the heuristics' record in words: kernel.py records what each branch computed (Kernel._weigh), the demo says it --
 
 
 def weighed(k: Kernel, heuristics: Callable[[Kernel], Any] = optimize) -> tuple[Kernel, list[Decision]]:
-    """A copy of k that `heuristics` (default optimize: tensor cores, else the hand-coded opts) tuned, and the
-    decisions they recorded (Kernel.decisions, in the order they were taken)."""
+    """A copy of k that `heuristics` (default optimize: tinygrad's get_linearizer) tuned, and the decisions they
+    recorded (Kernel.decisions, in the order they were taken)."""
     tuned = k.copy()
     tuned.decisions = []
     heuristics(tuned)
     return tuned, tuned.decisions
 
 
+def record_steps(decisions: Sequence[Decision], applied_opts: Sequence[Opt]) -> list[tuple[Decision, list[Opt]]]:
+    """Each decision with the opts its branch applied: those from its step to the next decision's."""
+    ends = [d.step for d in decisions[1:]] + [len(applied_opts)]
+    return [(d, list(applied_opts[d.step : end])) for d, end in zip(decisions, ends)]
+
+
+def _who(idxs: Sequence[int], names: Sequence[str]) -> str:
+    return f"{' and '.join(names[i] for i in idxs)} {'has' if len(idxs) == 1 else 'have'}"
+
+
+def tc_said(tc: Any, axis_pads: Sequence[tuple[int, int]] = ()) -> str:
+    """What the TC opt does to a kernel with tensor core tc: _apply_tc_opt's pads, UNROLL, UPCASTs and LOCALs."""
+    warp = [prod(amt for dim, amt in tc.threads if dim == i) for i in range(2)]  # the threads along N and M
+    steps = [f"unroll K by {tc.dims[2]}"] + [f"upcast {'NM'[i]} by {tc.dims[i] // warp[i]}" for i in range(2)
+                                             if tc.dims[i] > warp[i]]  # fmt: skip
+    steps.append("local " + " ".join(f"{'NM'[dim]} {amt}" for dim, amt in tc.threads))
+    pads = [f"pad axis {axis} to a multiple of {dim}" for axis, dim in axis_pads]
+    return "; ".join(pads + [", ".join(steps)]) + f" (a warp of {prod(amt for _, amt in tc.threads)} threads)"
+
+
+def reason(d: Decision, opt: Opt, k: Kernel, names: Sequence[str]) -> str:
+    """The step table's reason for `opt`, which decision d's branch applied to k (the kernel just before it)."""
+    h, w, nth = d.heuristic, d.weighed, len(k.applied_opts) - d.step  # nth: the branch's opt number nth
+    if h == "_matvec":
+        what = {OptOps.GROUP: f"{opt.amt} threads share each output's reduce (GROUP)",
+                OptOps.LOCAL: f"{opt.amt} threads per work-group along axis {opt.axis}",
+                OptOps.UPCAST: f"each thread computes {opt.amt} outputs along axis {opt.axis}"}  # fmt: skip
+        return f"matvec: {what[opt.op]}"
+    if h == "_grouping" and opt.op is OptOps.UPCASTMID:
+        return "image output: upcast mid-reduce by 4"
+    if h == "_grouping":
+        outputs = prod(k.sts[0].shape[: k.first_reduce])
+        return f"{outputs} output{'s' * (outputs != 1)} <= 2048: {opt.amt} threads share each output's reduce"
+    if h in ("required_optimizations", "_image_float4"):
+        return f"image {names[w.get('buf_index', 0)]}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
+    if h == "_upcast_masked_axes":
+        return f"small masked axis {opt.axis}: upcast it whole"
+    if h == "_upcast_broadcast_axes":
+        zero = [i for i, st in enumerate(k.sts) if st.views[-1].strides[opt.axis] == 0]
+        why = "to reuse its loads" if any(isinstance(k.bufs[i], MemBuffer) for i in zero) else \
+            "(the rule counts a constant too: no load to reuse)"  # fmt: skip
+        return f"{_who(zero, names)} stride 0 on axis {opt.axis}: upcast {opt.amt} {why}"
+    if h == "_unroll_reduce" and opt.amt == 4:
+        return ("long" if is_int(w["s"]) else "symbolic") + " reduce axis: unroll the loop by 4"
+    if h == "_unroll_reduce":
+        return f"short reduce axis ({w['s']}): unroll it whole" if nth == 0 else \
+            "tiny reduce: unroll the next reduce axis whole too"  # fmt: skip
+    if h == "_default_upcast":
+        return "nothing upcast yet: upcast the last axis by 4"
+    if h == "_locals":
+        return "NOLOCALS=1: no work-groups of the kernel's own" if opt.op is OptOps.NOLOCALS else \
+            f"work-group: {opt.amt} threads along axis {opt.axis}"  # fmt: skip
+    if h == "_apply_tc_opt":
+        return f"tensor core: {tc_said(w['tc'], w['axis_pads'])}"
+    if opt.op is OptOps.UPCAST:  # apply_tensor_cores' follow-ups
+        return f"tensor core: upcast {'NM'[k.tensor_core_opts.axes.index(opt.axis)]} for reuse"
+    return "tensor core: more of N as local threads"
+
+
+def rule(d: Decision, k: Kernel, names: Sequence[str]) -> str:
+    """The rule of the branch that made decision d, in words, with the numbers of k (the kernel it looked at)."""
+    outputs, w = prod(k.sts[0].shape[: k.first_reduce]), d.weighed
+    if d.heuristic == "_grouping" and "axes" in w:
+        return "an image output of a grouped reduce: its only unit-stride axis (axes) upcast by 4 (a pixel), mid-reduce"
+    if d.heuristic == "_locals" and "NOLOCALS" in w:
+        return "NOLOCALS=1 (environment): no work-groups of the kernel's own"
+    return {
+        "required_optimizations": "an image output is written a pixel (4 floats) at a time: its first unit-stride axis "
+        "that 4 divides (unit_stride_axes_mul_4), by 4",
+        "_apply_tc_opt": "the first of the target's tensor cores that fits SUM(MUL(A, B)): N an axis A has stride 0 "
+        "on, M one B has, K a reduce axis (axes: N, M, K), each padded to the core's size where axis_pads says",
+        "apply_tensor_cores": "the hand-coded TC opts: upcast M, then N, where it still exists (axes_exist), by the "
+        "largest of 5, 4, 3, 2 that divides it; then, on a real tensor core, N local by the first of 4, 2 that divides "
+        "it",
+        "_matvec": "SUM(MUL(LOAD, LOAD)), the first load with stride 1 on the reduce, not both with a stride-0 axis: "
+        "the first global axis (global_idx) that MV_BLOCKSIZE*MV_ROWS_PER_THREAD divides while MV_THREADS_PER_ROW "
+        "divides the reduce (4, 8, 4 unless set); GROUP, not GROUPTOP: the first load has stride 1 on the reduce, so "
+        "GROUP's neighbouring threads read neighbouring elements",
+        "_grouping": f"{_txt(outputs)} output{'s' * (outputs != 1)}; with <= 2048 in <= 2 output axes, not written 4 "
+        "at a time: GROUPTOP by 256 (only with <= 32 outputs) or 16, the first size (sz) that divides the reduce and "
+        "that apply_opt takes",
+        "_image_float4": f"image {names[w.get('buf_index', 0)]}: its first unit-stride axis that 4 divides "
+        "(unit_stride_axes_mul_4), by 4, unless an upcast one is: UPCAST on an output axis, UNROLL on a reduce axis",
+        "_upcast_masked_axes": "output axes of size <= 7 that a buffer masks, from the left, each where the upcast "
+        "elements (with the axes taken before it) stay <= 7 * 7, else skipped and the next tried: to_upcast, each "
+        "upcast whole, from the right",
+        "_upcast_broadcast_axes": f"{_txt(outputs)} threads (outputs outside the upcast axes) >= 1024: an output axis "
+        "a buffer has stride 0 on (and on none of its upcast axes); xb_choices: (buffers moving along the axis, sum of "
+        "their last views' strides, axis, amount), the smallest taken",
+        "_unroll_reduce": "few upcast elements (<= 4, or none on a reduce axis, and < 64 in all): the last reduce axis "
+        "(of size s) unrolled whole if s <= 32, and the next too if both are <= 3; else by 4 if 4 divides it",
+        "_default_upcast": "nothing is upcast yet: the last axis by 4 (splits), if 4 divides it",
+        "_locals": "work-groups of <= 128 threads: the axes by local_axis_ranking (a buffer has stride 0 on it, axis), "
+        "largest first, each the first of [32 on axis 0], 16, 8, 4, 3, 2 that divides it within 128 threads "
+        "(to_local); the first 3 apply, in axis order",
+    }[d.heuristic]
+
+
+def decision_lines(d: Decision, opts: Sequence[Opt], k: Kernel, names: Sequence[str]) -> list[str]:
+    """--explain's lines for decision d, whose branch looked at k and applied opts: its rule, what it weighed (its
+    values under tinygrad's names), and -> the opts, or why none."""
+    lines = [f"    {d.heuristic}: {rule(d, k, names)}"]
+    lines += [f"      {name} = {_value(value)}" for name, value in d.weighed.items()]
+    if opts:
+        return lines + ["      -> " + " ".join(map(str, opts))]
+    if d.heuristic == "_grouping":  # a size that divides, but apply_opt refused it: the next was tried
+        try:
+            k.copy().apply_opt(refused := Opt(OptOps.GROUPTOP, 0, d.weighed["sz"]))
+        except KernelOptError as e:
+            return lines + [f"      -> {refused} refused: {e}"]
+    return lines + ["      -> no opt"]
+
+
+def _value(x: Any) -> str:
+    """A recorded value as --explain prints it: sizes as the shapes print them, a tensor core by its name."""
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(map(_value, x)) + ("," if isinstance(x, tuple) and len(x) == 1 else "")
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    return _txt(x) if isinstance(x, (Node, int)) and not isinstance(x, bool) else str(x)
+
+
+# -- --explain: strides, what each new axis means, and the heuristics' record --
+
+
 def vector_access(k: Kernel, i: int) -> tuple[int | None, str]:
-    """How runtime.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
+    """How render.py's OpenCL C accesses buffer i across its upcast (yellow and magenta) axes: (the axis along which
     it reads or writes float2/float4 vectors, or None; and why not). render.vector_axis is the rule; here it also
     holds at every register, where a vector starts (its own axis at 0). Anything else is one scalar access each."""
     axis, why = vector_axis(k, i)
@@ -407,7 +540,7 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
             vec, why = vector_access(k, i)
             if isinstance(k.bufs[i].dtype, ImageDType):  # an image is read and written a pixel at a time
                 access = ("one RGBA pixel" if vec == axis else "each element's own RGBA pixel") + f" ({verb}_imagef)"
-                if not read and vec != axis:  # runtime.py writes an image output with no aligned pixels as a buffer
+                if not read and vec != axis:  # render.py writes an image output with no aligned pixels as a buffer
                     access = f"{size} scalar stores: the image is written as a plain buffer ({why})"
             elif vec == axis:
                 access = f"one float{size} {load}"
@@ -429,11 +562,12 @@ def axis_notes(k: Kernel, axis: int, names: Sequence[str], opt: Opt | None = Non
     return notes
 
 
-def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisions: Sequence, before=None) -> list[str]:
+def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], record: Sequence = (), before=None
+             ) -> list[str]:  # fmt: skip
     """--explain after `opt` (None: at the start): the shape line and under it every buffer's strides, in columns
     coloured by axis (a constant is no memory: it has no row); what the new axis means for each buffer; and the
-    decisions the heuristics took looking at that state (each candidate with its sort key; -> marks the taken)."""
-    rename, bnames, colors = _renamer(k, names), buffer_names(k, names), k.colors()
+    heuristics' decisions taken looking at that state (record: record_steps' pairs, decision and opts)."""
+    bnames, colors = buffer_names(k, names), k.colors()
     rows: list[tuple[str, Sequence]] = []  # each buffer's strides; its last view's (the heuristics read) if others
     for i, st in [(i, st) for i, st in enumerate(k.sts) if isinstance(k.bufs[i], MemBuffer)]:
         real, last = st.real_strides(), st.views[-1].strides
@@ -447,7 +581,7 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
 
     width = max([16] + [len(label) + 5 for label, _ in rows])  # the label column: "    strides NAME "
     label, blank = "start" if opt is None else str(opt), [" " * len(m) for m in letters]
-    lines = [f"  {label:<{width}}{row(k.full_shape, letters)}   {rename(why)}".rstrip()]
+    lines = [f"  {label:<{width}}{row(k.full_shape, letters)}   {why}".rstrip()]
     lines += [f"    {label:<{width - 2}}{row(x, blank)}".rstrip() for label, x in rows]
     unknown, differ = any(s is None for _, x in rows for s in x), any(r[0].startswith("last") for r in rows)
     if opt is None and (unknown or differ):
@@ -462,16 +596,8 @@ def _explain(k: Kernel, opt: Opt | None, why: str, names: Sequence[str], decisio
     ends |= dict.fromkeys((OptOps.GROUP, OptOps.GROUPTOP, OptOps.UPCASTMID), k.first_reduce + k.group_for_reduces)
     if opt is not None and 0 <= (axis := ends.get(opt.op, 0) - 1) < k.shape_len:
         lines += [f"      {colors[axis]} axis {axis}: {note}" for note in axis_notes(k, axis, bnames, opt, before)]
-    for d in [d for d in decisions if d.step == len(k.applied_opts)]:  # those taken looking at this state
-        keys = ["-" if c.key is None else str(c.key) for c in d.candidates]
-        labels = [rename(str(c)) for c in d.candidates]
-        kw, ww = max(map(len, keys), default=0), max(map(len, labels), default=0)
-        lines.append(f"    {d.heuristic}: {rename(d.rule)}")
-        for key, label, c in zip(keys, labels, d.candidates):
-            mark = "->" if c in d.taken else "  "
-            lines.append(f"      {mark} {key:<{kw}}  {label:<{ww}}  {rename(c.note)}".rstrip())
-        if not d.candidates:
-            lines.append("         (none: this kernel doesn't meet the rule)")
+    for d, opts in [(d, opts) for d, opts in record if d.step == len(k.applied_opts)]:  # taken looking at this state
+        lines += decision_lines(d, opts, k, bnames)
     return lines
 
 
@@ -491,17 +617,21 @@ def c_listing(k: Kernel, names: Sequence[str] = ()) -> list[str]:
 
 
 def _output_cells(k: Kernel, want: set[int]) -> dict[int, dict[str, list[int]]]:
-    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour."""
-    v, colors, top = k.sts[0].views[-1], k.colors(), max(want, default=0)
-    axes = [a for a in range(k.shape_len) if v.shape[a] != 1]
-    bounds = [v.mask[a] if v.mask else (0, v.shape[a]) for a in axes]  # a padded store writes inside its mask only
-    ranges = [range(b, min(e, (top - v.offset) // v.strides[a] + 1) if v.strides[a] else b + 1) for a, (b, e) in
-              zip(axes, bounds)]  # fmt: skip
+    """For each flat output index in `want`: the index on each output axis of the kernel that computes it, by colour.
+    Each index is taken apart from the store's view, largest stride first (time in the cells asked for, not in the
+    output's size); one no axis values reach is left out (the store doesn't write it)."""
+    v, colors = k.sts[0].views[-1], k.colors()
+    axes = sorted((a for a in range(k.shape_len) if v.shape[a] != 1), key=lambda a: -v.strides[a])
+    bounds = {a: v.mask[a] if v.mask else (0, v.shape[a]) for a in axes}  # a padded store writes inside its mask only
+    start = v.offset + sum(b * v.strides[a] for a, (b, _) in bounds.items())  # every axis at its first index
     cells: dict[int, dict[str, list[int]]] = {}
-    for values in itertools.product(*ranges):
-        flat = v.offset + sum(i * v.strides[a] for i, a in zip(values, axes))
-        if flat in want and flat not in cells:
-            cells[flat] = {c: [i for i, a in zip(values, axes) if colors[a] == c] for c in set(colors)}
+    for flat in want:
+        rest, index = flat - start, {}
+        for a in axes:  # (an axis of stride 0: its first index, as the first thread along it writes)
+            index[a] = bounds[a][0] + (rest // v.strides[a] if v.strides[a] else 0)
+            rest -= (index[a] - bounds[a][0]) * v.strides[a]
+        if rest == 0 and all(b <= index[a] < e for a, (b, e) in bounds.items()):
+            cells[flat] = {c: [index[a] for a in sorted(axes) if colors[a] == c] for c in set(colors)}
     return cells
 
 
@@ -571,6 +701,59 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
 # -- the command line --
 
 
+@dataclass
+class Step:
+    """A step of build_demo: `opt` (None: the start) and the kernel after it (apply_opt refused it: the kernel as it
+    was, and why), the kernel before it, and the decision whose branch chose it (None: an opt given, not chosen)."""
+
+    opt: Opt | None
+    kernel: Kernel
+    before: Kernel | None = None
+    decision: Decision | None = None
+    refused: str = ""
+
+
+def demo_steps(
+    name: str, target: str | None = None, opts: Sequence[Opt] | None = None, sizes: Sequence[int] | None = None
+) -> tuple[str, tuple[int, ...], list[Step], list[tuple[Decision, list[Opt]]]]:
+    """One demo kernel (at `sizes`, default its own) optimized a step at a time on `target` (default its own): opts
+    in order, else the demo's own opts, else what optimize chooses (tinygrad's get_linearizer: required opts, tensor
+    cores, else the hand-coded ones); a refused opt is kept with why, and skipped. Returns the target, the sizes, the
+    steps and the heuristics' record (record_steps; empty where they did not choose)."""
+    if name not in DEMOS:
+        raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
+    check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
+    d, target = DEMOS[name], target or DEMOS[name].target
+    sizes = tuple(d.sizes if sizes is None else sizes)
+    if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
+        want = f"{len(d.sizes)} sizes >= 1 ({'x'.join(map(str, d.sizes))} by default)"
+        raise ValueError(f"{name} takes {want}, not {'x'.join(map(str, sizes))}")
+    k = Kernel(*d.build(*sizes), opts=TARGETS[target])
+    chosen: list[tuple[Opt, Decision | None]] = [(o, None) for o in (opts or [Opt.parse(o) for o in d.opts])]
+    record: list[tuple[Decision, list[Opt]]] = []
+    if opts is None and not d.opts:
+        tuned, decisions = weighed(k)
+        record = record_steps(decisions, tuned.applied_opts)
+        chosen = [(o, decision) for decision, chosen_opts in record for o in chosen_opts]
+    steps = [Step(None, k.copy())]
+    for opt, decision in chosen:
+        before = k.copy()
+        try:
+            k.apply_opt(opt)
+            steps.append(Step(opt, k.copy(), before, decision))
+        except KernelOptError as e:  # the kernel stays as it was
+            steps.append(Step(opt, before, before, decision, str(e)))
+    return target, sizes, steps, record
+
+
+def build_demo(
+    name: str, target: str | None = None, opts: Sequence[Opt] | None = None, sizes: Sequence[int] | None = None
+) -> tuple[Kernel, list[tuple[Opt, str]]]:
+    """One demo kernel optimized as demo_steps says, printing nothing: the kernel, and the opts refused with why."""
+    steps = demo_steps(name, target, opts, sizes)[2]
+    return steps[-1].kernel, [(s.opt, s.refused) for s in steps if s.refused]
+
+
 def demo_kernel(
     name: str,
     target: str | None = None,
@@ -581,46 +764,29 @@ def demo_kernel(
     width: int | None = None,
     sizes: Sequence[int] | None = None,
 ) -> tuple[Kernel, list[tuple[Opt, str]]]:
-    """Print how the optimizer reshapes one demo kernel (at `sizes`, default its own); return the optimized kernel and
-    the opts rejected, with why. Without opts the demo's opts apply, else the heuristics choose (tensor cores first,
-    as tinygrad does); opts are applied in order, and a rejected one is reported and skipped. `view` is "steps" (one
-    line per opt), "explain", "loops" (with every_step, after each opt too) or "map". Lines are wrapped to `width`
-    columns (default: terminal_width(out))."""
+    """Print how the optimizer reshapes one demo kernel, a step at a time (demo_steps), and return what build_demo
+    returns. `view` is "steps" (one line per opt, with the reason the heuristics chose it), "explain", "loops" (with
+    every_step, after each opt too) or "map". Lines are wrapped to `width` columns (default: terminal_width(out))."""
     out = out or sys.stdout
     width = width or terminal_width(out)
-    if name not in DEMOS:
-        raise ValueError(f"no demo kernel {name!r}; there are {', '.join(DEMOS)}")
-    check_arg("demo_kernel", "target", target, target in (None, *TARGETS), "None or one of " + ", ".join(TARGETS))
     check_arg("demo_kernel", "view", view, view in ("steps", "explain", "loops", "map"), "steps, explain, loops or map")
-    d, target = DEMOS[name], target or DEMOS[name].target
-    sizes = tuple(d.sizes if sizes is None else sizes)
-    if len(sizes) != len(d.sizes) or not all(is_int(x) and x >= 1 for x in sizes):
-        want = f"{len(d.sizes)} sizes >= 1 ({'x'.join(map(str, d.sizes))} by default)"
-        raise ValueError(f"{name} takes {want}, not {'x'.join(map(str, sizes))}")
-    k = Kernel(*d.build(*sizes), opts=TARGETS[target])
-    steps, decisions = [(o, "") for o in (opts or [Opt.parse(o) for o in d.opts])], []
-    if opts is None and not d.opts:
-        decisions = weighed(k)[1]
-        steps = [step for x in decisions for step in x.applied]
-    rename, rows, rejected, counted, roles = _renamer(k, d.buffers), [], [], [], set()
+    target, sizes, steps, record = demo_steps(name, target, opts, sizes)
+    d, k, rows, counted, roles = DEMOS[name], steps[-1].kernel, [], [], set()
     # each step's row of the table, and the lines the view prints under it (--explain: instead of it)
-    for opt, why in [(None, "")] + list(steps):
-        before = k.copy()
-        try:
-            if opt is not None:
-                k.apply_opt(opt)
-        except KernelOptError as e:  # the kernel stays as it was
-            rejected.append((opt, str(e)))
-            under = [f"  {str(opt):<16}rejected: {e}"] if view == "explain" else []
-            rows.append((str(opt), f"rejected: {e}", "", under))
+    for s in steps:
+        label = "start" if s.opt is None else str(s.opt)
+        if s.refused:
+            under = [f"  {label:<16}rejected: {s.refused}"] if view == "explain" else []
+            rows.append((label, f"rejected: {s.refused}", "", under))
             continue
-        under = _explain(k, opt, why, d.buffers, decisions, before) if view == "explain" else []
+        why = "" if s.decision is None else reason(s.decision, s.opt, s.before, buffer_names(s.before, d.buffers))
+        under = _explain(s.kernel, s.opt, why, d.buffers, record, s.before) if view == "explain" else []
         if every_step and view == "loops":
-            under = c_listing(k, d.buffers) + [""]
-        rows.append(("start" if opt is None else str(opt), shape_row(k), rename(why), under))
-        if opt is not None and opt.axis is not None and opt.real_axis(before) != opt.axis:
-            counted.append(f"{opt} is axis {opt.real_axis(before)}")
-        roles.update(k.colors())
+            under = c_listing(s.kernel, d.buffers) + [""]
+        rows.append((label, shape_row(s.kernel), why, under))
+        if s.opt is not None and s.opt.axis is not None and s.opt.real_axis(s.before) != s.opt.axis:
+            counted.append(f"{s.opt} is axis {s.opt.real_axis(s.before)}")
+        roles.update(s.kernel.colors())
     label_width = max(16, max(len(row[0]) for row in rows) + 2)  # a long label never runs into its shape
     shape_width = max(ansilen(row[1]) for row in rows) + 3
     lines = [f"{name} [{target}]: {d.text.format(*sizes)}"]
@@ -640,7 +806,7 @@ def demo_kernel(
     elif view == "map":
         lines += [""] + output_map(k, d.buffers, width=width)
     print("\n".join(x for line in "\n".join(lines).split("\n") for x in fit(line, width)), file=out)
-    return k, rejected
+    return k, [(s.opt, s.refused) for s in steps if s.refused]
 
 
 def parse_opt_arg(text: str) -> Opt:
@@ -658,6 +824,30 @@ def sizes_arg(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split("x"))
 
 
+def output_file(path: str) -> str:
+    """An argparse type for a file a command line writes: refused before any work where it can't be (its folder is
+    missing or not writable, or it is a folder), not after minutes of measuring."""
+    folder = os.path.dirname(os.path.abspath(path))
+    why = "it is a folder" if os.path.isdir(path) else f"no folder {folder}" if not os.path.isdir(folder) else None
+    if why or not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"can't write {path!r}: {why or f'the folder {folder} is not writable'}")
+    return path
+
+
+def write_file(path: str, text: str) -> None:
+    """Write text to path whole or not at all: into a temporary file beside it (as runtime.py writes its cache),
+    renamed over it (os.replace), so that a failure on the way leaves what path held."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type for the command lines: an integer >= low, or an error that says so."""
 
@@ -672,7 +862,9 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, pages: Callable[..., int] | None = None) -> int:
+    """The demo's command line; `pages` writes --html's pages (page.write, handed in by the entry points: page.py
+    imports demo, so demo can't import it)."""
     p = argparse.ArgumentParser(
         prog="python kernel.py",
         description="Watch tinygrad 0.9.1's kernel optimizer reshape classic kernels. Each axis of a kernel's shape "
@@ -706,14 +898,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("map", "the output as a grid: the work-group, thread and register of each element"),
     ]:
         views.add_argument(f"--{view}", dest="view", action="store_const", const=view, default="steps", help=what)
+    html_help = "write every view of every step as a static page: one kernel's into FILE, or all and an index into DIR"
+    views.add_argument("--html", metavar="FILE|DIR", help=html_help)
     d.add_argument("--steps", action="store_true", help="the loop nest after every opt (--loops --steps)")
     args = p.parse_args(argv)
-    if args.steps and args.view not in ("steps", "loops"):
-        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{args.view}")
+    if args.steps and (args.view not in ("steps", "loops") or args.html):
+        other = "html" if args.html else args.view
+        d.error(f"--steps prints the loop nest after every opt: it goes with --loops, not --{other}")
     if args.size and not args.name:
         d.error("--size goes with one kernel's name: each kernel has sizes of its own")
     args.view = "loops" if args.steps else args.view
     getenv("TC"), getenv("TC_OPT")  # read again where used; here so that a bad one fails before anything is printed
+    if args.html and pages is None:
+        d.error("--html writes its pages through page.py: run python kernel.py demo ... --html")
+    if args.html:
+        return pages(args.html, args.name, args.target, args.opt, args.size)
     if not args.name:  # the legend once, before all the kernels
         print("Each axis of a kernel's shape is coloured by its role (LOCAL, UPCAST, ...: the opts that give it):")
         print("\n".join(x for line in legend().split("\n") for x in fit(line, terminal_width(), hang=14)))
@@ -730,4 +929,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "python kernel.py"))
+    import page
+
+    sys.exit(run_command_line(lambda: main(pages=page.write), "python kernel.py"))

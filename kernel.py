@@ -30,7 +30,7 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn, TypeVar
 
@@ -62,25 +62,31 @@ def is_int(x: Any) -> bool:  # a size, axis or amount: a Python or numpy integer
 def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
 
 
+def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in items)
+
+
 class KnobError(ValueError):
     """An environment knob (MV, TC, NOLOCALS, ...) set to something it can't take."""
 
 
+KNOB_RANGES = {"TC": (0, 2), "TC_OPT": (0, 2)}  # the values they have (tinygrad reads any: DIFFERENCES.md)
+
+
 def getenv(key: str, default: int = 0, minimum: int | None = None) -> int:
-    """An integer knob from the environment, as tinygrad reads MV, NOLOCALS, TC, ... (unset or empty: default)."""
-    text = os.environ.get(key, "").strip()
-    if not re.fullmatch(r"[-+]?\d+", text or "0") or (minimum is not None and int(text or default) < minimum):
-        want = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    """An integer knob from the environment (ASCII digits, a sign first), as tinygrad reads MV, NOLOCALS, TC, ... (unset
+    or empty: default), at least `minimum` and in its KNOB_RANGES."""
+    text, (low, high) = os.environ.get(key, "").strip(), KNOB_RANGES.get(key, (minimum, None))
+    value = int(text) if re.fullmatch(r"[-+]?[0-9]+", text) else None if text else default
+    if value is None or (low is not None and value < low) or (high is not None and value > high):
+        want = "an integer" + f" >= {low}" * (low is not None) + f" and <= {high}" * (high is not None)
         raise KnobError(f"environment variable {key} must be {want}, got {key}={os.environ.get(key)!r}")
-    return int(text) if text else default
+    return value
 
 
 def get_contraction(old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> list[list[int]] | None:
     """Which axes of old_shape multiply into each axis of new_shape, or None if new_shape isn't a merge of old."""
-    acc_old, acc_new = (
-        list(itertools.accumulate(old_shape, operator.mul)),
-        itertools.accumulate(new_shape, operator.mul),
-    )
+    acc_old = list(itertools.accumulate(old_shape, operator.mul))
+    acc_new = itertools.accumulate(new_shape, operator.mul)
     try:
         split = [acc_old.index(acc) + 1 if acc != 1 else 0 for acc in acc_new]
     except ValueError:
@@ -181,10 +187,8 @@ INVERSE_DTYPES_DICT: dict[str, str] = {v.name: k for k, v in DTYPES_DICT.items()
 for _dt in DTYPES_DICT.values():  # a dtype can also be looked up by its C name: getattr(dtypes, "unsigned char")
     setattr(dtypes, _dt.name, _dt)
 # the floats narrower than float32, computed in float registers: (significant bits, smallest normal exponent, largest)
-SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {
-    dtypes.float16: (11, -14, 65504.0),
-    dtypes.bfloat16: (8, -126, 3.3895313892515355e38),
-}
+SHORT_FLOATS: dict[DType, tuple[int, int, float]] = {dtypes.float16: (11, -14, 65504.0),
+                                                     dtypes.bfloat16: (8, -126, 3.3895313892515355e38)}
 
 # ==== ops: the kernel's AST =================================================================================
 
@@ -321,7 +325,7 @@ class Node:
     """Base class of index expressions. `min`/`max` bound its value; `render()` prints tinygrad's Python text."""
 
     def render(self, ops: dict | None = None, ctx: str | None = None) -> str:
-        """tinygrad's Python text (`(1+a)`, `(a//2)`), or the spelling `ops` gives each node type (runtime.py's C);
+        """tinygrad's Python text (`(1+a)`, `(a//2)`), or the spelling `ops` gives each node type (render.py's C);
         ctx "DEBUG" adds the variables' ranges, "REPR" is repr()."""
         return (ops if ops is not None else render_python)[type(self)](self, ops, ctx)
 
@@ -1246,19 +1250,27 @@ class ShapeTracker:
                 idxs = [idx // w % s if d else idx // w for d, (w, s) in enumerate(zip(weights, below.shape))]
         return np.broadcast_to(idx, self.shape), np.broadcast_to(np.True_ if valid is None else valid, self.shape)
 
-    # -- the movement ops act on the top view; a reshape it can't express stacks a new View --
-    def _on_top(self, op: str, arg: Any, pairs: bool = False) -> ShapeTracker:
-        arg = movement_arg(op, self.shape, arg, pairs)
-        if (new_view := getattr(self.views[-1], op)(arg)) is None:  # (only View.reshape can't answer)
-            return ShapeTracker(self.views + (View.create(arg),))
-        return ShapeTracker(self.views[:-1] + (new_view,))
+    # -- the movement ops act on the top view (movement_arg: the argument as a tuple, checked for its kind) --
+    def pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:  # one (before, after) pair per axis
+        return ShapeTracker(self.views[:-1] + (self.views[-1].pad(movement_arg("pad", self.shape, arg, True)),))
 
-    pad = functools.partialmethod(_on_top, "pad", pairs=True)  # ((before, after), ...): one pair per axis
-    shrink = functools.partialmethod(_on_top, "shrink", pairs=True)  # ((begin, end), ...)
-    expand = functools.partialmethod(_on_top, "expand")
-    permute = functools.partialmethod(_on_top, "permute")
-    stride = functools.partialmethod(_on_top, "stride")
-    reshape = functools.partialmethod(_on_top, "reshape")
+    def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:  # one (begin, end) pair per axis
+        return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(movement_arg("shrink", self.shape, arg, True)),))
+
+    def expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].expand(movement_arg("expand", self.shape, new_shape)),))
+
+    def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].permute(movement_arg("permute", self.shape, axis)),))
+
+    def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (self.views[-1].stride(movement_arg("stride", self.shape, mul)),))
+
+    def reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:  # a reshape the top view can't express: a new View
+        new_shape = movement_arg("reshape", self.shape, new_shape)
+        if (new_view := self.views[-1].reshape(new_shape)) is not None:
+            return ShapeTracker(self.views[:-1] + (new_view,))
+        return ShapeTracker(self.views + (View.create(new_shape),))
 
 
 # ==== Kernel: every buffer's ShapeTracker on one common shape ===============================================
@@ -1316,7 +1328,7 @@ class Opt:
                 return Opt(OptOps[op], *map(int, rest))
         ops = ", ".join(o.name for o in OptOps)
         raise ValueError(f"can't parse opt {text!r}: want OP:AXIS:AMT with OP one of {ops} and AXIS, AMT integers "
-                         "(NOLOCALS alone)")  # fmt: skip
+                         "(NOLOCALS alone)")
 
     def real_axis(self, k: Kernel) -> int:
         if self.axis is None:
@@ -1384,37 +1396,18 @@ class Target:
     tensor_cores: list[TensorCore] = field(default_factory=list)
 
     @property
-    def tc(self) -> int:  # read where it is used, as tinygrad's: importing kernel.py reads no environment
-        return getenv("TC", 1)
-
+    def tc(self) -> int: return getenv("TC", 1)  # read where it is used, as tinygrad's: importing reads no environment
     @property
     def tc_opt(self) -> int: return getenv("TC_OPT", 0)
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """An option a heuristic weighs: its sort key (smallest taken; None: ruled out), its opts, the facts behind the key
-    (`note`), each opt's reason for the demo's step table (`why`)."""
-
-    key: tuple | None
-    opts: tuple[Opt, ...]
-    note: str = ""
-    why: tuple[str, ...] = ()
-    name: str = ""  # what it is, where that is not its opts (a tensor core, an axis no size fits)
-
-    def __str__(self) -> str: return self.name or " ".join(map(str, self.opts))
-
-
 @dataclass
 class Decision:
-    """What one heuristic weighed and did, as Kernel._take records it: its rule, candidates, the ones taken, the opts
-    applied with their reasons, and `step`, the opts the kernel had then (no candidates: its conditions didn't hold)."""
+    """What a branch of the heuristics computed (tinygrad's names and values) and `step`, how many opts the kernel
+    had then: the opts applied from that step to the next decision's are what the branch did (Kernel._weigh)."""
 
     heuristic: str
-    rule: str
-    candidates: list[Candidate]
-    taken: list[Candidate]
-    applied: list[tuple[Opt, str]]
+    weighed: dict[str, Any]
     step: int
 
 
@@ -1527,7 +1520,7 @@ class Kernel:
         reduced = [x != y for x, y in zip(self.sts[0].shape[up:], self.full_shape[up:])]
         return list(zip(self.sts[i].shape[up:], self.sts[i].real_strides()[up:], reduced))
 
-    # -- the members tinygrad 0.9.1's linearizer and search use (runtime.py renders without them) --
+    # -- the members tinygrad 0.9.1's linearizer and search use (render.py renders without them) --
     @property
     def membufs(self) -> list[MemBuffer]: return [x for x in self.bufs if isinstance(x, MemBuffer)]  # global memory
 
@@ -1644,15 +1637,20 @@ class Kernel:
         if opt.op is OptOps.TC:
             check(not self.applied_opts, f"tensor core opts must be first: {len(self.applied_opts)} applied already")
             why = f"the {self.opts.device} target has none, and TC is {self.opts.tc}"
-            check(self.opts.tc == 2 or len(self.opts.tensor_cores) > 0, f"must have tensor cores or TC=2: {why}")
-            self._apply_tc_opt(self.opts.tc, opt.axis, opt.amt)  # or KernelOptError: no tensor core fits
+            check((use_tensor_cores := self.opts.tc) == 2 or len(self.opts.tensor_cores) > 0,
+                  f"must have tensor cores or TC=2: {why}")
+            why = self._no_tensor_core(use_tensor_cores)
+            check(self._apply_tc_opt(use_tensor_cores, opt.axis, opt.amt), f"no tensor core available: {why}")
             self.applied_opts.append(opt)
             return
         axis, amt = self._opt_axis_amount(opt)
         grouping = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
         if self.reduceop and (grouping or (self.group_for_reduces and opt.op not in (OptOps.NOLOCALS, OptOps.PADTO))):
             self._check_shared_memory(amt)
-        getattr(self, f"_opt_{opt.op.name.lower()}")(axis, amt)  # LOCAL: _opt_local, and so on below
+        {OptOps.LOCAL: self._opt_local, OptOps.GROUP: self._opt_group,
+         OptOps.GROUPTOP: functools.partial(self._opt_group, top=True), OptOps.UNROLL: self._opt_unroll,
+         OptOps.UPCAST: self._opt_upcast, OptOps.UPCASTMID: self._opt_upcastmid, OptOps.NOLOCALS: self._opt_nolocals,
+         OptOps.PADTO: self._opt_padto}[opt.op](axis, amt)
         if append_opt:
             self.applied_opts.append(opt)
         if self.simplify_ones() and self.tensor_core_opts:
@@ -1706,8 +1704,6 @@ class Kernel:
         self.shift_to(axis, amt, top=top, insert_before=self.first_reduce + self.group_for_reduces)
         self.group_for_reduces += 1
 
-    def _opt_grouptop(self, axis: int, amt: int) -> None: self._opt_group(axis, amt, top=True)
-
     def _opt_unroll(self, axis: int, amt: int) -> None:
         """UNROLL (magenta): split a reduce axis; the new piece is unrolled in registers at the end of the shape.
         UNROLL:0:4 on (64 64 64) -> (64 64 16 4), blue blue red magenta: the loop runs 16 times, 4 steps each."""
@@ -1733,13 +1729,11 @@ class Kernel:
     def _opt_upcastmid(self, axis: int, amt: int) -> None:
         """UPCASTMID (white): for an image output only, upcast by 4 in the middle of a grouped reduce, so that
         each thread's partials fill one RGBA pixel. The 4 is inserted after the green axes and counted as one."""
-        for ok, why in (
-            (self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
-            (not self.float4_axis(0), "the output is written 4 at a time already"),
-            (self.group_for_reduces != 0, "the reduce is not grouped"),
-            (self.first_reduce <= 2, "more than 2 output axes"),
-            (prod(self.sts[0].shape) > 1, "there is one output"),
-        ):
+        for ok, why in ((self.bufs[0].dtype.name.startswith("image"), "the output is not an image"),
+                        (not self.float4_axis(0), "the output is written 4 at a time already"),
+                        (self.group_for_reduces != 0, "the reduce is not grouped"),
+                        (self.first_reduce <= 2, "more than 2 output axes"),
+                        (prod(self.sts[0].shape) > 1, "there is one output")):
             check(ok, f"invalid upcast mid reduce: {why}")
         axes = self.sts[0].unit_stride_axes()
         check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
@@ -1770,7 +1764,8 @@ class Kernel:
             if st.shape[axis] == 1:
                 continue  # reduced in this buffer
             size, ru = st.shape[axis], round_up(st.shape[axis], amt) - st.shape[axis]
-            why = f"{self._names([i])}'s axis {axis} of {size} becomes {size + ru} ({size} <= {amt}//4)"
+            name = f"data{b.idx}" if isinstance(b := self.bufs[i], MemBuffer) else f"the constant {b.val}"
+            why = f"{name}'s axis {axis} of {size} becomes {size + ru} ({size} <= {amt}//4)"
             check(size > amt // 4, f"pad would at least quadruple the work: {why}")
             if ru:
                 self.sts[i] = st.pad(((0, 0),) * axis + ((0, ru),) + ((0, 0),) * (len(st.shape) - axis - 1))
@@ -1826,113 +1821,111 @@ class Kernel:
         self.bufs_for_tensor_core[reduceop] = (buf0, buf1)
         return TensorCoreOptions((s0, s1, s2), (True, True), axis_pads)
 
-    def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> None:
-        """The TC opt: the first of the target's tensor cores that takes every reduce alike, its axes padded where
-        needed (PADTO may refuse: then the next core), its steps applied to its N, M and K axes; else KernelOptError.
-        TC=2 (use_tensor_cores 2) leaves tensor_core unset: the same shape, rendered as plain multiply-adds."""
-        tried, r = [], self.reduceop
-        sums = use_tensor_cores and self.opts.has_local and r is not None and r.op is ReduceOps.SUM
-        for i, tc in enumerate(self.opts.tensor_cores if sums else []):
-            fits = [self._create_tc_opts(r, tc, axis, opt_level) for r in self.reduceops]
-            check(all(x == fits[0] for x in fits), "can only fuse reduces with the same tensor core options")
-            if (tco := fits[0]) is None:
-                tried.append(Candidate(None, (), "doesn't fit: its dtypes, a MUL of loads, axes or sizes", (), str(tc)))
-                continue
-            nmk = ", ".join(f"{'NMK'[j]} = axis {a} ({sym_render(self.full_shape[a])})" for j, a in enumerate(tco.axes))
-            state = self._state()
-            try:  # attempt to pad the tensor axes that require it
-                for pad_axis, dim in tco.axis_pads:
-                    self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)
-            except KernelOptError as e:
-                self._restore(state)
-                tried.append(Candidate(None, (), f"fits padded, but apply_opt refuses the padding: {e}", (), str(tc)))
-                continue
-            self.tensor_core_opts = tco  # the opts below shift its axes as they remove size-1 axes
-            for op, dim, amt in tc.steps():  # an UNROLL counts its axis from the first reduce axis
-                self.apply_opt(Opt(op, tco.axes[dim] - self.first_reduce * (op is OptOps.UNROLL), amt), False)
-            self.tensor_core = tc if use_tensor_cores == 1 else None
-            steps = [f"{op.name.lower()} {'NMK'[d]} by {a}" for op, d, a in tc.steps() if op is not OptOps.LOCAL]
-            said = "; ".join([f"pad axis {a} to a multiple of {d}" for a, d in tco.axis_pads] + [", ".join(steps)])
-            warp = " ".join(f"{'NM'[d]} {a}" for d, a in tc.threads)
-            said += f", local {warp} (a warp of {prod(a for _, a in tc.threads)} threads)"
-            taken = Candidate(
-                (i,), (Opt(OptOps.TC, axis, opt_level),), f"{nmk}: {said}", (f"tensor core: {said}",), str(tc)
-            )
-            rule = "the first that fits SUM(MUL(A, B)) (N: an axis A has stride 0 on, M: one B has, K: a reduce axis)"
-            self._take("_apply_tc_opt", rule, [*tried, taken], apply=False)
-            return
-        why = "; ".join(f"{c}: {c.note}" for c in tried) or "the kernel has no SUM reduce"
-        raise KernelOptError(f"no tensor core available: {why}")
+    def _apply_tc_opt(self, use_tensor_cores: int, axis: int, opt_level: int) -> bool:
+        """The TC opt: the first of the target's tensor cores that fits every reduce alike, its axes padded where
+        needed, then shaped for it (TC=2, use_tensor_cores 2, leaves tensor_core unset: the same shape, rendered as
+        plain multiply-adds). False if none fits."""
+        if use_tensor_cores and self.opts.has_local and self.reduceop is not None and self.reduceop.op is ReduceOps.SUM:
+            for tc in self.opts.tensor_cores:
+                tensor_core_opts = [self._create_tc_opts(reduceop, tc, axis, opt_level) for reduceop in self.reduceops]
+                # can only fuse reduces with the same tc options
+                check(all_same(tensor_core_opts), "can only fuse reduces with the same tensor core options")
+                if tensor_core_opts[0] is None: continue
+                # tensor core -- unroll the reduce dim, upcast input, then create the correct thread pattern
+                self.tensor_core_opts = tc_opts = tensor_core_opts[0]
+
+                # attempt to pad the tensor axes that require it
+                state = self._state()
+                try:
+                    for pad_axis, dim in tc_opts.axis_pads:
+                        self.apply_opt(Opt(OptOps.PADTO, pad_axis, dim), append_opt=False)  # PADTO might fail
+                except KernelOptError:
+                    self._restore(state)  # (the next core starts from the kernel as it was)
+                    continue
+                self._weigh("_apply_tc_opt", tc=tc, axes=tc_opts.axes, axis_pads=tc_opts.axis_pads)
+                self.apply_opt(Opt(OptOps.UNROLL, tc_opts.axes[2]-self.first_reduce, tc.dims[2]), append_opt=False)
+                for i, sz in enumerate([prod(x) for x in [[x[1] for x in tc.threads if x[0]==dim]
+                                                          for dim in range(2)]]):  # upcast non-local'd N, M
+                    if tc.dims[i] > sz: self.apply_opt(Opt(OptOps.UPCAST, tc_opts.axes[i], tc.dims[i]//sz),
+                                                       append_opt=False)
+                for (tc_dim, tc_amt) in tc.threads:
+                    self.apply_opt(Opt(OptOps.LOCAL, tc_opts.axes[tc_dim], tc_amt), append_opt=False)
+
+                # assert tensor core
+                if use_tensor_cores == 1: self.tensor_core = tc  # TC=2 will do the shape ops without the WMMA
+                return True
+        return False
+
+    def _no_tensor_core(self, use_tensor_cores: int) -> str:
+        """Why _apply_tc_opt found no tensor core: the first of its conditions that fails."""
+        if not use_tensor_cores:
+            return "TC is 0"
+        if not self.opts.has_local:
+            return f"the {self.opts.device} target has no local threads"
+        if self.reduceop is None or self.reduceop.op is not ReduceOps.SUM:
+            return "the kernel has no SUM reduce"
+        if not self.opts.tensor_cores:
+            return f"the {self.opts.device} target has no tensor cores"
+        return f"none of {', '.join(map(str, self.opts.tensor_cores))} fits (its dtypes, a MUL of loads, axes, sizes)"
 
     def apply_tensor_cores(
         self, use_tensor_cores: int = 1, extra_opts: list[Opt] | None = None, axis: int = 0, tc_opt: int | None = None
     ) -> bool:
-        """The TC opt, then extra_opts or tinygrad's follow-ups: upcast M, then N, by the largest of 5, 4, 3, 2 that
-        divides it, and (a real tensor core) N local by the first of 4, 2 (tuned). True if TC applied; as tinygrad's,
-        an opt failing after it ends this with False, keeping the opts so far. use_tensor_cores: 0 never, 1, 2 the
-        shape only (the TC opt reads the target's tc, as tinygrad's). tc_opt: 0 SUM(MUL(LOAD, LOAD)) of one reduce
-        axis; 1 also several reduce axes and CAST inputs; 2 also sizes PADTO pads to the core's."""
+        """The TC opt, then extra_opts or tinygrad's hand-coded follow-ups; True if TC applied (an opt failing after it
+        ends this with False, keeping the opts so far, as tinygrad's). use_tensor_cores: 0 never, 1, 2 the shape only
+        (the TC opt reads the target's tc, as tinygrad's). tc_opt: 0 SUM(MUL(LOAD, LOAD)) of one reduce axis; 1 also
+        several reduce axes and CAST inputs; 2 also sizes PADTO pads to the core's."""
         check_tc_args(use_tensor_cores, extra_opts, axis, tc_opt)
-        if not self.opts.tensor_cores and use_tensor_cores != 2:
-            return False
+        if tc_opt is None: tc_opt = self.opts.tc_opt
+        if not self.opts.tensor_cores and use_tensor_cores != 2: return False
         try:  # check TC first and apply hand-coded opts if successful
-            self.apply_opt(Opt(OptOps.TC, axis, self.opts.tc_opt if tc_opt is None else tc_opt))
-            if (tc_opts := self.tensor_core_opts) is not None:
-                for opt in extra_opts or []:
-                    self.apply_opt(opt)
-                follow_ups = [(1, OptOps.UPCAST, (5, 4, 3, 2)), (0, OptOps.UPCAST, (5, 4, 3, 2))]
-                follow_ups += [(0, OptOps.LOCAL, (4, 2))] if self.tensor_core else []  # (attempt to local N)
-                for dim, op, amts in follow_ups if extra_opts is None else []:
-                    if tc_opts.axes_exist[dim]:  # (an upcast may have used the axis up)
-                        size, what = self.full_shape[tc_opts.axes[dim]], "NM"[dim]
-                        why = f"upcast {what} for reuse" if op is OptOps.UPCAST else "more of N as local threads"
-                        why = f"tensor core: {why}"
-                        candidates = [Candidate((-a,) if size % a == 0 else None, (Opt(op, tc_opts.axes[dim], a),),
-                                                f"{size} % {a} = {size % a}", (why,)) for a in amts]  # fmt: skip
-                        rule = f"{op.name} {what} by the largest of {', '.join(map(str, amts))} that divides it (tuned)"
-                        self._take("apply_tensor_cores", rule, candidates)
+            self.apply_opt(Opt(OptOps.TC, axis, tc_opt))
+
+            if (tc_opts:=self.tensor_core_opts) is not None:
+                if extra_opts is not None:
+                    for opt in extra_opts: self.apply_opt(opt)
+                else:
+                    self._weigh("apply_tensor_cores", axes=tc_opts.axes, axes_exist=tc_opts.axes_exist)
+                    # hand-coded TC opts
+                    def late_upcast_tc(tc_dim: int):
+                        if tc_opts.axes_exist[tc_dim]:
+                            ax_div = [upc for upc in [5,4,3,2,1] if self.full_shape[tc_opts.axes[tc_dim]]%upc == 0][0]
+                            if ax_div != 1: self.apply_opt(Opt(OptOps.UPCAST, tc_opts.axes[tc_dim], ax_div))
+                    late_upcast_tc(1)  # attempt to upcast M
+                    late_upcast_tc(0)  # attempt to upcast N
+
+                    if self.tensor_core and tc_opts.axes_exist[0]:  # attempt to local N
+                        for upc in [4,2]:
+                            if self.full_shape[tc_opts.axes[0]] % upc == 0:
+                                self.apply_opt(Opt(OptOps.LOCAL, tc_opts.axes[0], upc))
+                                break
+
             return True
         except KernelOptError:
             return False
 
     # ==== heuristics: tinygrad 0.9.1's hand-coded optimizations =============================================
-    # One method per branch of tinygrad's hand_coded_optimizations, its conditions in tinygrad's order. A branch lists
-    # the options it weighs as Candidates with their sort key (as tinygrad's xb_choices) and applies its choice through
-    # _take, which records it where self.decisions is a list (tinygrad prints as much at DEBUG >= 4). "Tuned": tried.
+    # One method per branch of tinygrad's hand_coded_optimizations, in its order and in its lines. Where a branch
+    # decides, one _weigh line records what it computed; the opts it applies next follow it. tinygrad 0.9.1 prints
+    # some of it: "MATVEC: ..." (the shape, strides and MV_ sizes) and, for a core that fits, "TENSOR CORES ..." at
+    # DEBUG >= 3; each masked axis it upcasts and xb_choices at DEBUG >= 4; nothing of the other branches.
+    # demo.py's --explain says each record in words.
 
-    def _take(
-        self, heuristic, rule, candidates, taken=None, applied=None, fallback=False, apply=True
-    ) -> list[Candidate]:
-        """The heuristics' one funnel: take the candidate with the smallest key (None: ruled out) or the branch's
-        `taken` (their opts as `applied`), record it where self.decisions is a list, apply it; with `fallback` one
-        that apply_opt refuses is ruled out and the next tried (tinygrad's try/except)."""
-        d = Decision(heuristic, rule, candidates, [], [], len(self.applied_opts))
+    def _weigh(self, heuristic: str, **weighed: Any) -> None:
+        """Where self.decisions is a list, record what a branch computed, under tinygrad's names."""
         if self.decisions is not None:
-            self.decisions.append(d)
-        keyed = sorted((c for c in candidates if c.key is not None), key=lambda c: c.key)
-        for option in [taken] if taken is not None else [[c] for c in (keyed if fallback else keyed[:1])]:
-            try:
-                for opt, why in applied or [(o, w) for c in option for o, w in zip(c.opts, c.why)]:
-                    d.applied.append((opt, why))
-                    self.apply_opt(opt) if apply else None
-                d.taken = option
-                break
-            except KernelOptError as e:
-                if not fallback:
-                    raise
-                d.applied.clear()
-                candidates[candidates.index(option[0])] = replace(option[0], key=None, note=f"apply_opt refuses: {e}")
-        return d.taken
-
-    def _names(self, idxs: Sequence[int]) -> str:
-        """How the renderer names buffers: data<idx>; a constant is no buffer, it is named by its value."""
-        names = [f"data{b.idx}" if isinstance(b := self.bufs[i], MemBuffer) else f"the constant {b.val}" for i in idxs]
-        return " and ".join(names)
+            self.decisions.append(Decision(heuristic, weighed, len(self.applied_opts)))
 
     def required_optimizations(self) -> None:
-        """An image output is written a pixel (4 floats) at a time: upcast its unit-stride axis by 4."""
-        if isinstance(self.bufs[0].dtype, ImageDType):
-            self._upcast_pixel(0, "required_optimizations", required=True)
+        """An image output is written a pixel (4 floats) at a time: its unit-stride axis is upcast by 4."""
+        if self.bufs[0].dtype.__class__ is ImageDType:
+            unit_stride_axes_mul_4 = [i for i in self.sts[0].unit_stride_axes(ignore_valid=True)
+                                      if self.sts[0].shape[i]%4 == 0]
+            check(len(unit_stride_axes_mul_4) >= 1, f"needs a unit stride axis in {self.bufs[0]}")
+            if len(unit_stride_axes_mul_4) and all(x < (self.shape_len-self.upcasted) for x in unit_stride_axes_mul_4) \
+                    and unit_stride_axes_mul_4[0] not in self.upcast_in_mid_reduce_axes:
+                self._weigh("required_optimizations", unit_stride_axes_mul_4=unit_stride_axes_mul_4)
+                self.apply_opt(Opt(OptOps.UPCAST, unit_stride_axes_mul_4[0], 4))
 
     def hand_coded_optimizations(self) -> None:
         """tinygrad 0.9.1's hand-written choice of opts, branch by branch; all or nothing: where an opt fails (a LOCAL
@@ -1945,6 +1938,7 @@ class Kernel:
                     self._grouping()
                     self._image_float4()
                     if not self.group_for_reduces:  # no more opt if we are grouping
+                        # **** below this line need to be optional and benchmarked ****
                         self._upcast_masked_axes()
                         self._upcast_broadcast_axes()
                         self._unroll_reduce()
@@ -1955,195 +1949,166 @@ class Kernel:
             raise
 
     def _matvec(self) -> bool:
-        """A matrix-vector product: the reduce over MV_THREADS_PER_ROW threads (GROUP, not GROUPTOP: the first buffer
-        has stride 1 on it, so GROUP's neighbouring threads read neighbouring elements), MV_BLOCKSIZE rows a work-group,
-        MV_ROWS_PER_THREAD a thread; True (the heuristics end) if it applied. 4, 8, 4 are tuned ("adjust/tune ...")."""
-        blocksize, threads = getenv("MV_BLOCKSIZE", 4, minimum=1), getenv("MV_THREADS_PER_ROW", 8, minimum=1)
-        rows, candidates = getenv("MV_ROWS_PER_THREAD", 4, minimum=1), []
-        if self.opts.has_local and getenv("MV", 1) != 0 and (blocksize > 1 or threads > 1 or rows > 1) and \
+        """A matrix-vector product: the reduce over MV_THREADS_PER_ROW threads (GROUP), MV_BLOCKSIZE rows a work-group,
+        MV_ROWS_PER_THREAD a thread. True if it applied: the heuristics end there."""
+        # should use matvec - TODO: adjust/tune based on the wide vs tall/large vs small mat
+        MV_BLOCKSIZE, MV_THREADS_PER_ROW, MV_ROWS_PER_THREAD = getenv("MV_BLOCKSIZE", 4, minimum=1), \
+            getenv("MV_THREADS_PER_ROW", 8, minimum=1), getenv("MV_ROWS_PER_THREAD", 4, minimum=1)
+        if self.opts.has_local and getenv("MV",1) != 0 and \
+                (MV_BLOCKSIZE > 1 or MV_THREADS_PER_ROW > 1 or MV_ROWS_PER_THREAD > 1) and \
                 self.reduceop is not None and self.reduceop.op is ReduceOps.SUM and len(self.full_shape) >= 2 and \
-                self.opts.has_shared and (mulop := self.reduceop.src[0]).op is BinaryOps.MUL and \
-                mulop.src[0].op is BufferOps.LOAD and mulop.src[1].op is BufferOps.LOAD:  # fmt: skip
+                self.opts.has_shared and (mulop:=self.reduceop.src[0]).op is BinaryOps.MUL and \
+                mulop.src[0].op is BufferOps.LOAD and mulop.src[1].op is BufferOps.LOAD:
             st0, st1 = self.sts[self.bufs.index(mulop.src[0].arg)], self.sts[self.bufs.index(mulop.src[1].arg)]
-            strides0, strides1, fr = st0.real_strides(), st1.real_strides(), self.first_reduce
-            expanded = [any(s > 1 and x == 0 for s, x in zip(st.shape, xs))
-                        for st, xs in ((st0, strides0), (st1, strides1))]  # fmt: skip
-            # (fr < shape_len: a reduce of size-1 axes has none left, where tinygrad reads past the strides)
-            if fr < self.shape_len and strides0[fr] == 1 and not all(expanded):
-                red, per_group = self.full_shape[fr], blocksize * rows
-                for g in range(self.global_dims):
-                    steps = [(Opt(OptOps.GROUP, 0, threads), f"{threads} threads share each output's reduce (GROUP)")]
-                    steps += [(Opt(OptOps.LOCAL, g, blocksize), f"{blocksize} threads per work-group along axis {g}")]
-                    steps += [(Opt(OptOps.UPCAST, g, rows), f"each thread computes {rows} outputs along axis {g}")]
-                    opts, whys = zip(*[(o, f"matvec: {w}") for o, w in steps if o.amt > 1])
-                    size, fits = self.full_shape[g], red % threads == 0 and self.full_shape[g] % per_group == 0
-                    note = f"reduce {sym_render(red)} % {threads} = {sym_render(red % threads)}, "
-                    note += f"axis {g} ({sym_render(size)}) % {per_group} = {sym_render(size % per_group)}"
-                    candidates.append(Candidate((g,) if fits else None, opts, note, whys))
-        rule = "SUM(MUL(LOAD, LOAD)), the first with stride 1 on the reduce, not both with a stride-0 axis: the first "
-        rule += f"global axis (key: axis) that divides by {blocksize}*{rows} while the reduce divides by {threads}"
-        return bool(self._take("_matvec", rule, candidates))
+            strides0, strides1 = st0.real_strides(), st1.real_strides()
+            def has_expanded_axis(shape, strides): return any(s > 1 and st == 0 for s,st in zip(shape,strides))
+            if self.first_reduce == self.shape_len: return False  # (no reduce axis left: tinygrad reads past strides0)
+            if strides0[self.first_reduce] == 1 and \
+                    not (has_expanded_axis(st0.shape, strides0) and has_expanded_axis(st1.shape, strides1)):
+                for global_idx in range(self.global_dims):
+                    if self.full_shape[self.first_reduce]%MV_THREADS_PER_ROW == 0 and \
+                            self.full_shape[global_idx]%(MV_BLOCKSIZE*MV_ROWS_PER_THREAD) == 0:
+                        self._weigh("_matvec", global_idx=global_idx)  # tinygrad: DEBUG >= 3 prints MATVEC: ...
+                        if MV_THREADS_PER_ROW > 1: self.apply_opt(Opt(OptOps.GROUP, 0, MV_THREADS_PER_ROW))
+                        if MV_BLOCKSIZE > 1: self.apply_opt(Opt(OptOps.LOCAL, global_idx, MV_BLOCKSIZE))
+                        if MV_ROWS_PER_THREAD > 1: self.apply_opt(Opt(OptOps.UPCAST, global_idx, MV_ROWS_PER_THREAD))
+                        return True
+        return False
 
     def _grouping(self) -> None:
-        """Few outputs (<= 2048: too few work-groups to fill a GPU; tuned): split the reduce over a work-group (GROUPTOP
-        by 256 or 16) if shared memory allows; for an image output, then upcast its unit-stride axis mid-reduce. Only
-        the number of outputs is tested, not the reduce's length."""
-        if self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[: self.first_reduce]):
-            fr, outputs, candidates = self.first_reduce, prod(self.sts[0].shape[: self.first_reduce]), []
-            count = f"{outputs} output" + "s" * (outputs != 1)
+        """Few outputs: each reduce shared by threads through local memory (GROUPTOP); for an image output, then its
+        unit-stride axis upcast mid-reduce."""
+        if self.opts.has_local and self.opts.has_shared and all_int(self.sts[0].shape[:self.first_reduce]):
             # are we grouping? (requires local shape support)
-            if not self.float4_axis(0) and fr <= 2 and fr + 1 <= self.shape_len and outputs <= 2048:
-                for sz in [256, 16] if outputs <= 32 else [16]:
-                    divides = all(st.shape[fr] % sz == 0 or st.shape[fr] == 1 for st in self.sts)
-                    red = sym_render(self.full_shape[fr])
-                    note = f"{'divides' if divides else 'does not divide'} the reduce ({red})"
-                    why, opt = f"{count} <= 2048: {sz} threads share each output's reduce", Opt(OptOps.GROUPTOP, 0, sz)
-                    candidates.append(Candidate((-sz,) if divides else None, (opt,), note, (why,)))
-            rule = f"{count}; with <= 2048 in <= 2 output axes, not written 4 at a time: GROUPTOP by 256 (only with <= "
-            rule += "32 outputs) or 16, the first that divides the reduce and that apply_opt takes (key: -size)"
-            self._take("_grouping", rule, candidates, fallback=True)  # (apply_opt may refuse: too much shared memory)
+            if not self.float4_axis(0) and self.first_reduce <= 2 and self.first_reduce + 1 <= self.shape_len and \
+                    prod(self.sts[0].shape[:self.first_reduce]) <= 2048:
+                # TODO: use 1024 if it's allowed in a smarter way
+                for sz in (([256, 16]) if prod(self.sts[0].shape[:self.first_reduce]) <= 32 else [16]):
+                    if all(st.shape[self.first_reduce] % sz == 0 or st.shape[self.first_reduce] == 1
+                           for st in self.sts):
+                        self._weigh("_grouping", sz=sz)
+                        try:  # may fail due to excessive smem usage
+                            self.apply_opt(Opt(OptOps.GROUPTOP, 0, sz))
+                            break
+                        except KernelOptError: pass
+
             # are we upcasting in mid reduce? (only for images)
-            if self.bufs[0].dtype.name.startswith("image") and not self.float4_axis(0) and self.group_for_reduces and \
-                    self.first_reduce <= 2 and prod(self.sts[0].shape) > 1:  # fmt: skip
+            if self.bufs[0].dtype.name.startswith('image') and not self.float4_axis(0) and self.group_for_reduces and \
+                    self.first_reduce <= 2 and prod(self.sts[0].shape) > 1:
                 axes = self.sts[0].unit_stride_axes()
                 check(len(axes) == 1, f"wrong number of stride 1 axis : {axes}")
-                key, size = (axes[0],) if self.sts[0].shape[axes[0]] % 4 == 0 else None, self.sts[0].shape[axes[0]]
-                why = "image output: upcast mid-reduce by 4"
-                mid = Candidate(key, (Opt(OptOps.UPCASTMID, axes[0], 4),), f"size {size}", (why,))
-                self._take("_grouping", "image output: its only unit-stride axis, by 4 (a pixel), mid-reduce", [mid])
-        else:
-            self._take("_grouping", "only on a target with local threads and memory, for a known number of outputs", [])
+                if self.sts[0].shape[axes[0]]%4 == 0:
+                    self._weigh("_grouping", axes=axes)
+                    self.apply_opt(Opt(OptOps.UPCASTMID, axes[0], 4))
 
     def _image_float4(self) -> None:
-        """Each image buffer is read and written a pixel (4 floats) at a time: its pixel axis upcast (unrolled) by 4."""
-        for i, buf in enumerate(self.bufs):
-            if isinstance(buf.dtype, ImageDType):
-                self._upcast_pixel(i, "_image_float4")
-
-    def _upcast_pixel(self, i: int, heuristic: str, required: bool = False) -> None:
-        """Image buffer i's first unit-stride axis of a size 4 divides, by 4 (unless one is upcast, or mid-reduce)."""
-        st, fr, name, candidates = self.sts[i], self.first_reduce, self._names([i]), []
-        axes = [a for a in st.unit_stride_axes(ignore_valid=True) if st.shape[a] % 4 == 0]  # unit_stride_axes_mul_4
-        check(not required or axes, f"image output needs a unit stride axis of a multiple of 4 in {st.shape}")
-        if axes and all(a < self.shape_len - self.upcasted for a in axes) and \
-                axes[0] not in self.upcast_in_mid_reduce_axes:  # fmt: skip
-            for a in axes:
-                opt = Opt(OptOps.UPCAST, a, 4) if a < fr else Opt(OptOps.UNROLL, a - fr, 4)
-                why = f"image {name}: {opt.op.name.lower()} its unit-stride axis by 4 (one pixel)"
-                candidates.append(Candidate((a,), (opt,), f"size {st.shape[a]}", (why,)))
-        rule = f"image {name}: its first unit-stride axis that divides by 4 (key: axis), by 4, if none is upcast"
-        self._take(heuristic, rule, candidates)
+        """upcast float4 images: each image buffer is read and written a pixel (4 floats) at a time."""
+        for buf_index,buf in enumerate(self.bufs):
+            unit_stride_axes_mul_4 = [i for i in self.sts[buf_index].unit_stride_axes(ignore_valid=True)
+                                      if self.sts[buf_index].shape[i]%4 == 0]
+            if buf.dtype.__class__ is ImageDType:
+                if len(unit_stride_axes_mul_4) and \
+                        all(x < (self.shape_len-self.upcasted) for x in unit_stride_axes_mul_4) and \
+                        unit_stride_axes_mul_4[0] not in self.upcast_in_mid_reduce_axes:
+                    self._weigh("_image_float4", buf_index=buf_index, unit_stride_axes_mul_4=unit_stride_axes_mul_4)
+                    if unit_stride_axes_mul_4[0] < self.first_reduce:
+                        self.apply_opt(Opt(OptOps.UPCAST, unit_stride_axes_mul_4[0], 4))
+                    else:
+                        self.apply_opt(Opt(OptOps.UNROLL, unit_stride_axes_mul_4[0]-self.first_reduce, 4))
 
     def _upcast_masked_axes(self) -> None:
-        """Small masked axes (padding, stack, cat) upcast whole, so the masks become constants: output axes of size <= 7
-        that a buffer masks, from the left, while the upcast elements stay <= 7 * 7 (tuned); applied right to left."""
-        to_upcast, candidates, upcast_now = [], [], prod(self.full_shape[self.shape_len - self.upcasted :])
+        """if there are small dims with lots of valid masks, upcast them (they might be from Tensor.stack)"""
+        # this can be made much smarter
+        to_upcast: list[int] = []
+        # upcast leading axes first (hack-ish for winograd; we actually want to upcast masked axes with low stride
+        # first)
         for axis in range(self.first_reduce):
-            size = self.full_shape[axis]
-            if isinstance(size, int) and size <= 7 and any(st.axis_is_masked(axis) for st in self.sts):
-                n = upcast_now * prod(self.full_shape[j] for j in to_upcast) * size
-                to_upcast += [axis] if n <= 7 * 7 else []
-                note = f"size {size}, masked: {n} elements {'<=' if n <= 49 else '>'} 49"
-                opt, why = Opt(OptOps.UPCAST, axis, 0), f"small masked axis {axis}: upcast it whole"
-                candidates.append(Candidate((axis,) if n <= 7 * 7 else None, (opt,), note, (why,)))
-        rule = "masked output axes of size <= 7 (key: axis) while the upcast elements stay <= 49; applied right to left"
-        self._take("_upcast_masked_axes", rule, candidates, [c for c in candidates if c.key is not None][::-1])
+            # we might want to be able to split axes that are masked, or refuse to merge them in simplify_merge_adjacent
+            # for now skip upcasting here if there is a symbolic axis
+            if isinstance(self.full_shape[axis], int) and self.full_shape[axis] <= 7 and \
+                    any(st.axis_is_masked(axis) for st in self.sts) and \
+                    prod(self.full_shape[self.shape_len - self.upcasted:]) * \
+                    prod(self.full_shape[j] for j in to_upcast) * self.full_shape[axis] <= 7 * 7:
+                to_upcast.append(axis)
+        if to_upcast: self._weigh("_upcast_masked_axes", to_upcast=to_upcast)  # tinygrad: DEBUG >= 4 prints each
+        for axis in to_upcast[::-1]: self.apply_opt(Opt(OptOps.UPCAST, axis, 0))
 
     def _upcast_broadcast_axes(self) -> None:
-        """While >= 1024 threads (outputs outside the upcast axes; tuned) remain, upcast an output axis a buffer has
-        stride 0 on (on none of its upcast axes): one load of it serves that many outputs. Key, smallest first:
-        (buffers moving along the axis, sum of their last views' strides, axis, amount): a matmul's axis 1 (strides
-        1 + 1) beats axis 0 (512 + 512); a 384 matmul is upcast by 3 (3 sorts before 4)."""
-        upcasted_axis: set[int] = set()
-        while (threads := prod(self.sts[0].shape[: self.first_reduce])) >= 1024:
-            xb_choices, last = [], [st.views[-1].strides for st in self.sts]
-            for axis, upcast_amount in itertools.product(range(self.first_reduce), [3, 4]):
-                # not upcast yet, not symbolic, it divides, and a buffer has stride 0 on it but on none of its upcasts
-                zero = [
-                    i for i, s in enumerate(last) if s[axis] == 0 and not any(x[1] == 0 for x in self.upcasted_axis(i))
-                ]
+        """potentially do more upcasts of non reduce axes based on a heuristic"""
+        upcasted_axis = set()
+        while prod(self.sts[0].shape[:self.first_reduce]) >= 1024:
+            xb_choices = []
+            # consider all the non reduce axes, and a 3 or 4 reduce
+            for axis, upcast_amount in itertools.product(range(self.first_reduce), [3,4]):
+                # if we haven't upcasted it, it's not symbolic, it mods, and buffer has stride 0 on axis while having no
+                # stride 0 in the upcasted axis already
                 if axis not in upcasted_axis and isinstance(self.full_shape[axis], int) and \
-                        self.full_shape[axis] % upcast_amount == 0 and zero:  # fmt: skip
-                    stride0 = f"{self._names(zero)} {'has' if len(zero) == 1 else 'have'} stride 0"
-                    strides = ", ".join(f"{self._names([i])} {sym_render(s[axis])}" for i, s in enumerate(last))
-                    key = (sum(s[axis] > 0 for s in last), sum(s[axis] for s in last), axis, upcast_amount)
-                    why = f"{stride0} on axis {axis}: upcast {upcast_amount} to reuse its loads"
-                    opt = Opt(OptOps.UPCAST, axis, upcast_amount)
-                    xb_choices.append(Candidate(key, (opt,), f"{stride0}; last views' strides: {strides}", (why,)))
-            rule = f"{sym_render(threads)} threads (outputs outside the upcast axes) >= 1024: an output axis a buffer "
-            rule += "has stride 0 on; key (buffers moving along the axis, sum of their last views' strides, axis, "
-            rule += "amount), smallest first"
-            if not (taken := self._take("_upcast_broadcast_axes", rule, sorted(xb_choices, key=lambda c: c.key))):
-                break
-            upcasted_axis.add(taken[0].opts[0].axis)
+                        self.full_shape[axis]%upcast_amount == 0 and \
+                        any(st.views[-1].strides[axis] == 0 and
+                            not any(x[1] == 0 for x in self.upcasted_axis(buf_index))
+                            for buf_index, st in enumerate(self.sts)):
+                    xb_choices.append((sum(st.views[-1].strides[axis]>0 for st in self.sts),
+                                       sum(st.views[-1].strides[axis] for st in self.sts), axis, upcast_amount))
+            if xb_choices:
+                xb_choices = sorted(xb_choices)
+                self._weigh("_upcast_broadcast_axes", xb_choices=xb_choices)  # tinygrad: DEBUG >= 4 prints it
+                self.apply_opt(Opt(OptOps.UPCAST, xb_choices[0][2], xb_choices[0][3]))
+                upcasted_axis.add(xb_choices[0][2])
+            else: break
 
     def _unroll_reduce(self) -> None:
-        """The last reduce axis unrolled whole if <= 32 (and the next if both are <= 3), else by 4; only while few
-        registers are used (<= 4 upcast elements or none a reduce's, and < 64 in all: tuned)."""
-        fr, up, candidates = self.first_reduce, self.shape_len - self.upcasted, []
-        reduce_upcast = any(r for _, _, r in self.upcasted_axis(self.full_buf_index))
-        if fr < up and (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or not reduce_upcast) and \
-                (self.upcasted == 0 or prod(self.full_shape[up:]) < 64):  # fmt: skip
-            s, axis = self.full_unupcasted_shape[-1], len(self.full_unupcasted_shape) - 1 - fr
-            small = isinstance(s, int) and s <= 32  # (cannot loop unroll a symbolic axis)
-            size = f"size {sym_render(s)} " + ("<= 32" if small else "> 32" if isinstance(s, int) else "is symbolic")
-            whys = (f"short reduce axis ({s}): unroll it whole",), ("long reduce axis: unroll the loop by 4",)
-            candidates = [Candidate((0,) if small else None, (Opt(OptOps.UNROLL, axis, 0),), f"whole: {size}", whys[0])]
-            by_4 = f"{sym_render(s)} % 4 = {sym_render(s % 4)}"
-            candidates += [Candidate((1,) if s % 4 == 0 else None, (Opt(OptOps.UNROLL, axis, 4),), by_4, whys[1])]
-        rule = "the last reduce axis: whole if its size <= 32, else by 4 if 4 divides it (key: that order)"
-        taken = self._take("_unroll_reduce", rule, candidates)
-        if taken and taken[0] is candidates[0] and self.first_reduce < self.shape_len - self.upcasted and s <= 3:
-            # if it's small, upcast a second reduce dimension too
-            s2, why = self.full_unupcasted_shape[-1], ("tiny reduce: unroll the next reduce axis whole too",)
-            opt, key = Opt(OptOps.UNROLL, len(self.full_unupcasted_shape) - 1 - fr, 0), isinstance(s2, int) and s2 <= 3
-            tiny = Candidate((0,) if key else None, (opt,), f"size {sym_render(s2)}", why)
-            self._take("_unroll_reduce", f"tiny reduce ({s} <= 3): the next reduce axis whole too, if <= 3", [tiny])
+        """if last dim is small(ish) and it's a reduce dim, upcast the reduce (loop unrolling). no simplify needed since
+        it's just an upcast."""
+        if self.first_reduce < (self.shape_len-self.upcasted) and \
+                (len(list(self.shape_offsets(self.full_buf_index))) <= 4 or
+                 not any(r for _,_,r in self.upcasted_axis(self.full_buf_index))) and \
+                (self.upcasted == 0 or prod(self.full_shape[-self.upcasted:]) < 64):
+            self._weigh("_unroll_reduce", s=self.full_unupcasted_shape[-1])
+            # NOTE: cannot loop unroll symbolic axis
+            if (s:=self.full_unupcasted_shape[-1]) <= 32 and isinstance(s, int):
+                self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape)-1-self.first_reduce, 0))
+                # if it's small, upcast a second reduce dimension too
+                if self.first_reduce < (self.shape_len-self.upcasted) and s <= 3 and \
+                        (s2:=self.full_unupcasted_shape[-1]) <= 3 and isinstance(s2, int):
+                    self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape)-1-self.first_reduce, 0))
+            else:
+                for splits in [4]:
+                    if self.full_unupcasted_shape[-1]%splits == 0:
+                        self.apply_opt(Opt(OptOps.UNROLL, len(self.full_unupcasted_shape)-1-self.first_reduce, splits))
+                        break
 
     def _default_upcast(self) -> None:
-        """If nothing at all is upcasted and it's easy to, upcast the last axis by 4."""
-        candidates = []
-        if self.upcasted == 0 and self.full_unupcasted_shape:
-            axis, s = len(self.full_unupcasted_shape) - 1, self.full_unupcasted_shape[-1]
-            opt, why = Opt(OptOps.UPCAST, axis, 4), "nothing upcast yet: upcast the last axis by 4"
-            note = f"{sym_render(s)} % 4 = {sym_render(s % 4)}"
-            candidates = [Candidate((0,) if s % 4 == 0 else None, (opt,), note, (why,))]
-        self._take("_default_upcast", "if nothing is upcast yet: the last axis by 4", candidates)
+        """if nothing at all is upcasted and it's easy to, do an upcast"""
+        # TODO: this is breaking the tests
+        for splits in [4]:
+            if self.upcasted == 0 and self.full_unupcasted_shape and self.full_unupcasted_shape[-1] % splits == 0:
+                self._weigh("_default_upcast", splits=splits)
+                self.apply_opt(Opt(OptOps.UPCAST, len(self.full_unupcasted_shape)-1, splits))
 
     def _locals(self) -> None:
-        """Work-groups of <= 128 threads (tuned) from up to 3 global axes (none with NOLOCALS=1): key (-broadcast,
-        -axis), so broadcast axes first, then from the right; each gets the first of [32 (axis 0 only), 16, 8, 4, 3, 2]
-        that divides it within 128 threads; the first 3 apply in axis order (3: the launch's dims)."""
-        if not self.opts.has_local:
-            self._take("_locals", f"only on a target with local threads (not {self.opts.device})", [])
-        elif getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
-            why = "NOLOCALS=1: no work-groups of the kernel's own"
-            asked = Candidate((0,), (Opt(OptOps.NOLOCALS),), "asked for", (why,))
-            self._take("_locals", "NOLOCALS=1 (environment)", [asked])
-        else:
-            # prioritize making expand axes local
-            ranking = [(any(st.views[-1].strides[a] == 0 for st in self.sts), a) for a in range(self.first_reduce)]
-            to_local: list[tuple[int, int]] = []
-            candidates, applied = [], []
-            for expand, axis in sorted(ranking, key=lambda x: (-x[0], -x[1])):
-                local_size, sizes = prod(sz for _, sz in to_local), [32] * (axis == 0) + [16, 8, 4, 3, 2]
-                local_sz = next((x for x in sizes if self.full_shape[axis] % x == 0 and local_size * x <= 128), None)
-                zero = [i for i, st in enumerate(self.sts) if st.views[-1].strides[axis] == 0]
-                note = f"{self._names(zero) or 'no buffer'} {'has' if len(zero) < 2 else 'have'} stride 0; "
-                if local_sz is None:
-                    candidates.append(Candidate(None, (), note + "no size fits", name=f"axis {axis}"))
-                    continue
-                to_local.append((axis, local_sz))
-                fits = f"{local_sz} fits ({local_size}*{local_sz} <= 128 threads)"
-                candidates.append(Candidate((-expand, -axis), (Opt(OptOps.LOCAL, axis, local_sz),), note + fits))
-            deleted_shape = 0
-            for axis, local_sz in sorted(to_local[:3]):  # a whole axis goes: the later ones count one lower
-                why = f"work-group: {local_sz} threads along axis {axis - deleted_shape}"
-                applied.append((Opt(OptOps.LOCAL, axis - deleted_shape, local_sz), why))
-                deleted_shape += local_sz == self.full_shape[axis]
-            rule = "key (-broadcast, -axis), smallest first: the first 3 that a size fits, applied in axis order; "
-            rule += "sizes [32 on axis 0], 16, 8, 4, 3, 2 up to 128 threads"
-            self._take("_locals", rule, candidates, [c for c in candidates if c.key is not None][:3], applied)
+        """local groups: work-groups of up to 128 threads on up to 3 axes, expand axes first (none with NOLOCALS=1)."""
+        if self.opts.has_local:
+            if getenv("NOLOCALS") and self.local_dims == 0 and not self.group_for_reduces:
+                self._weigh("_locals", NOLOCALS=1)
+                self.apply_opt(Opt(OptOps.NOLOCALS))
+            else:
+                # prioritize making expand axes local
+                local_axis_ranking = [(any(self.sts[buf_index].views[-1].strides[axis] == 0
+                                           for buf_index in range(len(self.sts))), axis)
+                                      for axis in range(len(self.full_shape[:self.first_reduce]))]
+                to_local: list[tuple[int, int]] = []
+                for _, axis in sorted(local_axis_ranking, key=lambda x: (-x[0], -x[1])):
+                    local_size = prod(sz for _, sz in to_local)
+                    local_sz: int | None = next((x for x in ([32] * (axis == 0) + [16, 8, 4, 3, 2])
+                                                if self.full_shape[axis] % x == 0 and local_size * x <= 128), None)
+                    if local_sz is not None: to_local.append((axis, local_sz))
+                if to_local: self._weigh("_locals", local_axis_ranking=local_axis_ranking, to_local=to_local)
+                deleted_shape = 0
+                for axis, local_sz in sorted(to_local[:3]):
+                    axis = axis - deleted_shape
+                    will_delete_shape = local_sz == self.full_shape[axis]
+                    self.apply_opt(Opt(OptOps.LOCAL, axis, local_sz))
+                    if will_delete_shape: deleted_shape += 1
 
 
 # ==== targets ===============================================================================================
@@ -2151,7 +2116,7 @@ class Kernel:
 
 # tinygrad 0.9.1's tensor cores, each's threads, thread_local_aliases and thread_local_sizes: Metal's and CUDA's
 _METAL = [(0, 2), (1, 4), (0, 2), (1, 2)], [[[0], [2], [0], [4], [-1, 1, 3], [0]], [[1], [0], [3], [0], [2, 4], [-1]],
-                                            [[1], [2], [3], [4], [0], [-1]]], [[2], [2], [2]]  # fmt: skip
+                                            [[1], [2], [3], [4], [0], [-1]]], [[2], [2], [2]]
 _CUDA = [(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)], [[[0], [0], [5], [-2], [0], [-1, 1, 2, -3], [3, 4]], [[3], [4], [0],
          [0], [5], [-1, 1, 2, -2], [0]], [[-1], [1], [5], [-2], [2], [0], [3, 4]]], [[2, 2, 2], [2, 2], [2, 2]]
 _HALF, _FLOAT = dtypes.half, dtypes.float
@@ -2163,11 +2128,14 @@ TARGETS: dict[str, Target] = {
                     (_HALF, _FLOAT), (_HALF, _HALF)]]),
     "cuda": Target("CUDA", global_max=(2147483647, 65535, 65535), local_max=(1024, 1024, 64), shared_max=49152,
                    tensor_cores=[TensorCore((8, 16, 16), i, _FLOAT, *_CUDA) for i in (_HALF, dtypes.bfloat16)]),
-}  # fmt: skip
+}
 
 
 def optimize(k: Kernel) -> Kernel:
-    """What tinygrad 0.9.1 does before rendering a kernel: tensor cores if they apply, else the hand-coded opts."""
+    """What tinygrad 0.9.1's get_linearizer does before rendering a kernel: the required opts (an image output's
+    pixel), then tensor cores if they apply (the TC opt must come first, so never after a required opt), else the
+    hand-coded opts."""
+    k.required_optimizations()
     if not k.apply_tensor_cores(getenv("TC", 1)):
         k.hand_coded_optimizations()
     return k
@@ -2282,6 +2250,8 @@ def check_kernel(ast: tuple, opts: Any) -> Target:
         ok = sizes is None or (isinstance(sizes, (tuple, list)) and all(is_int(n) and n >= 1 for n in sizes))
         _check_field(target, name, ok, "None (no limit) or a tuple of ints >= 1")
     _check_field(target, "shared_max", is_int(target.shared_max) and target.shared_max >= 0, "an int >= 0")
+    cores = isinstance(target.tensor_cores, list) and all(isinstance(tc, TensorCore) for tc in target.tensor_cores)
+    _check_field(target, "tensor_cores", cores, "a list of TensorCores")
     verify_lazyop(*ast)
     return target
 
@@ -2290,7 +2260,7 @@ def check_view(v: View) -> None:
     """A View built directly (View.create checks more of what it is given): a stride and a mask range per axis."""
     if len(v.strides) != len(v.shape) or (v.mask is not None and len(v.mask) != len(v.shape)):
         raise ValueError(f"View: shape {v.shape} needs one stride and one mask range per axis, got strides "
-                         f"{v.strides} and mask {v.mask} (View.create makes a View from a shape alone)")  # fmt: skip
+                         f"{v.strides} and mask {v.mask} (View.create makes a View from a shape alone)")
 
 
 def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
@@ -2298,7 +2268,9 @@ def check_buffer(buf: MemBuffer | ConstBuffer) -> None:
     if isinstance(buf, MemBuffer):
         _check_field(buf, "idx", is_int(buf.idx) and buf.idx >= 0, "an int >= 0")
         object.__setattr__(buf, "idx", int(buf.idx))  # a numpy integer idx: the same buffer
-    _check_field(buf, "dtype", isinstance(buf.dtype, DType), "a DType")
+    image = not isinstance(dt := buf.dtype, ImageDType) or len(dt.shape) == 3 and dt.shape[2] == 4 and all(
+        is_int(n) and n >= 0 for n in dt.shape)
+    _check_field(buf, "dtype", isinstance(dt, DType) and image, "a DType (an image's shape: (height, width, 4))")
     _check_field(buf, "st", isinstance(buf.st, ShapeTracker), "a ShapeTracker")
     if isinstance(buf, MemBuffer):
         return
@@ -2541,7 +2513,7 @@ _ON_NUMBERS: dict[Op, Callable[..., Any]] = {
     BinaryOps.CMPLT: operator.lt, BinaryOps.CMPNE: operator.ne, BinaryOps.XOR: operator.xor,
     BinaryOps.SHR: operator.rshift, BinaryOps.SHL: operator.lshift,
     TernaryOps.WHERE: lambda c, a, b: a if c else b, TernaryOps.MULACC: lambda a, b, c: a * b + c,
-}  # fmt: skip
+}
 _ON_BOOLS: dict[Op, Callable[..., Any]] = {UnaryOps.NEG: operator.not_, BinaryOps.MUL: operator.and_}
 _ON_BOOLS |= dict.fromkeys((BinaryOps.ADD, BinaryOps.MAX), operator.or_)  # the largest of two bools is their or
 
@@ -2618,8 +2590,7 @@ def check_tc_args(use_tensor_cores: Any, extra: Any, axis: Any, tc_opt: Any) -> 
 
 def check_create_args(shape: tuple, strides: Sequence | None, offset: Any, mask: Sequence | None) -> tuple:
     """View.create's checks of its arguments; returns the shape (numpy integers as ints) and the mask as tuples."""
-    if not all(type(s) is int for s in shape):
-        shape = tuple(_sint(s) for s in shape)
+    shape = shape if all(type(s) is int for s in shape) else tuple(_sint(s) for s in shape)
     if not all(is_sint(s) and lower_bound(s) >= 0 for s in shape):
         raise ValueError(f"View.create: sizes must be ints >= 0 or symbolic sizes >= 0 at every value, got {shape}")
     if strides is not None and (len(strides) != len(shape) or not all(map(is_sint, strides))):
@@ -2709,8 +2680,8 @@ def movement_arg(op: str, shape: tuple[sint, ...], arg: Any, pairs: bool = False
         raise ValueError(f"{op}: expected {want} or symbolic sizes (shape {shape}, arg {arg!r})") from None
 
 
-if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, beside this file
+if __name__ == "__main__":  # python kernel.py demo ...: the demo is demo.py, its pages (--html) page.py, beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import demo
-
-    sys.exit(demo.run_command_line(demo.main, "python kernel.py"))
+    import page  # page imports demo, so here (not in demo) its writer is handed to the demo's command line
+    sys.exit(demo.run_command_line(lambda: demo.main(pages=page.write), "python kernel.py"))

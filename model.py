@@ -4,21 +4,23 @@ round's candidates so that search.py builds and times only the best few (Triton'
 draft-then-verify); and SearchLog, a JSONL file of every candidate a search weighed and every time it measured, which
 tools/replay_search.py replays offline (the cut is tuned there, and shown not to lose the measured best)."""
 
-import base64
 import gzip
 import hashlib
 import json
 import math
-import pickle
 import statistics
+import sys
 import time
 import uuid
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pyopencl as cl
 
+import demo
 import runtime
+from corpus import kernel_from_json, kernel_to_json
 from kernel import BinaryOps, Kernel, MemBuffer, TernaryOps, UnaryOps, prod
 
 
@@ -84,56 +86,91 @@ def fma_source(width: int, form: str) -> str:
 
 def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
-    form read 437 to 484 GFLOP/s at different moments here), measured once per process (see FMA_CHAINS)."""
+    form reads differently at different moments: BENCHMARKS.md), measured once per process (see FMA_CHAINS). A form
+    that doesn't build is left out (skipped() says why)."""
     dev = runtime.get_device()
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
         items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
-        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), {}
+        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), []
         for width in FMA_WIDTHS:
             for form, expr in FMA_FORMS.items():
-                kern = runtime.build(fma_source(width, expr), "fma_peak")
-                args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
-                t = min(median_launch(*args, runs=runs) for _ in range(repeats))
-                peaks[f"float{width} {form}"] = 2 * FMA_CHAINS * FMA_ITERS * width * items / t
-        best = max(peaks, key=peaks.get)
-        _measured[key] = (peaks[best], best)
+                if (kern := _built(fma_source(width, expr), "fma_peak", f"float{width} {form}")) is not None:
+                    args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
+                    t = min(median_launch(*args, runs=runs) for _ in range(repeats))
+                    peaks.append((2 * FMA_CHAINS * FMA_ITERS * width * items / t, f"float{width} {form}"))
+        _measured[key] = max(peaks, default=None) or _none_built("FMA form")
     return _measured[key]
 
 
 def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats: int = 1) -> tuple[float, str]:
-    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, each a
+    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, or
+    what the device allows (all of them a quarter of its memory, each array within its largest buffer), each a
     median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster at some moments than at
-    others: the best is the memory's own), measured once per process and size."""
+    others: the best is the memory's own), measured once per process and size. A stream that doesn't build is left
+    out (skipped())."""
     dev = runtime.get_device()
     if (key := (dev.name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
-        launches = []
+        caps, launches = runtime.device_caps(), []
+        share, alloc = caps["CL_DEVICE_GLOBAL_MEM_SIZE"] // 4 // len(kinds), caps["CL_DEVICE_MAX_MEM_ALLOC_SIZE"]
         for kind in kinds:
             arrays, src = STREAMS[kind]
-            group, reads = (4, 8 * READS) if kind == "rows" else (GROUP, READS)
-            items = max(1, nbytes // (arrays * 4 * group * reads)) * group  # work-items, each moving `reads` floats
-            sizes = [4 * items * reads] * arrays + [4 * items] * (kind in ("read", "rows"))  # and a sum a work-item
+            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
+            if (kern := _built(code, kind, f"the {kind} stream")) is None:
+                continue
+            (group, reads), sums = (4, 8 * READS) if kind == "rows" else (GROUP, READS), kind in ("read", "rows")
+            most = min(share, arrays * alloc)
+            # work-items, each moving `reads` floats of each array (and a sum): about nbytes in all, at most `most`
+            items = max(1, min(nbytes // (arrays * 4 * reads), most // (4 * (arrays * reads + sums))) // group) * group
+            sizes = [4 * items * reads] * arrays + [4 * items] * sums
             bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
             for b, size in zip(bufs, sizes):  # every page touched before it is timed
                 cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
-            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
-            launches.append((kind, sum(sizes), (runtime.build(code, kind), items, group, *bufs)))
+            launches.append((kind, sum(sizes), (kern, items, group, *bufs)))
         times = [(n / median_launch(*args, runs=runs), kind) for _ in range(repeats) for kind, n, args in launches]
-        _measured[key] = max(times)
+        _measured[key] = max(times, default=None) or _none_built("stream")
     return _measured[key]
 
 
-def footprint(k: Kernel) -> int:
-    """The bytes a kernel's buffers span."""
-    return sum(b.st.real_size() * b.dtype.itemsize for b in k.bufs if isinstance(b, MemBuffer))
+def _built(src: str, name: str, what: str):
+    """Kernel `name` of src, built first in a helper process (runtime.own): None where it doesn't build (a compiler
+    that refuses it, crashes, hangs or builds it without the kernel), and skipped() says why; never tried twice."""
+    if what in skipped():
+        return None
+    try:
+        return runtime.build(src, name, runtime.own())
+    except runtime.BuildError as e:
+        _measured.setdefault((runtime.get_device().name, "skipped"), {})[what] = str(e).partition("\n")[0]
+        return None
+
+
+def _none_built(what: str):
+    reasons = "; ".join(f"{form}: {why}" for form, why in skipped().items())
+    raise runtime.BuildError(f"no {what} builds on {runtime.get_device().name} ({reasons})")
+
+
+def skipped() -> dict[str, str]:
+    """{what: why} of the FMA forms and streams this process's device didn't build: measured without them."""
+    return _measured.get((runtime.get_device().name, "skipped"), {})
+
+
+def footprint(k: Kernel, var_vals: dict | None = None) -> int:
+    """The bytes a kernel's buffers span at its variables' values (var_vals: names or Variables -> ints)."""
+    ast = runtime.concrete_ast(k, runtime.var_values(k, var_vals))
+    return sum(b.size * b.dtype.itemsize for b in runtime.buffers(ast))
+
+
+MEASURED_MOST = 1 << 30  # the largest footprint the model measures a bandwidth at: past the caches it changes little
 
 
 def measured_device(nbytes: int) -> "Device":
     """The model's Device for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a second
-    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large)."""
+    from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large, MEASURED_MOST at
+    most)."""
     d = runtime.get_device().ctx.devices[0]
     cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
     hz = fma_peak()[0] / (2 * FMA_PORTS * lanes * cores)
-    return Device(cores, lanes, hz, bandwidth(1 << max(16, (nbytes - 1).bit_length()), ("triad",))[0])
+    nbytes = min(1 << max(16, (nbytes - 1).bit_length()), MEASURED_MOST)
+    return Device(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0])
 
 
 # -- the model ------------------------------------------------------------------------------------------------
@@ -220,49 +257,169 @@ def opts_text(k: Kernel) -> str:
     return " ".join(str(o) for o in k.applied_opts)
 
 
+# the environment knobs a search reads (its own, apply_opt's TC and the heuristics'): its cache key and log hold them
+KNOBS = ("BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX", *demo.KNOBS)
+
+
+def open_log(path: str, mode: str):
+    """A log's file, as text: gzipped where its name ends in .gz (appended to: one gzip member a write)."""
+    return gzip.open(path, mode + "t") if path.endswith(".gz") else open(path, mode)
+
+
+def check_log(path: str) -> None:
+    """A ValueError, before anything is measured, where a log can't be appended to (the file is made if need be)."""
+    try:
+        with open_log(path, "a"):
+            pass
+    except OSError as e:
+        raise ValueError(f"the log {path} can't be written ({e.strerror or e})") from None
+
+
 class SearchLog:
-    """Appends one search to a JSONL file: a first line with the starting kernel (pickled: its AST and target) and
-    the settings, then a line per candidate and round (its opts, estimate, program and measured time; none where it
-    wasn't built: a duplicate, dropped, or left by the cut), and a last line with the answer."""
+    """Appends one search to a JSONL file (gzipped where its name ends in .gz): a first line with the starting kernel
+    (corpus.kernel_to_json: its AST, target and opts), the settings and the knobs, then a line per candidate and round
+    (its opts, estimate, program and measured time; none where it wasn't built: a duplicate, dropped, or left by the
+    cut), a line per gain weighed, and a last line with the answer."""
 
     def __init__(self, path: str, k: Kernel, **settings):
         self.path, self.id = path, uuid.uuid4().hex[:12]
-        start = base64.b64encode(pickle.dumps(k)).decode()
-        self.write(kernel=start, opts=opts_text(k), date=time.strftime("%Y-%m-%d %H:%M:%S"), **settings)
+        start = {"kernel": kernel_to_json(k), "opts": opts_text(k), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+        self.write(start | settings)
 
-    def write(self, **fields) -> None:
-        with open(self.path, "a") as f:  # a line at a time: a search cut short leaves what it measured
-            f.write(json.dumps({"search": self.id, **fields}) + "\n")
+    def write(self, *entries: dict) -> None:
+        with open_log(self.path, "a") as f:  # whole lines at a time: a search cut short leaves what it measured
+            f.write("".join(json.dumps({"search": self.id, **e}) + "\n" for e in entries))
 
     def round(self, number: int, candidates: list[Kernel], estimates: dict, built: list, timed: list[tuple]) -> None:
         """Log a round: `built`, the kernels sent to compile; `timed`, (time, number, kernel, program) of each timed."""
         times, built = {id(x[2]): x for x in timed}, {id(kern) for kern in built}
+        lines = []
         for kern in candidates:
             t, _, _, prg = times.get(id(kern), (None, None, None, None))
             program = program_key(prg) if prg is not None else None
-            self.write(round=number, opts=opts_text(kern), estimate_s=estimates.get(id(kern)), built=id(kern) in built,
-                       program=program, time_s=t)  # fmt: skip
+            lines.append({"round": number, "opts": opts_text(kern), "estimate_s": estimates.get(id(kern)),
+                          "built": id(kern) in built, "program": program, "time_s": t})  # fmt: skip
+        self.write(*lines)
 
     def answer(self, k: Kernel, t: float, seconds: float) -> None:
-        self.write(answer=opts_text(k), time_s=t, seconds=seconds)
+        self.write({"answer": opts_text(k), "time_s": t, "seconds": seconds})
 
 
-def read_log(path: str) -> dict[str, dict]:
-    """{search id: {"start": its first line, with "kernel" unpickled, "rounds": [[candidate lines]], "gains": ...,
-    "answer": ...}} of a log (gzipped where its name ends in .gz). Read only logs you trust: its kernels are pickles."""
+# -- reading a log back: every line checked, as SearchLog writes it --------------------------------------------
+def _seconds(x, empty: bool = False) -> bool:
+    """A time: a number >= 0 that a float holds (a huge JSON integer is none); with `empty`, null too."""
+    return (empty and x is None) or (type(x) in (int, float) and 0 <= x <= sys.float_info.max)
+
+
+def _strs(x, n: int | None = None) -> bool:
+    return isinstance(x, list) and all(isinstance(y, str) for y in x) and (n is None or len(x) == n)
+
+
+_FIELDS = {  # each field of a log's lines: what it must hold
+    "search": (lambda x: isinstance(x, str), "a search id"),
+    "kernel": (lambda x: isinstance(x, dict), "a kernel in corpus.py's JSON form (an old log's pickle is never read)"),
+    "opts": (lambda x: isinstance(x, str), "opts as text"),
+    "date": (lambda x: isinstance(x, str), "a date"),
+    "amt": (lambda x: type(x) is int and x >= 1, "an integer >= 1"),
+    "top_k": (lambda x: x is None or type(x) is int and x >= 1, "null or an integer >= 1"),
+    "from_heuristics": (lambda x: isinstance(x, bool), "true or false"),
+    "min_progress": (_seconds, "seconds"),
+    "device": (lambda x: isinstance(x, dict) and set(x) == {f.name for f in fields(Device)} and all(
+        _seconds(v) and v > 0 for v in x.values()), "the model's Device: cores, lanes, hz, bandwidth"),
+    "limits": (lambda x: isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], list) and all(
+        type(n) is int for n in x[1]), "[threads a work-group, [the most along each dim]]"),
+    "actions": (_strs, "a list of actions as text"),
+    "knobs": (lambda x: isinstance(x, dict) and set(x) <= set(KNOBS) and all(isinstance(v, (str, type(None))) for v
+              in x.values()), f"{{knob: its value, or null: unset}} of the knobs {', '.join(KNOBS)}"),  # fmt: skip
+    "round": (lambda x: type(x) is int and x >= 0, "a round number"),
+    "estimate_s": (lambda x: x is None or type(x) in (int, float) and not math.isnan(x), "null or seconds"),
+    "built": (lambda x: isinstance(x, bool), "true or false"),
+    "program": (lambda x: x is None or isinstance(x, str), "null or a program's key"),
+    "time_s": (lambda x: _seconds(x, empty=True), "null or seconds"),
+    "gain": (lambda x: _strs(x, 2), "two programs' keys"),
+    "times": (lambda x: isinstance(x, list) and len(x) == 2 and all(map(_seconds, x)), "two times"),
+    "answer": (lambda x: isinstance(x, str), "opts as text"),
+    "seconds": (_seconds, "seconds"),
+}
+_LINES = {  # a line's kind: the field that says it, and the fields it holds
+    "kernel": {"search", "kernel", "opts", "date", "amt", "top_k", "from_heuristics", "min_progress", "device",
+               "limits", "actions", "knobs"},
+    "gain": {"search", "gain", "times"},
+    "answer": {"search", "answer", "time_s", "seconds"},
+    "round": {"search", "round", "opts", "estimate_s", "built", "program", "time_s"},
+}
+
+
+def _check_line(entry, searches: dict, where: str) -> str:
+    """The kind of a log's line (a key of _LINES); a ValueError naming `where` where it isn't what SearchLog writes."""
+    if not isinstance(entry, dict) or (kind := next((k for k in _LINES if k in entry), None)) is None:
+        raise ValueError(f"{where}: not a line of a search log: {str(entry)[:200]}")
+    if set(entry) != _LINES[kind]:
+        raise ValueError(f"{where}: a {kind} line holds {', '.join(sorted(_LINES[kind]))}, got {sorted(entry)}")
+    for name, value in entry.items():
+        ok, what = _FIELDS[name]
+        if not ok(value):
+            raise ValueError(f"{where}: {name} must be {what}, got {str(value)[:200]}")
+    if (kind == "kernel") == (entry["search"] in searches):  # a first line once, before the search's other lines
+        raise ValueError(f"{where}: search {entry['search']} " + ("starts again" if kind == "kernel" else "has no "
+                         "first line before it"))  # fmt: skip
+    if kind == "round" and entry["round"] > len(searches[entry["search"]]["rounds"]):
+        raise ValueError(f"{where}: round {entry['round']} comes before round {entry['round'] - 1}")
+    return kind
+
+
+def _read_line(line: str, searches: dict, bad: set, where: str) -> None:
+    """One line of a log into `searches`, checked (passed over where its search is in `bad`): a ValueError naming
+    `where` where it isn't what SearchLog writes, its search then added to `bad`."""
+    try:
+        entry = json.loads(line)
+    except (ValueError, RecursionError) as e:  # (a line cut short: a search killed as it wrote)
+        raise ValueError(f"{where}: not a line of JSON ({type(e).__name__}: {e})") from None
+    if isinstance(entry, dict) and isinstance(entry.get("search"), str) and entry["search"] in bad:
+        return
+    try:
+        kind = _check_line(entry, searches, where)
+        if kind == "kernel":
+            entry["kernel"] = kernel_from_json(entry["kernel"], f"{where}: kernel")
+    except ValueError:
+        bad.add(entry.get("search") if isinstance(entry, dict) and isinstance(entry.get("search"), str) else None)
+        raise
+    search = searches.get(entry["search"])
+    if kind == "kernel":
+        searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
+    elif kind == "gain":  # a round's fastest kernel and its parent, timed again
+        search["gains"][tuple(entry["gain"])] = entry["times"]
+    elif kind == "answer":
+        search["answer"] = entry
+    else:
+        rounds = search["rounds"]
+        rounds += [[]] * (entry["round"] == len(rounds))
+        rounds[entry["round"]].append(entry)
+
+
+def read_log(path: str, errors: list[str] | None = None) -> dict[str, dict]:
+    """{search id: {"start": its first line, with "kernel" a Kernel, "rounds": [[candidate lines]], "gains":
+    {(program, program): times}, "answer": its line or None}} of a log (gzipped where its name ends in .gz). Every line
+    is checked, its kernel by corpus.py's reader (a log is data: nothing in it runs); a ValueError names the file and
+    line where one isn't what SearchLog writes. Given a list of `errors`, each such error goes there instead, the
+    search of a bad line is left out, and the others are read (a search killed as it wrote leaves a line cut short)."""
     searches: dict[str, dict] = {}
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        for line in f:
-            entry = json.loads(line)
-            if "kernel" in entry:
-                entry["kernel"] = pickle.loads(base64.b64decode(entry["kernel"]))
-                searches[entry["search"]] = {"start": entry, "rounds": [], "answer": None, "gains": {}}
-            elif "gain" in entry:  # a round's fastest kernel and its parent, timed again: (program, program) -> times
-                searches[entry["search"]]["gains"][tuple(entry["gain"])] = entry["times"]
-            elif "answer" in entry:
-                searches[entry["search"]]["answer"] = entry
-            else:
-                rounds = searches[entry["search"]]["rounds"]
-                rounds += [[] for _ in range(entry["round"] + 1 - len(rounds))]
-                rounds[entry["round"]].append(entry)
-    return searches
+    bad: set = set()  # the searches of bad lines: their other lines are passed over
+    n = 0
+    try:
+        with open_log(path, "r") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    _read_line(line, searches, bad, f"{path}:{n}")
+                except ValueError as e:
+                    if errors is None:
+                        raise
+                    errors.append(str(e))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:  # (gzip's errors: not gzip, or cut short)
+        where = f"{path}, after line {n}," if n else path
+        message = f"{where} can't be read as a search log ({type(e).__name__}: {e})"
+        if errors is None:
+            raise ValueError(message) from None
+        errors.append(message)
+    return {k: v for k, v in searches.items() if k not in bad}
+

@@ -1,7 +1,7 @@
 """render.py: a kernel.py `Kernel` as OpenCL C. Standard library only: `python kernel.py demo` shows the C on a
 bare Python; runtime.py compiles and runs it, and proves it right against numpy.
 
-Each colour of a kernel's shape becomes code as kernel.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
+Each colour of a kernel's shape becomes code as demo.py's COLOR_LEGEND says (`python kernel.py demo` prints it);
 in the rendered C every id and loop names its colour and axis, e.g. `int gidx0 = get_group_id(1);  /* blue, axis 0:
 0 <= gidx0 < 16 */`. The grouped reduce (green) is _Renderer.group_reduce. A kernel with several reduce ops renders
 each in turn, with its own accumulators, loops and (grouped) __local buffer and barrier; the stores come after the
@@ -226,6 +226,23 @@ class Program:
     args: list[tuple[int, str]]
     vars: list[Variable] = field(default_factory=list)
     local_bytes: int = 0
+
+    def launch(self) -> str:
+        """The launch sizes as `python runtime.py show` prints them (and the page of page.py), with the variables'
+        arguments on a second line."""
+        text = f"[{', '.join(sym_render(g) for g in self.global_size)}]"
+        if self.local_size:
+            text += f" work-groups of {self.local_size} threads"
+        else:
+            text += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
+            text += " <= 32 of dim 0"
+        text += " (launch dims: the blue axes last first, the cyan ones in order)"
+        if self.vars:
+            names = zip(c_var_names(self.vars), self.vars)
+            named = ", ".join(f"{c} = {v.expr} in [{v.min}, {v.max}]" for c, v in names)
+            text += f"\n  vars            {named}: int arguments; this one program runs every value, the launch "
+            text += "size follows them"
+        return text
 
 
 # each op in OpenCL C ({0}, {1}, {2}: the C expressions of the sources); runtime.py's reference computes the same

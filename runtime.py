@@ -11,13 +11,17 @@ Usage: python runtime.py show NAME | verify [NAME]   (each with --help; the beam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
-import io
 import itertools
 import math
 import os
 import pathlib
+import pickle
+import re
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import warnings
@@ -29,13 +33,13 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from demo import DEMOS, demo_kernel, int_at_least, parse_opt_arg, run_command_line
+from demo import DEMOS, build_demo, demo_kernel, int_at_least, parse_opt_arg, run_command_line
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, MemBuffer, Node, NumNode, OptOps
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
-from kernel import SHORT_FLOATS, sym_render, verify_lazyop, walk_ast
-from render import INT32_MAX, INT32_MIN, Program, c_types, c_var_names, element_dtype, is_float, is_image
+from kernel import SHORT_FLOATS, verify_lazyop, walk_ast
+from render import INT32_MAX, INT32_MIN, Program, c_types, element_dtype, is_float, is_image
 from render import kernel_name, kernel_vars, reduce_identity, render, require_kernel, short_float
-from render import cexpr, fit_dims  # noqa: F401 (runtime.cexpr and runtime.fit_dims, as render, stay importable)
+from render import c_var_names, cexpr, fit_dims  # noqa: F401 (runtime.cexpr, ..., as render's, stay importable)
 
 
 # ============================================================================================================
@@ -261,7 +265,8 @@ class NoDeviceError(RuntimeError):
 
 
 class BuildError(RuntimeError):
-    """The OpenCL compiler rejected a program; the message holds the numbered source and the build log."""
+    """A program didn't build: the compiler refused it, ended or hung building it (in a helper process), or built it
+    without the kernel asked for. The message's first line says which, then the numbered source and the build log."""
 
 
 class VerificationError(AssertionError):
@@ -319,14 +324,24 @@ def _register_pip_opencl_drivers() -> None:
     os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
-def _builds(device) -> bool:
-    """Whether `device` compiles a one-line kernel: PoCL's LLVM rejects CPUs newer than itself ('unknown target CPU
-    generic', seen on AMD Zen 5), and such a device is passed over for the next one."""
+PROBE = "__kernel void probe(__global float* x) { x[0] = 1.0f; }"
+
+
+def _probe(device) -> str:
+    """'' where `device` compiles a one-line kernel, else why not. It builds in a helper process (own(): a
+    compiler that crashes or hangs is a device that doesn't work, never this process's end). PoCL's LLVM rejects CPUs
+    newer than itself ('unknown target CPU generic', seen on AMD Zen 5): such a device is passed over for the next."""
+    compiler = own(ctx_name(device))
     try:
-        cl.Program(cl.Context([device]), "__kernel void probe(__global float* x) { x[0] = 1.0f; }").build()
-        return True
-    except cl.Error:
-        return False
+        if compiler is None:  # no Python to start: built here
+            cl.Program(cl.Context([device]), PROBE).build()
+        else:
+            compiler(PROBE, "probe")
+        return ""
+    except (cl.Error, BuildError, ChildProcessError) as e:
+        if compiler is not None:
+            compiler.end(for_good=False)  # no process kept for a device that doesn't work
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def working_devices():
@@ -335,7 +350,7 @@ def working_devices():
     _register_pip_opencl_drivers()
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     ranked = [d for kind in (cl.device_type.GPU, cl.device_type.CPU) for d in devices if d.type & kind]
-    return (d for d in ranked + [d for d in devices if d not in ranked] if _builds(d))
+    return (d for d in ranked + [d for d in devices if d not in ranked] if not _probe(d))
 
 
 def get_device() -> Device:
@@ -361,10 +376,12 @@ def _open_device() -> Device:
                 ) from None
         else:  # an index tries the devices up to it (the default, 0: the first that works), a name every device
             choice = os.environ.get("KERNELPY_DEVICE") or "0"
-            working = list(itertools.islice(working_devices(), int(choice) + 1 if choice.isdigit() else None))
-            if not working:
-                found = ", ".join(d.name.strip() for p in cl.get_platforms() for d in p.get_devices())
-                raise NoDeviceError(f"{_NO_DEVICE} (found: {found or 'none'}; none of them compiles a kernel)")
+            index = choice.isascii() and choice.isdigit()  # (str.isdigit alone takes '²', which int() refuses)
+            working = list(itertools.islice(working_devices(), int(choice) + 1 if index else None))
+            if not working:  # each device probed again, to say why
+                found = [f"{d.name.strip()} ({_probe(d)})" for p in cl.get_platforms() for d in p.get_devices()]
+                found = ", ".join(found) or "none"
+                raise NoDeviceError(f"{_NO_DEVICE} (found: {found}; none of them compiles a kernel)")
             names = [f"{d.name.strip()} ({d.platform.name.strip()})" for d in working]
             ctx = cl.Context([working[pick_device(choice, names)]])
     except cl.Error as e:
@@ -377,7 +394,7 @@ def pick_device(choice: str, names: Sequence[str], source: str = "KERNELPY_DEVIC
     """The index of the device `choice` names among `names` (working_devices(), as "device (platform)"): its index,
     or a part of its name found in no other (case ignored). NoDeviceError, one line listing the devices, where it
     names none of them or several (`source`: what the choice was given as, for the message)."""
-    if choice.isdigit():
+    if choice.isascii() and choice.isdigit():  # an index in ASCII digits ('²' is a digit to str.isdigit)
         hits = [int(choice)] if int(choice) < len(names) else []
     else:
         hits = [i for i, name in enumerate(names) if choice.lower() in name.lower()]
@@ -439,24 +456,164 @@ def check_limits(prg: Program, infos: dict[int, BufferInfo] | None = None, kern=
 
 def build(src: str, name: str, compiler=None):
     """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
-    `compiler(src)`, where given, compiles in another process and returns the device's binary (search.py's)."""
+    `compiler(src, name)`, where given, builds in another process and returns the device's binary (a Compiler: where
+    the project builds its own kernels first). BuildError where it doesn't build, or builds without kernel `name`."""
     programs, ctx = (dev := get_device()).programs, dev.ctx  # one device throughout
     with _programs_lock:  # the beam search builds in several threads at once
         if (kern := programs.get(src)) is not None:
             programs.move_to_end(src)
             return kern
     try:
-        binary = compiler(src) if compiler else None
+        binary = compiler(src, name) if compiler else None
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
             program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
-    except (cl.Error, BuildError) as e:
+        if name not in [kern.function_name for kern in program.all_kernels()]:
+            raise BuildError(f"the program built holds no kernel {name}")  # (getattr: an AttributeError)
+    except (cl.Error, BuildError, ChildProcessError) as e:
+        log = f"the compiler refused it\n{e}" if isinstance(e, cl.Error) else str(e)
         numbered = "\n".join(f"{n:4d}  {line}" for n, line in enumerate(src.splitlines(), 1))
-        raise BuildError(f"OpenCL build of {name} failed.\n{numbered}\nbuild log:\n{e}") from None
+        why = log.partition("\n")[0]
+        raise BuildError(f"OpenCL build of {name} failed: {why}\n{numbered}\nbuild log:\n{log}") from None
     with _programs_lock:
         kern = programs[src] = getattr(program, name)
         while len(programs) > PROGRAM_CACHE_SIZE:
             programs.popitem(last=False)
     return kern
+
+
+# ============================================================================================================
+# helper processes: where the project builds its own kernels first, so a device's compiler can't take it down
+# ============================================================================================================
+COMPILE_TIMEOUT = 120  # seconds a helper process may take to start, or to build one source: then it is killed
+_COMPILER_CODE = "import sys; sys.path.insert(0, {here!r}); import runtime; runtime._compile_worker()"
+
+
+class Compiler:
+    """A process that builds OpenCL sources for one device (PYOPENCL_CTX's "platform:device"), one at a time, and
+    answers with their binaries: a compiler that refuses a source, crashes, aborts, hangs or builds a program without
+    the kernel asked for fails that build alone (docs/search.md). It starts at its first source (again after a crash,
+    never after end()), and ends when its input closes.
+
+    KERNELPY_COMPILER_FAULT=KIND:REGEX, the tests' broken compiler on any machine (tests/test_faults.py), makes each
+    process started under it fail every build of a source that REGEX matches (re.search, re.S): `abort` aborts the
+    process (as pip's PoCL 3.0 did on a Zen 4), `no-kernel` builds the source with its kernels made plain functions (a
+    program that builds without its kernel, as that PoCL built a float16 fma()), `hang` never answers."""
+
+    def __init__(self, device: str | None = None):
+        self.device, self.proc, self.lock, self.ended = device or ctx_name(), None, threading.Lock(), False
+
+    def __call__(self, src: str, name: str) -> bytes:
+        """The device's binary of `src`, a program that holds kernel `name`; BuildError where it isn't built,
+        ChildProcessError where the process ends or gives no answer in COMPILE_TIMEOUT seconds (then it is killed)."""
+        with self.lock:  # a second thread's source waits: two sent at once, two answers could be read crosswise
+            if not self.ended and (self.proc is None or self.proc.poll() is not None):
+                code = _COMPILER_CODE.format(here=os.path.dirname(os.path.abspath(__file__)))
+                env = {k: v for k, v in os.environ.items() if k != "KERNELPY_DEVICE"} | {"PYOPENCL_CTX": self.device}
+                # a session of its own: Ctrl-C is this process's alone; silent: a build's log comes in its answer
+                pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+                self.proc = subprocess.Popen([sys.executable, "-c", code], **pipes, env=env, start_new_session=True)
+                self._answer()  # its device open: the time a build may take starts now
+            if self.ended:  # before, or while this thread started a process: no answer would come
+                self.end()
+                raise ChildProcessError("the search ended its compiles")
+            source, built, answer = self._answer((src, name))
+        if source != src:
+            self.end(for_good=False)
+            raise ChildProcessError("the compiler's process answered for another source")
+        if not built:
+            raise BuildError(answer)
+        return answer
+
+    def _answer(self, question=None):
+        """The process's next answer (to `question`, where given), within COMPILE_TIMEOUT seconds."""
+        timed_out = threading.Event()
+        timer = threading.Timer(COMPILE_TIMEOUT, lambda: timed_out.set() or self.proc.kill())
+        timer.start()
+        try:
+            if question is not None:
+                pickle.dump(question, self.proc.stdin)
+                self.proc.stdin.flush()
+            return pickle.load(self.proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # it ended: a crash, end() or the timer
+            self.end(for_good=False)
+            if timed_out.is_set():
+                raise ChildProcessError(f"no answer from the compiler in {COMPILE_TIMEOUT} s") from None
+            status = self.proc.returncode
+            status = f"{status}: {signal.strsignal(-status)}" if status < 0 else status  # killed by a signal
+            raise ChildProcessError(f"the compiler's process ended (exit status {status})") from None
+        finally:
+            timer.cancel()
+
+    def end(self, for_good: bool = True) -> None:
+        """Kill the process: for good when its user gives up on its builds, else until the next source."""
+        self.ended = self.ended or for_good
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def ctx_name(device=None) -> str:
+    """PYOPENCL_CTX's name ("platform:device") of a device (default: this process's): what a Compiler builds for."""
+    device = device or get_device().ctx.devices[0]
+    return f"{cl.get_platforms().index(device.platform)}:{device.platform.get_devices().index(device)}"
+
+
+def _compile_worker() -> None:
+    """A Compiler's process: says it is ready, then answers each (source, kernel name) on stdin with (source, True,
+    binary) or (source, False, why: its first line says it, the build log follows)."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # what the driver prints goes to stderr, never among the answers
+    ctx = get_device().ctx
+    pickle.dump(None, answers)
+    answers.flush()
+    with contextlib.suppress(EOFError):
+        while True:
+            src, name = pickle.load(sys.stdin.buffer)
+            try:
+                program = cl.Program(ctx, _with_fault(src)).build()
+                if name in [kern.function_name for kern in program.all_kernels()]:
+                    answer = (src, True, program.get_info(cl.program_info.BINARIES)[0])
+                else:  # CL_BUILD_SUCCESS, and no such kernel (pip's PoCL 3.0 built a float16 fma() so)
+                    log = program.get_build_info(ctx.devices[0], cl.program_build_info.LOG)
+                    answer = (src, False, f"the program built holds no kernel {name}\n{log}")
+            except cl.Error as e:
+                answer = (src, False, f"the compiler refused it\n{e}")
+            except ValueError as e:  # a fault of no such kind
+                answer = (src, False, str(e))
+            pickle.dump(answer, answers)
+            answers.flush()
+
+
+def _with_fault(src: str) -> str:
+    """The source a Compiler's process builds, after KERNELPY_COMPILER_FAULT's fault where it applies (Compiler)."""
+    fault = os.environ.get("KERNELPY_COMPILER_FAULT", "")
+    kind, _, pattern = fault.partition(":")
+    if not fault or not re.search(pattern, src, re.S):
+        return src
+    if kind == "abort":
+        os.abort()
+    if kind == "hang":
+        threading.Event().wait()
+    if kind == "no-kernel":
+        return src.replace("__kernel ", "")
+    raise ValueError(f"KERNELPY_COMPILER_FAULT={fault!r}: no fault {kind!r} (abort, no-kernel or hang)")
+
+
+_own: dict[str, Compiler] = {}  # each device's helper process for the project's own kernels (own())
+_own_lock = threading.Lock()
+
+
+def own(device: str | None = None) -> Compiler | None:
+    """The helper process that builds the project's own kernels (device probes, model.py's FMA forms and streams,
+    bench.py's) for a device (PYOPENCL_CTX's name; default: this process's) first: pass it to build. None where Python
+    has no executable to start (an embedded interpreter): they build here."""
+    if not sys.executable:
+        return None
+    device = device or ctx_name()
+    with _own_lock:
+        if device not in _own:
+            _own[device] = Compiler(device)
+        return _own[device]
 
 
 def runtime_local_size(global_size: Sequence[int]) -> list[int]:
@@ -713,10 +870,11 @@ class _Reference:
             near = np.isfinite(q) & (np.trunc((a - t) / b) != np.trunc((a + t) / b))
             low, high = np.where(a < t, -np.abs(b), 0), np.where(a > -t, np.abs(b), 0)
             return np.where(near, low, ret), np.where(near, high, ret), near
-        if x.op is UnaryOps.BITCAST:  # the bits of the floats in the range: between its ends' (and +-0.0's, where it
-            across = (dist < tol) & (dist > -tol)  # holds 0: a float's bits order its values on either side of 0)
-            ends = (dist - tol, dist + tol, np.where(across, 0.0, dist), np.where(across, -0.0, dist))
-            low, high = np.minimum.reduce(bits := [_np_bitcast(e, x.arg) for e in ends]), np.maximum.reduce(bits)
+        if x.op is UnaryOps.BITCAST:  # a float's bits order its values on one side of 0 only: a range across 0 is
+            across = (dist < tol) & (dist > -tol)  # two ranges of bits, +0.0 to its top (nudge +-1), -0.0 to its
+            top = abs(self.nudge) == 1  # bottom (+-2): between their ends lie the bits of every positive float
+            ends = (np.where(across & top, 0.0, dist - tol), np.where(across & ~top, -0.0, dist + tol))
+            low, high = np.minimum(*(bits := [_np_bitcast(e, x.arg) for e in ends])), np.maximum(*bits)
         elif x.op is BinaryOps.CMPLT:
             low, high = dist < -tol, dist < tol
         elif x.op is BinaryOps.CMPNE or dt == np.bool_:  # a != b, or a float as a bool (a != 0)
@@ -956,11 +1114,14 @@ def verify(k: Kernel, *inputs: np.ndarray, expected: Sequence | None = None, var
             want = _keeps_unwritten(want, b, written[b.idx], second)
             bad, err = _differences(got, want, tol := _tolerance(ast))
             if bad.any():  # near a jump of inexact floats: between the lowest and highest answers of floats within
-                if not bounds:  # the tolerance, where `want` is too; or any answer the kernel wrote (_Reference)
-                    bounds += [_evaluate(k, inputs, values, nudge) for nudge in (-1, 1)]
-                low, high = (_keeps_unwritten(end[n], b, written[b.idx], second) for end, _ in bounds)
-                uncertain = np.maximum(bounds[0][1][n], bounds[1][1][n])  # (an int may wrap at one end only)
-                bad &= ~((uncertain == 1) & _between(got, low, high, tol) & _between(want, low, high, tol))
+                if not bounds:  # the tolerance, where `want` is too; or any answer the kernel wrote (_Reference);
+                    bitcast = any(x.op is UnaryOps.BITCAST for root in ast for x in root.lazyops)  # (both sides of 0)
+                    bounds += [_evaluate(k, inputs, values, nudge) for nudge in (-1, 1, -2, 2)[: 4 if bitcast else 2]]
+                ends = [_keeps_unwritten(end[n], b, written[b.idx], second) for end, _ in bounds]
+                uncertain = np.maximum.reduce([u[n] for _, u in bounds])  # (an int may wrap at one end only)
+                pairs = [ends[i : i + 2] for i in range(0, len(ends), 2)]
+                inside = lambda x: np.logical_or.reduce([_between(x, lo, hi, tol) for lo, hi in pairs])  # noqa: E731
+                bad &= ~((uncertain == 1) & inside(got) & inside(want))
                 if (free := bad & (uncertain == 2)).any():  # unwritten: both launches' poisons
                     bad &= ~free | (_is_poison(got, b, second) & _is_poison(launch(not second)[n], b, not second))
                 err[~bad] = 0
@@ -1010,24 +1171,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "show":
         prg = render(demo_kernel(args.name, args.target, args.opt)[0])  # printing its step table
-        launch = f"[{', '.join(sym_render(g) for g in prg.global_size)}]"
-        if prg.local_size:
-            launch += f" work-groups of {prg.local_size} threads"
-        else:
-            launch += " threads; the kernel sets no work-group size, runtime.py launches groups of the largest divisor"
-            launch += " <= 32 of dim 0"
-        launch += " (launch dims: the blue axes last first, the cyan ones in order)"
-        if prg.vars:
-            named = ", ".join(f"{c} = {v.expr} in [{v.min}, {v.max}]" for c, v in zip(c_var_names(prg.vars), prg.vars))
-            launch += f"\n  vars            {named}: int arguments; this one program runs every value, the launch "
-            launch += "size follows them"
-        print(f"  launch          {launch}\n\n{prg.src}")
+        print(f"  launch          {prg.launch()}\n\n{prg.src}")
         return 0
     log = functools.partial(print, flush=True)
     failed, count, kernels = 0, 0, 0
     width = max([16] + [len(str(o)) + 2 for o in args.opt or ()])  # as wide as demo_kernel's column of opts
     for name in [args.name] if args.name else list(DEMOS):
-        k, rejected = demo_kernel(name, args.target, args.opt, out=io.StringIO())  # logging only what it rejected
+        k, rejected = build_demo(name, args.target, args.opt)
         for opt, why in rejected:
             log(f"  {str(opt):<{width}}rejected: {why}")
         samples, kernels = sample_var_vals(k), kernels + 1

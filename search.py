@@ -23,8 +23,8 @@ import pyopencl as cl
 
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from compilers import compile_all
-from model import SearchLog, estimate, footprint, measured_device, program_key
-from runtime import NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
+from model import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
+from runtime import BuildError, NoDeviceError, Program, VerificationError, check_inputs, infer, Launch
 from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
 from runtime import reference, runtime_local_size, var_values, verify
 
@@ -188,7 +188,8 @@ def _cache_get(k: Kernel, amt: int, settings: tuple) -> tuple[str, tuple[Kernel,
     remembers, or None: no entry, or a damaged one (a warning says so; the search runs and writes it anew)."""
     code = hashlib.sha256(b"".join(Path(__file__).with_name(f"{m}.py").read_bytes() for m in CODE))
     actions, device = [action_text(a) for a in search_actions() + MACROS], get_device().name
-    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, search_limits(), code.hexdigest()[:16]))
+    knobs = [os.environ.get(name) for name in KNOBS]
+    key = repr((k.ast, k.applied_opts, k.opts, device, amt, settings, actions, knobs, code.hexdigest()[:16]))
     path = os.path.join(cache_dir(), "beam", hashlib.sha256(key.encode()).hexdigest() + ".json")
     try:
         entry = json.loads(Path(path).read_text())
@@ -225,7 +226,7 @@ def _cache_put(path: str, opts: list[Opt], t: float) -> None:
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
-def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k) -> dict[str, int]:
+def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log) -> dict[str, int]:
     """Every argument (and search knob) checked before anything compiles; returns the variables' values."""
     search_actions(), search_limits()  # a bad TC_OPT, NOLOCALS, BEAM_UPCAST_MAX or BEAM_LOCAL_MAX: a KnobError
     if not isinstance(k, Kernel):
@@ -241,6 +242,8 @@ def _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress,
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise SearchError(f"workers must be an integer >= 0 (0: compile in this process), got {workers!r}")
     try:
+        if log is not None:  # before the device's limits are measured (seconds): not after the search
+            check_log(log)
         values = var_values(k, var_vals)
         check_inputs(buffers(concrete_ast(k, values)), inputs)
     except ValueError as e:
@@ -254,7 +257,7 @@ class _Search:
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (model.py)
-        self.device = measured_device(footprint(k)) if top_k or log else None  # the model's limits of the device
+        self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
@@ -266,6 +269,10 @@ class _Search:
 
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
         return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals)
+
+    def late(self) -> bool:
+        """Whether the deadline has passed: then no launch starts (each phase asks before each)."""
+        return time.perf_counter() > self.deadline
 
     def drop(self, kern: Kernel, why: str) -> None:
         self.why_dropped.append(f"{[str(o) for o in kern.applied_opts]}: {why}")
@@ -309,7 +316,7 @@ class _Search:
         them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
-            if time.perf_counter() > self.deadline:
+            if self.late():
                 break
             try:  # a first launch twice as slow as the best so far keeps that one time: it can't be the best
                 best[n] = self.time(kern, prg, stop_above=2 * min([cutoff, *best.values()]))
@@ -319,7 +326,7 @@ class _Search:
         contenders = sorted(best, key=best.get)[:CONTENDERS]
         for _ in range(TIMING_PASSES - 1):
             for n in [n for n in contenders if best[n] <= 2 * min(best.values())]:
-                if time.perf_counter() > self.deadline:
+                if self.late():
                     break
                 best[n] = min(best[n], self.time(*programs[n]))
         timed = [(t, len(self.timed) + i, *programs[n]) for i, (n, t) in enumerate(best.items())]
@@ -351,7 +358,7 @@ class _Search:
             seconds = time.perf_counter() - self.begin
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
             on_round(rounds[-1])
-            out_of_time = time.perf_counter() > self.deadline
+            out_of_time = self.late()
             if not alive or out_of_time:
                 return rounds, out_of_time
             children = [(kern, parent, t) for t, _, parent, _ in beam for kern in kernel_actions(parent)]
@@ -364,34 +371,44 @@ class _Search:
     def gains(self, child: tuple, parent: tuple, min_progress: float) -> bool:
         """Whether a round's fastest kernel of a line gains over LINE_GAIN on its parent, the two timed again in turn
         (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
-        no longer the least of a round's many (which errs low by the noise)."""
+        no longer the least of a round's many (which errs low by the noise). Past the deadline: no (the search ends)."""
         times: tuple[list[float], list[float]] = ([], [])
         for _ in range(TIMING_PASSES):
             for t, (_, _, kern, prg) in zip(times, (child, parent)):
+                if self.late():
+                    return False
                 t.append(self.time(kern, prg))
         if self.log:  # a replay decides as this search did
-            self.log.write(gain=[program_key(x[3]) for x in (child, parent)], times=[min(t) for t in times])
+            self.log.write({"gain": [program_key(x[3]) for x in (child, parent)], "times": [min(t) for t in times]})
         return min(times[0]) < min(times[1]) * (1 - LINE_GAIN) - min_progress
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
-        noise of it. Returns the ranking and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
+        noise of it; none starts a launch past the deadline, and a pass it cuts short doesn't count (none whole: the
+        rounds' ranking stands). Returns the ranking and what SearchResult says of the runoff (finalists, passes,
+        noise, margin)."""
         if not ranked:
             return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
-        leaders: list[int] = []
-        for passes in range(1, FINAL_PASSES[1] + 1):
-            for _, n, kern, prg in finalists:
-                medians[n].append(statistics.median(self.time(kern, prg) for _ in range(FINAL_RUNS)))
+        leaders, passes = [], 0
+        while passes < FINAL_PASSES[1]:
+            runs = {n: [self.time(k, prg) for _ in range(FINAL_RUNS) if not self.late()] for _, n, k, prg in finalists}
+            if any(len(times) < FINAL_RUNS for times in runs.values()):  # cut short by the deadline
+                break
+            passes += 1
+            for n, times in runs.items():
+                medians[n].append(statistics.median(times))
             best = {n: min(m) for n, m in medians.items()}
             leaders.append(min(best, key=lambda n: (best[n], n)))
             noise = runoff_noise(list(medians.values()))
             if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
                 break
+        if not passes:
+            return ranked, {}
         again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
         stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
@@ -420,17 +437,20 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
     line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
-    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `on_round(SearchRound)` and
+    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `log=FILE` appends the search to
+    a log for tools/replay_search.py (a search given a log always searches); `on_round(SearchRound)` and
     `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
     raises SearchError; a kernel without elements comes back as it is."""
-    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k)
+    var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log)
     begin = time.perf_counter()
     if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
         verify(k, *inputs, var_vals=var_vals)
         return SearchResult(k.copy(), 0.0, [], 0, False, time.perf_counter() - begin, [])
-    settings = (min_progress, from_heuristics, sorted(var_vals.items()))
+    settings = (min_progress, from_heuristics, top_k, sorted(var_vals.items()))
     path, hit = _cache_get(k, amt, settings) if cache else (None, None)
-    if hit is not None:  # verified when written, by this same code (the key holds its hash) on this AST and device
+    # a hit was verified when written, by this same code (the key holds its hash) on this AST and device; a search
+    # asked for a log runs all the same (a hit would log nothing), and writes its answer anew
+    if hit is not None and not log:
         return SearchResult(hit[0], hit[1], [], 0, True, time.perf_counter() - begin, [])
     if workers is None:  # a compiler per core this process may run on; none where Python has no executable to start
         workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
@@ -438,8 +458,9 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
     if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
         settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
-        actions = [action_text(a) for a in search_actions() + MACROS]
-        s.log = log = SearchLog(log, k, **settings, device=vars(s.device), limits=s.limits, actions=actions)
+        settings |= {"device": vars(s.device), "limits": s.limits, "actions": [action_text(a) for a in search_actions()
+                     + MACROS], "knobs": {name: os.environ.get(name) for name in KNOBS}}  # fmt: skip
+        s.log = log = SearchLog(log, k, **settings)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:
         try:
@@ -450,7 +471,7 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     ranked = sorted(s.timed, key=lambda x: x[:2])
     ranked, runoff = (ranked, {}) if out_of_time else s.runoff(ranked, heuristics)
     t, kern = s.fastest_verified(ranked, out_of_time)
-    if path and not out_of_time:
+    if path and not s.late():  # a search cut short by its budget is not kept
         _cache_put(path, kern.applied_opts[len(k.applied_opts) :], t)
     seconds = time.perf_counter() - begin
     if log:
@@ -468,4 +489,4 @@ if __name__ == "__main__":  # the command line lives in search_cli.py: an entry 
     from demo import run_command_line
     from search_cli import main
 
-    sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError,)))
+    sys.exit(run_command_line(main, "python search.py", one_line=(NoDeviceError, BuildError)))

@@ -9,9 +9,11 @@ import statistics
 import sys
 from collections.abc import Sequence
 
+import model
+from compilers import build_first
 from demo import DEMOS, fit, parse_opt_arg, terminal_width
 from kernel import TARGETS, Kernel, KernelOptError, Opt, OptOps, ansilen, ansistrip, optimize, use_color
-from runtime import cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
+from runtime import BuildError, cache_dir, get_device, random_inputs, sample_var_vals, time_kernel
 from search import SearchError, SearchResult, SearchRound, search
 
 
@@ -74,6 +76,9 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
     display.say("\n".join(fit(searching, display.width)))
     options |= {"on_round": display.on_round, "on_progress": display.progress}
     result = search(start, *inputs, amt=amt, var_vals=var_vals, **options)
+    if skipped := model.skipped():  # the model's limits of the device, measured without them
+        said = "  not built, so not measured: " + "; ".join(f"{w} ({why})" for w, why in skipped.items())
+        display.say("\n".join(fit(said, display.width, hang=6)))
     if result.cached:
         display.say(f"  from the cache ({cache_dir()}): searched before, verified then")
     elif result.finalists:  # how sure: the runner-up's margin against the noise the runoff measured
@@ -86,11 +91,17 @@ def search_demo(name: str, amt=2, opts: Sequence[Opt] | None = None, target=None
     width = max(ansilen(k.colored_shape()) for _, k in rows)
     display.say("")
     for label, k in rows:
+        try:  # where the device's compiler can't end this process (a cached answer was never built here)
+            build_first(k)
+        except BuildError as e:
+            display.line(f"{label:10s} not built: {str(e).splitlines()[0]}", k=k, width=width)
+            continue
         times[label] = statistics.median(time_kernel(k, *inputs, var_vals=var_vals) for _ in range(3))
         display.line(f"{label:10s} {_ms(times[label])}", k=k, width=width)
     timed = sum(r.timed for r in result.rounds)
     totals = f"search {result.seconds:.1f} s, {timed} kernels timed, {result.dropped} dropped; verified"
-    display.say(f"  speedup {times['hand-coded'] / times['searched']:.2f}x; {totals}")
+    speedup = f"speedup {times['hand-coded'] / times['searched']:.2f}x; " if len(times) == 2 else ""
+    display.say(f"  {speedup}{totals}")
     return result
 
 
@@ -114,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.beam < 1:
         p.error(f"--beam must be at least 1, got {args.beam}")
+    try:  # before the device's limits are measured
+        if args.log:
+            model.check_log(args.log)
+    except ValueError as e:
+        p.error(f"--log: {e}")
     try:
         options = {"timeout": args.timeout, "cache": not args.no_cache, "log": args.log}
         search_demo(args.name, args.beam, args.opt, args.target, **options)

@@ -1,7 +1,8 @@
 """Replaying a golden case against kernel.py: shared by test_golden.py, test_symbolic.py and test_multireduce.py.
 
 A case records tinygrad 0.9.1's state after construction ("init"), after the hand-coded heuristics ("hand_coded"),
-after apply_tensor_cores(1) ("tensor_cores", where recorded), and for every step of random opt sequences whether
+after apply_tensor_cores(1) ("tensor_cores", where recorded), after get_linearizer's steps ("optimized", where
+recorded: kernel.optimize), and for every step of random opt sequences whether
 tinygrad accepted it and, if so, its full shape and colours. Sizes may be symbolic: a state is compared in the
 corpus's JSON form (`enc`), where an int stays an int.
 """
@@ -13,7 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import kernel as K
-from corpus import build_kernel, enc, opt_of, state_of, views_of  # noqa: F401 (the tests import them from here)
+from corpus import build_kernel, opt_of, state_of, views_of  # noqa: F401 (the tests import them from here)
+from corpus import sint_to_json as enc
 
 
 def assert_state(k: K.Kernel, want: dict) -> None:
@@ -49,6 +51,13 @@ def check_tensor_cores(case) -> None:
     assert_state(k, want)
     if "tensor_core" in want:
         assert (str(k.tensor_core) if k.tensor_core else None) == want["tensor_core"]
+
+
+def check_optimized(case) -> None:
+    """kernel.optimize does what tinygrad 0.9.1's get_linearizer did: the same opts in its order, the same state."""
+    k = K.optimize(build_kernel(case))
+    assert_state(k, case["optimized"])
+    assert (k.tensor_core is not None) == case["optimized"]["used"]
 
 
 def replay(case) -> Iterator[tuple[K.Kernel, dict, bool, str]]:

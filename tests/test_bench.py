@@ -229,7 +229,8 @@ def test_a_bad_tinygrad_file_is_one_line_naming_it(what, message, two_devices, t
 @pytest.mark.parametrize(
     "key, value",
     [("tinygrad_s", 0), ("tinygrad_s", -1.0), ("tinygrad_s", float("nan")), ("tinygrad_s", float("inf"))]
-    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)],
+    + [("tinygrad_s", "0.002"), ("tinygrad_s", None), ("tinygrad_s", True), ("search_s", 0), ("search_s", -1)]
+    + [("tinygrad_s", 10**400), ("search_s", 10**309)],  # a huge JSON integer: an OverflowError as a float
 )
 def test_a_time_that_is_no_number_of_seconds_is_one_line_naming_its_file_and_workload(
     key, value, two_devices, tmp_path, capsys
@@ -266,7 +267,7 @@ def test_tinygrad_parity_names_the_file_and_the_workload_it_cant_compare(what, t
         "no kernels": "is not a file of tools/tinygrad_times.py (ValueError: workload 'add 16M' has no kernels)",
         "a workload it doesn't hold": "holds no workload 'matmul 512' (it holds 'add 16M')",
     }[what]
-    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"tools/tinygrad_parity.py: error: {path} {why}\n")
+    assert (p.returncode, p.stdout, p.stderr) == (1, "", f"python tools/tinygrad_parity.py: error: {path} {why}\n")
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ fix. The search's own command line is in test_search.py; colour, in a pipe or on
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -153,6 +154,14 @@ def test_show_and_verify_help_is_runtimes_usage(command, capsys):
         (["demo", "matvec"], {"MV_THREADS_PER_ROW": "0"}, "kernel.py", "MV_THREADS_PER_ROW"),
         (["show", "matvec", "--opt", "UPCAST:0"], {}, "runtime.py", "OP:AXIS:AMT"),
         (["demo", "--opt", "NOLOCALS:1:2"], {}, "kernel.py", "OP:AXIS:AMT"),
+        (["demo", "matmul"], {"TC": "3"}, "kernel.py", "TC must be an integer >= 0 and <= 2, got TC='3'"),
+        (["show", "matmul"], {"TC": "-1"}, "runtime.py", "TC must be an integer >= 0 and <= 2, got TC='-1'"),
+        (["demo", "matmul"], {"TC_OPT": "3"}, "kernel.py", "TC_OPT must be an integer >= 0 and <= 2"),
+        (["show", "matvec"], {"MV_ROWS_PER_THREAD": "64"}, "runtime.py", "upcast more than 8 (asked 64) (environment "
+         "knobs set: MV_ROWS_PER_THREAD=64)"),  # fmt: skip
+        (["demo", "matvec", "--size", "4096x4096"], {"MV_THREADS_PER_ROW": "4096"}, "kernel.py", "an opt doesn't "
+         "apply: exceeds maximum shared memory size"),  # fmt: skip
+        (["demo"], {"MV": "\u00b2"}, "kernel.py", "MV must be an integer, got MV='\u00b2'"),
     ],
     ids=[
         "bench --runs 0",
@@ -162,6 +171,12 @@ def test_show_and_verify_help_is_runtimes_usage(command, capsys):
         "MV_THREADS_PER_ROW=0",
         "UPCAST:0",
         "NOLOCALS:1:2",
+        "TC=3 a traceback",
+        "TC=-1 a traceback",
+        "TC_OPT=3 a traceback",
+        "MV_ROWS_PER_THREAD=64 a traceback",
+        "MV_THREADS_PER_ROW=4096 a traceback",
+        "a Unicode digit knob",
     ],
 )
 def test_a_bad_command_line_gets_one_line_naming_what_to_fix(args, env, script, names):
@@ -255,3 +270,105 @@ def test_demo_kernel_returns_its_rejected_opts_and_verify_logs_them(view, capsys
     capsys.readouterr()
     assert R.main(["verify", "sum", "--opt", "GROUPTOP:0:16", "--opt", "UPCAST:7:4"]) == 0
     assert re.search(r"^  UPCAST:7:4 +rejected: .*axis.*\nok +sum ", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "script, args, said",
+    [
+        ("tools/time_opts.py", [], "the following arguments are required: WORKLOAD, OPTS"),
+        ("tools/time_opts.py", ["add 1M", ""], "argument WORKLOAD: invalid choice: 'add 1M'"),
+        ("tools/time_opts.py", ["add 16M", "UPCAST:0"], "argument OPTS: can't parse opt 'UPCAST:0'"),
+        ("tools/timing_modes.py", ["--sets", "0"], "argument --sets: must be an integer >= 1, got '0'"),
+        ("tools/timing_modes.py", ["--passes", "-2"], "argument --passes: must be an integer >= 1, got '-2'"),
+        ("tools/fusion_cost.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1, got '0'"),
+        ("tools/tinygrad_parity.py", ["f.json", "--runs", "0"], "argument --runs: must be an integer >= 1, got '0'"),
+        ("tools/replay_search.py", ["f.jsonl", "--top-k", "0"], "argument --top-k: must be an integer >= 1, got '0'"),
+        ("tools/compare_searches.py", ["f.jsonl"], "give two or more logs to compare"),
+    ],
+    ids=["time_opts bare sys.argv: no arguments", "time_opts an unknown workload", "time_opts a bad opt",
+         "timing_modes --sets 0", "timing_modes --passes -2", "fusion_cost --rounds 0", "tinygrad_parity --runs 0",
+         "replay_search --top-k 0", "compare_searches one log"],  # fmt: skip
+)
+def test_a_tools_bad_argument_or_count_below_1_is_one_line_before_any_work(script, args, said):
+    """tools/ command lines read sys.argv bare (a traceback) or took counts below 1 (an empty table, a division by
+    zero): each is argparse's usage and one error line, exit status 2."""
+    p = run_script(script, *args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert re.match(rf"python {script}: error: .*{re.escape(said)}", p.stderr.strip().splitlines()[-1]), p.stderr
+
+
+# ============================================================================================================
+# tools that write files: every output checked before the work, and written whole (a temporary file, renamed)
+# ============================================================================================================
+_STUB_TINYGRAD = {  # enough of tinygrad for tools/tinygrad_times.py to start: measuring anything exits 3
+    "__init__.py": "class Tensor:\n    empty = None\n\n\nclass _Device:\n    DEFAULT = 'GPU'\n\n"
+    "    def __getitem__(self, name):\n        raise SystemExit(3)\n\n\nDevice = _Device()\n",
+    "dtype.py": "ImageDType = None\n",
+    "engine/__init__.py": "",
+    "engine/realize.py": "CompiledRunner = get_linearizer = None\n",
+    "helpers.py": "Context = None\n",
+    "ops.py": "BufferOps = MemBuffer = None\n",
+}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--hand-coded", "{d}/t.json", "--beam", "{d}/./t.json"],
+         "({d}/./t.json): the second would overwrite the first"),
+        (["--beam", "{d}/no such folder/t.json"], "--beam: can't write '{d}/no such folder/t.json': no folder"),
+        (["--hand-coded", "{d}"], "argument --hand-coded: can't write '{d}': it is a folder"),
+        (["--beam", "{d}/t.json", "--beam-amt", "0"], "argument --beam-amt: must be an integer >= 1, got '0'"),
+        (["--hand-coded", "{d}/t.json", "--runs", "-1"], "argument --runs: must be an integer >= 1, got '-1'"),
+    ],
+    ids=["one file for both modes", "a file in a missing folder", "a folder", "--beam-amt 0", "--runs -1"],
+)
+def test_tinygrad_times_checks_its_outputs_before_measuring(args, said, tmp_path):
+    """--hand-coded F --beam F kept one mode (both written to F); a FILE in a missing folder was found after minutes of
+    measuring: each is one line (exit status 2) before anything is measured (a stub tinygrad's device: exit 3)."""
+    for name, text in _STUB_TINYGRAD.items():
+        (tmp_path / "tinygrad" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tinygrad" / name).write_text(text)
+    args = [a.format(d=tmp_path) for a in args]
+    p = run_script("tools/tinygrad_times.py", *args, env={"PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert said.format(d=tmp_path) in p.stderr.strip().splitlines()[-1], p.stderr
+    good = run_script("tools/tinygrad_times.py", "--beam", str(tmp_path / "t.json"), env={"PYTHONPATH": str(tmp_path)})
+    assert good.returncode == 3, good.stderr  # (the stub's device: it goes on to measure)
+
+
+@pytest.mark.cli
+def test_demo_svg_leaves_the_picture_as_it_was_when_the_demo_fails(tmp_path):
+    """tools/demo_svg.py opened the picture for writing before the demo ran: a demo that failed left it empty."""
+    picture = tmp_path / "demo.svg"
+    picture.write_text("the picture before")
+    p = run_script("tools/demo_svg.py", str(picture), env={"TC": "abc"})  # the demo's own one-line error
+    one_line_error(p, 1, "the demo failed (exit status 2: python kernel.py: error: environment variable TC", "as it")
+    assert picture.read_text() == "the picture before" and os.listdir(tmp_path) == ["demo.svg"]
+    p = run_script("tools/demo_svg.py", str(tmp_path / "none" / "x.svg"))  # (argparse's usage, then the error)
+    assert p.returncode == 2 and "error: argument file: can't write" in p.stderr.splitlines()[-1], p.stderr
+    assert run_script("tools/demo_svg.py", str(picture)).returncode == 0
+    assert picture.read_text().startswith("<svg") and os.listdir(tmp_path) == ["demo.svg"]
+
+
+def test_write_file_writes_whole_or_leaves_what_was_there(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text("before")
+    with pytest.raises(UnicodeEncodeError):
+        demo.write_file(str(path), "half \ud800 written")  # (a lone surrogate: no UTF-8 for it, midway)
+    assert path.read_text() == "before" and os.listdir(tmp_path) == ["out.json"]
+    demo.write_file(str(path), "after")
+    assert path.read_text() == "after" and os.listdir(tmp_path) == ["out.json"]
+
+
+def test_build_demo_prints_nothing_and_verify_builds_with_it(capsys, monkeypatch, device):
+    """build_demo is demo_kernel's kernel without the printing; `verify` gets its kernel there, not from the printer."""
+    opts = [Opt(OptOps.GROUPTOP, 0, 16), Opt(OptOps.UPCAST, 7, 4)]
+    k, rejected = demo.build_demo("sum", opts=opts)
+    assert capsys.readouterr().out == "" and k.applied_opts == opts[:1] and [o for o, _ in rejected] == opts[1:]
+    printed_k, printed_rejected = demo.demo_kernel("sum", opts=opts, out=io.StringIO())
+    assert printed_k.applied_opts == k.applied_opts and printed_rejected == rejected
+    monkeypatch.setattr(R, "demo_kernel", lambda *a, **kw: pytest.fail("verify called the printer"))
+    assert R.main(["verify", "sum"]) == 0

@@ -7,7 +7,9 @@ and after every step of random opt sequences (accepted or rejected). Measured fa
 
 testdata/difftest_*.json.gz are more of the same, recorded by us from tinygrad 0.9.1 in the same format: 1,097
 kernel cases (random and hand-written tensor programs, nn layers, images, winograd, hand-built ASTs with masked
-and multi-view loads) and 1,033 ShapeTracker chains (see testdata/README.md).
+and multi-view loads) and 1,033 ShapeTracker chains (see testdata/README.md). testdata/linearizer.json holds 12
+matmuls with an image output on the targets with tensor cores, and what tinygrad's get_linearizer made of each
+(kernel.optimize must do the same: the image's pixel first, so no tensor core).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import pytest
 
 import kernel as K
 from corpus import case_id, load_corpus
-from tests.golden import check_construction, check_heuristics, check_sequences, check_tensor_cores, views_of
-from tests.golden import with_tensor_cores
+from tests.golden import check_construction, check_heuristics, check_optimized, check_sequences, check_tensor_cores
+from tests.golden import views_of, with_tensor_cores
 
 ST_CHAINS = load_corpus("shapetracker.json")["chains"]
 KERNEL_CASES = load_corpus("kernels.json")["cases"]
 DIFFTEST_CHAINS = load_corpus("difftest_shapetracker.json.gz")["chains"]
 DIFFTEST_CASES = load_corpus("difftest_kernels.json.gz")["cases"]
+LINEARIZER_CASES = load_corpus("linearizer.json")["cases"]
 pytestmark = pytest.mark.corpus  # every test here replays what tinygrad 0.9.1 computed
 
 for _case in DIFFTEST_CASES:  # our recorder didn't always capture the tensor core's name: compare the state only
@@ -75,8 +78,9 @@ def test_shapetracker_corpus_is_complete():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-CASES = KERNEL_CASES + DIFFTEST_CASES
+CASES = KERNEL_CASES + DIFFTEST_CASES + LINEARIZER_CASES
 CASE_IDS = [f"golden-{case_id(c)}" for c in KERNEL_CASES] + [f"difftest-{case_id(c)}" for c in DIFFTEST_CASES]
+CASE_IDS += [f"linearizer-{case_id(c)}" for c in LINEARIZER_CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
@@ -103,3 +107,17 @@ def test_opt_sequences_match_tinygrad(case):
 def test_kernel_corpus_is_complete():
     assert len(KERNEL_CASES) == 168 and sum("tensor_cores" in c for c in KERNEL_CASES) == 42
     assert {c["target"] for c in KERNEL_CASES} == {"opencl", "clang", "metal", "cuda"}
+
+
+@pytest.mark.parametrize("case", LINEARIZER_CASES, ids=[case_id(c) for c in LINEARIZER_CASES])
+def test_optimize_does_what_get_linearizer_did(case):
+    """An image output's pixel is upcast first (required_optimizations), so the TC opt, which must come first, is
+    refused and the hand-coded opts follow, as in tinygrad 0.9.1's get_linearizer; apply_tensor_cores on a fresh
+    kernel still takes the core (the case's tensor_cores state)."""
+    check_optimized(case)
+    assert not case["optimized"]["used"] and case["tensor_cores"]["used"]
+
+
+def test_linearizer_corpus_is_complete():
+    assert len(LINEARIZER_CASES) == 12 and {c["target"] for c in LINEARIZER_CASES} == {"metal", "cuda"}
+    assert all(c["ast"][0]["arg"]["dtype"]["image"] in ("float", "half") for c in LINEARIZER_CASES)

@@ -3,18 +3,25 @@ and its offline replay (the mechanism, not how fast anything is: bench.py and to
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import math
 import os
+import pickle
+import re
 
 import pytest
 
+import bench
 import model
 import runtime as R
 import search as S
 from demo import elementwise_ast, matmul_ast, matvec_ast
-from kernel import Kernel, Opt, OptOps
-from tests.common import ROOT
+from kernel import Kernel, Opt, OptOps, Variable
+from render import render
+from tests.common import ROOT, one_line_error, run_script
+from tools import replay_search
 from tools.replay_search import replay
 
 DEV = model.Device(cores=2, lanes=16, hz=3e9, bandwidth=50e9)
@@ -63,10 +70,27 @@ def test_an_estimate_scales_the_parents_measured_time_by_the_models_ratio():
 
 
 LOGS = os.path.join(ROOT, "testdata", "search_logs.jsonl.gz")
+ZEN4 = [os.path.join(ROOT, "testdata", f"search_logs_zen4_{device}.jsonl.gz") for device in ("intel", "pocl")]
 
 
-def logged_searches() -> list[dict]:
-    return list(model.read_log(LOGS).values())
+def logged_searches(path: str = LOGS) -> list[dict]:
+    return list(model.read_log(path).values())
+
+
+def log_lines(path: str, search: int | None = None) -> list[dict]:
+    """The lines of a vendored log (of its search-th search only, where given), as dicts."""
+    with gzip.open(path, "rt") as f:
+        lines = [json.loads(x) for x in f]
+    ids = list(dict.fromkeys(x["search"] for x in lines))
+    return [x for x in lines if search is None or x["search"] == ids[search]]
+
+
+def write_log(path, lines: list[dict | str]) -> str:
+    """A log of these lines (a str as it is), gzipped where the name ends in .gz."""
+    text = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+    with model.open_log(str(path), "w") as f:
+        f.write(text)
+    return str(path)
 
 
 def test_the_cut_never_loses_the_measured_best_on_the_logged_searches():
@@ -88,6 +112,179 @@ def test_a_replay_without_the_cut_builds_what_the_search_built():
     logged_built = sum(c["built"] for r in entry["rounds"] for c in r)
     full = replay(entry, None)
     assert full["built"] == logged_built > 100 and full["unknown"] == 0 and full["best_s"] == full["logged_best_s"]
+
+
+def test_the_zen4_logs_replay_offline_to_their_own_best():
+    """The logs of the bench suite's searches on a Zen 4 with PoCL and with Intel's runtime (converted from pickles,
+    testdata/README.md), replayed at the cut they were searched with: every search builds what its log says it built
+    and reaches the best its log holds, on no kernel the log never timed."""
+    for path in ZEN4:
+        for entry in logged_searches(path):
+            r = replay(entry, entry["start"]["top_k"])
+            logged_built = sum(c["built"] for rnd in entry["rounds"] for c in rnd)
+            assert (r["unknown"], r["built"], r["ratio"]) == (0, logged_built, 1.0), (path, entry["start"]["search"])
+
+
+def test_a_logs_kernels_equal_the_same_asts_built_now():
+    """A log's kernel is JSON, read by corpus.py's reader: each vendored search's AST is the bench suite's AST built in
+    this process, equal and of the same hash (a pickled LazyOp kept the hash of the process that wrote it: every
+    search of the vendored log compared unequal)."""
+    asts = {ast for build, *_ in bench.BENCHMARKS.values() for ast in build()}
+    for path in [LOGS, *ZEN4]:
+        kernels = [entry["start"]["kernel"] for entry in logged_searches(path)]
+        assert len(kernels) >= 9 and all(k.ast in asts for k in kernels), path
+
+
+def test_a_pickle_in_a_log_is_never_unpickled(tmp_path):
+    """A log is data that people share: a first line whose kernel is a pickle (as logs held before) is a clear error
+    naming the file and line, from read_log and from both tools that read logs, and the code it carries never runs."""
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (f"open({str(ran)!r}, 'w').write('ran')",))
+
+    first = log_lines(ZEN4[0], 0)[0] | {"kernel": base64.b64encode(pickle.dumps(Payload())).decode()}
+    path = write_log(tmp_path / "evil.jsonl", [first])
+    with pytest.raises(ValueError, match=f"^{path}:1: kernel must be a kernel in corpus.py's JSON form"):
+        model.read_log(path)
+    one_line_error(run_script("tools/replay_search.py", path), 1, f"{path}:1: kernel must be")
+    p = run_script("tools/compare_searches.py", path, path)  # (argparse's usage, then the error)
+    assert p.returncode == 2 and f"error: {path}:1: kernel must be" in p.stderr.splitlines()[-1], p.stderr
+    assert not ran.exists() and "Traceback" not in p.stderr
+
+
+def test_a_replay_runs_with_the_logs_knobs_and_starting_kernels_not_its_own(monkeypatch):
+    """BEAM_UPCAST_MAX, BEAM_LOCAL_MAX and TC set in the replaying process, and heuristics that changed since, change
+    nothing: the replay runs with the knobs its log holds (and leaves this process's as they were), from the starting
+    kernels its round 0 logged."""
+    (entry,) = [e for e in logged_searches(ZEN4[0]) if e["start"]["kernel"].full_shape == (512, 512, 512)]
+    alone = replay(entry, 16)
+    knobs = {"BEAM_UPCAST_MAX": "4", "BEAM_LOCAL_MAX": "16", "TC": "2"}
+    for name, value in knobs.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(S, "optimize", lambda k: k)  # (the heuristics of another day: none)
+    assert replay(entry, 16) == alone and alone["ratio"] == 1.0 and alone["unknown"] == 0
+    assert all(os.environ[name] == value for name, value in knobs.items())
+
+
+def test_kernels_the_log_never_timed_are_no_measured_loss(tmp_path, capsys):
+    """Replayed at a cut smaller than the search's, a search can reach kernels its log never timed and end slower than
+    the log's best: what the cut lost there is unknown, not a loss: the ratio is None, printed "?", and left out of
+    the worst measured ratio."""
+    path = write_log(tmp_path / "one.jsonl", log_lines(ZEN4[0], 2))  # matvec 4096x4096 (Intel's runtime)
+    (entry,) = logged_searches(path)
+    r = replay(entry, 8)
+    assert r["unknown"] > 0 and r["best_s"] > r["logged_best_s"] and r["ratio"] is None
+    assert replay_search.main([path, "--top-k", "8"]) == 0
+    out = capsys.readouterr().out
+    assert " ? " in out and "worst measured ratio 1.000" in out and "what the cut lost is unknown" in out
+
+
+def test_a_search_that_timed_nothing_replays_to_nothing_timed(tmp_path, capsys):
+    lines = [x | {"time_s": None} if "round" in x else x for x in log_lines(ZEN4[1], 4) if {"kernel", "round"} & set(x)]
+    path = write_log(tmp_path / "none.jsonl", lines)
+    (entry,) = logged_searches(path)
+    assert replay(entry, 16)["logged_best_s"] == math.inf and replay(entry, 16)["ratio"] is None
+    assert replay_search.main([path]) == 0
+    assert "the search timed no kernel: nothing to replay" in capsys.readouterr().out
+
+
+def test_one_bad_search_doesnt_stop_the_replay_of_the_others(tmp_path, capsys):
+    """A search whose starting opts don't apply to its kernel is one line naming it on stderr (exit status 1); the
+    file's other searches replay."""
+    bad = [x | {"opts": "UPCAST:9:4"} if x.get("round") == 0 else x for x in log_lines(ZEN4[1], 4)]
+    path = write_log(tmp_path / "two.jsonl", bad + log_lines(ZEN4[1], 6))
+    assert replay_search.main([path, "--top-k", "16"]) == 1
+    out, err = capsys.readouterr()
+    assert f"{path}: search {bad[0]['search']}: " in err and len(err.strip().splitlines()) == 1
+    assert "(4096, 4096) (two.jsonl)" in out and "1.000" in out
+
+
+def test_a_bad_line_leaves_out_its_search_and_the_others_replay(tmp_path, capsys):
+    """A search killed as it wrote leaves a last line cut short, and a shared log may hold one bad search: the replay
+    names each bad line (file and line) on stderr, leaves out its search, replays the others, and exits 1."""
+    first, second = log_lines(ZEN4[1], 4), log_lines(ZEN4[1], 6)
+    bad = [x | {"time_s": -1.0} if x.get("round") == 1 else x for x in first]
+    lines = bad + second + [json.dumps(second[0])[:40]]
+    path = write_log(tmp_path / "three.jsonl", lines)
+    n = next(i for i, x in enumerate(bad, 1) if x.get("round") == 1)
+    errors: list[str] = []
+    assert list(model.read_log(path, errors)) == [second[0]["search"]]
+    assert [e.split(": ")[0] for e in errors] == [f"{path}:{n}", f"{path}:{len(lines)}"]
+    assert replay_search.main([path, "--top-k", "16"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"python tools/replay_search.py: error: {e}" for e in errors]
+    assert "(4096, 4096) (three.jsonl)" in out and "1.000" in out
+
+
+def _line_cut_short(lines):
+    return lines[:-1] + [json.dumps(lines[-1])[:40]]
+
+
+BAD_LINES = {  # what a log may hold that SearchLog never writes: (the lines, the line that is wrong, what is said)
+    "a last line cut short": (_line_cut_short, -1, "not a line of JSON"),
+    "an unknown search id": (lambda xs: xs + [xs[-1] | {"search": "0123456789ab"}], -1, "has no first line before it"),
+    "a round skipped": (lambda xs: xs + [xs[1] | {"round": 9}], -1, "round 9 comes before round 8"),
+    "a huge integer time": (lambda xs: xs[:1] + [xs[1] | {"time_s": 10**400}], 2, "time_s must be null or seconds"),
+    "a line of another kind": (lambda xs: xs + [[1, 2]], -1, "not a line of a search log"),
+    "a missing field": (lambda xs: xs + [{k: v for k, v in xs[-1].items() if k != "time_s"}], -1, "a answer line hol"),
+    "a knob that is no knob": (lambda xs: [xs[0] | {"knobs": {"LD_PRELOAD": "x.so"}}] + xs[1:], 1, "LD_PRELOAD"),
+    "a kernel with an opt that doesn't apply": (
+        lambda xs: [xs[0] | {"kernel": xs[0]["kernel"] | {"opts": [["UPCAST", 9, 4]]}}] + xs[1:], 1, "kernel.opts[0]"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_LINES))
+def test_a_bad_line_of_a_log_is_an_error_naming_file_and_line(what, tmp_path):
+    change, line, said = BAD_LINES[what]
+    lines = change(log_lines(ZEN4[1], 4))
+    path = write_log(tmp_path / "bad.jsonl", lines)
+    n = line % len(lines) + 1 if line < 0 else line
+    with pytest.raises(ValueError, match=f"^{re.escape(path)}:{n}: .*{re.escape(said)}"):
+        model.read_log(path)
+
+
+def test_a_log_named_gz_is_gzipped_and_reads_back(tmp_path):
+    """search(..., log="run.jsonl.gz") (`--log run.jsonl.gz`) writes gzip, a member a write, that read_log reads back
+    as it reads a plain log; a plain file named .gz is an error naming it."""
+    k = Kernel(*elementwise_ast(64))
+    prg = render(k)
+    read = []
+    for name in ("run.jsonl.gz", "run.jsonl"):
+        settings = {"amt": 1, "top_k": None, "from_heuristics": False, "min_progress": 0.0, "limits": [64, [64] * 3]}
+        settings |= {"device": vars(model.Device()), "actions": ["UPCAST:0:4"], "knobs": {"TC": None}}
+        log = model.SearchLog(str(tmp_path / name), k, **settings)
+        log.round(0, [k], {}, [k], [(1e-3, 0, k, prg)])
+        log.write({"gain": [model.program_key(prg)] * 2, "times": [1e-3, 1e-3]})
+        log.answer(k, 1e-3, 0.5)
+        (entry,) = model.read_log(str(tmp_path / name)).values()
+        assert entry["start"]["kernel"].ast == k.ast and entry["rounds"][0][0]["time_s"] == 1e-3
+        entry = {"start": entry["start"] | {"kernel": None, "date": None}, "gains": list(entry["gains"].items())} | {
+            key: entry[key] for key in ("rounds", "answer")}  # fmt: skip
+        read.append(json.dumps(entry).replace(entry["start"]["search"], "ID"))  # (each log its own search id)
+    assert read[0] == read[1]
+    assert (tmp_path / "run.jsonl.gz").read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic
+    (tmp_path / "plain.jsonl.gz").write_text((tmp_path / "run.jsonl").read_text())
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'plain.jsonl.gz'} can't be read as a search log"):
+        model.read_log(str(tmp_path / "plain.jsonl.gz"))
+
+
+def test_an_unwritable_log_is_refused_before_anything_is_measured(tmp_path, monkeypatch):
+    """A --log (log=) that can't be written is one line before the device's limits are measured, not a traceback
+    after the search."""
+    path = str(tmp_path / "no such folder" / "run.jsonl")
+    monkeypatch.setattr(S, "measured_device", lambda nbytes: pytest.fail("measured before the log was checked"))
+    k = Kernel(*elementwise_ast(64))
+    with pytest.raises(S.SearchError, match=f"the log {path} can't be written"):
+        S.search(k, *R.random_inputs(k), log=path)
+    for script, args, said in [
+        ("search.py", ["sum", "--log", path], f"--log: the log {path} can't be written"),
+        ("bench.py", ["--search", "--log", path], f"--log: the log {path} can't be written"),
+        ("bench.py", ["--log", str(tmp_path / "x.jsonl")], "--log needs --search"),
+    ]:
+        p = run_script(script, *args)  # (argparse's usage, then the error)
+        assert p.returncode == 2 and "Traceback" not in p.stderr and said in p.stderr.splitlines()[-1], p.stderr
 
 
 # the mechanisms below run searches on the device
@@ -118,7 +315,7 @@ def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_
     k = Kernel(*matvec_ast(256, 256))
     result = S.search(k, *R.random_inputs(k), workers=0, cache=False, top_k=None, log=path)
     lines = [json.loads(x) for x in open(path)]
-    assert "kernel" in lines[0] and lines[0]["top_k"] is None and lines[-1]["answer"] == " ".join(
+    assert lines[0]["kernel"]["ast"] and lines[0]["top_k"] is None and lines[-1]["answer"] == " ".join(
         map(str, result.kernel.applied_opts)
     )
     candidates, gains = [x for x in lines[1:-1] if "opts" in x], [x for x in lines[1:-1] if "gain" in x]
@@ -140,3 +337,44 @@ def test_the_device_limits_are_measured_once_a_process():
     (bw, kind), again = model.bandwidth(1 << 20, runs=1), model.bandwidth(1 << 20, runs=1)
     assert peak > 0 and form.startswith("float") and bw > 0 and kind in model.STREAMS and again == (bw, kind)
     assert model.fma_peak(runs=1, repeats=1) == (peak, form)
+
+
+N = Variable("n", 1, 2**31 - 1)  # a + b over any length an int argument holds
+
+
+def test_the_footprint_of_a_symbolic_kernel_is_its_bytes_at_the_values_given():
+    """Not at every Variable's maximum (3 buffers of 8 GiB for a + b): at the values searched, and none without."""
+    k = Kernel(*elementwise_ast(N))
+    assert model.footprint(k, {"n": 4096}) == 3 * 4 * 4096 and model.footprint(k, {N: 1}) == 3 * 4
+    with pytest.raises(ValueError, match="no value for the variable n"):
+        model.footprint(k)
+
+
+@pytest.mark.usefixtures("device", "cache_dir")
+def test_a_search_measures_the_model_at_the_footprint_of_the_values_searched(monkeypatch):
+    asked = []
+    monkeypatch.setattr(S, "measured_device", lambda nbytes: asked.append(nbytes) or DEV)
+    k = Kernel(*elementwise_ast(N))
+    inputs = R.random_inputs(k, var_vals={"n": 4096})
+    result = S.search(k, *inputs, amt=1, workers=0, var_vals={"n": 4096})
+    assert asked == [3 * 4 * 4096]
+    R.verify(result.kernel, *inputs, var_vals={"n": 4096})
+
+
+@pytest.mark.usefixtures("device")
+def test_the_bandwidth_is_measured_within_the_devices_limits(monkeypatch):
+    """Asked for 24 GiB (a + b at its largest), the streams allocate within CL_DEVICE_MAX_MEM_ALLOC_SIZE and a
+    quarter of CL_DEVICE_GLOBAL_MEM_SIZE (here made 1 MiB and 8 MiB); the model asks for 1 GiB at most
+    (MEASURED_MOST)."""
+    caps = {**R.device_caps(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE": 1 << 20, "CL_DEVICE_GLOBAL_MEM_SIZE": 8 << 20}
+    monkeypatch.setattr(R, "device_caps", lambda: caps)
+    monkeypatch.setattr(model, "_measured", {})
+    sizes, real = [], model.cl.Buffer
+    monkeypatch.setattr(model.cl, "Buffer", lambda ctx, flags, size: sizes.append(size) or real(ctx, flags, size))
+    bw, kind = model.bandwidth(3 * 4 * (2**31 - 1), runs=1)
+    assert bw > 0 and kind in model.STREAMS and sizes
+    assert max(sizes) <= 1 << 20 and sum(sizes) <= (8 << 20) // 4  # every stream's buffers, allocated at once
+    monkeypatch.setattr(model, "fma_peak", lambda: (1e11, "given"))
+    monkeypatch.setattr(model, "bandwidth", lambda nbytes, kinds: sizes.append(nbytes) or (1e10, "triad"))
+    model.measured_device(3 * 4 * (2**31 - 1))
+    assert sizes[-1] == model.MEASURED_MOST == 1 << 30

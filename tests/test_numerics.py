@@ -675,6 +675,29 @@ def test_verify_accepts_the_bits_and_the_remainder_of_a_sum_or_a_sine_and_reject
                 R.verify(q, three)
 
 
+
+@pytest.mark.parametrize("dt", [dtypes.uint32, dtypes.int32])
+def test_verify_rejects_bits_no_float_near_a_sum_of_about_0_gives(dt, device, monkeypatch):
+    """BITCAST(SUM(x)) of 64 rows of 1000 floats with the mean taken out: each sum is within the tolerance of 0, so
+    the floats near it lie on both sides of 0, and their bits in two ranges (from +0.0's and from -0.0's): the bits
+    of 1e30, +inf and NaN (and -1e30: as int32), between those ranges as ints, fail verify; the device's answer, and
+    the bits of floats within the tolerance on either side of 0, pass."""
+    bits = Kernel(store(alu(UnaryOps.BITCAST, reduce(ReduceOps.SUM, load(1, ShapeTracker.from_shape((64, 1000))), (1,)),
+                            arg=dt)))  # fmt: skip
+    x = np.random.default_rng(1).random((64, 1000), dtype=np.float32)
+    x -= x.mean(axis=1, keepdims=True)
+    R.verify(bits, x)
+    (right,) = R.reference(bits, x)
+    for value, ok in [(1e-3, True), (-1e-3, True), (-0.0, True)] + [(v, False) for v in (1e30, np.inf, np.nan, -1e30)]:
+        wrong = right.copy()
+        wrong[5] = np.float32(value).view(right.dtype)
+        monkeypatch.setattr(R, "run", lambda *args, wrong=wrong, **kw: [wrong.copy()])
+        if ok:
+            R.verify(bits, x)
+        else:
+            with pytest.raises(R.VerificationError, match="output data0 differs in 1 of 64 elements.* at index 5"):
+                R.verify(bits, x)
+
 # ------------------------------------------------------------------------------------------------------------
 # one dtype per ALU op
 # ------------------------------------------------------------------------------------------------------------

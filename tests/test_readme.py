@@ -199,9 +199,9 @@ def test_the_picture_draws_each_colour_in_its_own_fill(monkeypatch):
     svg = tool["ansi_to_svg"](text)
     fills = re.findall(r'<tspan fill="(#[0-9a-f]{6})">&lt;(\w+)&amp;&gt;</tspan>', svg)
     assert [c for _, c in fills] == list(demo.COLOR_LEGEND) and len({f for f, _ in fills}) == len(fills) == 8
-    assert dict((c, f) for f, c in fills) == tool["SVG_COLORS"]
+    assert dict((c, f) for f, c in fills) == demo.PALETTE  # the pages' (page.py) too
     assert "<text" in svg.split("\n")[-3] and ">plain</text>" in svg and 'fill="#161b22"' in svg
-    with pytest.raises(ValueError, match="ansi_to_svg: colour"):
+    with pytest.raises(ValueError, match="colour code 30 is none of PALETTE's colours"):
         tool["ansi_to_svg"](black)
 
 
@@ -378,6 +378,22 @@ def test_nothing_in_the_repository_points_where_a_clone_cant_follow():
     assert found == []
 
 
+def test_no_file_names_an_old_home_of_what_moved():
+    """The C is render.py's (it was runtime.py's), COLOR_LEGEND and the AST builders are demo.py's (they were
+    kernel.py's), the corpus reader is corpus.py (it was tests/corpus.py): no module, tool, test or document says
+    otherwise."""
+    old = re.compile(r"runtime\.py(?:'s (?:OpenCL )?C\b| renders| writes (?:an image|C))|kernel\.py's (?:COLOR_LEGEND|"
+                     r"builders)|tests/corpus\.py")
+    files = [f for f in os.listdir(ROOT) if f.endswith((".py", ".md"))] + [
+        os.path.join(d, f) for d in ("tools", "tests", "docs", "testdata") for f in os.listdir(os.path.join(ROOT, d))
+        if f.endswith((".py", ".md"))]  # fmt: skip
+    found = []
+    for name in [f for f in files if f != os.path.join("tests", "test_readme.py")]:  # (this test names them)
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            found += [f"{name}:{n}: {line.strip()[:80]}" for n, line in enumerate(f, 1) if old.search(line)]
+    assert found == []
+
+
 def test_the_sizes_the_readme_states_are_the_files():
     """"Part 1 ... is about 2,200 lines": each size the README states is within 10% of the file's (Part 1: to the
     appendix banner)."""
@@ -405,10 +421,12 @@ def test_the_appendix_sections_come_in_the_order_the_readme_gives():
 
 
 def test_every_speed_figure_outside_benchmarks_md_is_one_it_holds():
-    """A figure quoted as "1.25x slower" or "18% faster" in a module's docstrings or comments or in a document is one
-    BENCHMARKS.md holds, or the recorded output the document shows (a docstring once quoted times of a device no
-    benchmark had measured)."""
-    figure = re.compile(r"(\d+(?:\.\d+)?)(x|%| times) (?:slower|faster)")
+    """A figure quoted as "1.25x slower", "18% faster" or "484 GFLOP/s" in a module's docstrings or comments or in a
+    document is one BENCHMARKS.md holds, or the recorded output the document shows (a docstring once quoted times of a
+    device no benchmark had measured); a factor in words ("thirteen times faster") none can hold."""
+    words = "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|twenty"
+    figure = re.compile(rf"(\d+(?:\.\d+)?|{words})(x|%| times) (?:slower|faster)"
+                        r"|(\d+(?:\.\d+)?)(?: to [\d.]+)?( )(?:GFLOP/s|GB/s)")
     with open(os.path.join(ROOT, "BENCHMARKS.md"), encoding="utf-8") as f:
         held = f.read()
     files = [f for f in os.listdir(ROOT) if f.endswith(".py")] + [os.path.join("tools", f) for f in
@@ -421,8 +439,63 @@ def test_every_speed_figure_outside_benchmarks_md_is_one_it_holds():
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 for m in figure.finditer(line):
-                    number = m.group(1) + ("%" if m.group(2) == "%" else "")
+                    if (m.group(1) or m.group(3)) in words.split("|"):
+                        found.append(f"{name}:{n}: {m.group(0)}")
+                        raise AssertionError(f"{found[-1]}: a figure in words BENCHMARKS.md can't hold")
+                    number = (m.group(1) or m.group(3)) + ("%" if m.group(2) == "%" else "")
                     found.append(f"{name}:{n}: {m.group(0)}")
                     source = rf"(?<![\d.]){re.escape(number)}(?!\d)"
                     assert re.search(source, held) or re.search(source, shown), found[-1]
     assert found  # there is something to check
+
+
+def _readme_text() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return " ".join(f.read().split())
+
+
+def test_the_gate_call_the_readme_quotes_is_the_one_kernel_makes():
+    """Part 1 calls `check_kernel(ast, opts)` (it once said `check_kernel(self)`)."""
+    import inspect
+
+    assert "self.opts = check_kernel(ast, opts)" in inspect.getsource(Kernel.__init__)
+    assert "(`check_kernel(ast, opts)`)" in _readme_text() and "check_kernel(self)" not in _readme_text()
+
+
+def test_numpys_rule_is_not_said_to_cover_fused_multiply_adds():
+    """numpy never fuses; only a sum of products is left to the compiler to contract, as the README now says."""
+    runtime = pytest.importorskip("runtime")
+    readme = _readme_text()
+    assert "fused multiply-adds), the device and the reference follow one rule" not in readme
+    assert "but in a sum of products (a matmul's inner loop), which the compiler may contract" in readme
+    assert "FP_CONTRACT ON" in runtime.render(kernel.optimize(Kernel(*matmul_ast(16, 16, 16)))).src
+    assert "FP_CONTRACT ON" not in runtime.render(Kernel(*demo.elementwise_ast(16))).src
+
+
+def test_the_readme_says_how_the_cut_shares_the_candidates_out():
+    """The cut builds top_k children, each beam kernel's equal share of its own (it once said "the 16 most
+    promising", as if of the whole round)."""
+    search = pytest.importorskip("search")
+    readme = _readme_text()
+    assert search.TOP_K == 16 and "pick the 16 most promising" not in readme
+    assert "pick 16 of the children, each beam kernel's equal share of its own most promising" in readme
+
+
+def test_the_models_bandwidth_is_a_triad_at_a_power_of_two(monkeypatch):
+    """docs/search.md: the model's bandwidth is a triad's, moving the smallest power of two of bytes (64 KiB at least)
+    that holds the kernel's footprint (it once said a read, a copy and a triad at the footprint itself)."""
+    model = pytest.importorskip("model")
+    asked = []
+    monkeypatch.setattr(model, "bandwidth", lambda nbytes, kinds: asked.append((nbytes, kinds)) or (1e9, kinds[0]))
+    monkeypatch.setattr(model, "fma_peak", lambda: (1e12, "float4 fma"))
+    device = type("D", (), {"max_compute_units": 2, "native_vector_width_float": 4})()
+    monkeypatch.setattr(model.runtime, "get_device", lambda: type("Dev", (), {"ctx": type("C", (), {
+        "devices": [device]})()})())  # fmt: skip
+    for nbytes in (100_000, 10, 1 << 20):
+        model.measured_device(nbytes)
+    assert asked == [(131072, ("triad",)), (65536, ("triad",)), (1 << 20, ("triad",))]
+    with open(os.path.join(ROOT, "docs", "search.md"), encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    said = "a triad moving the smallest power of two of bytes (64 KiB at least) that holds the kernel's footprint"
+    assert said in text
+    assert "a read, a copy and a triad at the kernel's own footprint" not in text

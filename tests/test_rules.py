@@ -1,5 +1,5 @@
 """The kernel rules and argument checks: no store or in-place read that races, local memory
-within the target's after every opt, tinygrad's Kernel members, views of any store, and every argument and file
+within the target's after every opt, views of any store, and every argument and file
 checked for its kind.
 
 Each test states the rule for a class of input; a refusal names what is wrong, and what is accepted computes what
@@ -31,7 +31,7 @@ from demo import matmul_ast
 from demo import store
 from demo import elementwise_ast, sum_ast
 from tests.common import ROOT
-from corpus import build_kernel, load_corpus, opt_of
+from corpus import build_kernel, kernel_from_json, kernel_to_json, load_corpus, opt_of
 from tests.golden import state_of
 
 N = Variable("i", 1, 8)
@@ -306,35 +306,6 @@ def test_every_state_of_random_opts_keeps_its_local_memory_within_shared_max():
 
 
 # ============================================================================================================
-# tinygrad 0.9.1's Kernel.membufs and Kernel.shape_offsets
-# ============================================================================================================
-def _scaled_matmul() -> tuple[LazyOp, ...]:
-    """out = sum_k a[i, k] * b[k, j] * 2 over 16x16x16: three global buffers and a CONST."""
-    mul = matmul_ast(16, 16, 16)[0].src[0].src[0]
-    return (store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, mul, const(2.0, (16, 16, 16))), (2,))),)
-
-
-def test_membufs_are_the_global_buffers_in_order():
-    k = Kernel(*_scaled_matmul())
-    assert len(k.bufs) == 4 and [b.idx for b in k.membufs] == [0, 1, 2]  # the CONST is a buffer, not a membuf
-    assert k.membufs == [b for b in k.bufs if isinstance(b, MemBuffer)] and k.membufs[0] is k.bufs[0]
-    k.alias_buffer(k.reduceop, 1, [1, 0, 2])  # a local buffer isn't one either
-    assert [b.idx for b in k.membufs] == [0, 1, 2] and len(k.bufs) == 5
-
-
-def test_shape_offsets_count_the_upcasted_indices_last_axis_first():
-    """What tinygrad 0.9.1 returns for these opts (run there): the last upcasted axis's index varies slowest."""
-    k = Kernel(*_scaled_matmul())
-    assert list(k.shape_offsets(0)) == [()]
-    k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
-    k.apply_opt(Opt(OptOps.UNROLL, 0, 4))
-    assert k.full_shape == (8, 16, 4, 2, 4) and list(k.shape_offsets(0)) == [(0, 0), (0, 1)]  # the output: 1 x 2
-    assert list(k.shape_offsets(1)) == list(itertools.product(range(4), range(2)))
-    k.apply_opt(Opt(OptOps.UPCAST, 1, 4))
-    assert list(k.shape_offsets(0)) == [(a, 0, c) for a in range(4) for c in range(2)]
-
-
-# ============================================================================================================
 # --loops and --map of any store: 0-size axes anywhere, partial, strided and padded stores
 # ============================================================================================================
 @pytest.mark.parametrize("shape, axes", [((4, 0), (1,)), ((0, 4), (1,)), ((0, 0), (0, 1)), ((4, 0, 3), (1,))])
@@ -405,6 +376,10 @@ def _bad_calls(k: Kernel) -> dict:
         "render an AST": (lambda: R.render(ast), "render takes a Kernel"),
         "Target local_max 5": (lambda: Kernel(*ast, opts=kernel.Target("GPU", local_max=5)), "local_max"),
         "Target shared_max None": (lambda: Kernel(*ast, opts=kernel.Target("GPU", shared_max=None)), "shared_max"),
+        "Target tensor_cores not TensorCores": (
+            lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=[(8, 16, 8)])), "tensor_cores must be a list "
+            "of TensorCores"),  # fmt: skip
+        "Target tensor_cores a tuple": (lambda: Kernel(*ast, opts=kernel.Target("GPU", tensor_cores=())), "tensor_co"),
     }
 
 
@@ -509,6 +484,12 @@ _DAMAGED_CASES = {  # a change to the first golden case, and where the error say
     "a mul of three": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"mul": [1, 2, 3]}), "offset"),
     "an unknown target": (lambda c: c.__setitem__("target", "tpu"), "case"),
     "a src that isn't a list": (lambda c: c["ast"][0].__setitem__("src", {}), "ast[0].src"),
+    "a div by 0 (a ZeroDivisionError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"div": [8, 0]}), "offset: expected a divisor"),
+    "a sum of nothing (a TypeError)": (
+        lambda c: c["ast"][0]["arg"]["st"][0].__setitem__("offset", {"sum": []}), "offset: expected one of"),
+    "a mod by a variable's 0": (lambda c: c["ast"][0]["arg"]["st"][0].__setitem__(
+        "offset", {"mod": [8, {"var": "i", "min": 0, "max": 0}]}), "offset"),  # fmt: skip
 }
 
 
@@ -520,6 +501,26 @@ def test_a_damaged_corpus_case_is_a_value_error_naming_where(name):
     damage(case)
     with pytest.raises(ValueError, match=re.escape(where)):
         build_kernel(case)
+
+
+def test_a_kernel_written_as_json_reads_back_as_the_same_kernel():
+    """A search log's kernel (corpus.kernel_to_json, read back by kernel_from_json): every golden and symbolic case
+    after the heuristics' opts, on its own target and on one that is no target of TARGETS (its tensor cores too),
+    comes back with the same AST (equal, same hash), target, opts and state."""
+    cases = load_corpus("kernels.json")["cases"] + load_corpus("symbolic.json")["cases"]
+    custom = dataclasses.replace(kernel.TARGETS["metal"], device="MINE", local_max=(64, 32, 16))
+    for case in cases:
+        for target in (None, custom):
+            k = build_kernel(case)
+            if target is None:
+                for o in case["hand_coded"]["applied_opts"]:
+                    k.apply_opt(opt_of(o))
+            else:
+                k = kernel.optimize(Kernel(*k.ast, opts=target))
+            back = kernel_from_json(json.loads(json.dumps(kernel_to_json(k))))
+            same = (back.ast, hash(back.ast), back.opts, back.applied_opts)
+            assert same == (k.ast, hash(k.ast), k.opts, k.applied_opts), case["name"]
+            assert state_of(back) == state_of(k), case["name"]
 
 
 @pytest.mark.parametrize("opt", [["UPCAST", 0], ["UPCAST", 0.0, 4], ["POW", 0, 4], ["UPCAST", False, 4], "UPCAST:0:4"])
@@ -585,7 +586,13 @@ MALFORMED = {
     "BITCAST to nothing": (lambda: alu(UnaryOps.BITCAST, _X), r"BITCAST needs a DType arg, got None"),
     "negative buffer index": (lambda: load(-1, _ST), r"MemBuffer: idx must be an int >= 0, got -1"),
     "buffer index a float": (lambda: load(1.0, _ST), r"MemBuffer: idx must be an int >= 0, got 1.0"),
-    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType, got 'float'"),
+    "dtype a string": (lambda: load(1, _ST, "float"), r"MemBuffer: dtype must be a DType \(.*\), got 'float'"),
+    "image dtype shapes never checked: 3 channels": (
+        lambda: load(1, _ST, dtypes.imagef((2, 2, 3))), r"MemBuffer: dtype must be a DType \(an image's shape: \(h"),
+    "image dtype shapes never checked: a negative height": (
+        lambda: load(1, _ST, dtypes.imageh((-1, 1, 4))), r"MemBuffer: dtype must be .*, got dtypes.imageh\(\(-1, 1"),
+    "image dtype shapes never checked: two sizes": (
+        lambda: load(1, _ST, dtypes.imagef((4, 4))), r"MemBuffer: dtype must be .*, got dtypes.imagef\(\(4, 4\)\)"),
     "st not a ShapeTracker": (lambda: MemBuffer(1, dtypes.float, (4,)), r"MemBuffer: st must be a ShapeTracker"),
 }
 

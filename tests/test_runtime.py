@@ -756,6 +756,7 @@ def test_build_failure_shows_numbered_source_and_log():
     with pytest.raises(R.BuildError) as e:
         R.build("__kernel void broken(__global float* data0) {\n  data0[0] = undefined_thing;\n}\n", "broken")
     assert "   2    data0[0] = undefined_thing;" in str(e.value) and "undefined_thing" in str(e.value).split("log")[-1]
+    assert str(e.value).startswith("OpenCL build of broken failed: the compiler refused it\n")
 
 
 def test_builds_run_one_at_a_time(monkeypatch):
@@ -784,12 +785,12 @@ def test_builds_run_one_at_a_time(monkeypatch):
 
 
 def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
-    """search.py compiles in other processes: build(src, name, compiler) loads the binary compiler(src) returns, and a
-    compiler's refusal is a BuildError with the numbered source, as the device's own is."""
+    """search.py compiles in other processes: build(src, name, compiler) loads the binary compiler(src, name) returns,
+    and a compiler's refusal is a BuildError saying so, with the numbered source, as the device's own is."""
     calls, ctx = [], R.get_device().ctx
 
-    def compiler(src):
-        calls.append(src)
+    def compiler(src, name):
+        calls.append((src, name))
         return R.cl.Program(ctx, src).build().get_info(R.cl.program_info.BINARIES)[0]
 
     src = f"__kernel void seven(__global float* data0) {{ data0[get_global_id(0)] = 7.0f; /* {time.time()} */ }}"
@@ -798,14 +799,15 @@ def test_build_loads_what_a_compiler_built_and_says_what_it_refused():
     kern(R.get_device().queue, (4,), None, out).wait()
     got = np.empty(4, np.float32)
     R.cl.enqueue_copy(R.get_device().queue, got, out)
-    assert calls == [src] and got.tolist() == [7.0] * 4
+    assert calls == [(src, "seven")] and got.tolist() == [7.0] * 4
 
-    def refusing(src):
+    def refusing(src, name):
         raise R.BuildError("the test's compiler refuses this")
 
     with pytest.raises(R.BuildError) as e:
         R.build(src.replace("seven", "eight"), "eight", refusing)
-    assert "OpenCL build of eight failed" in str(e.value) and "   1  __kernel void eight" in str(e.value)
+    assert str(e.value).startswith("OpenCL build of eight failed: the test's compiler refuses this\n")
+    assert "   1  __kernel void eight" in str(e.value)
     assert str(e.value).endswith("the test's compiler refuses this")
 
 
@@ -851,11 +853,11 @@ def test_a_device_whose_compiler_fails_is_passed_over(monkeypatch):
     monkeypatch.setattr(R, "_device", None)
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)
     monkeypatch.delenv("KERNELPY_DEVICE", raising=False)
-    monkeypatch.setattr(R, "_builds", lambda d: d.int_ptr == devices[-1].int_ptr)
+    monkeypatch.setattr(R, "_probe", lambda d: "" if d.int_ptr == devices[-1].int_ptr else "the test's refusal")
     assert R.get_device().ctx.devices[0].int_ptr == devices[-1].int_ptr
     monkeypatch.setattr(R, "_device", None)
-    monkeypatch.setattr(R, "_builds", lambda d: False)
-    with pytest.raises(R.NoDeviceError, match="none of them compiles a kernel"):
+    monkeypatch.setattr(R, "_probe", lambda d: "the test's refusal")
+    with pytest.raises(R.NoDeviceError, match=r"\(the test's refusal\).*; none of them compiles a kernel"):
         R.get_device()
 
 
@@ -889,7 +891,7 @@ def test_the_first_device_use_from_several_threads_makes_one_device_every_thread
 def test_kernelpy_device_chooses_among_every_device_that_compiles_by_index_or_name(monkeypatch):
     everything = [d for p in cl.get_platforms() for d in p.get_devices()]
     working = list(R.working_devices())
-    assert {d.int_ptr for d in working} == {d.int_ptr for d in everything if R._builds(d)}  # each one, once
+    assert {d.int_ptr for d in working} == {d.int_ptr for d in everything if not R._probe(d)}  # each one, once
     monkeypatch.setenv("PYOPENCL_CTX", "97")  # KERNELPY_DEVICE wins
     for choice, want in [*((str(i), d) for i, d in enumerate(working)), (working[-1].platform.name[:5], None)]:
         monkeypatch.setenv("KERNELPY_DEVICE", choice)
@@ -933,6 +935,20 @@ def test_kernelpy_device_naming_several_devices_is_an_error_listing_them(monkeyp
         )
     with pytest.raises(R.NoDeviceError, match=r"^--device='xeon' names 2 devices \(0: Intel"):
         R.pick_device("xeon", names, "--device")
+
+
+def test_a_unicode_digit_in_kernelpy_device_or_device_is_a_name_not_a_traceback(monkeypatch):
+    """'²' is a digit to str.isdigit, but int() refuses it: KERNELPY_DEVICE=² (and bench.py's --device ²) is a part of
+    a name, naming none of the devices: NoDeviceError, one line, not a ValueError from int()."""
+    fake = type("Fake", (), {"name": "cpu", "platform": type("Platform", (), {"name": "Portable"})})
+    monkeypatch.setattr(R, "working_devices", lambda: iter([fake]))
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.setenv("KERNELPY_DEVICE", "\u00b2")
+    monkeypatch.setattr(R, "_device", None)
+    with pytest.raises(R.NoDeviceError, match="^KERNELPY_DEVICE='\u00b2' names none of the devices that work here"):
+        R.get_device()
+    with pytest.raises(R.NoDeviceError, match="^--device='\u00b9\u00b2' names none of the devices"):
+        R.pick_device("\u00b9\u00b2", ["cpu (Portable)"], "--device")
 
 
 def test_the_driver_list_is_written_once_and_whole_for_every_process_that_reads_it(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import kernel
+import model
 import runtime as R
 import compilers as C
 import search as S
@@ -115,6 +116,22 @@ def test_second_search_hits_the_disk_cache_and_cache_false_bypasses_it(few_actio
     assert not other_amt.cached
 
 
+
+def test_a_cache_hit_ignores_neither_log_nor_top_k_nor_the_knobs(few_actions, cache_dir, monkeypatch, tmp_path):
+    """docs/search.md's way to make a replayable log (search(..., log=FILE)) searches and logs when the answer is in
+    the cache; another top_k, or another knob (BEAM_UPCAST_MAX) is another search, not a hit."""
+    k = Kernel(*elementwise_ast(2048))
+    inputs = R.random_inputs(k)
+    assert not S.search(k, *inputs, amt=1, workers=0).cached
+    path = str(tmp_path / "run.jsonl")
+    logged = S.search(k, *inputs, amt=1, workers=0, log=path)
+    (entry,) = model.read_log(path).values()
+    assert not logged.cached and entry["rounds"] and entry["answer"]["answer"] == model.opts_text(logged.kernel)
+    assert not S.search(k, *inputs, amt=1, workers=0, top_k=None).cached
+    monkeypatch.setenv("BEAM_UPCAST_MAX", "4")
+    assert not S.search(k, *inputs, amt=1, workers=0).cached
+    assert S.search(k, *inputs, amt=1, workers=0).cached
+
 @pytest.fixture
 def own_compilers(monkeypatch):
     """The test's compiler processes, none built before it (no program in the runtime's cache), all ended after it."""
@@ -127,13 +144,14 @@ def own_compilers(monkeypatch):
 
 
 def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_compilers, monkeypatch):
-    sources, real = [], C._Compiler.__call__
+    sources, real = [], R.Compiler.__call__
 
-    def counted(compiler, src):
-        sources.append((compiler.proc.pid if compiler.proc else None, src))
-        return real(compiler, src)
+    def counted(compiler, src, name):
+        if compiler not in R._own.values():  # the search's compilers (the others build the model's limits)
+            sources.append((compiler.proc.pid if compiler.proc else None, src))
+        return real(compiler, src, name)
 
-    monkeypatch.setattr(C._Compiler, "__call__", counted)
+    monkeypatch.setattr(R.Compiler, "__call__", counted)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
@@ -149,14 +167,14 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 ):
     """What the OpenCL driver prints in the process (here a print as the device is found) goes to stderr, never among
     the answers; one process builds source after source; closing its input ends it."""
-    chatty = "real = compilers.get_device; compilers.get_device = lambda: print('driver chatter', flush=True) or real()"
-    code = C._COMPILER_CODE.replace("compilers._compile_worker()", chatty + "; compilers._compile_worker()")
-    monkeypatch.setattr(C, "_COMPILER_CODE", code)
-    compiler = C._Compiler()
+    chatty = "real = runtime.get_device; runtime.get_device = lambda: print('driver chatter', flush=True) or real()"
+    code = R._COMPILER_CODE.replace("runtime._compile_worker()", chatty + "; runtime._compile_worker()")
+    monkeypatch.setattr(R, "_COMPILER_CODE", code)
+    compiler = R.Compiler()
     own_compilers.append(compiler)
     binaries, pids = [], set()
     for n in range(3):
-        binaries.append(compiler(f"__kernel void k(__global float* d) {{ d[0] = {n}.0f; }}"))
+        binaries.append(compiler(f"__kernel void k(__global float* d) {{ d[0] = {n}.0f; }}", "k"))
         pids.add(compiler.proc.pid)
     assert len(pids) == 1 and all(isinstance(b, bytes) and b for b in binaries)
     compiler.proc.stdin.close()
@@ -164,8 +182,8 @@ def test_a_compiler_process_answers_on_stdout_alone_serves_many_sources_and_ends
 
 
 def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_compilers, monkeypatch):
-    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 1)
+    monkeypatch.setattr(R, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(R, "COMPILE_TIMEOUT", 1)
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match=r"every candidate was dropped .*no answer from the compiler in 1 s"):
@@ -177,13 +195,13 @@ def test_a_stuck_compiler_is_ended_and_its_candidates_dropped(few_actions, own_c
 def test_a_compiler_that_dies_drops_its_candidates_and_the_next_source_starts_another(
     few_actions, own_compilers, monkeypatch
 ):
-    code = C._COMPILER_CODE
-    monkeypatch.setattr(C, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
+    code = R._COMPILER_CODE
+    monkeypatch.setattr(R, "_COMPILER_CODE", "import os; os._exit(3)  # {here}")
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     with pytest.raises(S.SearchError, match=r"the compiler's process ended \(exit status 3\)"):
         S.search(k, *inputs, amt=1, workers=2, cache=False)
-    monkeypatch.setattr(C, "_COMPILER_CODE", code)
+    monkeypatch.setattr(R, "_COMPILER_CODE", code)
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
     assert sum(r.timed for r in result.rounds) > 2 and result.dropped == 0
     R.verify(result.kernel, *inputs)
@@ -236,22 +254,24 @@ def test_searches_in_threads_each_get_the_binaries_of_their_own_sources(few_acti
 
 
 def test_a_compiler_called_from_several_threads_answers_each_with_its_own_binary(own_compilers):
-    compiler = C._Compiler()
+    compiler = R.Compiler()
     own_compilers.append(compiler)
-    srcs = [f"__kernel void k{n}(__global float* d) {{ d[0] = {n}.0f; }}" for n in range(12)]
+    srcs = {f"k{n}": f"__kernel void k{n}(__global float* d) {{ d[0] = {n}.0f; }}" for n in range(12)}
     binaries = {}
-    threads = [threading.Thread(target=lambda s=src: binaries.update({s: compiler(s)})) for src in srcs]
+    threads = [threading.Thread(target=lambda n=n, s=s: binaries.update({s: compiler(s, n)})) for n, s in srcs.items()]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     ctx = R.get_device().ctx
-    for n, src in enumerate(srcs):  # the program each binary makes holds that source's kernel alone
+    for n, src in enumerate(srcs.values()):  # the program each binary makes holds that source's kernel alone
         program = R.cl.Program(ctx, ctx.devices, [binaries[src]]).build()
         assert program.get_info(R.cl.program_info.KERNEL_NAMES) == f"k{n}"
 
 
 ANSWERS_ANOTHER = """import pickle, sys  # {here}
+pickle.dump(None, sys.stdout.buffer)  # ready
+sys.stdout.flush()
 while True:
     pickle.load(sys.stdin.buffer)
     pickle.dump(("__kernel void other(__global float* d) {{ }}", True, b"a binary"), sys.stdout.buffer)
@@ -261,7 +281,7 @@ while True:
 
 def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, monkeypatch):
     """Each answer names the source it was built from; one that names another ends the process, never loaded."""
-    monkeypatch.setattr(C, "_COMPILER_CODE", ANSWERS_ANOTHER)
+    monkeypatch.setattr(R, "_COMPILER_CODE", ANSWERS_ANOTHER)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(S.SearchError, match="answered for another source"):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
@@ -271,8 +291,8 @@ def test_an_answer_for_another_source_is_refused(few_actions, own_compilers, mon
 def test_a_timeout_holds_while_a_compile_is_still_running(few_actions, own_compilers, monkeypatch):
     """The time runs out while every compiler is busy (here: stuck): the search ends its compiles and returns, rather
     than wait for them (once, three searches with timeout=15 still ran after 120 s)."""
-    monkeypatch.setattr(C, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
-    monkeypatch.setattr(C, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
+    monkeypatch.setattr(R, "_COMPILER_CODE", "import time; time.sleep(600)  # {here}")  # reads nothing, answers never
+    monkeypatch.setattr(R, "COMPILE_TIMEOUT", 60)  # far beyond the timeout: the deadline ends the compiles, not this
     k = Kernel(*elementwise_ast(4096))
     start = time.perf_counter()
     with pytest.raises(S.SearchError, match="its timeout of 2 s ran out first"):
@@ -339,6 +359,43 @@ def test_time_budget_returns_the_best_so_far(cache_dir, monkeypatch):
     assert len(rounds) == 1 and rounds[0].timed >= 1, "the search went on past its budget"
     R.verify(result.kernel, *inputs)
     assert not list(cache_dir.glob("beam/*.json")), "a search cut short is not remembered"
+
+
+@pytest.mark.parametrize("phase", ["gains", "runoff"])
+def test_no_launch_starts_past_the_deadline_in_a_lines_gain_or_the_runoff(phase, few_actions, cache_dir, monkeypatch):
+    """The runoff once ignored the search's timeout (it returned 16 to 34 s past a 30 s one). A stand-in timer: in the
+    phase, each launch takes an hour on the clock the search reads, however fast the device. No launch starts past
+    the deadline: the search returns within one launch of it, verified, and is not kept in the cache; a runoff with
+    no whole pass leaves the rounds' ranking (no finalists said)."""
+    real_clock, late, launches, deadline = time.perf_counter, [0.0], [], []
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + late[0])
+
+    def launch(kern, prg, *args):  # (time, whether in the phase) of each launch's start
+        launches.append((time.perf_counter(), bool(deadline)))
+        late[0] += 3600.0 if deadline else 0.0
+        return 1e-3
+
+    real_phase = getattr(S._Search, phase)
+
+    def in_phase(self, *args):
+        deadline.append(self.deadline)
+        try:
+            return real_phase(self, *args)
+        finally:
+            deadline.clear()
+
+    monkeypatch.setattr(S, "_time_candidate", launch)
+    monkeypatch.setattr(S._Search, phase, in_phase)
+    k = Kernel(*elementwise_ast(4096))
+    inputs = R.random_inputs(k)
+    result = S.search(k, *inputs, amt=1, workers=0, timeout=600, top_k=None)
+    in_the_phase = [t for t, costly in launches if costly]
+    assert in_the_phase, f"the search never reached its {phase}"
+    assert len(in_the_phase) == 1 and result.seconds < 600 + 2 * 3600, f"{len(in_the_phase)} launches in the {phase}"
+    R.verify(result.kernel, *inputs)
+    assert not list(cache_dir.glob("beam/*.json")), "a search cut short is not remembered"
+    if phase == "runoff":
+        assert result.finalists == 0 and result.passes == 0
 
 
 def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, monkeypatch):
@@ -873,9 +930,9 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
 CTRL_C_SCRIPT = """
 import os, signal, sys, threading
 sys.path.insert(0, {root!r})
-import compilers
+import runtime
 signal.signal(signal.SIGINT, lambda *_: print("Ctrl-C", flush=True))  # this process lives on: its compiler is tested
-compiler = compilers._Compiler()
+compiler = runtime.Compiler()
 answered = threading.Event()
 
 
@@ -885,11 +942,11 @@ def ctrl_c():  # to this process's group, as a terminal's Ctrl-C, again and agai
 
 
 threading.Thread(target=ctrl_c, daemon=True).start()
-binary = compiler("__kernel void k(__global float* d) {{ d[0] = 1.0f; }}")
+binary = compiler("__kernel void k(__global float* d) {{ d[0] = 1.0f; }}", "k")
 answered.set()
 try:
-    compiler("__kernel void k(__global float* d) {{ d[0] = undefined; }}")
-except compilers.BuildError as e:
+    compiler("__kernel void k(__global float* d) {{ d[0] = undefined; }}", "k")
+except runtime.BuildError as e:
     print("refused", "undefined" in str(e))
 print("built", len(binary) > 0, compiler.proc.poll() is None, flush=True)
 """

@@ -670,8 +670,9 @@ def test_the_opts_the_heuristics_never_choose_each_have_a_demo():
     """PADTO, UPCASTMID and NOLOCALS appear under a demo's default opts, _upcast_masked_axes under the heuristics."""
     shown = {o.op for name in DEMOS for o in D.demo_kernel(name, out=io.StringIO())[0].applied_opts}
     assert {OptOps.PADTO, OptOps.UPCASTMID, OptOps.NOLOCALS} <= shown
-    decisions = D.weighed(Kernel(*DEMOS["cat"].build()))[1]
-    assert any(d.heuristic == "_upcast_masked_axes" and d.applied for d in decisions)
+    tuned, decisions = D.weighed(Kernel(*DEMOS["cat"].build()))
+    record = D.record_steps(decisions, tuned.applied_opts)
+    assert any(d.heuristic == "_upcast_masked_axes" and opts for d, opts in record)
     assert "small masked axis 1: upcast it whole" in demo("cat")
 
 
@@ -682,7 +683,8 @@ def test_every_step_table_reason_is_true_on_every_target():
     for (name, d), target in itertools.product(DEMOS.items(), TARGETS):
         tuned, decisions = D.weighed(Kernel(*d.build(), opts=TARGETS[target]))
         state = Kernel(*d.build(), opts=TARGETS[target])
-        for opt, why in [step for decision in decisions for step in decision.applied]:
+        for decision, opt in [(x, o) for x, opts in D.record_steps(decisions, tuned.applied_opts) for o in opts]:
+            why = D.reason(decision, opt, state, D.buffer_names(state))
             assert _reason_holds(why, opt, state), (name, target, opt, why)
             state.apply_opt(opt)
 

@@ -122,7 +122,7 @@ class TestSymbolic:
         assert (a * 4 + b).render() == "((a*4)+b)"
         assert ((a * 4 + b) * 2).render() == "((a*8)+(b*2))"
         x = Variable("x", 0, 11)
-        assert ((x % 3) * 4 + x // 3).render() == "(((x%3)*4)+(x//3))"  # Python's // (runtime.py writes C's /)
+        assert ((x % 3) * 4 + x // 3).render() == "(((x%3)*4)+(x//3))"  # Python's // (render.py writes C's /)
 
     def test_comparisons_simplify(self):
         a, b = Variable("a", 0, 7), Variable("b", 0, 3)

@@ -3,39 +3,28 @@
 Usage: python tools/demo_svg.py [FILE]   (default: docs/demo_matmul.svg; tests/test_readme.py checks it is current)
 """
 
+import argparse
 import html
 import os
-import re
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from demo import PALETTE, output_file, write_file  # noqa: E402
 from kernel import ansilen  # noqa: E402
+from page import ansi_runs  # noqa: E402
 
 PICTURE = os.path.join(ROOT, "docs", "demo_matmul.svg")
 
-# The README's picture (docs/demo_matmul.svg; tools/demo_svg.py writes it): tinygrad's eight colours on a dark page
-# of the picture's own, so that they read alike on a light and a dark web page.
-SVG_COLORS = dict(blue="#4a7dff", BLUE="#79c0ff", cyan="#39c5cf", green="#56d364", white="#ffffff", red="#ff7b72")
-SVG_COLORS.update(magenta="#e57cf0", yellow="#e3b341")
-
 
 def ansi_to_svg(text: str, size: int = 14) -> str:
-    """`text` as a terminal shows it, as an SVG: colored()'s ANSI codes become SVG_COLORS, one <text> a line."""
-    names, (w, h), rows = "black red green yellow blue magenta cyan white".split(), (0.6 * size, 1.4 * size), []
+    """`text` as a terminal shows it, as an SVG: colored()'s ANSI codes become PALETTE's colours, one <text> a line."""
+    w, h, rows = 0.6 * size, 1.4 * size, []
     lines = text.rstrip("\n").split("\n")
     for y, line in enumerate(lines):
-        pieces, fill = [], None
-        for i, part in enumerate(re.split(r"\x1b\[(\d+)m", line)):
-            if i % 2:  # a colour code: 0 ends the run; 30-37 a colour, 90-97 its bright (UPPERCASE) variant
-                code = int(part)
-                name = names[code % 10].upper() if code >= 90 else names[code % 10] if code else None
-                if name is not None and name not in SVG_COLORS:
-                    raise ValueError(f"ansi_to_svg: colour must be one of SVG_COLORS, got {name!r}")
-                fill = SVG_COLORS.get(name)
-            elif part:
-                pieces.append(f'<tspan fill="{fill}">{html.escape(part)}</tspan>' if fill else html.escape(part))
+        runs = ansi_runs(line)
+        pieces = [f'<tspan fill="{PALETTE[c]}">{html.escape(t)}</tspan>' if c else html.escape(t) for c, t in runs]
         at = f'x="{w:g}" y="{(y + 1.4) * h:.1f}" textLength="{ansilen(line) * w:.1f}"'  # every cell w wide
         rows += [f'<text xml:space="preserve" {at}>{"".join(pieces)}</text>'] if pieces else []
     width, height = (max(map(ansilen, lines)) + 2) * w, (len(lines) + 1.3) * h
@@ -52,6 +41,19 @@ def demo_svg() -> str:
     return ansi_to_svg(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
 
 
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python tools/demo_svg.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("file", nargs="?", type=output_file, default=PICTURE, help="where (default docs/demo_matmul.svg)")
+    args = p.parse_args(argv)
+    try:  # the picture is drawn first, then written whole: a demo that fails leaves the file as it was
+        write_file(args.file, demo_svg())
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr.strip().splitlines() or ["no message"])[-1]
+        print(f"python tools/demo_svg.py: error: the demo failed (exit status {e.returncode}: {last}); "
+              f"{args.file} is left as it was", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1] if len(sys.argv) > 1 else PICTURE, "w", encoding="utf-8") as f:
-        f.write(demo_svg())
+    sys.exit(main())

@@ -1,9 +1,9 @@
 """What fusing a sum of products costs or saves, on the OpenCL device runtime.py picks (KERNELPY_DEVICE chooses).
 
-runtime.py renders a SUM of products in a block under `#pragma OPENCL FP_CONTRACT ON` (docs/numerics.md): the
+render.py renders a SUM of products in a block under `#pragma OPENCL FP_CONTRACT ON` (docs/numerics.md): the
 compiler may fuse each multiply-add. This script times that C beside two rewrites of it, in turn, on the same
 buffers and launch sizes: "unfused" (the block's pragma taken out: every multiply and add rounds on its own) and
-"fma()" (each statement written as a chain of explicit fma() calls, as runtime.py did before). It prints each
+"fma()" (each statement written as a chain of explicit fma() calls, as the renderer did before). It prints each
 kernel's best median and the ratios.
 
 Usage: python tools/fusion_cost.py [--rounds N]
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import runtime  # noqa: E402
 from bench import BENCHMARKS  # noqa: E402
 from kernel import Kernel, optimize
-from demo import parse_opt_arg  # noqa: E402
+from demo import int_at_least, parse_opt_arg, run_command_line  # noqa: E402
 
 # (workload, opts): None is the heuristics' opts; the others are what the search chose on Intel's runtime
 CASES = [
@@ -36,7 +36,7 @@ _STATEMENT = re.compile(r"^(\s*)([\w.]+) = ((?:\([\w.]+\*[\w.]+\)\+)+)([\w.]+);$
 
 
 def as_fma_calls(src: str) -> str:
-    """(a0*b0)+(a1*b1)+acc -> fma(a1,b1,(a0*b0))+acc (the products summed first, as runtime.py sums them), and
+    """(a0*b0)+(a1*b1)+acc -> fma(a1,b1,(a0*b0))+acc (the products summed first, as render.py sums them), and
     (a0*b0)+acc -> fma(a0,b0,acc)."""
 
     def chain(m: re.Match) -> str:
@@ -67,7 +67,7 @@ def variants(src: str) -> dict[str, str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python tools/fusion_cost.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=7, help="medians per variant, taken in turn (7)")
+    p.add_argument("--rounds", type=int_at_least(1), default=7, help="medians per variant, taken in turn (7)")
     args = p.parse_args(argv)
     print(f"device: {runtime.get_device().name}; best of {args.rounds} medians of 3 launches, variants in turn")
     columns = f"{'contract':>11s} {'unfused':>11s} {'fma()':>11s} {'unfused/c':>10s} {'fma/c':>7s}"
@@ -97,4 +97,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command_line(main, "python tools/fusion_cost.py", one_line=(runtime.NoDeviceError,)))

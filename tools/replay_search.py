@@ -3,13 +3,18 @@
 A search run with `log=FILE` (`python search.py NAME --log FILE`, `python bench.py --search --log FILE`) writes
 every candidate it weighed and every time it measured (model.SearchLog). Replay runs search.py's own rounds again
 (its beam, lines, dedup and cut) with the model's estimates, but every compile is a render and every timing a
-look-up in the log: no device is needed. A search logged with every candidate built (top_k=None) can be replayed
-at any top_k; a kernel the replay reaches that the log never timed is counted as unknown (dropped).
+look-up in the log: no device is needed. It runs as the search ran: from the starting kernels, with the actions, the
+settings and the environment knobs (BEAM_UPCAST_MAX, TC, ...) its log holds, whatever this process's own are. A
+search logged with every candidate built (top_k=None) can be replayed at any top_k; a kernel the replay reaches that
+the log never timed is counted as unknown (dropped), and where the replay then ends slower than the log's best, what
+the cut lost is not measured: the ratio says "?".
 
     python tools/replay_search.py LOG [LOG ...] [--top-k N ...]
 
 For each logged search and top_k it prints the candidates built and the best time reached, against the best the
-log holds; `replay(entry, top_k)` returns the same figures (tests/test_search.py replays a vendored log).
+log holds; `replay(entry, top_k)` returns the same figures (tests/test_model.py replays the vendored logs). Each
+search replays on its own: a bad line of a log (its search is left out), a log that can't be read, or a search that
+can't be replayed, is one line on stderr (exit status 1), and the rest go on.
 """
 
 import argparse
@@ -21,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import model  # noqa: E402
 import search  # noqa: E402
-from kernel import Opt, optimize  # noqa: E402
+from demo import int_at_least  # noqa: E402
+from kernel import Kernel, KernelOptError, Opt  # noqa: E402
 from render import render  # noqa: E402
 
 
@@ -67,45 +73,79 @@ class Replay(search._Search):
         return timed
 
 
+def _set_environ(values: dict) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def replay(entry: dict, top_k: int | None) -> dict:
-    """Replay one logged search at `top_k`, with the actions it had: {"built", "best_s" (the best time it reached),
-    "logged_best_s" (the best the log holds), "unknown" (kernels reached that the log never timed), "rounds"}."""
+    """Replay one logged search at `top_k`, as it ran (its starting kernels, actions and knobs): {"built", "best_s"
+    (the best time it reached), "logged_best_s" (the best the log holds; inf: it timed none), "unknown" (kernels
+    reached that the log never timed), "ratio" (best_s over logged_best_s; None where it isn't measured: unknown
+    kernels, and a slower end), "rounds"}."""
     s, start, actions = Replay(entry, top_k), entry["start"], (search.ACTIONS, search.MACROS)
-    k = start["kernel"]
-    starts = [optimize(k.copy())] if start["from_heuristics"] and not k.applied_opts else []
-    logged = [tuple(Opt.parse(o) for o in a.split("+")) for a in start.get("actions", [])]
+    k, knobs = start["kernel"], start["knobs"]
+    logged = [tuple(Opt.parse(o) for o in a.split("+")) for a in start["actions"]]
+    saved = {name: os.environ.get(name) for name in knobs}
     try:
-        if logged:  # the actions of the search logged (else today's): a kernel the log can't know is none of them
-            search.ACTIONS, search.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
-        rounds, _ = s.rounds(starts + [k.copy()], start["amt"], start["min_progress"], lambda r: None)
+        _set_environ(knobs)  # kernel_actions reads BEAM_UPCAST_MAX and BEAM_LOCAL_MAX, apply_opt TC
+        search.ACTIONS, search.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
+        starts = []  # round 0's kernels, as the search started (the heuristics' opts of that day, and k)
+        for line in entry["rounds"][0] if entry["rounds"] else []:
+            starts.append(Kernel(*k.ast, opts=k.opts))
+            for o in line["opts"].split():
+                starts[-1].apply_opt(Opt.parse(o))
+        rounds, _ = s.rounds(starts, start["amt"], start["min_progress"], lambda r: None) if starts else ([], False)
     finally:
         search.ACTIONS, search.MACROS = actions
-    best = min((t for t, *_ in s.timed), default=math.inf)
-    return {"built": s.built, "best_s": best, "logged_best_s": min(s.times.values()), "unknown": s.unknown,
-            "rounds": len(rounds)}  # fmt: skip
+        _set_environ(saved)
+    best, logged_best = min((t for t, *_ in s.timed), default=math.inf), min(s.times.values(), default=math.inf)
+    measured = math.isfinite(logged_best) and (s.unknown == 0 or best <= logged_best)
+    return {"built": s.built, "best_s": best, "logged_best_s": logged_best, "unknown": s.unknown,
+            "ratio": best / logged_best if measured else None, "rounds": len(rounds)}  # fmt: skip
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python tools/replay_search.py", description=__doc__.split("\n\n")[0])
     p.add_argument("logs", nargs="+", metavar="LOG")
-    p.add_argument("--top-k", type=int, nargs="+", default=[8, 12, 16], help="cuts to replay (default 8 12 16)")
-    args = p.parse_args()
+    p.add_argument("--top-k", type=int_at_least(1), nargs="+", default=[8, 12, 16], help="cuts (default 8 12 16)")
+    args = p.parse_args(argv)
     print(f"{'search':34s} {'top_k':>5s} {'built':>6s} {'of':>5s} {'best ms':>9s} {'logged':>9s} {'ratio':>6s} unknown")
-    totals: dict = {}
+    totals, failed, unmeasured = {}, 0, False
     for path in args.logs:
-        for entry in model.read_log(path).values():
+        entries = model.read_log(path, errors := [])  # the searches of bad lines left out, the others replayed
+        for e in errors:
+            print(f"python tools/replay_search.py: error: {e}", file=sys.stderr, flush=True)
+        failed += len(errors)
+        for entry in entries.values():
             name = f"{entry['start']['kernel'].full_shape} ({os.path.basename(path)})"
-            full = replay(entry, None)
-            for top_k in args.top_k:
-                r = replay(entry, top_k)
-                ratio = r["best_s"] / r["logged_best_s"]
+            try:
+                full, cuts = replay(entry, None), [replay(entry, top_k) for top_k in args.top_k]
+            except (ValueError, KernelOptError) as e:  # (the log's opts or actions don't apply to its kernel)
+                print(f"python tools/replay_search.py: error: {path}: search {entry['start']['search']}: {e}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                failed += 1
+                continue
+            if not math.isfinite(full["logged_best_s"]):
+                print(f"{name[:34]:34s} the search timed no kernel: nothing to replay")
+                continue
+            for top_k, r in zip(args.top_k, cuts):
                 built, all_built, worst = totals.get(top_k, (0, 0, 1.0))
-                totals[top_k] = (built + r["built"], all_built + full["built"], max(worst, ratio))
+                totals[top_k] = (built + r["built"], all_built + full["built"], max(worst, r["ratio"] or 1.0))
+                ratio = f"{r['ratio']:6.3f}" if r["ratio"] is not None else f"{'?':>6s}"
+                unmeasured |= r["ratio"] is None
                 print(f"{name[:34]:34s} {top_k:5d} {r['built']:6d} {full['built']:5d} {r['best_s'] * 1e3:9.3f} "
-                      f"{r['logged_best_s'] * 1e3:9.3f} {ratio:6.3f} {r['unknown']:4d}")  # fmt: skip
+                      f"{r['logged_best_s'] * 1e3:9.3f} {ratio} {r['unknown']:4d}")  # fmt: skip
     for top_k, (built, all_built, worst) in totals.items():
-        print(f"top_k {top_k}: built {built} of {all_built} ({built / all_built:.0%}), worst ratio {worst:.3f}")
+        print(f"top_k {top_k}: built {built} of {all_built} ({built / max(all_built, 1):.0%}), worst measured ratio "
+              f"{worst:.3f}")  # fmt: skip
+    if unmeasured:
+        print("ratio ?: the replay reached kernels the log never timed and ended slower: what the cut lost is unknown")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import runtime  # noqa: E402
 from demo import elementwise_ast, matmul_ast, sum_ast  # noqa: E402
 from kernel import BinaryOps, Kernel, Opt, ShapeTracker  # noqa: E402
-from demo import alu, load, store  # noqa: E402
+from demo import alu, int_at_least, load, run_command_line, store  # noqa: E402
 
 
 def bma_ast(n: int = 1024) -> tuple:
@@ -47,13 +47,13 @@ def median_ms(launch: runtime.Launch, runs: int = 10) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python tools/timing_modes.py", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", nargs="?", default="bma", choices=list(KERNELS))
-    p.add_argument("--sets", type=int, default=8)
-    p.add_argument("--passes", type=int, default=6)
+    p.add_argument("--sets", type=int_at_least(1), default=8, help="sets of buffers (8)")
+    p.add_argument("--passes", type=int_at_least(1), default=6, help="passes over the sets (6)")
     p.add_argument("--spin", action="store_true", help="keep one core busy with another process meanwhile")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     ast, opts = KERNELS[args.kernel]
     k = Kernel(*ast())
     for o in opts.split():
@@ -74,7 +74,8 @@ def main() -> None:
     for i in range(args.sets):
         row = [table[p][i] for p in range(args.passes)]
         print(f"set {i:2d}  " + " ".join(f"{t:7.3f}" for t in row) + f"   {min(row):6.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command_line(main, "python tools/timing_modes.py", one_line=(runtime.NoDeviceError,)))

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench import BENCHMARKS, read_tinygrad_file  # noqa: E402
 from kernel import Kernel, optimize  # noqa: E402
-from demo import run_command_line  # noqa: E402
+from demo import int_at_least, run_command_line  # noqa: E402
 from runtime import BuildError, Launch, NoDeviceError, Program, device_limits, get_device, random_inputs  # noqa: E402
 from runtime import render, run  # noqa: E402
 
@@ -107,18 +107,16 @@ def in_turn(kernels: list[dict[str, Launch]], rounds: int, runs: int) -> dict[st
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="tools/tinygrad_parity.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python tools/tinygrad_parity.py", description=__doc__.split("\n\n")[0])
     p.add_argument("file", help="the file of tools/tinygrad_times.py --hand-coded (tinygrad's sources and ASTs)")
     p.add_argument("names", nargs="*", help="workloads, bench.py's names (default: every one in the file)")
-    p.add_argument("--rounds", type=int, default=20, help="rounds, each timing every side once (default 20)")
-    p.add_argument("--runs", type=int, default=10, help="launches per median (default 10)")
+    p.add_argument("--rounds", type=int_at_least(1), default=20, help="rounds, each timing every side once (20)")
+    p.add_argument("--runs", type=int_at_least(1), default=10, help="launches per median (default 10)")
     p.add_argument("--variant", action="append", default=[], help="a hand-edited C of one kernel, as one more side")
     p.add_argument("--show", action="store_true", help="print each kernel's sources first")
     args = p.parse_args(argv)
     if unknown := [n for n in args.names if n not in BENCHMARKS]:
         p.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
-    if args.rounds < 1 or args.runs < 1:
-        p.error("--rounds and --runs take an int >= 1")
     variants = {}
     for path in args.variant:
         with open(path) as f:
@@ -150,4 +148,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command_line(main, "tools/tinygrad_parity.py", (NoDeviceError, BuildError, ValueError, OSError)))
+    errors = (NoDeviceError, BuildError, ValueError, OSError)  # one line each
+    sys.exit(run_command_line(main, "python tools/tinygrad_parity.py", errors))

@@ -42,7 +42,9 @@ os.environ.setdefault("IGNORE_BEAM_CACHE", "1")  # read by tinygrad when it sear
 os.environ.setdefault("DISABLE_COMPILER_CACHE", "1")
 os.environ.setdefault("GPU", "1")
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the command line's helpers
 import numpy as np  # noqa: E402
+from demo import int_at_least, output_file, write_file  # noqa: E402  (the project's: standard library only)
 from tinygrad import Device, Tensor  # noqa: E402
 from tinygrad.dtype import ImageDType  # noqa: E402
 from tinygrad.engine.realize import CompiledRunner, get_linearizer  # noqa: E402
@@ -147,17 +149,19 @@ def main(argv: list[str] | None = None) -> int:
         description="Under tinygrad 0.9.1: its kernel times and BEAM choices for bench.py's workloads, as JSON.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="workloads (default all): " + ", ".join(WORKLOADS))
-    p.add_argument("--hand-coded", metavar="FILE", help="write tinygrad's hand-coded kernels' times (bench --tinygrad)")
-    p.add_argument("--beam", metavar="FILE", help="write tinygrad's BEAM choices (bench --tinygrad-beam)")
-    p.add_argument("--beam-amt", type=int, default=2, metavar="N", help="BEAM=N for --beam (2)")
-    p.add_argument("--runs", type=int, default=10, help="timed launches per kernel, after two warm-ups (10)")
-    args = p.parse_args(argv)
+    p.add_argument("--hand-coded", type=output_file, metavar="FILE", help="write tinygrad's hand-coded kernels' "
+                   "times (bench --tinygrad)")  # fmt: skip
+    p.add_argument("--beam", type=output_file, metavar="FILE", help="write tinygrad's BEAM choices (bench "
+                   "--tinygrad-beam)")  # fmt: skip
+    p.add_argument("--beam-amt", type=int_at_least(1), default=2, metavar="N", help="BEAM=N for --beam (2)")
+    p.add_argument("--runs", type=int_at_least(1), default=10, help="timed launches a kernel, after two warm-ups (10)")
+    args = p.parse_args(argv)  # (each FILE checked there: before minutes of measuring, not after)
     if unknown := [n for n in args.names if n not in WORKLOADS]:
         p.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(WORKLOADS)}")
     if not (args.hand_coded or args.beam):
         p.error("give --hand-coded FILE, --beam FILE or both")
-    if args.beam_amt < 1 or args.runs < 1:
-        p.error("--beam-amt and --runs must be at least 1")
+    if args.hand_coded and args.beam and os.path.realpath(args.hand_coded) == os.path.realpath(args.beam):
+        p.error(f"--hand-coded and --beam name one file ({args.beam}): the second would overwrite the first")
     dev = Device[Device.DEFAULT]
     device = getattr(dev, "device_name", Device.DEFAULT).strip()
     print(f"tinygrad 0.9.1 on {Device.DEFAULT}: {device}", flush=True)
@@ -166,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if path:
             result = {**head, "mode": mode, **({"beam": amt} if amt else {}), "runs": args.runs}
             result["workloads"] = measure(args.names or list(WORKLOADS), args.runs, amt)
-            with open(path, "w") as f:
-                json.dump(result, f)
+            write_file(path, json.dumps(result))  # whole or not at all
             print(f"wrote {path}", flush=True)
     return 0
 
