@@ -56,13 +56,13 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(items):
     """The markers a reader selects by (pyproject.toml lists them): `device` on every test that uses the device
-    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli` and `browser` (those four are marked
-    where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no other test runs
-    while one of their devices is chosen."""
+    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli`, `browser` and `exercise` (those five
+    are marked where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no
+    other test runs while one of their devices is chosen."""
     for item in items:
         if "device" in item.fixturenames:
             item.add_marker(pytest.mark.device)
-        if not any(item.get_closest_marker(name) for name in ("device", "corpus", "sweep", "cli", "browser")):
+        if not any(item.get_closest_marker(n) for n in ("device", "corpus", "sweep", "cli", "browser", "exercise")):
             item.add_marker(pytest.mark.spec)
     items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
 
