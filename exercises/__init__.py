@@ -57,7 +57,7 @@ class Exercise:
         return f"exercise {self.number} ({self.qualname})"
 
 
-# 10, 11, 13 and 14 are kept: the heuristics' _upcast_broadcast_axes and _locals, render's ids, the search's actions
+# 13 is kept: render's ids from the launch dims
 EXERCISES = [
     Exercise(1, "kernel.py:_expr_view", "a View's index and validity", 1, 20, ("chains", "kernels"), 300),
     Exercise(2, "kernel.py:ShapeTracker.real_strides", "strides read off the index", 2, 30, ("chains", "kernels"), 400),
@@ -68,6 +68,8 @@ EXERCISES = [
     Exercise(7, "kernel.py:Kernel._opt_upcast", "UPCAST", 1, 20, ("kernels",), 150),
     Exercise(8, "kernel.py:Kernel._opt_group", "GROUP and GROUPTOP", 2, 30, ("kernels",), 100),
     Exercise(9, "kernel.py:Kernel._opt_padto", "PADTO", 3, 45, ("kernels",), 75),
+    Exercise(10, "kernel.py:Kernel._upcast_broadcast_axes", "upcast the broadcast axes", 3, 45, ("heuristics",), 150),
+    Exercise(11, "kernel.py:Kernel._locals", "work-groups: the local axes", 3, 45, ("heuristics",), 150),
     Exercise(12, "render.py:vector_axis", "the vector rule: float2 and float4", 2, 30, ("vectors", "device"), 150),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}

@@ -522,6 +522,57 @@ def random_kernel(rng: random.Random) -> dict:
     return case
 
 
+# ==== one branch of the heuristics (Kernel._upcast_broadcast_axes, Kernel._locals) ==========================
+
+
+def branch_run(case: dict, branch: str) -> tuple[dict, dict | None, list, K.Kernel]:
+    """The case's kernel after hand_coded_optimizations(): its state, the state as the branch found it (None: the
+    branch never ran) and the opts the branch applied (a wrapper on the instance: hand_coded_optimizations calls
+    `self.<branch>()`)."""
+    k = case_kernel(case)
+    seen: dict = {}
+
+    def wrapped(*args, **kwargs):
+        seen["before"], start = state_of(k), len(k.applied_opts)
+        try:
+            return getattr(K.Kernel, branch)(k, *args, **kwargs)
+        finally:
+            seen["opts"] = [str(o) for o in k.applied_opts[start:]]
+
+    setattr(k, branch, wrapped)
+    k.hand_coded_optimizations()
+    return state_of(k), seen.get("before"), seen.get("opts", []), k
+
+
+def grade_branch(ctx: Context, case: dict, name: str) -> Failure | None:
+    """The kernel's whole state after hand_coded_optimizations() (every other branch kernel.py's own) against
+    tinygrad's recorded one, the applied opts first; a picture of the shape as the branch found it and after."""
+    branch = ctx.exercise.qualname.split(".")[-1]
+    theirs = case.get("oracle", TINYGRAD)
+    with ctx.splice_undone():
+        _, _, ours, _ = branch_run(case, branch)
+    yours, before, opts, _ = branch_run(case, branch)
+    want = {key: case["hand_coded"][key] for key in ("applied_opts", *HAND_CODED) if key in case["hand_coded"]}
+    if failure := compare_state(name, "after hand_coded_optimizations()", yours, want, theirs, before):
+        start = len(before["applied_opts"]) if before else 0  # the branch's share of the record: where kernel.py's is
+        theirs_opts = [":".join(map(str, o)) for o in want["applied_opts"][start : start + len(ours)]]
+        failure.picture[0:0] = [f"{branch} applied: yours {' '.join(opts) or 'nothing'}; {theirs}'s "
+                                f"{' '.join(theirs_opts) or 'nothing'}"]  # fmt: skip
+        return failure
+    return None
+
+
+HAND_CODED = ("full_shape", "colors", "first_reduce", "upcasted", "local_dims", "group_for_reduces", "sts")
+
+
+def heuristics_part(ctx: Context) -> list[Part]:
+    cases = [(n, c) for n, c in recorded_cases(ctx.kernel_files) if "hand_coded" in c]
+    parts = [Part([(n, _bind(grade_branch, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parts.append(Part([(n, _bind(grade_branch, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
+    return parts
+
+
 # ==== the vector rule (render.vector_axis) ==================================================================
 
 
@@ -750,6 +801,7 @@ PARTS: dict[str, Callable[[Context], list[Part]]] = {
     "chains": chains_part,
     "numpy": numpy_part,
     "kernels": kernels_part,
+    "heuristics": heuristics_part,
     "vectors": vectors_part,
     "device": device_part,
 }

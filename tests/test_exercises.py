@@ -191,6 +191,19 @@ def test_demo_runs_the_student_s_function_or_says_not_done(copy):
     assert done.returncode == 0 and "UPCAST" in done.stdout, done.stderr
 
 
+def test_the_demo_shows_a_heuristics_branch_s_opts_when_it_records_no_decision(tmp_path):
+    """A branch without `self._weigh(...)`: its UPCASTs are still steps of the demo, under its name."""
+    src = open(os.path.join(ROOT, "kernel.py"), encoding="utf-8").read()
+    ref = find_def(ast.parse(src), "Kernel._upcast_broadcast_axes")
+    body = [x for x in src.splitlines()[ref.body[1].lineno - 1 : ref.end_lineno] if "self._weigh(" not in x]
+    folder = student_copy(tmp_path, {10: inspect.cleandoc("\n" + "\n".join(body))})
+    done = run("demo", "10", "matmul", "--explain", "--student", folder)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("_upcast_broadcast_axes:"))
+    assert "-> UPCAST:1:4 UPCAST:0:4" in lines[at:at + 4][-1] and lines[at + 4].startswith("  UPCAST:1:4 ")
+
+
 def test_the_device_part_calls_a_kernel_that_crashes_the_device_a_failed_case(tmp_path, device):
     """A vector rule that is right but kills the process that runs kernels (as a misaligned float4 once did)."""
     src = open(os.path.join(ROOT, "render.py"), encoding="utf-8").read()
