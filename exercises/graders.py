@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -573,6 +574,115 @@ def heuristics_part(ctx: Context) -> list[Part]:
     return parts
 
 
+# ==== the actions of one step (search/beam.py:kernel_actions) ===============================================
+
+SEARCH_LOGS = ("search_logs.jsonl.gz", "search_logs_zen4_intel.jsonl.gz", "search_logs_zen4_pocl.jsonl.gz")
+LOGGED = "the logged search"
+
+
+def kernel_actions(k: K.Kernel) -> list[K.Kernel]:
+    """search.beam's (imported as it is needed: the search package is not the graders' to load up front)."""
+    import search.beam as beam
+
+    return beam.kernel_actions(k)
+
+
+def opts_of(k: K.Kernel) -> str:
+    return " ".join(map(str, k.applied_opts))
+
+
+def logged_rounds() -> list[tuple[str, dict]]:
+    """Each round after the first of each vendored search log, as a case: the search's kernel, its actions and knobs,
+    the beam (the kernels timed the round before whose children the round's candidates are: a candidate is its
+    parent's opts and one action, of one opt or two) and the candidates, as the search logged them."""
+    from search.cost import read_log
+
+    out = []
+    for file in SEARCH_LOGS:
+        for sid, entry in read_log(os.path.join(ROOT, "testdata", file)).items():
+            start, rounds = entry["start"], entry["rounds"]
+            for r in range(1, len(rounds)):
+                timed = {c["opts"] for c in rounds[r - 1] if c["time_s"] is not None}
+                candidates = sorted(c["opts"] for c in rounds[r])
+                beam = sorted({p for c in candidates for n in (1, 2) if (p := " ".join(c.split()[:-n])) in timed})
+                case = {"kernel": start["kernel"], "actions": start["actions"], "knobs": start["knobs"],
+                        "beam": beam, "candidates": candidates, "oracle": LOGGED}  # fmt: skip
+                out.append((f"{file} search {sid} ({start['kernel'].full_shape}) round {r}", case))
+    return out
+
+
+def corpus_parents(files: tuple[str, ...], tuned: bool) -> list[tuple[str, dict]]:
+    """Kernels no search logged: each recorded case's kernel (every target: tensor cores on metal and cuda, no
+    locals on clang) as constructed and, if `tuned`, hand-coded; kernel.py's own children are the answer (made now,
+    before the splice)."""
+    out = []
+    for name, case in recorded_cases(files):
+        parents = [("as constructed", case_kernel(case))]
+        if tuned:
+            parents.append(("hand-coded", parents[0][1].copy()))
+            parents[-1][1].hand_coded_optimizations()
+        for label, k in parents:
+            children = sorted(opts_of(c) for c in kernel_actions(k))
+            out.append((f"{name} {label}", {"parent": k, "candidates": children, "oracle": OURS}))
+    return out
+
+
+def grade_actions(ctx: Context, case: dict, name: str) -> Failure | None:
+    """The children of each beam kernel, all together, against the round's candidates (as multisets of opts): the
+    log's actions and knobs in place, as the search ran."""
+    import search.beam as beam
+
+    saved, env = (beam.ACTIONS, beam.MACROS), {n: os.environ.get(n) for n in case.get("knobs", {})}
+    parents = [case["parent"]] if "parent" in case else []
+    try:
+        if "actions" in case:
+            logged = [tuple(K.Opt.parse(o) for o in a.split("+")) for a in case["actions"]]
+            beam.ACTIONS, beam.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
+            for knob, value in case["knobs"].items():
+                os.environ.pop(knob, None) if value is None else os.environ.__setitem__(knob, value)
+            for opts in case["beam"]:
+                parents.append(K.Kernel(*case["kernel"].ast, opts=case["kernel"].opts))
+                for o in opts.split():
+                    parents[-1].apply_opt(K.Opt.parse(o))
+        yours = []
+        for parent in parents:
+            children = beam.kernel_actions(parent)
+            if not isinstance(children, list) or not all(isinstance(c, K.Kernel) for c in children):
+                return Failure(name, "", "kernel_actions(k) (a list of Kernels)", short(children), "a list of Kernels",
+                               case["oracle"])  # fmt: skip
+            yours += [opts_of(c) for c in children]
+    finally:
+        beam.ACTIONS, beam.MACROS = saved
+        for knob, value in env.items():
+            os.environ.pop(knob, None) if value is None else os.environ.__setitem__(knob, value)
+    extra, missing = Counter(yours) - Counter(case["candidates"]), Counter(case["candidates"]) - Counter(yours)
+    if not extra and not missing:
+        return None
+    pic = [f"{'parent':<10}{shape_row(state_of(p)['full_shape'], state_of(p)['colors'])}   {opts_of(p)}".rstrip()
+           for p in parents[:4]]  # fmt: skip
+    pic += [f"(and {len(parents) - 4} more parents)"] * (len(parents) > 4)
+    pic += [f"{what}: {' | '.join(sorted(c.elements())[:6])}{' ...' * (c.total() > 6)}"
+            for what, c in (("yours, not theirs", extra), ("theirs, not yours", missing)) if c]  # fmt: skip
+    return Failure(name, f"the children of {len(parents)} kernel{'s' * (len(parents) != 1)}", "candidates",
+                   f"{len(yours)}, {extra.total()} not in theirs", f"{len(case['candidates'])}, {missing.total()} "
+                   "not in yours", case["oracle"], pic)  # fmt: skip
+
+
+def search_part(ctx: Context) -> list[Part]:
+    """The logged rounds; kernels.json's kernels as constructed (quick), or every kernel file's, hand-coded too."""
+    cases = logged_rounds() + corpus_parents(QUICK_KERNELS[:1] if ctx.quick else ctx.kernel_files, not ctx.quick)
+    parts = [Part([(n, _bind(grade_actions, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parents = []
+        for name, case in ctx.hidden_kernels()[:10]:
+            parents.append((f"{name} hand-coded", case_kernel(case)))
+            parents[-1][1].hand_coded_optimizations()
+        hidden = [(n, {"parent": k, "candidates": sorted(opts_of(c) for c in kernel_actions(k)), "oracle": OURS})
+                  for n, k in parents]  # fmt: skip
+        parts.append(Part([(n, _bind(grade_actions, ctx, c, n)) for n, c in hidden], hidden=True))
+    return parts
+
+
 # ==== the vector rule (render.vector_axis) ==================================================================
 
 
@@ -802,6 +912,7 @@ PARTS: dict[str, Callable[[Context], list[Part]]] = {
     "numpy": numpy_part,
     "kernels": kernels_part,
     "heuristics": heuristics_part,
+    "search": search_part,
     "vectors": vectors_part,
     "device": device_part,
 }

@@ -74,7 +74,7 @@ def test_each_exercise_has_two_wrong_answers_with_the_target_s_parameters_and_a_
 
 def test_make_s_copy_imports_and_differs_from_main_in_the_targets_bodies_only(copy):
     """Every target exists in main (a rename fails here), its body in the copy is exactly the stub after the
-    docstring, and every other line of the three files is main's."""
+    docstring, and every other line of the student's files is main's."""
     for name in STUDENT_FILES:
         targets = [ex for ex in EXERCISES if ex.file == name]
         main_tree = ast.parse(open(os.path.join(ROOT, name), encoding="utf-8").read())
