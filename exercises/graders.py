@@ -399,11 +399,8 @@ def compare_state(name: str, at: str, yours: dict, want: dict, oracle: str, befo
 def grade_kernel(ctx: Context, case: dict, name: str) -> Failure | None:
     """Construction, the heuristics, tensor cores and every opt sequence, as tinygrad recorded them; each accepted
     step's whole state (every buffer's views) as kernel.py's own, where tinygrad recorded only the shape and colours
-    (computed with the reference in place, then graded with the student's function)."""
+    (computed with the reference in place when the first step is graded: a stub or an early failure never pays)."""
     theirs, ours = case.get("oracle", TINYGRAD), case.get("ours")
-    if ours is None:
-        with ctx.splice_undone():
-            ours = reference_steps(case)
     k = case_kernel(case)
     init = state_of(k)
     if failure := compare_state(name, "after construction", init, case["init"], theirs, None):
@@ -424,6 +421,9 @@ def grade_kernel(ctx: Context, case: dict, name: str) -> Failure | None:
             return failure
     for s, n, step, after, before in replay(case, k):
         at = f"sequence {s}, step {n} {':'.join(map(str, step['opt']))}"
+        if ours is None:
+            with ctx.splice_undone():
+                ours = reference_steps(case)
         mine = ours.get((s, n), _UNSEEN)
         want_ok, oracle = step["ok"], theirs
         if mine is not _UNSEEN and (mine is not None) != step["ok"]:
@@ -550,11 +550,11 @@ def grade_branch(ctx: Context, case: dict, name: str) -> Failure | None:
     tinygrad's recorded one, the applied opts first; a picture of the shape as the branch found it and after."""
     branch = ctx.exercise.qualname.split(".")[-1]
     theirs = case.get("oracle", TINYGRAD)
-    with ctx.splice_undone():
-        _, _, ours, _ = branch_run(case, branch)
     yours, before, opts, _ = branch_run(case, branch)
     want = {key: case["hand_coded"][key] for key in ("applied_opts", *HAND_CODED) if key in case["hand_coded"]}
     if failure := compare_state(name, "after hand_coded_optimizations()", yours, want, theirs, before):
+        with ctx.splice_undone():  # kernel.py's branch: how many of the record's opts are the branch's
+            _, _, ours, _ = branch_run(case, branch)
         start = len(before["applied_opts"]) if before else 0  # the branch's share of the record: where kernel.py's is
         theirs_opts = [":".join(map(str, o)) for o in want["applied_opts"][start : start + len(ours)]]
         failure.picture[0:0] = [f"{branch} applied: yours {' '.join(opts) or 'nothing'}; {theirs}'s "

@@ -130,14 +130,17 @@ def module_name(file: str) -> str:
 def project_modules() -> list[types.ModuleType]:
     """The project's own modules that are loaded: those of the student's files' folders (kernel, render, demo, ...:
     the .py files of its top folder; search.beam, search.cost, ...)."""
+    return [m for name, m in list(sys.modules.items()) if _project_module(getattr(m, "__file__", None)) == name]
+
+
+@functools.cache
+def _project_module(path: str | None) -> str | None:
+    """The name of the project's module at path (None: not one): a splice asks for each loaded module, often."""
+    if not isinstance(path, str):
+        return None
     folders = {os.path.realpath(os.path.join(ROOT, os.path.dirname(f))) for f in STUDENT_FILES}
-    return [
-        m
-        for name, m in list(sys.modules.items())
-        if isinstance(getattr(m, "__file__", None), str)
-        and os.path.dirname(os.path.realpath(m.__file__)) in folders
-        and name == module_name(os.path.relpath(os.path.realpath(m.__file__), os.path.realpath(ROOT)))
-    ]
+    real = os.path.realpath(path)
+    return module_name(os.path.relpath(real, os.path.realpath(ROOT))) if os.path.dirname(real) in folders else None
 
 
 def _namespaces() -> list[tuple[str, Any]]:
