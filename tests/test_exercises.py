@@ -217,7 +217,11 @@ def test_the_device_part_calls_a_kernel_that_crashes_the_device_a_failed_case(tm
     assert "crashed the device (killed by SIGSEGV)" in v.line()
 
 
-@pytest.mark.parametrize("number, wrong", [(1, "offset_dropped"), (3, "mask_dropped"), (7, "no_limit_of_8")])
+@pytest.mark.parametrize(
+    "number, wrong",
+    [(1, "offset_dropped"), (3, "mask_dropped"), (7, "no_limit_of_8"), (10, "largest_first"),
+     (11, "thirty_two_on_every_axis"), (14, "whole_axis_kept")],
+)
 def test_hidden_cases_alone_catch_a_wrong_answer_and_pass_the_reference(number, wrong):
     """The hidden cases (drawn from the seed at grading time) decide on their own: no recorded case is graded here."""
     ex = next(e for e in EXERCISES if e.number == number)
