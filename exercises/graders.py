@@ -19,10 +19,12 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -37,6 +39,7 @@ from exercises import ROOT, Exercise
 from exercises.splice import Source, SourceError, Splice, changes, project_state, restore, where
 
 TINYGRAD, NUMPY, OURS = "tinygrad 0.9.1", "numpy", "kernel.py's own answer"
+RENDERS, SEARCHES = "render.py's own answer", "search/beam.py's own answer"  # the oracle where the reference is theirs
 QUICK_CHAINS, QUICK_KERNELS = ("shapetracker.json",), ("kernels.json", "multireduce.json")
 ALL_CHAINS = QUICK_CHAINS + ("difftest_shapetracker.json.gz",)
 ALL_KERNELS = QUICK_KERNELS + ("difftest_kernels.json.gz", "multireduce_recorded.json.gz")
@@ -623,7 +626,7 @@ def corpus_parents(files: tuple[str, ...], tuned: bool) -> list[tuple[str, dict]
             parents[-1][1].hand_coded_optimizations()
         for label, k in parents:
             children = sorted(opts_of(c) for c in kernel_actions(k))
-            out.append((f"{name} {label}", {"parent": k, "candidates": children, "oracle": OURS}))
+            out.append((f"{name} {label}", {"parent": k, "candidates": children, "oracle": SEARCHES}))
     return out
 
 
@@ -677,7 +680,7 @@ def search_part(ctx: Context) -> list[Part]:
         for name, case in ctx.hidden_kernels()[:10]:
             parents.append((f"{name} hand-coded", case_kernel(case)))
             parents[-1][1].hand_coded_optimizations()
-        hidden = [(n, {"parent": k, "candidates": sorted(opts_of(c) for c in kernel_actions(k)), "oracle": OURS})
+        hidden = [(n, {"parent": k, "candidates": sorted(opts_of(c) for c in kernel_actions(k)), "oracle": SEARCHES})
                   for n, k in parents]  # fmt: skip
         parts.append(Part([(n, _bind(grade_actions, ctx, c, n)) for n, c in hidden], hidden=True))
     return parts
@@ -720,7 +723,7 @@ def grade_vectors(ctx: Context, case: dict, name: str) -> Failure | None:
                 pic = [f"{'kernel':<10}{shape_row(st['full_shape'], st['colors'])}",
                        f"buffer {i}: strides {strides}, {k.bufs[i].dtype}, {k.opts.device}"]  # fmt: skip
                 field_ = f"vector_axis(k, {i})[0]" if ok else f"vector_axis(k, {i}) (a pair: axis or None, why)"
-                return Failure(name, at, field_, yours[0] if ok else repr(yours), want[0], OURS, pic)
+                return Failure(name, at, field_, yours[0] if ok else repr(yours), want[0], RENDERS, pic)
     return None
 
 
@@ -729,6 +732,76 @@ def vectors_part(ctx: Context) -> list[Part]:
     parts = [Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in cases])]
     if ctx.hidden is not None:
         parts.append(Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
+    return parts
+
+
+# ==== the ids from the launch dims (render._Renderer._define_ids) ============================================
+
+ID_LINE = re.compile(r"\s*int (\w+) = ([^;]+);(\s*/\*.*\*/)?")
+LAUNCH_ID = re.compile(r"get_(group|global|local)_id\((\d)\)")
+
+
+def launch_ids(k: K.Kernel, define: Callable | None = None) -> tuple[list[str], dict[str, str], list, list, list]:
+    """The launch of k as render.py writes it (with `define` for _define_ids, if given): every line it wrote, the
+    ids it defined (name: C expression), each axis's index, and the global and local sizes."""
+    import render
+
+    r = render._Renderer(k, frozenset(), None)
+    if define is not None:
+        r._define_ids = types.MethodType(define, r)
+    global_size, local_size, idxs, _ = r.launch()
+    ids = {m[1]: m[2] for line in r.lines if (m := ID_LINE.fullmatch(line))}
+    return r.lines, ids, idxs, global_size, local_size or [1, 1, 1]
+
+
+def id_values(expr: str, sizes: tuple[list, list]) -> np.ndarray:
+    """A C id expression evaluated at a sample of launch ids (every id of a launch dim up to 64 long, else its first
+    and last 16 and 16 between): the group (or global) ids on the first three axes of the result, the local ids on
+    the last three."""
+    if not re.fullmatch(r"[\w()+*/% ]*", expr) or re.search(r"[a-z_]\w*", LAUNCH_ID.sub("", expr)):
+        raise ValueError(f"not an expression of the launch ids: {expr!r}")
+    grids = []
+    for n, size in enumerate(sizes[0] + sizes[1]):
+        some = random.Random(f"{size} {n}").sample(range(size), min(size, 16))
+        values = range(size) if size <= 64 else sorted({*range(16), *range(size - 16, size), *some})
+        grids.append(np.array(values, dtype=np.int64).reshape([-1 if j == n else 1 for j in range(6)]))
+    python = LAUNCH_ID.sub(lambda m: f"ids[{int(m[2]) + 3 * (m[1] == 'local')}]", expr).replace("/", "//")
+    return np.broadcast_to(eval(python, {"__builtins__": {}}, {"ids": grids}), [len(g.reshape(-1)) for g in grids])
+
+
+def grade_ids(ctx: Context, case: dict, name: str) -> Failure | None:
+    """Every state of the case's kernel: the ids the student's _define_ids writes, evaluated at the launch ids, and
+    the axes' index Variables, against render.py's own (tinygrad recorded no rendering)."""
+    for at, k in case_states(case):
+        try:
+            _, want, want_idxs, global_size, local_size = launch_ids(k, ctx.splice.original)
+        except ValueError:
+            continue  # a state render.py can't launch (too many threads for its target): nothing to grade
+        lines, yours, idxs, *_ = launch_ids(k)
+        st = state_of(k)
+        pic = [f"{'kernel':<10}{shape_row(st['full_shape'], st['colors'])}",
+               f"launch: global {global_size}, local {local_size}",
+               *(f"yours:      {x.strip()}" for x in lines), *(f"render.py:  int {n} = {e};" for n, e in want.items())]
+        if sorted(yours) != sorted(want):
+            return Failure(name, at, "the ids defined", sorted(yours), sorted(want), RENDERS, pic)  # fmt: skip
+        for n, expr in want.items():
+            mine, theirs = id_values(yours[n], (global_size, local_size)), id_values(expr, (global_size, local_size))
+            if not np.array_equal(mine, theirs):
+                where_ = tuple(int(x[0]) for x in np.nonzero(mine != theirs))
+                return Failure(name, at, f"{n} at get_group_id/get_global_id {where_[:3]}, get_local_id {where_[3:]}",
+                               int(mine[where_]), int(theirs[where_]), RENDERS, pic)  # fmt: skip
+        for axis, (a, b) in enumerate(zip(idxs, want_idxs)):
+            if repr(a) != repr(b) or (a.min, a.max) != (b.min, b.max):
+                return Failure(name, at, f"idxs[{axis}]", f"{a!r} ({a.min}..{a.max})", f"{b!r} ({b.min}..{b.max})",
+                               RENDERS, pic)  # fmt: skip
+    return None
+
+
+def ids_part(ctx: Context) -> list[Part]:
+    cases = extra_cases() + recorded_cases(ctx.kernel_files)
+    parts = [Part([(n, _bind(grade_ids, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parts.append(Part([(n, _bind(grade_ids, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
     return parts
 
 
@@ -913,6 +986,7 @@ PARTS: dict[str, Callable[[Context], list[Part]]] = {
     "kernels": kernels_part,
     "heuristics": heuristics_part,
     "search": search_part,
+    "ids": ids_part,
     "vectors": vectors_part,
     "device": device_part,
 }
