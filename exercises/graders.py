@@ -616,18 +616,24 @@ def logged_rounds() -> list[tuple[str, dict]]:
 
 def corpus_parents(files: tuple[str, ...], tuned: bool) -> list[tuple[str, dict]]:
     """Kernels no search logged: each recorded case's kernel (every target: tensor cores on metal and cuda, no
-    locals on clang) as constructed and, if `tuned`, hand-coded; kernel.py's own children are the answer (made now,
-    before the splice)."""
-    out = []
+    locals on clang) as constructed and, if `tuned`, hand-coded; search/beam.py's own children are the answer (made
+    before the splice, once a process for the same knobs: they are only opts as text)."""
+    from search.cost import KNOBS
+
+    out, knobs = [], tuple(os.environ.get(n) for n in KNOBS)
     for name, case in recorded_cases(files):
         parents = [("as constructed", case_kernel(case))]
         if tuned:
             parents.append(("hand-coded", parents[0][1].copy()))
             parents[-1][1].hand_coded_optimizations()
         for label, k in parents:
-            children = sorted(opts_of(c) for c in kernel_actions(k))
-            out.append((f"{name} {label}", {"parent": k, "candidates": children, "oracle": SEARCHES}))
+            if (key := (name, label, knobs)) not in _CHILDREN:
+                _CHILDREN[key] = sorted(opts_of(c) for c in kernel_actions(k))
+            out.append((f"{name} {label}", {"parent": k, "candidates": _CHILDREN[key], "oracle": SEARCHES}))
     return out
+
+
+_CHILDREN: dict[tuple, list[str]] = {}
 
 
 def grade_actions(ctx: Context, case: dict, name: str) -> Failure | None:
@@ -1011,10 +1017,10 @@ def grade(
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            parts = [p for name in ex.parts for p in PARTS[name](ctx)]  # hidden cases drawn here, before the splice
-            func, module = source.load()
+            func, module = source.load()  # first: a file that doesn't load costs no cases
             if changed := changes(before):
                 raise SourceError(f"loading {os.path.basename(source.path)} changed {', '.join(changed[:3])}")
+            parts = [p for name in ex.parts for p in PARTS[name](ctx)]  # hidden cases drawn here, before the splice
             ctx.splice = Splice(ex.file, ex.qualname, func, module)
             if limit is not None:
                 parts = [p if p.hidden else Part(p.cases[:limit], p.hidden, p.device, p.note) for p in parts]
