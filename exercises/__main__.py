@@ -66,8 +66,9 @@ def list_command(coverage: bool) -> int:
     print(f"     {len(EXERCISES)} exercises, about {minutes // 60} h {minutes % 60:02d} min in all")
     if not coverage:
         return 0
-    print("\ncoverage, on the founders' corpus files (check --quick): each grader's cases and how many its stub fails")
-    print("on (tests/test_exercises.py holds that above the floor); the case each wrong answer fails on first")
+    print("\ncoverage, on check --quick's cases (the founders' corpus files; 14: the search logs and kernels.json):")
+    print("each grader's cases and how many its stub fails on (tests/test_exercises.py holds that above the floor);")
+    print("the case each wrong answer fails on first")
     with tempfile.TemporaryDirectory() as tmp:
         make(tmp)
         for ex in EXERCISES:
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     timeout = dict(type=float, default=300, metavar="S", help="the time limit of one exercise (default 300 s)")
     jobs = dict(type=int, default=os.cpu_count() or 1, metavar="J", help="exercises graded at once")
     hidden = dict(type=int, metavar="SEED", help="also grade on cases drawn from SEED at grading time")
-    quick = dict(action="store_true", help="the founders' corpus files only (kernels.json, shapetracker.json, ...)")
+    quick = dict(action="store_true", help="the founders' corpus files only (kernels.json, shapetracker.json, ...; the "
+                 "search logs for 14)")
     ck = sub.add_parser("check", help="grade a student's copy: one verdict line an exercise; exit 0 if all pass")
     ck.add_argument("numbers", nargs="*", type=exercise_number, metavar="N", help="the exercises (default: all)")
     ck.add_argument("--student", default=".", metavar="DIR", help="the student's copy (default: this folder)")
