@@ -7,8 +7,7 @@ from kernel import Opt, OptOps, prod
 
 def _upcast(self, more_than=False, key=None, last=False):
     upcasted_axis = set()
-    while prod(self.sts[0].shape[: self.first_reduce]) > 1024 if more_than else \
-            prod(self.sts[0].shape[: self.first_reduce]) >= 1024:  # fmt: skip
+    while (threads := prod(self.sts[0].shape[: self.first_reduce])) > 1024 or (threads == 1024 and not more_than):
         choices = []
         for axis, amount in itertools.product(range(self.first_reduce), [3, 4]):
             if axis not in upcasted_axis and isinstance(self.full_shape[axis], int) and \
@@ -26,7 +25,8 @@ def _upcast(self, more_than=False, key=None, last=False):
 
 
 def more_than_1024(self):
-    """`>` for `>=` on the threshold: a kernel of exactly 1,024 outputs is left without its upcast."""
+    """`>` for `>=` on the threshold: where exactly 1,024 threads are left (matmul 64 after its first upcast), no
+    more upcasts."""
     _upcast(self, more_than=True)
 
 
