@@ -70,7 +70,7 @@ EXERCISES = [
     Exercise(10, "kernel.py:Kernel._upcast_broadcast_axes", "upcast the broadcast axes", 3, 45, ("heuristics",), 150),
     Exercise(11, "kernel.py:Kernel._locals", "work-groups: the local axes", 3, 45, ("heuristics",), 150),
     Exercise(12, "render.py:vector_axis", "the vector rule: float2 and float4", 2, 30, ("vectors", "device"), 150),
-    Exercise(13, "render.py:_Renderer._define_ids", "the ids from the launch dims", 3, 45, ("ids", "device"), 100),
+    Exercise(13, "render.py:_Renderer._define_ids", "the ids from the launch dims", 3, 45, ("ids", "device"), 150),
     Exercise(14, "search/beam.py:kernel_actions", "the actions of one search step", 2, 30, ("search",), 250),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}

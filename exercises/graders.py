@@ -743,7 +743,7 @@ def vectors_part(ctx: Context) -> list[Part]:
 
 # ==== the ids from the launch dims (render._Renderer._define_ids) ============================================
 
-ID_LINE = re.compile(r"\s*int (\w+) = ([^;]+);(\s*/\*.*\*/)?")
+ID_LINE = re.compile(r"\s*int\s+(\w+)\s*=\s*([^;]+?)\s*;(\s*/\*.*\*/)?\s*")
 LAUNCH_ID = re.compile(r"get_(group|global|local)_id\((\d)\)")
 
 
@@ -797,9 +797,9 @@ def grade_ids(ctx: Context, case: dict, name: str) -> Failure | None:
                 return Failure(name, at, f"{n} at get_group_id/get_global_id {where_[:3]}, get_local_id {where_[3:]}",
                                int(mine[where_]), int(theirs[where_]), RENDERS, pic)  # fmt: skip
         for axis, (a, b) in enumerate(zip(idxs, want_idxs)):
-            if repr(a) != repr(b) or (a.min, a.max) != (b.min, b.max):
-                return Failure(name, at, f"idxs[{axis}]", f"{a!r} ({a.min}..{a.max})", f"{b!r} ({b.min}..{b.max})",
-                               RENDERS, pic)  # fmt: skip
+            if (yours_ := (repr(a), getattr(a, "min", None), getattr(a, "max", None))) != (repr(b), b.min, b.max):
+                return Failure(name, at, f"idxs[{axis}] (repr, min, max)", yours_, (repr(b), b.min, b.max), RENDERS,
+                               pic)  # fmt: skip
     return None
 
 
