@@ -541,6 +541,7 @@ class _Renderer:
         return global_size, [prod(s for _, s in slot) for slot in threads] + [1] * (3 - len(threads)), idxs, looped
 
     def _define_ids(self, slots, fn: str, axes: Sequence[int], prefix: str, idxs: list[Any]) -> None:
+        """Each axis's index from the launch ids fn(d) (fit_dims' slots): an `int` line, and a Variable in idxs."""
         parts: dict[int, list[str]] = {}  # axis -> its C terms (an axis split over two launch dims has two)
         weight: dict[int, int] = {}
         for d, slot in enumerate(slots):
@@ -553,8 +554,7 @@ class _Renderer:
                 parts.setdefault(i, []).append(term if w == 1 else f"({term}*{cexpr(w)})")
                 weight[i], div = w * s, div * s
         for i, terms in sorted(parts.items()):
-            axis = axes[i]
-            if (size := self.k.full_shape[axis]) > 1:  # the launch dims count axes in reverse: see fit_dims
+            if (size := self.k.full_shape[axis := axes[i]]) > 1:  # the launch dims count axes in reverse: see fit_dims
                 name = f"{prefix}{axis}"
                 comment = f"{self.k.colors()[axis]}, axis {axis}: 0 <= {name} < {cexpr(size)}"
                 self.line(f"int {name} = {'+'.join(terms)};  /* {comment} */")

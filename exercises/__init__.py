@@ -1,7 +1,7 @@
-"""Graded exercises: each one whole function of kernel.py or render.py, stubbed in a student's copy (`python -m
-exercises make DIR`) and graded, spliced into the project's own modules, against tinygrad 0.9.1's recorded answers
-(`python -m exercises check N`). HANDOUT.md beside this file is the students' text; the README's "Exercises" says how
-grading works.
+"""Graded exercises: each one whole function of kernel.py, render.py or search/beam.py, stubbed in a student's copy
+(`python -m exercises make DIR`) and graded, spliced into the project's own modules, against tinygrad 0.9.1's recorded
+answers and the vendored search logs (`python -m exercises check N`). HANDOUT.md beside this file is the students'
+text; the README's "Exercises" says how grading works.
 
 An exercise is one entry of EXERCISES: its number (kept when exercises are added: a handout cites it), the function
 by file and qualified name, and the graders' parts it is graded by (graders.PARTS). Its seeded wrong answers are the
@@ -29,8 +29,8 @@ def _project_first() -> None:
 
 _project_first()
 
-# the files of a student's copy (`make`): the files the targets live in
-STUDENT_FILES = ("kernel.py", "render.py")
+# the files of a student's copy (`make`): the files the targets live in, by their path in the project
+STUDENT_FILES = ("kernel.py", "render.py", "search/beam.py")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,6 @@ class Exercise:
         return f"exercise {self.number} ({self.qualname})"
 
 
-# 10, 11, 13 and 14 are kept: the heuristics' _upcast_broadcast_axes and _locals, render's ids, the search's actions
 EXERCISES = [
     Exercise(1, "kernel.py:_expr_view", "a View's index and validity", 1, 20, ("chains", "kernels"), 300),
     Exercise(2, "kernel.py:ShapeTracker.real_strides", "strides read off the index", 2, 30, ("chains", "kernels"), 400),
@@ -68,6 +67,10 @@ EXERCISES = [
     Exercise(7, "kernel.py:Kernel._opt_upcast", "UPCAST", 1, 20, ("kernels",), 150),
     Exercise(8, "kernel.py:Kernel._opt_group", "GROUP and GROUPTOP", 2, 30, ("kernels",), 100),
     Exercise(9, "kernel.py:Kernel._opt_padto", "PADTO", 3, 45, ("kernels",), 75),
+    Exercise(10, "kernel.py:Kernel._upcast_broadcast_axes", "upcast the broadcast axes", 3, 45, ("heuristics",), 150),
+    Exercise(11, "kernel.py:Kernel._locals", "work-groups: the local axes", 3, 45, ("heuristics",), 150),
     Exercise(12, "render.py:vector_axis", "the vector rule: float2 and float4", 2, 30, ("vectors", "device"), 150),
+    Exercise(13, "render.py:_Renderer._define_ids", "the ids from the launch dims", 3, 45, ("ids", "device"), 150),
+    Exercise(14, "search/beam.py:kernel_actions", "the actions of one search step", 2, 30, ("search",), 250),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import unittest.mock
 
 from exercises import BY_NUMBER, EXERCISES, Exercise
 from exercises.graders import Verdict, describe_exit, grade, run_child, wrong_answers
@@ -55,24 +57,25 @@ def grade_in_child(ex: Exercise, source: Source, timeout: float, flags: list[str
 
 
 def list_command(coverage: bool) -> int:
-    print(f"{'N':>3}  {'function':<38}{'title':<38}{'stars':<7}minutes")
+    width = max(len(ex.target) for ex in EXERCISES) + 2
+    print(f"{'N':>3}  {'function':<{width}}{'title':<38}{'stars':<7}minutes")
     for ex in EXERCISES:
         title = ex.title + (" (optional)" if ex.optional else "")
-        print(f"{ex.number:>3}  {ex.target:<38}{title:<38}{'*' * ex.stars:<7}{ex.minutes:>7}")
+        print(f"{ex.number:>3}  {ex.target:<{width}}{title:<38}{'*' * ex.stars:<7}{ex.minutes:>7}")
     minutes = sum(ex.minutes for ex in EXERCISES)
     print(f"     {len(EXERCISES)} exercises, about {minutes // 60} h {minutes % 60:02d} min in all")
     if not coverage:
         return 0
-    print("\ncoverage, on the founders' corpus files (check --quick): each grader's cases and how many its stub fails")
-    print("on (tests/test_exercises.py holds that above the floor); the case each wrong answer fails on first")
+    print("\ncoverage, on check --quick's cases (the founders' corpus files; 14: the search logs and kernels.json):")
+    print("each grader's cases and how many its stub fails on (tests/test_exercises.py holds that above the floor);")
+    print("the case each wrong answer fails on first")
     with tempfile.TemporaryDirectory() as tmp:
         make(tmp)
         for ex in EXERCISES:
             stubbed = grade(ex, Source(os.path.join(tmp, ex.file), ex.qualname), quick=True, all_failures=True)
             fails = len(stubbed.failures)
-            print(
-                f"{ex.number:>3}  {ex.target:<38}{stubbed.total:>4} cases, the stub fails on {fails} (floor {ex.floor})"
-            )
+            print(f"{ex.number:>3}  {ex.target:<{width}}{stubbed.total:>4} cases, the stub fails on {fails} "
+                  f"(floor {ex.floor})")
             for w in wrong_answers(ex):
                 v = grade(ex, w, quick=True)
                 print(f"       {w.name:<28} " + (f"fails on case {v.passed + 1}" if v.status == "fail" else v.status))
@@ -110,7 +113,7 @@ def demo_command(args, demo_flags: list[str]) -> int:
     except SourceError as e:
         print(f"{ex.name}: error: {e}", file=sys.stderr)
         return 1
-    with Splice(ex.file, ex.qualname, func, module):
+    with Splice(ex.file, ex.qualname, func, module), recorded_branch(ex):
         try:
             return demo.main(["demo", args.name, *demo_flags])
         except NotImplementedError as e:
@@ -121,6 +124,29 @@ def demo_command(args, demo_flags: list[str]) -> int:
             at = where(e, func.__code__.co_filename)
             print(f"{ex.name}: your {ex.qualname} raised {type(e).__name__}: {e} ({at})", file=sys.stderr)
     return 1
+
+
+@contextlib.contextmanager
+def recorded_branch(ex: Exercise):
+    """A heuristics branch (10, 11) that applied opts without recording a Decision (`self._weigh`) gets an empty one:
+    the demo's steps are drawn from the records, and would leave its opts out or give them to the branch before."""
+    import kernel
+
+    if ex.parts != ("heuristics",):
+        yield
+        return
+    name, spliced = ex.qualname.split(".")[-1], getattr(kernel.Kernel, ex.qualname.split(".")[-1])
+
+    def branch(self, *args, **kwargs):
+        start, records = len(self.applied_opts), len(self.decisions or [])
+        try:
+            return spliced(self, *args, **kwargs)
+        finally:
+            if self.decisions is not None and len(self.decisions) == records and len(self.applied_opts) > start:
+                self.decisions.append(kernel.Decision(name, {}, start))
+
+    with unittest.mock.patch.object(kernel.Kernel, name, branch):
+        yield
 
 
 def report_command(args) -> int:
@@ -165,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     timeout = dict(type=float, default=300, metavar="S", help="the time limit of one exercise (default 300 s)")
     jobs = dict(type=int, default=os.cpu_count() or 1, metavar="J", help="exercises graded at once")
     hidden = dict(type=int, metavar="SEED", help="also grade on cases drawn from SEED at grading time")
-    quick = dict(action="store_true", help="the founders' corpus files only (kernels.json, shapetracker.json, ...)")
+    quick = dict(action="store_true", help="the founders' corpus files only (kernels.json, shapetracker.json, ...; the "
+                 "search logs for 14)")
     ck = sub.add_parser("check", help="grade a student's copy: one verdict line an exercise; exit 0 if all pass")
     ck.add_argument("numbers", nargs="*", type=exercise_number, metavar="N", help="the exercises (default: all)")
     ck.add_argument("--student", default=".", metavar="DIR", help="the student's copy (default: this folder)")

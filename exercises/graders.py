@@ -19,10 +19,13 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import types
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -36,6 +39,7 @@ from exercises import ROOT, Exercise
 from exercises.splice import Source, SourceError, Splice, changes, project_state, restore, where
 
 TINYGRAD, NUMPY, OURS = "tinygrad 0.9.1", "numpy", "kernel.py's own answer"
+RENDERS, SEARCHES = "render.py's own answer", "search/beam.py's own answer"  # the oracle where the reference is theirs
 QUICK_CHAINS, QUICK_KERNELS = ("shapetracker.json",), ("kernels.json", "multireduce.json")
 ALL_CHAINS = QUICK_CHAINS + ("difftest_shapetracker.json.gz",)
 ALL_KERNELS = QUICK_KERNELS + ("difftest_kernels.json.gz", "multireduce_recorded.json.gz")
@@ -398,11 +402,8 @@ def compare_state(name: str, at: str, yours: dict, want: dict, oracle: str, befo
 def grade_kernel(ctx: Context, case: dict, name: str) -> Failure | None:
     """Construction, the heuristics, tensor cores and every opt sequence, as tinygrad recorded them; each accepted
     step's whole state (every buffer's views) as kernel.py's own, where tinygrad recorded only the shape and colours
-    (computed with the reference in place, then graded with the student's function)."""
+    (computed with the reference in place when the first step is graded: a stub or an early failure never pays)."""
     theirs, ours = case.get("oracle", TINYGRAD), case.get("ours")
-    if ours is None:
-        with ctx.splice_undone():
-            ours = reference_steps(case)
     k = case_kernel(case)
     init = state_of(k)
     if failure := compare_state(name, "after construction", init, case["init"], theirs, None):
@@ -423,6 +424,9 @@ def grade_kernel(ctx: Context, case: dict, name: str) -> Failure | None:
             return failure
     for s, n, step, after, before in replay(case, k):
         at = f"sequence {s}, step {n} {':'.join(map(str, step['opt']))}"
+        if ours is None:
+            with ctx.splice_undone():
+                ours = reference_steps(case)
         mine = ours.get((s, n), _UNSEEN)
         want_ok, oracle = step["ok"], theirs
         if mine is not _UNSEEN and (mine is not None) != step["ok"]:
@@ -522,6 +526,172 @@ def random_kernel(rng: random.Random) -> dict:
     return case
 
 
+# ==== one branch of the heuristics (Kernel._upcast_broadcast_axes, Kernel._locals) ==========================
+
+
+def branch_run(case: dict, branch: str) -> tuple[dict, dict | None, list, K.Kernel]:
+    """The case's kernel after hand_coded_optimizations(): its state, the state as the branch found it (None: the
+    branch never ran) and the opts the branch applied (a wrapper on the instance: hand_coded_optimizations calls
+    `self.<branch>()`)."""
+    k = case_kernel(case)
+    seen: dict = {}
+
+    def wrapped(*args, **kwargs):
+        seen["before"], start = state_of(k), len(k.applied_opts)
+        try:
+            return getattr(K.Kernel, branch)(k, *args, **kwargs)
+        finally:
+            seen["opts"] = [str(o) for o in k.applied_opts[start:]]
+
+    setattr(k, branch, wrapped)
+    k.hand_coded_optimizations()
+    return state_of(k), seen.get("before"), seen.get("opts", []), k
+
+
+def grade_branch(ctx: Context, case: dict, name: str) -> Failure | None:
+    """The kernel's whole state after hand_coded_optimizations() (every other branch kernel.py's own) against
+    tinygrad's recorded one, the applied opts first; a picture of the shape as the branch found it and after."""
+    branch = ctx.exercise.qualname.split(".")[-1]
+    theirs = case.get("oracle", TINYGRAD)
+    yours, before, opts, _ = branch_run(case, branch)
+    want = {key: case["hand_coded"][key] for key in ("applied_opts", *HAND_CODED) if key in case["hand_coded"]}
+    if failure := compare_state(name, "after hand_coded_optimizations()", yours, want, theirs, before):
+        with ctx.splice_undone():  # kernel.py's branch: how many of the record's opts are the branch's
+            _, _, ours, _ = branch_run(case, branch)
+        start = len(before["applied_opts"]) if before else 0  # the branch's share of the record: where kernel.py's is
+        theirs_opts = [":".join(map(str, o)) for o in want["applied_opts"][start : start + len(ours)]]
+        failure.picture[0:0] = [f"{branch} applied: yours {' '.join(opts) or 'nothing'}; {theirs}'s "
+                                f"{' '.join(theirs_opts) or 'nothing'}"]  # fmt: skip
+        return failure
+    return None
+
+
+HAND_CODED = ("full_shape", "colors", "first_reduce", "upcasted", "local_dims", "group_for_reduces", "sts")
+
+
+def heuristics_part(ctx: Context) -> list[Part]:
+    cases = [(n, c) for n, c in recorded_cases(ctx.kernel_files) if "hand_coded" in c]
+    parts = [Part([(n, _bind(grade_branch, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parts.append(Part([(n, _bind(grade_branch, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
+    return parts
+
+
+# ==== the actions of one step (search/beam.py:kernel_actions) ===============================================
+
+SEARCH_LOGS = ("search_logs.jsonl.gz", "search_logs_zen4_intel.jsonl.gz", "search_logs_zen4_pocl.jsonl.gz")
+LOGGED = "the logged search"
+
+
+def kernel_actions(k: K.Kernel) -> list[K.Kernel]:
+    """search.beam's (imported as it is needed: the search package is not the graders' to load up front)."""
+    import search.beam as beam
+
+    return beam.kernel_actions(k)
+
+
+def opts_of(k: K.Kernel) -> str:
+    return " ".join(map(str, k.applied_opts))
+
+
+def logged_rounds() -> list[tuple[str, dict]]:
+    """Each round after the first of each vendored search log, as a case: the search's kernel, its actions and knobs,
+    the beam (the kernels timed the round before whose children the round's candidates are: a candidate is its
+    parent's opts and one action, of one opt or two) and the candidates, as the search logged them."""
+    from search.cost import read_log
+
+    out = []
+    for file in SEARCH_LOGS:
+        for sid, entry in read_log(os.path.join(ROOT, "testdata", file)).items():
+            start, rounds = entry["start"], entry["rounds"]
+            for r in range(1, len(rounds)):
+                timed = {c["opts"] for c in rounds[r - 1] if c["time_s"] is not None}
+                candidates = sorted(c["opts"] for c in rounds[r])
+                beam = sorted({p for c in candidates for n in (1, 2) if (p := " ".join(c.split()[:-n])) in timed})
+                case = {"kernel": start["kernel"], "actions": start["actions"], "knobs": start["knobs"],
+                        "beam": beam, "candidates": candidates, "oracle": LOGGED}  # fmt: skip
+                out.append((f"{file} search {sid} ({start['kernel'].full_shape}) round {r}", case))
+    return out
+
+
+def corpus_parents(files: tuple[str, ...], tuned: bool) -> list[tuple[str, dict]]:
+    """Kernels no search logged: each recorded case's kernel (every target: tensor cores on metal and cuda, no
+    locals on clang) as constructed and, if `tuned`, hand-coded; search/beam.py's own children are the answer (made
+    before the splice, once a process for the same knobs: they are only opts as text)."""
+    from search.cost import KNOBS
+
+    out, knobs = [], tuple(os.environ.get(n) for n in KNOBS)
+    for name, case in recorded_cases(files):
+        parents = [("as constructed", case_kernel(case))]
+        if tuned:
+            parents.append(("hand-coded", parents[0][1].copy()))
+            parents[-1][1].hand_coded_optimizations()
+        for label, k in parents:
+            if (key := (name, label, knobs)) not in _CHILDREN:
+                _CHILDREN[key] = sorted(opts_of(c) for c in kernel_actions(k))
+            out.append((f"{name} {label}", {"parent": k, "candidates": _CHILDREN[key], "oracle": SEARCHES}))
+    return out
+
+
+_CHILDREN: dict[tuple, list[str]] = {}
+
+
+def grade_actions(ctx: Context, case: dict, name: str) -> Failure | None:
+    """The children of each beam kernel, all together, against the round's candidates (as multisets of opts): the
+    log's actions and knobs in place, as the search ran."""
+    import search.beam as beam
+
+    saved, env = (beam.ACTIONS, beam.MACROS), {n: os.environ.get(n) for n in case.get("knobs", {})}
+    parents = [case["parent"]] if "parent" in case else []
+    try:
+        if "actions" in case:
+            logged = [tuple(K.Opt.parse(o) for o in a.split("+")) for a in case["actions"]]
+            beam.ACTIONS, beam.MACROS = [a[0] for a in logged if len(a) == 1], [a for a in logged if len(a) > 1]
+            for knob, value in case["knobs"].items():
+                os.environ.pop(knob, None) if value is None else os.environ.__setitem__(knob, value)
+            for opts in case["beam"]:
+                parents.append(K.Kernel(*case["kernel"].ast, opts=case["kernel"].opts))
+                for o in opts.split():
+                    parents[-1].apply_opt(K.Opt.parse(o))
+        yours = []
+        for parent in parents:
+            children = beam.kernel_actions(parent)
+            if not isinstance(children, list) or not all(isinstance(c, K.Kernel) for c in children):
+                return Failure(name, "", "kernel_actions(k) (a list of Kernels)", short(children), "a list of Kernels",
+                               case["oracle"])  # fmt: skip
+            yours += [opts_of(c) for c in children]
+    finally:
+        beam.ACTIONS, beam.MACROS = saved
+        for knob, value in env.items():
+            os.environ.pop(knob, None) if value is None else os.environ.__setitem__(knob, value)
+    extra, missing = Counter(yours) - Counter(case["candidates"]), Counter(case["candidates"]) - Counter(yours)
+    if not extra and not missing:
+        return None
+    pic = [f"{'parent':<10}{shape_row(state_of(p)['full_shape'], state_of(p)['colors'])}   {opts_of(p)}".rstrip()
+           for p in parents[:4]]  # fmt: skip
+    pic += [f"(and {len(parents) - 4} more parents)"] * (len(parents) > 4)
+    pic += [f"{what}: {' | '.join(sorted(c.elements())[:6])}{' ...' * (c.total() > 6)}"
+            for what, c in (("yours, not theirs", extra), ("theirs, not yours", missing)) if c]  # fmt: skip
+    return Failure(name, f"the children of {len(parents)} kernel{'s' * (len(parents) != 1)}", "candidates",
+                   f"{len(yours)}, {extra.total()} not in theirs", f"{len(case['candidates'])}, {missing.total()} "
+                   "not in yours", case["oracle"], pic)  # fmt: skip
+
+
+def search_part(ctx: Context) -> list[Part]:
+    """The logged rounds; kernels.json's kernels as constructed (quick), or every kernel file's, hand-coded too."""
+    cases = logged_rounds() + corpus_parents(QUICK_KERNELS[:1] if ctx.quick else ctx.kernel_files, not ctx.quick)
+    parts = [Part([(n, _bind(grade_actions, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parents = []
+        for name, case in ctx.hidden_kernels()[:10]:
+            parents.append((f"{name} hand-coded", case_kernel(case)))
+            parents[-1][1].hand_coded_optimizations()
+        hidden = [(n, {"parent": k, "candidates": sorted(opts_of(c) for c in kernel_actions(k)), "oracle": SEARCHES})
+                  for n, k in parents]  # fmt: skip
+        parts.append(Part([(n, _bind(grade_actions, ctx, c, n)) for n, c in hidden], hidden=True))
+    return parts
+
+
 # ==== the vector rule (render.vector_axis) ==================================================================
 
 
@@ -559,7 +729,7 @@ def grade_vectors(ctx: Context, case: dict, name: str) -> Failure | None:
                 pic = [f"{'kernel':<10}{shape_row(st['full_shape'], st['colors'])}",
                        f"buffer {i}: strides {strides}, {k.bufs[i].dtype}, {k.opts.device}"]  # fmt: skip
                 field_ = f"vector_axis(k, {i})[0]" if ok else f"vector_axis(k, {i}) (a pair: axis or None, why)"
-                return Failure(name, at, field_, yours[0] if ok else repr(yours), want[0], OURS, pic)
+                return Failure(name, at, field_, yours[0] if ok else repr(yours), want[0], RENDERS, pic)
     return None
 
 
@@ -568,6 +738,76 @@ def vectors_part(ctx: Context) -> list[Part]:
     parts = [Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in cases])]
     if ctx.hidden is not None:
         parts.append(Part([(n, _bind(grade_vectors, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
+    return parts
+
+
+# ==== the ids from the launch dims (render._Renderer._define_ids) ============================================
+
+ID_LINE = re.compile(r"\s*int\s+(\w+)\s*=\s*([^;]+?)\s*;(\s*/\*.*\*/)?\s*")
+LAUNCH_ID = re.compile(r"get_(group|global|local)_id\((\d)\)")
+
+
+def launch_ids(k: K.Kernel, define: Callable | None = None) -> tuple[list[str], dict[str, str], list, list, list]:
+    """The launch of k as render.py writes it (with `define` for _define_ids, if given): every line it wrote, the
+    ids it defined (name: C expression), each axis's index, and the global and local sizes."""
+    import render
+
+    r = render._Renderer(k, frozenset(), None)
+    if define is not None:
+        r._define_ids = types.MethodType(define, r)
+    global_size, local_size, idxs, _ = r.launch()
+    ids = {m[1]: m[2] for line in r.lines if (m := ID_LINE.fullmatch(line))}
+    return r.lines, ids, idxs, global_size, local_size or [1, 1, 1]
+
+
+def id_values(expr: str, sizes: tuple[list, list]) -> np.ndarray:
+    """A C id expression evaluated at a sample of launch ids (every id of a launch dim up to 64 long, else its first
+    and last 16 and 16 between): the group (or global) ids on the first three axes of the result, the local ids on
+    the last three."""
+    if not re.fullmatch(r"[\w()+*/% ]*", expr) or re.search(r"[a-z_]\w*", LAUNCH_ID.sub("", expr)):
+        raise ValueError(f"not an expression of the launch ids: {expr!r}")
+    grids = []
+    for n, size in enumerate(sizes[0] + sizes[1]):
+        some = random.Random(f"{size} {n}").sample(range(size), min(size, 16))
+        values = range(size) if size <= 64 else sorted({*range(16), *range(size - 16, size), *some})
+        grids.append(np.array(values, dtype=np.int64).reshape([-1 if j == n else 1 for j in range(6)]))
+    python = LAUNCH_ID.sub(lambda m: f"ids[{int(m[2]) + 3 * (m[1] == 'local')}]", expr).replace("/", "//")
+    return np.broadcast_to(eval(python, {"__builtins__": {}}, {"ids": grids}), [len(g.reshape(-1)) for g in grids])
+
+
+def grade_ids(ctx: Context, case: dict, name: str) -> Failure | None:
+    """Every state of the case's kernel: the ids the student's _define_ids writes, evaluated at the launch ids, and
+    the axes' index Variables, against render.py's own (tinygrad recorded no rendering)."""
+    for at, k in case_states(case):
+        try:
+            _, want, want_idxs, global_size, local_size = launch_ids(k, ctx.splice.original)
+        except ValueError:
+            continue  # a state render.py can't launch (too many threads for its target): nothing to grade
+        lines, yours, idxs, *_ = launch_ids(k)
+        st = state_of(k)
+        pic = [f"{'kernel':<10}{shape_row(st['full_shape'], st['colors'])}",
+               f"launch: global {global_size}, local {local_size}",
+               *(f"yours:      {x.strip()}" for x in lines), *(f"render.py:  int {n} = {e};" for n, e in want.items())]
+        if sorted(yours) != sorted(want):
+            return Failure(name, at, "the ids defined", sorted(yours), sorted(want), RENDERS, pic)  # fmt: skip
+        for n, expr in want.items():
+            mine, theirs = id_values(yours[n], (global_size, local_size)), id_values(expr, (global_size, local_size))
+            if not np.array_equal(mine, theirs):
+                where_ = tuple(int(x[0]) for x in np.nonzero(mine != theirs))
+                return Failure(name, at, f"{n} at get_group_id/get_global_id {where_[:3]}, get_local_id {where_[3:]}",
+                               int(mine[where_]), int(theirs[where_]), RENDERS, pic)  # fmt: skip
+        for axis, (a, b) in enumerate(zip(idxs, want_idxs)):
+            if (yours_ := (repr(a), getattr(a, "min", None), getattr(a, "max", None))) != (repr(b), b.min, b.max):
+                return Failure(name, at, f"idxs[{axis}] (repr, min, max)", yours_, (repr(b), b.min, b.max), RENDERS,
+                               pic)  # fmt: skip
+    return None
+
+
+def ids_part(ctx: Context) -> list[Part]:
+    cases = extra_cases() + recorded_cases(ctx.kernel_files)
+    parts = [Part([(n, _bind(grade_ids, ctx, c, n)) for n, c in cases])]
+    if ctx.hidden is not None:
+        parts.append(Part([(n, _bind(grade_ids, ctx, c, n)) for n, c in ctx.hidden_kernels()], hidden=True))
     return parts
 
 
@@ -750,6 +990,9 @@ PARTS: dict[str, Callable[[Context], list[Part]]] = {
     "chains": chains_part,
     "numpy": numpy_part,
     "kernels": kernels_part,
+    "heuristics": heuristics_part,
+    "search": search_part,
+    "ids": ids_part,
     "vectors": vectors_part,
     "device": device_part,
 }
@@ -774,10 +1017,10 @@ def grade(
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            parts = [p for name in ex.parts for p in PARTS[name](ctx)]  # hidden cases drawn here, before the splice
-            func, module = source.load()
+            func, module = source.load()  # first: a file that doesn't load costs no cases
             if changed := changes(before):
                 raise SourceError(f"loading {os.path.basename(source.path)} changed {', '.join(changed[:3])}")
+            parts = [p for name in ex.parts for p in PARTS[name](ctx)]  # hidden cases drawn here, before the splice
             ctx.splice = Splice(ex.file, ex.qualname, func, module)
             if limit is not None:
                 parts = [p if p.hidden else Part(p.cases[:limit], p.hidden, p.device, p.note) for p in parts]

@@ -1,5 +1,6 @@
-"""A student's copy: kernel.py and render.py with each exercise's function body, after its docstring,
-replaced by a stub that raises NotImplementedError (found with `ast`: the project's files hold no markers)."""
+"""A student's copy: kernel.py, render.py and search/beam.py with each exercise's function body, after its
+docstring, replaced by a stub that raises NotImplementedError (found with `ast`: the project's files hold no
+markers)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def make(dest: str, numbers: Sequence[int] | None = None, force: bool = False) -
     names = [*STUDENT_FILES, "HANDOUT.md"]
     if not force and (there := [n for n in names if os.path.exists(os.path.join(dest, n))]):
         raise FileExistsError(f"{os.path.join(dest, there[0])} exists: make won't overwrite it (--force replaces it)")
-    os.makedirs(dest, exist_ok=True)
     for name in STUDENT_FILES:
+        os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             text = stubbed(f.read(), [ex for ex in chosen if ex.file == name])
         with open(os.path.join(dest, name), "w", encoding="utf-8") as f:

@@ -23,7 +23,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from exercises import ROOT
+from exercises import ROOT, STUDENT_FILES
 
 _loaded = itertools.count()
 
@@ -121,16 +121,26 @@ def rebound(func: types.FunctionType, module: types.ModuleType, cls: type | None
     return new
 
 
+def module_name(file: str) -> str:
+    """The module a file of the project is: "kernel.py" is kernel, "search/beam.py" search.beam."""
+    name = os.path.splitext(file)[0].replace(os.sep, ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
 def project_modules() -> list[types.ModuleType]:
-    """The project's own modules that are loaded (kernel, render, demo, ...: the .py files of its top folder)."""
-    top = os.path.realpath(ROOT)
-    return [
-        m
-        for name, m in list(sys.modules.items())
-        if "." not in name
-        and isinstance(getattr(m, "__file__", None), str)
-        and os.path.dirname(os.path.realpath(m.__file__)) == top
-    ]
+    """The project's own modules that are loaded: those of the student's files' folders (kernel, render, demo, ...:
+    the .py files of its top folder; search.beam, search.cost, ...)."""
+    return [m for name, m in list(sys.modules.items()) if _project_module(getattr(m, "__file__", None)) == name]
+
+
+@functools.cache
+def _project_module(path: str | None) -> str | None:
+    """The name of the project's module at path (None: not one): a splice asks for each loaded module, often."""
+    if not isinstance(path, str):
+        return None
+    folders = {os.path.realpath(os.path.join(ROOT, os.path.dirname(f))) for f in STUDENT_FILES}
+    real = os.path.realpath(path)
+    return module_name(os.path.relpath(real, os.path.realpath(ROOT))) if os.path.dirname(real) in folders else None
 
 
 def _namespaces() -> list[tuple[str, Any]]:
@@ -207,7 +217,7 @@ class Splice:
     `module` (the file it was loaded from) giving the names it added: `with Splice(...):` or apply() and undo()."""
 
     def __init__(self, file: str, qualname: str, func: types.FunctionType, extras: types.ModuleType | None = None):
-        self.module = importlib.import_module(os.path.splitext(file)[0])  # the project's (sys.path puts it first)
+        self.module = importlib.import_module(module_name(file))  # the project's (sys.path puts it first)
         *path, self.attr = qualname.split(".")
         self.owner = functools.reduce(getattr, path, self.module)
         self.cls = self.owner if isinstance(self.owner, type) else None

@@ -74,7 +74,7 @@ def test_each_exercise_has_two_wrong_answers_with_the_target_s_parameters_and_a_
 
 def test_make_s_copy_imports_and_differs_from_main_in_the_targets_bodies_only(copy):
     """Every target exists in main (a rename fails here), its body in the copy is exactly the stub after the
-    docstring, and every other line of the three files is main's."""
+    docstring, and every other line of the student's files is main's."""
     for name in STUDENT_FILES:
         targets = [ex for ex in EXERCISES if ex.file == name]
         main_tree = ast.parse(open(os.path.join(ROOT, name), encoding="utf-8").read())
@@ -139,7 +139,7 @@ def test_misbehaving_student_code_gets_one_verdict_line_each_and_the_report_comp
     renamed = open(path, encoding="utf-8").read().replace("def _expr_view(", "def expr_view(")  # a name missing
     open(path, "w", encoding="utf-8").write(renamed)
     grades = tmp_path / "grades.json"
-    done = run("report", broken, wild, "--quick", "--timeout", "8", "--jobs", "2", "--json", str(grades))
+    done = run("report", broken, wild, "--quick", "--timeout", "5", "--jobs", "2", "--json", str(grades))
     assert done.returncode == 0, done.stderr
     out = json.loads(grades.read_text())
     line = next(i + 1 for i, x in enumerate(open(os.path.join(broken, "kernel.py"))) if x.startswith("def oops("))
@@ -151,7 +151,7 @@ def test_misbehaving_student_code_gets_one_verdict_line_each_and_the_report_comp
             assert got["status"] == "not done"
     wild_lines = {n: out["wild"][str(n)]["line"] for n in (1, 5, 6, 7, 8, 9, 12)}
     assert wild_lines[1] == "exercise 1 (_expr_view): error: kernel.py has no function _expr_view"
-    assert wild_lines[5] == "exercise 5 (Kernel.colors): timed out after 8 s"
+    assert wild_lines[5] == "exercise 5 (Kernel.colors): timed out after 5 s"
     assert (
         wild_lines[6].startswith("exercise 6 (Kernel.shift_to): fail on ")
         and "raised ValueError: no split" in (wild_lines[6])
@@ -191,6 +191,19 @@ def test_demo_runs_the_student_s_function_or_says_not_done(copy):
     assert done.returncode == 0 and "UPCAST" in done.stdout, done.stderr
 
 
+def test_the_demo_shows_a_heuristics_branch_s_opts_when_it_records_no_decision(tmp_path):
+    """A branch without `self._weigh(...)`: its UPCASTs are still steps of the demo, under its name."""
+    src = open(os.path.join(ROOT, "kernel.py"), encoding="utf-8").read()
+    ref = find_def(ast.parse(src), "Kernel._upcast_broadcast_axes")
+    body = [x for x in src.splitlines()[ref.body[1].lineno - 1 : ref.end_lineno] if "self._weigh(" not in x]
+    folder = student_copy(tmp_path, {10: inspect.cleandoc("\n" + "\n".join(body))})
+    done = run("demo", "10", "matmul", "--explain", "--student", folder)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("_upcast_broadcast_axes:"))
+    assert "-> UPCAST:1:4 UPCAST:0:4" in lines[at:at + 4][-1] and lines[at + 4].startswith("  UPCAST:1:4 ")
+
+
 def test_the_device_part_calls_a_kernel_that_crashes_the_device_a_failed_case(tmp_path, device):
     """A vector rule that is right but kills the process that runs kernels (as a misaligned float4 once did)."""
     src = open(os.path.join(ROOT, "render.py"), encoding="utf-8").read()
@@ -204,7 +217,11 @@ def test_the_device_part_calls_a_kernel_that_crashes_the_device_a_failed_case(tm
     assert "crashed the device (killed by SIGSEGV)" in v.line()
 
 
-@pytest.mark.parametrize("number, wrong", [(1, "offset_dropped"), (3, "mask_dropped"), (7, "no_limit_of_8")])
+@pytest.mark.parametrize(
+    "number, wrong",
+    [(1, "offset_dropped"), (3, "mask_dropped"), (7, "no_limit_of_8"), (10, "largest_first"),
+     (11, "thirty_two_on_every_axis"), (14, "whole_axis_kept")],
+)
 def test_hidden_cases_alone_catch_a_wrong_answer_and_pass_the_reference(number, wrong):
     """The hidden cases (drawn from the seed at grading time) decide on their own: no recorded case is graded here."""
     ex = next(e for e in EXERCISES if e.number == number)
