@@ -68,13 +68,15 @@ def test_the_devices_registers_and_work_group_start_are_the_models_not_one_machi
 
 
 def test_the_registers_are_the_chains_before_the_first_that_spills():
-    """From seconds an FMA at each count of chains (a stand-in for the device's): the chains before the first past
-    the fastest that runs over SPILL times its time; few chains, slow for want of parallel work, don't count."""
+    """From seconds an FMA at each count of chains (a stand-in for the device's): the chains before those past the
+    fastest that all run over SPILL times its time; few chains, slow for want of parallel work, and one slow count
+    among fast ones, don't count."""
     avx512 = {16: 1.0, 24: 1.0, 32: 1.2, 40: 1.6, 48: 2.0, 64: 2.2}
     avx2 = {16: 1.1, 24: 1.7, 32: 1.9, 40: 2.0, 48: 2.1, 64: 2.2}
     slow_start = {16: 2.0, 24: 1.0, 32: 1.0, 40: 1.1, 48: 1.2, 64: 3.0}  # 16 chains too few to hide the latency
     no_spill = {16: 1.0, 24: 1.0, 32: 1.0, 40: 1.0, 48: 1.0, 64: 1.0}
-    assert [cost.registers_held(x) for x in (avx512, avx2, slow_start, no_spill)] == [32, 16, 48, 64]
+    one_slow = {16: 1.0, 24: 1.7, 32: 1.0, 40: 1.6, 48: 2.0, 64: 2.2}  # 24 slow once (seen on Intel's runtime)
+    assert [cost.registers_held(x) for x in (avx512, avx2, slow_start, no_spill, one_slow)] == [32, 16, 48, 64, 32]
 
 
 def test_a_memory_bound_kernel_is_bound_by_its_bytes_over_the_bandwidth():
@@ -148,10 +150,10 @@ def test_the_zen4_logs_replay_offline_to_their_own_best():
             assert (r["unknown"], r["built"], r["ratio"]) == (0, logged_built, 1.0), (path, entry["start"]["search"])
 
 
-# A work-group's start in cycles as calibrated on a Zen 5 with Intel's runtime (BENCHMARKS.md: 26 to 44; the default,
-# fitted by hand, is tested above); REPLAY_CALIBRATIONS=1 replays every logged search at each, else the conv2d
-# searches (whether the cut keeps conv2d's row-vectorized family turns on it)
-CALIBRATED = [{"group_cycles": c} for c in (25.0, 50.0)]
+# A work-group's start in cycles about as low and as high as calibrations on a Zen 5 with Intel's runtime found it
+# (BENCHMARKS.md; the default, fitted by hand, is tested above); REPLAY_CALIBRATIONS=1 replays every logged search
+# at each, else the conv2d searches (whether the cut keeps conv2d's row-vectorized family turns on it)
+CALIBRATED = [{"group_cycles": c} for c in (25.0, 100.0)]
 
 
 @pytest.mark.parametrize("calibrated", CALIBRATED, ids=lambda c: f"group_cycles={c['group_cycles']:g}")
