@@ -10,6 +10,10 @@ import pytest
 
 from demo import KNOBS
 
+# the tests' broken compiler (runtime.Compiler) is each fault test's own: one left set in the shell would fail every
+# build that the helper processes, started by any test, make
+os.environ.pop("KERNELPY_COMPILER_FAULT", None)
+
 # the modules whose tests run once on each OpenCL device here that compiles a kernel (README, "The tests are the
 # spec"), so that a defect of one device can't hide behind another; the rest run on the first. On the second and later
 # devices test_runtime.py's corpus-wide replays verify a sample holding each kind of kernel (later_device, below),
@@ -52,13 +56,13 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(items):
     """The markers a reader selects by (pyproject.toml lists them): `device` on every test that uses the device
-    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli` and `browser` (those four are marked
-    where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no other test runs
-    while one of their devices is chosen."""
+    fixture, `spec` on every test that is none of that, `corpus`, `sweep`, `cli`, `browser` and `exercise` (those five
+    are marked where the test is); so every test carries one. Then EVERY_DEVICE's tests last, in their groups: no
+    other test runs while one of their devices is chosen."""
     for item in items:
         if "device" in item.fixturenames:
             item.add_marker(pytest.mark.device)
-        if not any(item.get_closest_marker(name) for name in ("device", "corpus", "sweep", "cli", "browser")):
+        if not any(item.get_closest_marker(n) for n in ("device", "corpus", "sweep", "cli", "browser", "exercise")):
             item.add_marker(pytest.mark.spec)
     items.sort(key=lambda item: hasattr(item, "callspec") and "device" in item.callspec.params)
 

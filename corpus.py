@@ -1,6 +1,8 @@
 """corpus.py: ASTs and opts in the JSON form of the golden corpus (testdata/README.md gives it), as tinygrad 0.9.1
-exported them: the tests read testdata/ with these, bench.py and tools/ the files of tools/tinygrad_times.py. And the
-other way (kernel_to_json): a search log holds its kernel so (cost.SearchLog), read back by kernel_from_json."""
+exported them: the tests and the exercises read testdata/ with these, bench.py and tools/ the files of
+tools/tinygrad_times.py. And the other way: a kernel's state in that form (state_of), to compare with what tinygrad
+recorded; a Kernel as JSON (kernel_to_json): a search log holds its kernel so (cost.SearchLog), read back by
+kernel_from_json."""
 
 from __future__ import annotations
 
@@ -290,3 +292,33 @@ def kernel_from_json(x: Any, where: str = "kernel") -> Kernel:
         except (KernelOptError, ValueError) as e:
             raise ValueError(f"{where}.opts[{i}]: {e}") from None
     return k
+
+
+# -- kernel.py's state in the corpus's terms (the replays and the exercises compare in them) --
+
+
+def views_of(st: ShapeTracker) -> list[dict]:
+    return [
+        {
+            "shape": [sint_to_json(s) for s in v.shape],
+            "strides": [sint_to_json(s) for s in v.strides],
+            "offset": sint_to_json(v.offset),
+            "mask": [[sint_to_json(b), sint_to_json(e)] for b, e in v.mask] if v.mask is not None else None,
+        }
+        for v in st.views
+    ]
+
+
+def state_of(k: Kernel) -> dict:
+    """The kernel's state in the corpus's terms."""
+    return {
+        "full_shape": [sint_to_json(s) for s in k.full_shape],
+        "output_shape": [sint_to_json(s) for s in k.output_shape],
+        "colors": k.colors(),
+        "first_reduce": k.first_reduce,
+        "upcasted": k.upcasted,
+        "local_dims": k.local_dims,
+        "group_for_reduces": k.group_for_reduces,
+        "applied_opts": [[o.op.name, o.axis, o.amt] for o in k.applied_opts],
+        "sts": [views_of(st) for st in k.sts],
+    }

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -835,12 +836,14 @@ def output_file(path: str) -> str:
 
 
 def write_file(path: str, text: str) -> None:
-    """Write text to path whole or not at all: into a temporary file beside it (as runtime.py writes its cache),
-    renamed over it (os.replace), so that a failure on the way leaves what path held."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    """Write text to path whole or not at all: into a temporary file of its own beside it, renamed over it
+    (os.replace), so that a failure on the way leaves what path held and no other process or thread reads half a
+    file. The project's one way to write a file: the pages, the tools' outputs, the caches."""
+    fd, tmp = tempfile.mkstemp(".tmp", f".{os.path.basename(path)}.", os.path.dirname(os.path.abspath(path)))
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # as open() makes a file (mkstemp's are the owner's only): pages are published
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 
 import demo
@@ -306,19 +305,6 @@ document.addEventListener("keydown", function (e) {
 """
 
 
-def write_file(path: str, text: str) -> None:
-    """`text` into `path` whole or not at all: written to a temporary file in the same folder, then renamed."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".page-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # a page to publish: mkstemp's files are the owner's only
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def write(path: str, name: str | None = None, target=None, opts=None, sizes=None) -> int:
     """--html: the page of kernel `name` into the file `path`, or (no name) every kernel's page and index.html into
     the folder `path` (made if missing). Bad input (a refused opt, a size, a path that can't be written): one line on
@@ -332,7 +318,7 @@ def write(path: str, name: str | None = None, target=None, opts=None, sizes=None
             pages[os.path.join(path, "index.html")] = index(target, opts)
             os.makedirs(path, exist_ok=True)
         for file, text in pages.items():
-            write_file(file, text)
+            demo.write_file(file, text)
     except OSError as e:
         print(f"python kernel.py: error: can't write {file}: {e.strerror}", file=sys.stderr)
         return 2

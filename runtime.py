@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from demo import DEMOS, build_demo, demo_kernel, int_at_least, parse_opt_arg, run_command_line
+from demo import DEMOS, build_demo, demo_kernel, int_at_least, parse_opt_arg, run_command_line, write_file
 from kernel import TARGETS, BinaryOps, BufferOps, ConstBuffer, Kernel, LazyOp, MemBuffer, Node, NumNode, OptOps
 from kernel import ReduceOps, ShapeTracker, TernaryOps, UnaryOps, Variable, check_arg, dedup, dtypes, is_int, prod
 from kernel import SHORT_FLOATS, verify_lazyop, walk_ast
@@ -316,8 +316,7 @@ def _register_pip_opencl_drivers() -> None:
         icds |= {f.name: f.read_text() for f in (system.iterdir() if system.is_dir() else ())}
         for name, text in icds.items():  # written anew only where it changed, and whole: another process may read it
             if not (path := folder / name).is_file() or path.read_text() != text:
-                (tmp := folder / f".{name}.{os.getpid()}.{threading.get_ident()}").write_text(text)
-                os.replace(tmp, path)
+                write_file(str(path), text)
     except OSError:
         return  # an unwritable cache: the loader sees only the system's drivers
     os.environ["OCL_ICD_VENDORS"] = str(folder)

@@ -12,7 +12,6 @@ import numbers
 import os
 import statistics
 import sys
-import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from demo import write_file
 from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from search.compilers import compile_all
 from search.cost import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
@@ -220,11 +220,10 @@ def _check_of(path: str, opts, t) -> str:
 def _cache_put(path: str, opts: list[Opt], t: float) -> None:
     """Remember a verified search; where the cache can't be written, warn once: the answer matters more."""
     global _cache_warned
-    triples, tmp = [[o.op.name, o.axis, o.amt] for o in opts], f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    triples = [[o.op.name, o.axis, o.amt] for o in opts]
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        Path(tmp).write_text(json.dumps({"opts": triples, "time_s": t, "check": _check_of(path, triples, t)}))
-        os.replace(tmp, path)  # atomic: a concurrent search never reads half a file
+        os.makedirs(os.path.dirname(path), exist_ok=True)  # written whole: a concurrent search never reads half a file
+        write_file(path, json.dumps({"opts": triples, "time_s": t, "check": _check_of(path, triples, t)}))
     except OSError as e:
         if not _cache_warned:
             _cache_warned = True

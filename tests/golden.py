@@ -14,48 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import kernel as K
-from corpus import build_kernel, opt_of
-
-
-def enc(x):
-    """A size as the corpus writes it: an int, or {"var": ...}, {"mul": [a, b]}, ... (testdata/README.md)."""
-    if isinstance(x, int):
-        return x
-    if isinstance(x, K.NumNode):
-        return x.b
-    if isinstance(x, K.Variable):
-        return {"var": x.expr, "min": x.min, "max": x.max}
-    for cls, key in ((K.MulNode, "mul"), (K.DivNode, "div"), (K.ModNode, "mod"), (K.LtNode, "lt")):
-        if isinstance(x, cls):
-            return {key: [enc(x.a), enc(x.b)]}
-    return {"sum" if isinstance(x, K.SumNode) else "and": [enc(y) for y in x.nodes]}
-
-
-def views_of(st: K.ShapeTracker) -> list[dict]:
-    return [
-        {
-            "shape": [enc(s) for s in v.shape],
-            "strides": [enc(s) for s in v.strides],
-            "offset": enc(v.offset),
-            "mask": [[enc(b), enc(e)] for b, e in v.mask] if v.mask is not None else None,
-        }
-        for v in st.views
-    ]
-
-
-def state_of(k: K.Kernel) -> dict:
-    """The kernel's state in the corpus's terms."""
-    return {
-        "full_shape": [enc(s) for s in k.full_shape],
-        "output_shape": [enc(s) for s in k.output_shape],
-        "colors": k.colors(),
-        "first_reduce": k.first_reduce,
-        "upcasted": k.upcasted,
-        "local_dims": k.local_dims,
-        "group_for_reduces": k.group_for_reduces,
-        "applied_opts": [[o.op.name, o.axis, o.amt] for o in k.applied_opts],
-        "sts": [views_of(st) for st in k.sts],
-    }
+from corpus import build_kernel, opt_of, state_of, views_of  # noqa: F401 (the tests import them from here)
+from corpus import sint_to_json as enc
 
 
 def assert_state(k: K.Kernel, want: dict) -> None:

@@ -423,7 +423,7 @@ def test_a_page_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError):
-        page.write_file(str(target), "new")
+        demo.write_file(str(target), "new")
     assert os.listdir(tmp_path) == ["p.html"] and target.read_text() == "old"
 
 
