@@ -108,12 +108,18 @@ def _test_global_size(global_size: list[int], max_global_size: int) -> tuple[lis
     return size, factor
 
 
-def runoff_noise(medians: list[list[float]]) -> float:
-    """The timing's noise, measured: for each kernel timed in several medians, how far its second-lowest is above its
+def runoff_noise(passes: list[list[float]]) -> float:
+    """The timing's noise, measured: for each kernel timed in several passes, how far its second-lowest is above its
     lowest (other work only adds time: the lowest is the kernel's own, and the next says how well it is pinned), the
     median over the kernels; 0 where no kernel has two."""
-    excess = [sorted(m)[1] / min(m) - 1 for m in medians if len(m) > 1 and min(m) > 0]
+    excess = [sorted(m)[1] / min(m) - 1 for m in passes if len(m) > 1 and min(m) > 0]
     return statistics.median(excess) if excess else 0.0
+
+
+def lower_mode(passes: list[float]) -> float:
+    """A kernel's time in the runoff: the second-lowest of its passes (each its lowest launch), a time it reached
+    twice: a bimodal timer's lower mode, not one lucky launch; the lowest where it was timed once."""
+    return sorted(passes)[min(1, len(passes) - 1)]
 
 
 def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
@@ -383,7 +389,7 @@ class _Search:
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
-        their best median (other work only adds time: the lowest is the kernel's own), the rest behind. Passes go on
+        lower_mode of their passes (each its lowest of FINAL_RUNS launches), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
         noise of it; none starts a launch past the deadline, and a pass it cuts short doesn't count (none whole: the
         rounds' ranking stands). Returns the ranking and what SearchResult says of the runoff (finalists, passes,
@@ -392,26 +398,30 @@ class _Search:
             return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
-        medians: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
+        lows: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}  # each kernel's launches
         leaders, passes = [], 0
         while passes < FINAL_PASSES[1]:
-            runs = {n: [self.time(k, prg) for _ in range(FINAL_RUNS) if not self.late()] for _, n, k, prg in finalists}
+            runs: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
+            for _ in range(FINAL_RUNS):  # in turn, launch by launch: a slow stretch of the device's falls on several
+                for _, n, k, prg in finalists:
+                    runs[n] += [] if self.late() else [self.time(k, prg)]
             if any(len(times) < FINAL_RUNS for times in runs.values()):  # cut short by the deadline
                 break
             passes += 1
             for n, times in runs.items():
-                medians[n].append(statistics.median(times))
-            best = {n: min(m) for n, m in medians.items()}
+                lows[n] += times
+            best = {n: lower_mode(m) for n, m in lows.items()}
             leaders.append(min(best, key=lambda n: (best[n], n)))
-            noise = runoff_noise(list(medians.values()))
-            if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
+            noise = runoff_noise(list(lows.values()))
+            if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise) and all(
+                    min(m) >= best[leaders[-1]] for n, m in lows.items() if n != leaders[-1]):  # fmt: skip
                 break
         if not passes:
             return ranked, {}
         again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
         margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
         stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
-        return again + [x for x in ranked if x[1] not in medians], stats
+        return again + [x for x in ranked if x[1] not in lows], stats
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
         """(time, kernel) of the fastest kernel that computes what the reference does; none: an error, never k."""

@@ -1,9 +1,9 @@
 """search/cost.py: what the search knows before it builds a kernel. A cheap estimate of a candidate's time
-(estimate), from its shape, its buffers' strides and the device's measured limits, scaled by its parent's measured
-time, ranks each round's candidates so that the search builds and times only the best few (Triton's perf_model +
-top_k, Pruner's draft-then-verify); and SearchLog, a JSONL file of every candidate a search weighed and every time
-it measured, which tools/replay_search.py replays offline (the cut is tuned there, and shown not to lose the measured
-best)."""
+(estimate), from its shape, its buffers' strides and the device's measured limits and calibration, scaled by its
+parent's measured time, ranks each round's candidates so that the search builds and times only the best few
+(Triton's perf_model + top_k, Pruner's draft-then-verify); and SearchLog, a JSONL file of every candidate a search
+weighed and every time it measured, which tools/replay_search.py replays offline (the cut is tuned there, and shown
+not to lose the measured best)."""
 
 import gzip
 import hashlib
@@ -74,14 +74,15 @@ def median_launch(kern, global_size: int, local_size: int | None, *args, runs: i
     return statistics.median(times)
 
 
-def fma_source(width: int, form: str) -> str:
-    t = f"float{width}"
+def fma_source(width: int, form: str, chains: int = FMA_CHAINS) -> str:
+    t = f"float{width}" if width > 1 else "float"  # width 1: the compiler's vectors across work-items alone
     lines = ["__kernel void fma_peak(__global float *out, float a, float b) {", "  float g = get_global_id(0);"]
-    lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(FMA_CHAINS)]
+    lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(chains)]
     lines += [f"  for (int i = 0; i < {FMA_ITERS}; i++) {{"]
-    lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(FMA_CHAINS)] + ["  }"]
-    lines += [f"  {t} y = {' + '.join(f'x{i}' for i in range(FMA_CHAINS))};"]  # every chain is used: none is dead
-    lines += [f"  out[get_global_id(0)] = {' + '.join(f'y.s{c:x}' for c in range(width))};", "}"]
+    lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(chains)] + ["  }"]
+    lines += [f"  {t} y = {' + '.join(f'x{i}' for i in range(chains))};"]  # every chain is used: none is dead
+    lanes = [f"y.s{c:x}" for c in range(width)] if width > 1 else ["y"]
+    lines += [f"  out[get_global_id(0)] = {' + '.join(lanes)};", "}"]
     return "\n".join(lines)
 
 
@@ -132,6 +133,49 @@ def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats
     return _measured[key]
 
 
+# -- a calibration: the model's constants that differ from CPU to CPU, measured with tiny kernels ----------------
+# A work-group's start (GROUP_CYCLES): CALIBRATION_GROUPS work-groups of GROUP work-items that store a float each,
+# in cycles a group on each core, less the stores. The registers (REGISTERS): a scalar FMA chain a work-item (the
+# compiler's vectors across work-items: one vector register a chain), TILE_CHAINS of them; the most chains before
+# those whose time an FMA runs past SPILL times the best's are what the registers hold (past them, values spill).
+# What a grouped reduce costs (BARRIER_CYCLES), a gather (GATHER) and the overlap stay fitted: a tiny kernel's
+# barrier costs far less than the model needs a grouped reduce to cost (BENCHMARKS.md).
+CALIBRATION_GROUPS, TILE_CHAINS, SPILL = 1 << 16, (16, 24, 32, 40, 48, 64), 1.4
+_GROUPS = "__kernel void groups(__global float *out) { out[get_global_id(0)] = 1.0f; }"
+
+
+def registers_held(seconds: dict[int, float]) -> int:
+    """From {chains: seconds an FMA}: the most chains before the first (past the fastest) from which on every count
+    takes over SPILL times the fastest's seconds (one slow count among fast ones is the moment's, or the compiler's),
+    the registers a work-item holds."""
+    fastest, most = min(seconds, key=seconds.get), SPILL * min(seconds.values())
+    slow = [c for c in sorted(seconds) if c > fastest and all(t > most for d, t in seconds.items() if d >= c)]
+    return max(c for c in seconds if not slow or c < slow[0])
+
+
+def calibration(hz: float, runs: int = LIMIT_RUNS) -> dict:
+    """{DeviceModel field: value} of the constants measured here (group_cycles, registers), at `hz` cycles a second,
+    once per process; a kernel that doesn't build leaves its constant at the default (skipped() says why)."""
+    dev = runtime.get_device()
+    if (key := (dev.name, "calibration", hz, runs)) not in _measured:
+        d, found, per_fma = dev.ctx.devices[0], {}, {}
+        cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
+        items = FMA_ITEMS_PER_CORE * cores
+        out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * max(items, CALIBRATION_GROUPS * GROUP))
+        if (kern := _built(_GROUPS, "groups", "the work-group kernel")) is not None:
+            t = min(median_launch(kern, CALIBRATION_GROUPS * GROUP, GROUP, out, runs=runs) for _ in range(3))
+            found["group_cycles"] = max(1.0, t * hz * cores / CALIBRATION_GROUPS - GROUP / lanes)
+        chains = {c: kern for c in TILE_CHAINS if (kern := _built(fma_source(1, FMA_FORMS["a*x+b"], c), "fma_peak",
+                                                                  f"{c} FMA chains")) is not None}  # fmt: skip
+        for _ in range(3):  # the counts in turn, the best of three: a busy moment slows several, not one's every time
+            for c, kern in chains.items():
+                t = median_launch(kern, items, GROUP, out, np.float32(0.999), np.float32(0.001), runs=runs) / c
+                per_fma[c] = min(per_fma.get(c, math.inf), t)
+        found |= {"registers": registers_held(per_fma)} if per_fma else {}
+        _measured[key] = found
+    return _measured[key]
+
+
 def _built(src: str, name: str, what: str):
     """Kernel `name` of src, built first in a helper process (runtime.own): None where it doesn't build (a compiler
     that refuses it, crashes, hangs or builds it without the kernel), and skipped() says why; never tried twice."""
@@ -165,13 +209,13 @@ MEASURED_MOST = 1 << 30  # the largest footprint the model measures a bandwidth 
 
 def measured_device(nbytes: int) -> "DeviceModel":
     """The model's DeviceModel for a kernel that touches `nbytes`: cores and lanes as OpenCL reports them, cycles a
-    second from the FMA peak, and a triad's bandwidth at that footprint (a power of two at least as large,
-    MEASURED_MOST at most)."""
+    second from the FMA peak, a triad's bandwidth at that footprint (a power of two at least as large, MEASURED_MOST
+    at most), and the calibration's constants."""
     d = runtime.get_device().ctx.devices[0]
     cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
     hz = fma_peak()[0] / (2 * FMA_PORTS * lanes * cores)
     nbytes = min(1 << max(16, (nbytes - 1).bit_length()), MEASURED_MOST)
-    return DeviceModel(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0])
+    return DeviceModel(cores, lanes, hz, bandwidth(nbytes, ("triad",))[0], **calibration(hz))
 
 
 # -- the model ------------------------------------------------------------------------------------------------
@@ -184,12 +228,16 @@ GROUP_CYCLES, BARRIER_CYCLES = 300, 5000  # to start a work-group; to share a gr
 
 @dataclass(frozen=True)
 class DeviceModel:
-    """What the model knows of a device: cores, float lanes of a vector, cycles a second, memory bytes a second."""
+    """What the model knows of a device: cores, float lanes of a vector, cycles a second, memory bytes a second (its
+    limits), and the calibration's constants: a work-group's start in cycles, and the values a work-item's registers
+    hold (a log without them replays with these defaults, fitted on a Zen 5 with Intel's runtime)."""
 
     cores: int = 2
     lanes: int = 16
     hz: float = 3e9
     bandwidth: float = 60e9
+    group_cycles: float = GROUP_CYCLES
+    registers: int = REGISTERS
 
 
 def _size(x) -> int:
@@ -235,9 +283,9 @@ def static_seconds(k: Kernel, dev: DeviceModel) -> float:
         values += distinct if buf.idx else 0  # the output: stored from the accumulators
     ops = max(1, sum(x.op in (*BinaryOps, *UnaryOps, *TernaryOps) for x in k.ast[0].lazyops))
     registers = (tile + values) / (lanes if lane_axis in tile_axes else 1)
-    step = max(tile * ops / FMA_PORTS, loads / LOAD_PORTS) * threads / lanes * max(1.0, registers / REGISTERS)
+    step = max(tile * ops / FMA_PORTS, loads / LOAD_PORTS) * threads / lanes * max(1.0, registers / dev.registers)
     groups = size(["blue", "BLUE"])
-    start = GROUP_CYCLES + (BARRIER_CYCLES if k.group_for_reduces else 0)
+    start = dev.group_cycles + (BARRIER_CYCLES if k.group_for_reduces else 0)
     cycles = math.ceil(groups / dev.cores) * (steps * (step + threads / lanes) + start)
     compute, memory = cycles / dev.hz, footprint / dev.bandwidth * dev.cores / min(groups, dev.cores)
     return max(compute, memory) + OVERLAP * min(compute, memory)
@@ -316,6 +364,7 @@ def _strs(x, n: int | None = None) -> bool:
     return isinstance(x, list) and all(isinstance(y, str) for y in x) and (n is None or len(x) == n)
 
 
+LIMITS = {"cores", "lanes", "hz", "bandwidth"}  # DeviceModel's fields every log holds
 _FIELDS = {  # each field of a log's lines: what it must hold
     "search": (lambda x: isinstance(x, str), "a search id"),
     "kernel": (lambda x: isinstance(x, dict), "a kernel in corpus.py's JSON form (an old log's pickle is never read)"),
@@ -325,8 +374,9 @@ _FIELDS = {  # each field of a log's lines: what it must hold
     "top_k": (lambda x: x is None or type(x) is int and x >= 1, "null or an integer >= 1"),
     "from_heuristics": (lambda x: isinstance(x, bool), "true or false"),
     "min_progress": (_seconds, "seconds"),
-    "device": (lambda x: isinstance(x, dict) and set(x) == {f.name for f in fields(DeviceModel)} and all(
-        _seconds(v) and v > 0 for v in x.values()), "the model's DeviceModel: cores, lanes, hz, bandwidth"),
+    "device": (lambda x: isinstance(x, dict) and LIMITS <= set(x) <= {f.name for f in fields(DeviceModel)} and all(
+        _seconds(v) and v > 0 for v in x.values()), "the model's DeviceModel: cores, lanes, hz, bandwidth (and the "
+        "calibration's group_cycles and registers, which an older log lacks)"),
     "limits": (lambda x: isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], list) and all(
         type(n) is int for n in x[1]), "[threads a work-group, [the most along each dim]]"),
     "actions": (_strs, "a list of actions as text"),

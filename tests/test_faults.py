@@ -97,6 +97,16 @@ def test_a_stream_built_without_its_kernel_is_left_out_of_the_bandwidth_and_none
     assert built.count("rows") == 1
 
 
+def test_a_calibration_kernel_that_doesnt_build_leaves_its_constant_at_the_default(fault):
+    """The work-group kernel builds without its kernel: the calibration measures the registers alone, and the
+    DeviceModel keeps the default work-group start; skipped() says why."""
+    fault("no-kernel", r"void groups\(")
+    assert set(found := cost.calibration(2e9, runs=1)) == {"registers"} and found["registers"] in cost.TILE_CHAINS
+    why = "OpenCL build of groups failed: the program built holds no kernel groups"
+    assert cost.skipped() == {"the work-group kernel": why}
+    assert cost.DeviceModel(**found).group_cycles == cost.GROUP_CYCLES
+
+
 def test_a_probe_that_aborts_its_process_passes_the_device_over_and_says_why(fault, monkeypatch):
     """Every device's probe aborts its helper process: this process lives on, no device works, and the error names
     each device with the failure."""

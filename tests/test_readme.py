@@ -489,6 +489,7 @@ def test_the_models_bandwidth_is_a_triad_at_a_power_of_two(monkeypatch):
     asked = []
     monkeypatch.setattr(cost, "bandwidth", lambda nbytes, kinds: asked.append((nbytes, kinds)) or (1e9, kinds[0]))
     monkeypatch.setattr(cost, "fma_peak", lambda: (1e12, "float4 fma"))
+    monkeypatch.setattr(cost, "calibration", lambda hz: {})
     device = type("D", (), {"max_compute_units": 2, "native_vector_width_float": 4})()
     monkeypatch.setattr(cost.runtime, "get_device", lambda: type("Dev", (), {"ctx": type("C", (), {
         "devices": [device]})()})())  # fmt: skip
