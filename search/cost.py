@@ -41,8 +41,8 @@ FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * 
 
 class Stream(NamedTuple):
     """A streaming kernel: the arrays of floats it reads and writes (one that writes none writes a sum a work-item),
-    the runs of `group` floats in a row a work-group moves of each array a step (one a work-item), the work-items of a
-    group, and what it does at index I (run r's sum: s#)."""
+    how many runs of `group` floats in a row a work-group moves of each array a step (a work-item: a float of each),
+    the work-items of a group, and what it does at index I (s#: run r's sum)."""
 
     reads: int
     writes: int
