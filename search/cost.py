@@ -125,7 +125,7 @@ def stream_source(kind: str) -> str:
 def stream_launches(nbytes: int, kinds=tuple(STREAMS)) -> list[tuple[str, int, tuple]]:
     """(kind, bytes moved, median_launch's arguments) of each of the `kinds` of STREAMS that builds (skipped() says
     why one doesn't), moving about `nbytes` in all or what the device allows (all of them a quarter of its memory,
-    each array within its largest buffer), whole work-groups, every page of its buffers touched."""
+    each array within its largest buffer), in whole work-groups (one at least), every page of its buffers touched."""
     dev, caps, launches = runtime.get_device(), runtime.device_caps(), []
     share, alloc = caps["CL_DEVICE_GLOBAL_MEM_SIZE"] // 4 // max(1, len(kinds)), caps["CL_DEVICE_MAX_MEM_ALLOC_SIZE"]
     for kind in kinds:
