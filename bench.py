@@ -167,8 +167,8 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 # its time, and which of the two it is. The peak is cost.fma_peak's (its comment says how it is measured). A row's
 # bandwidth is the fastest of the streams (cost.STREAMS, shaped as the fastest searched kernels) that write the share
 # of their bytes nearest the row's (streaming_kinds), moving the row's own bytes, timed in turn with its kernels
-# (time_side_by_side): this VM's memory is up to twice as fast at some moments as at others, so a bound timed apart
-# from its kernels is none. At the row's own bytes alone: a kernel that touches its data once gets from memory all
+# (time_side_by_side): this VM's memory is at some moments more than twice as fast as at others, so a bound timed
+# apart from its kernels is none. At the row's own bytes alone: a kernel that touches its data once gets from memory all
 # that the caches don't keep, as a stream does in steady state at the same footprint (each launch finds what the last
 # left in the caches); the stream at a smaller footprint (a half of it fitting a cache) is one no such kernel reaches.
 # The header's stream is memory's bandwidth: a triad over 3 arrays each of STREAM_FLOATS floats or more and at least
