@@ -1,8 +1,9 @@
 """bench.py: the benchmark suite. Times our kernels on each CPU OpenCL device (unoptimized, hand-coded,
 beam-searched) beside numpy, against the device's own limits (an FMA-bound kernel, and streaming kernels at each
-row's own bytes: each row's fraction of its roofline bound), and beside tinygrad 0.9.1 measured on the same device by
-tools/tinygrad_times.py, run under tinygrad 0.9.1 (its hand-coded kernels' times, and its BEAM=2 choices, which we
-apply to our own Kernel and time with our runtime, so both are timed the same way in one sitting).
+row's own bytes timed in turn with its kernels: each row's fraction of its roofline bound), and beside tinygrad 0.9.1
+measured on the same device by tools/tinygrad_times.py, run under tinygrad 0.9.1 (its hand-coded kernels' times, and
+its BEAM=2 choices, which we apply to our own Kernel and time with our runtime, so both are timed the same way in one
+sitting).
 
 Usage: python bench.py [NAME ...] [--search] [--beam N] [--runs N] [--device N|NAME]
                        [--tinygrad FILE ...] [--tinygrad-beam FILE ...]
@@ -33,7 +34,8 @@ from demo import conv2d_ast, elementwise_ast, int_at_least, matmul_ast, matvec_a
 from kernel import TARGETS, Kernel, KernelOptError, LazyOp, Opt, OptOps, ReduceOps, ShapeTracker
 from kernel import optimize
 from demo import load, reduce, store
-from runtime import BuildError, NoDeviceError, get_device, pick_device, random_inputs, time_kernel, working_devices
+from runtime import BuildError, NoDeviceError, buffers, get_device, pick_device, random_inputs, time_kernel
+from runtime import working_devices
 from search.compilers import build_first
 from search import cost
 from search import search
@@ -162,31 +164,45 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 
 # ==== the device's limits: an FMA-bound kernel and streaming kernels, each timed as the suite's kernels are =====
 # A kernel takes at least max(flops / peak, bytes / bandwidth) seconds (the roofline): each row shows that bound over
-# its time, and which of the two it is. The peak is cost.fma_peak's (its comment says how it is measured). The
-# bandwidth is a cache-aware one: cost.bandwidth (the best of streaming kernels moving that many bytes in all, timed
-# as the rows are) at the row's own bytes and at each half of them down to 1 MiB, the fastest counting (levels). At
-# its own bytes alone it is no bound on this VM: kernels the search found read 64 MiB 1.06 to 1.7 times as fast as
-# the streams did (BENCHMARKS.md). The header's stream is memory's bandwidth: a triad over 3 arrays each of
-# STREAM_FLOATS floats or more and at least the last-level cache, each byte moved once.
-STREAM_FLOATS, LIMIT_RUNS, BEST_OF = 64 << 20, 5, 5  # BEST_OF: medians of each stream at a row's bytes, in turn
+# its time, and which of the two it is. The peak is cost.fma_peak's (its comment says how it is measured). A row's
+# bandwidth is the fastest of the streams (cost.STREAMS, shaped as the fastest searched kernels) that write the share
+# of their bytes nearest the row's (streaming_kinds), moving the row's own bytes, timed in turn with its kernels
+# (time_side_by_side): this VM's memory is at some moments more than twice as fast as at others, so a bound timed
+# apart from its kernels is none. At the row's own bytes alone: a kernel that touches its data once gets from memory all
+# that the caches don't keep, as a stream does in steady state at the same footprint (each launch finds what the last
+# left in the caches); the stream at a smaller footprint (a half of it fitting a cache) is one no such kernel reaches.
+# The header's stream is memory's bandwidth: a triad over 3 arrays each of STREAM_FLOATS floats or more and at least
+# the last-level cache, each byte moved once.
+STREAM_FLOATS, LIMIT_RUNS, BEST_OF = 64 << 20, 5, 5  # BEST_OF: medians of each FMA form, in turn
 
 
 class Limits(NamedTuple):
     """The device's measured limits: its FMA peak (flop/s), memory's stream bandwidth (byte/s), how they were
-    measured, and the bandwidth at a footprint (bytes -> byte/s; None: the stream's at every footprint)."""
+    measured, and the kinds of cost.STREAMS each row's memory bound is timed with, in turn with its kernels (none:
+    the stream bounds every row)."""
 
     peak: float
     stream: float
     how: str
-    bandwidth: Callable[[float], float] | None = None
+    kinds: tuple[str, ...] = ()
 
 
 def roofline(flops: float, nbytes: float, seconds: float, limits: Limits) -> tuple[float, str]:
     """(bound / seconds, "compute" or "memory"): the fraction of the roofline bound max(flops / peak, bytes /
-    bandwidth at those bytes) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
-    compute = flops / limits.peak
-    memory = nbytes / (limits.bandwidth(nbytes) if limits.bandwidth else limits.stream)
+    stream) that a kernel of `seconds` reaches, and which limit binds (the larger term)."""
+    compute, memory = flops / limits.peak, nbytes / limits.stream
     return max(compute, memory) / seconds, "compute" if compute >= memory else "memory"
+
+
+def streaming_kinds(asts: Sequence[tuple[LazyOp, ...]], kinds: Sequence[str]) -> list[str]:
+    """The `kinds` of cost.STREAMS whose share of bytes written is nearest that of the kernels of `asts` (their
+    outputs' bytes over all their buffers'): a sum is bounded by the read, an add by the add and the triad. A byte
+    written costs more than one read (its cache line is read first), so a stream that writes less than a kernel is a
+    bound it can't reach, and one that writes more is one it may pass."""
+    infos = [b for ast in asts for b in buffers(ast)]
+    share = sum(b.size * b.dtype.itemsize for b in infos if b.output) / sum(b.size * b.dtype.itemsize for b in infos)
+    apart = {k: abs(cost.STREAMS[k].writes / (cost.STREAMS[k].reads + cost.STREAMS[k].writes) - share) for k in kinds}
+    return [k for k in kinds if apart[k] == min(apart.values(), default=0)]
 
 
 def last_level_cache() -> int:
@@ -213,25 +229,14 @@ def stream_floats(cache: int, max_alloc: int, memory: int) -> int:
 
 
 def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
-    """The device's FMA peak, stream bandwidth and bandwidth at a footprint, measured now (see STREAM_FLOATS)."""
+    """The device's FMA peak and stream bandwidth, measured now (see STREAM_FLOATS), and every stream's kind."""
     device = get_device().ctx.devices[0]
     peak, best = cost.fma_peak(runs, repeats=BEST_OF)
     n = stream_floats(last_level_cache(), device.max_mem_alloc_size, device.global_mem_size)
     stream, _ = cost.bandwidth(12 * n, ("triad",), runs)
     how = f"{best}, {cost.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"
     how += f"; medians of {runs} launches"
-    return Limits(peak, stream, how, lambda nbytes: max(at_bytes(n, runs) for n in levels(int(nbytes))))
-
-
-def levels(nbytes: int) -> list[int]:
-    """The footprints a workload of `nbytes` is bounded by: its own and each half down to 1 MiB (a part of its data
-    may be served by any cache level it fits, so the fastest of them is a bound; the memory alone is not one)."""
-    return [nbytes >> i for i in range(max(1, (nbytes >> 20).bit_length()))]
-
-
-def at_bytes(nbytes: int, runs: int = LIMIT_RUNS) -> float:
-    """The best bandwidth of cost.STREAMS moving `nbytes`, BEST_OF medians of each in turn."""
-    return cost.bandwidth(nbytes, runs=runs, repeats=BEST_OF)[0]
+    return Limits(peak, stream, how, tuple(cost.STREAMS))
 
 
 def machine() -> str:
@@ -279,21 +284,30 @@ def _median_seconds(fn, runs: int) -> float:
 SIDE_BY_SIDE_ROUNDS, SIDE_BY_SIDE_SECONDS, SIDE_BY_SIDE_MOST = 5, 2.0, 50
 
 
-def time_side_by_side(variants: dict[str, list[tuple[Kernel, list]]], runs: int) -> dict[str, float]:
-    """Seconds per variant (the sum over its kernels): the best of its medians of `runs` launches, on the same device
-    buffers, taken in turn so that a busy moment of a shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS
-    and _SECONDS say how many). (Another job only ever adds time, and on a CPU device it can double a launch by taking
-    a core: the lowest median is the one it didn't touch.)"""
+def time_side_by_side(variants: dict[str, list[tuple[Kernel, list]] | Callable[[int], float]], runs: int) -> dict:
+    """Seconds per variant (the sum over its kernels, or what its function returns, given `runs`: a stream's): the
+    best of its medians of `runs` launches, on the same device buffers, taken in turn so that a busy moment of a
+    shared machine hits every variant alike (SIDE_BY_SIDE_ROUNDS and _SECONDS say how many). (Another job only ever
+    adds time, and on a CPU device it can double a launch by taking a core: the lowest median is the one it didn't
+    touch.)"""
     samples: dict[str, list[float]] = {v: [] for v in variants}
     spent, taken, shared = 0.0, 0, {}  # shared: one set of device buffers per AST, the same for every variant
     while taken < SIDE_BY_SIDE_ROUNDS or (spent < SIDE_BY_SIDE_SECONDS and taken < SIDE_BY_SIDE_MOST):
-        for variant, kernels in variants.items():
-            samples[variant].append(
-                sum(time_kernel(k, *x, runs=runs, device_args=shared.setdefault(repr(k.ast), {})) for k, x in kernels)
-            )
-            spent += samples[variant][-1] * runs
+        for variant, ks in variants.items():
+            if callable(ks):
+                t = ks(runs)
+            else:
+                t = sum(time_kernel(k, *x, runs=runs, device_args=shared.setdefault(repr(k.ast), {})) for k, x in ks)
+            samples[variant].append(t)
+            spent += t * runs
         taken += 1
     return {v: min(s) for v, s in samples.items()}
+
+
+def _at_pace(launch: tuple, scale: float) -> Callable[[int], float]:
+    """A stream's median of `runs` launches (cost.median_launch's arguments), times `scale`: the seconds it would
+    take to move a row's bytes at its pace."""
+    return lambda runs: cost.median_launch(*launch, runs=runs) * scale
 
 
 def geomean(xs: Sequence[float]) -> float:
@@ -318,13 +332,15 @@ def bench(
     log: str | None = None,
 ) -> dict[str, dict]:
     """Time each benchmark on this process's device unoptimized, with the hand-coded opts, and in numpy; print a
-    table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given).
+    table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given; its
+    memory bound: the streams of limits.kinds that write as the row does, at its bytes, timed in turn with its
+    kernels).
     With `tinygrad`, files of tools/tinygrad_times.py --hand-coded (the one of this device counts), the
     hand-coded rows also show tinygrad 0.9.1's time for the same workload and the ratio (ours / tinygrad's). With
     `search_amt`, also beam-search each kernel (that many kept per round) and time the searched kernels; with
     `tinygrad_beam`, files of tools/tinygrad_times.py --beam, also time tinygrad's BEAM choices on our runtime.
     Returns {name: {variant: seconds, "search_s": ..., "bound_s": the roofline bound, "binds": its limit, "bandwidth":
-    the bandwidth at the workload's bytes}}."""
+    the memory bound's bytes a second}}."""
     out = out or sys.stdout
     results: dict[str, dict] = {}
     measured_from, measured = _this_devices(tinygrad, "hand-coded")
@@ -332,12 +348,13 @@ def bench(
     compared, different = [], []
     dev = get_device()
     device = dev.ctx.devices[0]
-    print(f"machine: {machine()}", file=out)
+    print(f"machine: {machine()}", file=out, flush=True)
+    limits = limits or device_limits_measured()
     print(
         f"device: {dev.name} ({device.platform.name.strip()}), {device.max_compute_units} compute units; "
         + (
             f"best of {SIDE_BY_SIDE_ROUNDS}-{SIDE_BY_SIDE_MOST} medians of {runs} runs, variants in turn"
-            if search_amt
+            if search_amt or limits.kinds
             else f"median of {runs} runs"
         )
         + (f"; tinygrad 0.9.1's times from {measured_from}" if measured else "")
@@ -345,10 +362,9 @@ def bench(
         file=out,
         flush=True,
     )
-    limits = limits or device_limits_measured()
     print(
         f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})"
-        + ("; each row's memory bound: the fastest streams at its bytes or any half of them" * bool(limits.bandwidth))
+        + ("; each row's memory bound: the streams that write as it does, at its bytes, in turn" * bool(limits.kinds))
         + "\n",
         file=out,
     )
@@ -388,15 +404,20 @@ def bench(
             if name in beam:
                 variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name]["kernels"]]
                 extra["tinygrad_search_s"] = beam[name]["search_s"]
+        kinds = streaming_kinds(asts, limits.kinds)
+        streams = {f"the {kind} stream": _at_pace(launch, nbytes / moved) for kind, moved, launch in
+                   cost.stream_launches(nbytes, kinds)}  # fmt: skip
         times.update(
-            time_side_by_side(variants, runs)
-            if len(variants) > 1
+            time_side_by_side(variants | streams, runs)
+            if len(variants | streams) > 1
             else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
         )
+        streamed = [times.pop(v) for v in streams]  # the row's bytes at each stream's pace: the fastest bounds it
+        limits_here = Limits(limits.peak, nbytes / min(streamed), limits.how) if streamed else limits
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
-        bound_s = roofline(flops, nbytes, 1.0, limits)[0]  # the bound, in seconds
+        bound_s = roofline(flops, nbytes, 1.0, limits_here)[0]  # the bound, in seconds
         for variant, t in times.items():
             note = ""
             if variant == "hand-coded" and name in measured:
@@ -407,16 +428,14 @@ def bench(
                 note += "  " + " | ".join(" ".join(map(str, k.applied_opts)) or "no opts" for k, _ in variants[variant])
             elif variant == "tinygrad BEAM":
                 note = f"search {extra['tinygrad_search_s']:.1f} s (tinygrad's, in its own sitting)"
-            fraction, binds = roofline(flops, nbytes, t, limits)
+            fraction, binds = roofline(flops, nbytes, t, limits_here)
             print(
                 f"{name:26s} {variant:13s} {t * 1e3:8.2f} ms {flops / t * 1e-9:9.2f} {nbytes / t * 1e-9:8.2f} "
                 f"{fraction:5.2f} {binds:>8s}   {note}".rstrip(),
                 file=out,
                 flush=True,
             )
-        bandwidth = limits.bandwidth(nbytes) if limits.bandwidth else limits.stream
-        own = at_bytes(nbytes) if limits.bandwidth else limits.stream
-        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds, "bandwidth": bandwidth, "own": own}
+        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds, "bandwidth": limits_here.stream}
     if compared:
         print(
             "\n"
@@ -450,9 +469,8 @@ def _summary(results: dict[str, dict], out) -> None:
     """The searched column against tinygrad's BEAM, as a markdown table, and the geometric means."""
     print(
         "\n| workload | hand-coded | searched | tinygrad BEAM | x tinygrad | numpy | searched GFLOP/s | searched GB/s "
-        "| GB/s at its bytes | bound GB/s | searched of roofline | numpy of roofline | built | search s "
-        "| tinygrad search s |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| bound GB/s | searched of roofline | numpy of roofline | built | search s | tinygrad search s |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         file=out,
     )
     for name, r in results.items():
@@ -462,7 +480,7 @@ def _summary(results: dict[str, dict], out) -> None:
             f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {ours * 1e3:.2f} ms | "
             f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {f'{tg / ours:.2f}' if tg else '-'} | "
             f"{r['numpy'] * 1e3:.2f} ms | {flops / ours * 1e-9:.1f} | {nbytes / ours * 1e-9:.1f} | "
-            f"{r['own'] * 1e-9:.1f} | {r['bandwidth'] * 1e-9:.1f} | {r['bound_s'] / ours:.2f} ({r['binds']}) | "
+            f"{r['bandwidth'] * 1e-9:.1f} | {r['bound_s'] / ours:.2f} ({r['binds']}) | "
             f"{r['bound_s'] / r['numpy']:.2f} | {r.get('built', '-')} | {r['search_s']:.1f} | "
             f"{f'{tg_s:.1f}' if tg_s else '-'} |",
             file=out,

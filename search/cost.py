@@ -15,6 +15,7 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
@@ -31,36 +32,38 @@ from kernel import BinaryOps, Kernel, MemBuffer, TernaryOps, UnaryOps, prod
 # units; the vectors fill its SIMD lanes (the compiler also vectorizes across work-items), its work-items are many
 # times the cores, and it touches memory once per work-item: nothing but the FMA units limits it. It is tried at
 # float4, float8 and float16 and as fma() and as a*x+b (contracted to an FMA by the compiler: pip's PoCL 3.0 calls
-# a library routine for fma()), and the fastest counts. Bandwidth: at a given footprint (the bytes a
-# kernel touches), the best of STREAMS (a read, a copy, a triad, eight reads a work-item) moving that many bytes, each
-# timed as a workload's kernel is, with its data left where the last launch put it: a footprint that fits a cache
-# streams from the cache (a cache-aware roofline).
+# a library routine for fma()), and the fastest counts. Bandwidth: at a given footprint (the bytes a kernel touches),
+# the best of STREAMS moving that many bytes, each timed as a workload's kernel is, with its data left where the last
+# launch put it: a footprint that fits a cache streams from the cache (a cache-aware roofline).
 FMA_CHAINS, FMA_ITERS, FMA_ITEMS_PER_CORE = 8, 512, 2048
 FMA_WIDTHS, FMA_FORMS = (4, 8, 16), {"fma()": "fma({0}, a, b)", "a*x+b": "{0} * a + b"}
-_STREAM = """__kernel void KIND(ARGS) {
-  size_t n = get_local_size(0), i = get_group_id(0) * n * READS + get_local_id(0);
-  float s = 0.0f;
-  for (int j = 0; j < READS; j++, i += n) {  /* a work-group moves READS * n floats of each array in a row */
-    BODY;
-  }
-  SUMS
-}"""
-STREAMS = {  # name: (arrays, the kernel): the arrays of floats the kernel moves (read: and one sum a work-item)
-    "read": (1, _STREAM.replace("ARGS", "__global const float *a, __global float *out").replace("BODY", "s += a[i]")
-             .replace("SUMS", "out[get_global_id(0)] = s;")),
-    "copy": (2, _STREAM.replace("ARGS", "__global float *a, __global const float *b").replace("BODY", "a[i] = b[i]")),
-    "triad": (3, _STREAM.replace("ARGS", "__global float *a, __global const float *b, __global const float *c")
-              .replace("BODY", "a[i] = b[i] + 3.0f * c[i]")),
-    # eight streams a work-item, one work-item at a time (4 a group: not vectorized): the sum kernels the search finds
-    "rows": (1, """__kernel void rows(__global const float *a, __global float *out) {
-  __global const float *row = a + get_global_id(0) * 8 * READS;
-  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int j = 0; j < READS; j++)
-    for (int r = 0; r < 8; r++) s[r] += row[r * READS + j];
-  out[get_global_id(0)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}"""),
+
+
+class Stream(NamedTuple):
+    """A streaming kernel: the arrays of floats it reads and writes (one that writes none writes a sum a work-item),
+    how many runs of `group` floats in a row a work-group moves of each array a step (a work-item: a float of each),
+    the work-items of a group, and what it does at index I (s#: run r's sum)."""
+
+    reads: int
+    writes: int
+    runs: int
+    group: int
+    statement: str
+
+
+# The triad is the model's (measured_device: the bandwidth it was fitted with), a float a work-item a step in groups
+# of 64. The others move memory as the fastest kernels the search finds do, or they would be no bound on them (sum
+# axis 0's reads 2 KiB in a row a step into 32 sums a work-item): a CPU runtime runs 16 work-items of local dim 0 as
+# one vector thread, so a group of 16 moves long runs in a row, each into a sum (a load) of its own, many in flight.
+STREAMS = {
+    "triad": Stream(2, 1, 1, 64, "a[I] = b[I] + 3.0f * c[I]"),
+    "read": Stream(1, 0, 32, 16, "s# += b[I]"),
+    "copy": Stream(1, 1, 8, 16, "a[I] = b[I]"),
+    "add": Stream(2, 1, 8, 16, "a[I] = b[I] + c[I]"),
 }
-LIMIT_RUNS, GROUP, READS = 5, 64, 1024  # launches timed (a median after a warm-up); items a group; floats an item
+# launches timed (a median after a warm-up); work-items a group (the FMA kernel's); a stream's group moves GROUP * READS
+# floats of each array (256 KiB: a footprint of a few MiB still fills every core)
+LIMIT_RUNS, GROUP, READS = 5, 64, 1024
 _measured: dict = {}  # (device, what) -> what was measured: once per process
 
 
@@ -104,30 +107,49 @@ def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     return _measured[key]
 
 
+def stream_source(kind: str) -> str:
+    """The OpenCL kernel of STREAMS[kind], named `kind`: a work-group moves GROUP * READS floats in a row of each
+    array, `runs` runs of `group` floats a step (a work-item: one float of each run)."""
+    reads, writes, runs, group, statement = STREAMS[kind]
+    args = [f"__global float *{x}" for x in "a"[:writes]] + [f"__global const float *{x}" for x in "bc"[:reads]]
+    sums = [f"s{r}" for r in range(runs)] * (not writes)
+    lines = [f"__kernel void {kind}({', '.join(args + ['__global float *out'] * bool(sums))}) {{"]
+    lines += [f"  size_t i = get_group_id(0) * {GROUP * READS} + get_local_id(0);"]
+    lines += [f"  float {' = 0.0f, '.join(sums)} = 0.0f;"] * bool(sums)
+    lines += [f"  for (int j = 0; j < {GROUP * READS // group}; j += {runs}, i += {runs * group}) {{"]
+    lines += [f"    {statement.replace('I', f'i + {r * group}').replace('#', str(r))};" for r in range(runs)]
+    lines += ["  }"] + [f"  out[get_global_id(0)] = {' + '.join(sums)};"] * bool(sums)
+    return "\n".join(lines + ["}"])
+
+
+def stream_launches(nbytes: int, kinds=tuple(STREAMS)) -> list[tuple[str, int, tuple]]:
+    """(kind, bytes moved, median_launch's arguments) of each of the `kinds` of STREAMS that builds (skipped() says
+    why one doesn't), moving about `nbytes` in all or what the device allows (all of them a quarter of its memory,
+    each array within its largest buffer), in whole work-groups (one at least), every page of its buffers touched."""
+    dev, caps, launches = runtime.get_device(), runtime.device_caps(), []
+    share, alloc = caps["CL_DEVICE_GLOBAL_MEM_SIZE"] // 4 // max(1, len(kinds)), caps["CL_DEVICE_MAX_MEM_ALLOC_SIZE"]
+    for kind in kinds:
+        if (kern := _built(stream_source(kind), kind, f"the {kind} stream")) is None:
+            continue
+        reads, writes, _, group, _ = STREAMS[kind]
+        arrays, floats, sums = reads + writes, GROUP * READS // group, not writes  # floats: an item's of an array
+        most = min(share, arrays * alloc)
+        items = max(1, min(nbytes // (arrays * 4 * floats), most // (4 * (arrays * floats + sums))) // group) * group
+        sizes = [4 * items * floats] * arrays + [4 * items] * sums
+        bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
+        for b, size in zip(bufs, sizes):
+            cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
+        launches.append((kind, sum(sizes), (kern, items, group, *bufs)))
+    return launches
+
+
 def bandwidth(nbytes: int, kinds=tuple(STREAMS), runs: int = LIMIT_RUNS, repeats: int = 1) -> tuple[float, str]:
-    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all, or
-    what the device allows (all of them a quarter of its memory, each array within its largest buffer), each a
-    median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster at some moments than at
-    others: the best is the memory's own), measured once per process and size. A stream that doesn't build is left
-    out (skipped())."""
-    dev = runtime.get_device()
-    if (key := (dev.name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
-        caps, launches = runtime.device_caps(), []
-        share, alloc = caps["CL_DEVICE_GLOBAL_MEM_SIZE"] // 4 // len(kinds), caps["CL_DEVICE_MAX_MEM_ALLOC_SIZE"]
-        for kind in kinds:
-            arrays, src = STREAMS[kind]
-            code = src.replace("KIND", kind).replace("READS", str(READS)).replace("SUMS", "")
-            if (kern := _built(code, kind, f"the {kind} stream")) is None:
-                continue
-            (group, reads), sums = (4, 8 * READS) if kind == "rows" else (GROUP, READS), kind in ("read", "rows")
-            most = min(share, arrays * alloc)
-            # work-items, each moving `reads` floats of each array (and a sum): about nbytes in all, at most `most`
-            items = max(1, min(nbytes // (arrays * 4 * reads), most // (4 * (arrays * reads + sums))) // group) * group
-            sizes = [4 * items * reads] * arrays + [4 * items] * sums
-            bufs = [cl.Buffer(dev.ctx, cl.mem_flags.READ_WRITE, size) for size in sizes]
-            for b, size in zip(bufs, sizes):  # every page touched before it is timed
-                cl.enqueue_fill_buffer(dev.queue, b, np.float32(1), 0, size)
-            launches.append((kind, sum(sizes), (kern, items, group, *bufs)))
+    """(bytes/s, the stream that reached it): the best of the `kinds` of STREAMS moving about `nbytes` in all
+    (stream_launches), each a median of `runs` launches, the kinds in turn `repeats` times (a VM's memory is faster
+    at some moments than at others: the best is the memory's own), measured once per process and size. A stream that
+    doesn't build is left out (skipped())."""
+    if (key := (runtime.get_device().name, "bandwidth", nbytes, kinds, runs, repeats)) not in _measured:
+        launches = stream_launches(nbytes, kinds)
         times = [(n / median_launch(*args, runs=runs), kind) for _ in range(repeats) for kind, n, args in launches]
         _measured[key] = max(times, default=None) or _none_built("stream")
     return _measured[key]

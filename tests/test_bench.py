@@ -94,9 +94,9 @@ def test_the_roofline_fraction_is_the_bound_over_the_time():
 
 
 def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
-    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here, and the
-    bandwidth at a footprint. Every launch fills whole work-groups (PoCL refuses one that doesn't:
-    INVALID_WORK_GROUP_SIZE), even where the last-level cache is no round number of floats."""
+    """The FMA kernel's every variant builds and runs, the fastest counts; the triad over a small array here; each
+    stream a row is bounded by builds and runs at a row's bytes. Every launch fills whole work-groups (PoCL refuses one
+    that doesn't: INVALID_WORK_GROUP_SIZE), even where the last-level cache is no round number of floats."""
     launches, median_launch = [], cost.median_launch
     monkeypatch.setattr(cost, "median_launch", lambda *a, **kw: launches.append(a[1:3]) or median_launch(*a, **kw))
     monkeypatch.setattr(cost, "FMA_ITERS", 8)
@@ -104,24 +104,66 @@ def test_the_device_limits_are_measured_on_the_device(device, monkeypatch):
     monkeypatch.setattr(bench, "STREAM_FLOATS", 1 << 16)
     monkeypatch.setattr(bench, "last_level_cache", lambda: 4 * ((1 << 16) + 20))  # 5 float4s past 2**16 floats
     limits = bench.device_limits_measured(runs=1)
-    assert limits.peak > 0 and limits.stream > 0 and limits.bandwidth(3 << 20) > 0
+    assert limits.peak > 0 and limits.stream > 0 and limits.kinds == tuple(cost.STREAMS)
     assert re.match(r"float(4|8|16) (fma\(\)|a\*x\+b), 8 chains; triad over 3 arrays of 0\.5 MiB", limits.how)
-    # each FMA form and each stream at 3 and at 1.5 MiB, BEST_OF times; the triad over memory once
-    assert len(launches) == 6 * bench.BEST_OF + 1 + len(cost.STREAMS) * bench.BEST_OF * 2
+    assert len(launches) == 6 * bench.BEST_OF + 1  # each FMA form BEST_OF times; the triad over memory once
+    streams = cost.stream_launches(3 << 20)
+    assert [kind for kind, _, _ in streams] == list(cost.STREAMS)
+    assert all(0 <= moved - (3 << 20) <= 4 * 3 * 64 for _, moved, _ in streams)  # and the read's sums, a float an item
+    assert all(cost.median_launch(*launch, runs=1) > 0 for _, _, launch in streams)
     assert all(local is None or size % local == 0 for size, local in launches), launches
 
 
-def test_a_rows_memory_bound_is_the_fastest_level_its_bytes_or_a_half_of_them_fit():
-    """64 MiB is bounded by the streams at 64, 32, ... 1 MiB (each cache level a part of its data may stay in)."""
-    assert bench.levels(64 << 20) == [64 << 20 >> i for i in range(7)] and bench.levels(1 << 19) == [1 << 19]
+def test_a_row_is_bounded_by_the_streams_that_write_the_share_of_bytes_it_writes():
+    """A sum writes almost nothing: the read bounds it; an add writes a third of its bytes: the add and the triad; a
+    kernel writing two thirds of its bytes (conv2d's output is twice its input) the copy, nearest."""
+    kinds = tuple(cost.STREAMS)
+    assert bench.streaming_kinds([sum_ast((4096, 4096), (0,))], kinds) == ["read"]
+    assert bench.streaming_kinds(bench.BENCHMARKS["sum 16M"][0](), kinds) == ["read"]
+    assert bench.streaming_kinds([elementwise_ast(4096)], kinds) == ["triad", "add"]
+    assert bench.streaming_kinds(bench.BENCHMARKS["conv2d 8x32x64x64 k3x64"][0](), kinds) == ["copy"]
+    assert bench.streaming_kinds([elementwise_ast(4096)], ("read", "copy")) == ["copy"]  # the nearest of those given
 
 
-def test_the_memory_bound_of_a_row_is_the_bandwidth_at_its_own_bytes():
-    """A row of 1 MB against a bandwidth of 100 GB/s at 1 MB (a cache) and 10 GB/s beyond: its bound is 10 us, not
-    the 100 us the stream alone would give, so a kernel that keeps its data in the cache can't read above 1."""
-    limits = bench.Limits(1e11, 1e10, "given", lambda nbytes: 1e11 if nbytes <= 1e6 else 1e10)
-    assert bench.roofline(1e3, 1e6, 20e-6, limits) == pytest.approx((0.5, "memory"))
-    assert bench.roofline(1e3, 1e8, 20e-3, limits) == pytest.approx((0.5, "memory"))  # 100 MB at 10 GB/s: 10 ms
+def test_each_stream_moves_runs_of_a_work_group_in_a_row_into_sums_of_their_own():
+    """The read stream: 32 loads a step, each 16 floats past the last, each into a sum of its own; the triad: a float
+    a work-item a step (the model's, as it was fitted)."""
+    read, triad = cost.stream_source("read"), cost.stream_source("triad")
+    assert all(f"s{r} += b[i + {16 * r}];" in read for r in range(32)) and "s32" not in read
+    assert "out[get_global_id(0)] = s0 + s1 + " in read and "i += 512)" in read
+    assert "a[i + 0] = b[i + 0] + 3.0f * c[i + 0];" in triad and "i += 64)" in triad and "out" not in triad
+
+
+def test_a_rows_memory_bound_is_the_fastest_stream_timed_in_turn_with_its_kernels(device, tiny, monkeypatch):
+    """Each round times the row's kernels and its streams in turn; its memory bound is the fastest stream's best
+    median, at the row's bytes (a stream moving half of them in 1 ms: 2 ms); a kernel faster than the bound reads
+    over 1.00, never clamped."""
+    order, name = [], "add 16M"
+    nbytes = TINY[name][2]
+    stream_s = {"triad": iter([4e-3, 3e-3, 5e-3, 6e-3, 7e-3]), "add": iter([2e-3, 1.5e-3, 1e-3, 1.8e-3, 2e-3])}
+    monkeypatch.setattr(cost, "stream_launches", lambda n, kinds: [(k, nbytes // 2, (k,)) for k in kinds])
+    monkeypatch.setattr(cost, "median_launch", lambda kind, runs: order.append(kind) or next(stream_s[kind]))
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, **kw: order.append(kw.get("device_args")) or 1.6e-3)
+    monkeypatch.setattr(bench, "SIDE_BY_SIDE_SECONDS", 0.0)  # SIDE_BY_SIDE_ROUNDS rounds
+    out = io.StringIO()
+    limits = bench.Limits(1e11, 1e10, "given", ("read", "triad", "add"))
+    results = bench.bench([name], runs=1, out=out, limits=limits)[name]
+    assert order[:2] == [None, None] and order[2] == {}  # the unoptimized kernel (twice), then side by side:
+    assert order[3:] == ["triad", "add", {}] * 4 + ["triad", "add"]  # the hand-coded kernel and each stream in turn
+    assert results["bandwidth"] == pytest.approx(nbytes / 2e-3) and results["bound_s"] == pytest.approx(2e-3)
+    assert results["hand-coded"] == 1.6e-3 and not [v for v in results if "stream" in v]
+    row = r"^add 16M +hand-coded +1\.60 ms +[0-9.]+ +[0-9.]+ +1\.25 +memory$"
+    assert re.search(row, out.getvalue(), re.M), out.getvalue()
+
+
+def test_bench_times_a_variant_given_as_a_function_in_turn_with_the_kernels(monkeypatch):
+    """time_side_by_side calls a callable variant (a stream) with the runs a median, in turn; the best counts."""
+    order, ks = [], _named_kernels()
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, device_args: order.append("a") or 1.0)
+    medians = iter([3.0, 0.5, 2.0, 1.0, 4.0])
+    stream = lambda runs: order.append(("s", runs)) or next(medians)  # noqa: E731
+    times = bench.time_side_by_side({"a": [(ks["a"], [])], "s": stream}, 7)
+    assert times == {"a": 1.0, "s": 0.5} and order == ["a", ("s", 7)] * 5
 
 
 def test_the_stream_arrays_are_a_power_of_two_of_floats():
@@ -443,14 +485,15 @@ def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions,
 def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
     """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both;
     "searched of roofline" is the bound over the searched kernel's time, "numpy of roofline" over numpy's (beside
-    it: how near a library comes), "bound GB/s" the bandwidth at the workload's bytes, "built" the candidates built."""
+    it: how near a library comes), "bound GB/s" the fastest stream's at its bytes (timed in turn), "built" the
+    candidates built."""
     row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
-    row |= {"bound_s": 0.0015, "binds": "compute", "bandwidth": 42e9, "own": 21e9, "built": 77}
+    row |= {"bound_s": 0.0015, "binds": "compute", "bandwidth": 42e9, "built": 77}
     results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
     bench._summary(results, None)
     out = capsys.readouterr().out
     assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
-    figures = r"\| 21\.0 \| 42\.0 \| 0\.75 \(compute\) \| 1\.50 \| 77 \| 5\.0 \| 20\.0 \|$"
+    figures = r"\| 1\.6 \| 42\.0 \| 0\.75 \(compute\) \| 1\.50 \| 77 \| 5\.0 \| 20\.0 \|$"
     assert re.search(r"^\| matmul 512 \|.*" + figures, out, re.M)
     assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
 

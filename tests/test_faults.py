@@ -84,17 +84,17 @@ def test_a_build_that_hangs_is_killed_and_the_fma_peak_goes_on_without_that_form
 def test_a_stream_built_without_its_kernel_is_left_out_of_the_bandwidth_and_none_at_all_is_a_build_error(
     fault, monkeypatch
 ):
-    """The rows stream builds without its kernel: the bandwidth is the other streams', and the rows stream alone is a
+    """The copy stream builds without its kernel: the bandwidth is the other streams', and the copy stream alone is a
     BuildError naming why; a form that failed is never built again (a compiler that aborts costs a process each)."""
-    fault("no-kernel", r"void rows\(")
+    fault("no-kernel", r"void copy\(")
     built, real = [], R.Compiler.__call__
     monkeypatch.setattr(R.Compiler, "__call__", lambda self, src, name: built.append(name) or real(self, src, name))
     _, kind = cost.bandwidth(1 << 20, runs=1)
-    assert kind in ("read", "copy", "triad")
-    assert cost.skipped() == {"the rows stream": "OpenCL build of rows failed: the program built holds no kernel rows"}
-    with pytest.raises(R.BuildError, match=r"^no stream builds on .* \(the rows stream: OpenCL build of rows failed"):
-        cost.bandwidth(1 << 20, ("rows",), runs=1)
-    assert built.count("rows") == 1
+    assert kind in ("triad", "read", "add")
+    assert cost.skipped() == {"the copy stream": "OpenCL build of copy failed: the program built holds no kernel copy"}
+    with pytest.raises(R.BuildError, match=r"^no stream builds on .* \(the copy stream: OpenCL build of copy failed"):
+        cost.bandwidth(1 << 20, ("copy",), runs=1)
+    assert built.count("copy") == 1
 
 
 def test_a_calibration_kernel_that_doesnt_build_leaves_its_constant_at_the_default(fault):
