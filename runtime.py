@@ -274,12 +274,12 @@ class VerificationError(AssertionError):
 
 @dataclass
 class Device:
-    """An OpenCL device, its context and queue, and the programs built for it (source -> kernel)."""
+    """An OpenCL device, its context and queue, and the programs built for it (source -> its kernels by name)."""
 
     ctx: cl.Context
     queue: cl.CommandQueue
     name: str
-    programs: OrderedDict[str, Any] = field(default_factory=OrderedDict)  # the PROGRAM_CACHE_SIZE most recently used
+    programs: OrderedDict[str, dict] = field(default_factory=OrderedDict)  # the PROGRAM_CACHE_SIZE most recently used
 
 
 _device: Device | None = None
@@ -453,19 +453,21 @@ def check_limits(prg: Program, infos: dict[int, BufferInfo] | None = None, kern=
 
 
 def build(src: str, name: str, compiler=None):
-    """Kernel `name` of an OpenCL program, compiled once per source while among the PROGRAM_CACHE_SIZE most recent;
-    `compiler(src, name)`, where given, builds in another process and returns the device's binary (a Compiler: where
+    """Kernel `name` of an OpenCL program (a source of several kernels is built once for all of them), compiled once
+    per source while among the PROGRAM_CACHE_SIZE most recent; `compiler(src, name)`, where given, builds in another process and returns the device's binary (a Compiler: where
     the project builds its own kernels first). BuildError where it doesn't build, or builds without kernel `name`."""
     programs, ctx = (dev := get_device()).programs, dev.ctx  # one device throughout
     with _programs_lock:  # the beam search builds in several threads at once
-        if (kern := programs.get(src)) is not None:
+        if (kernels := programs.get(src)) is not None:
             programs.move_to_end(src)
-            return kern
+            if name in kernels:
+                return kernels[name]
+            raise BuildError(f"the program built holds no kernel {name}")
     try:
         binary = compiler(src, name) if compiler else None
         with _build_lock:  # not under _programs_lock: another thread may find a built kernel meanwhile
             program = (cl.Program(ctx, ctx.devices, [binary]) if binary else cl.Program(ctx, src)).build()
-        if name not in [kern.function_name for kern in program.all_kernels()]:
+        if name not in (kernels := {kern.function_name: kern for kern in program.all_kernels()}):
             raise BuildError(f"the program built holds no kernel {name}")  # (getattr: an AttributeError)
     except (cl.Error, BuildError, ChildProcessError) as e:
         log = f"the compiler refused it\n{e}" if isinstance(e, cl.Error) else str(e)
@@ -473,10 +475,10 @@ def build(src: str, name: str, compiler=None):
         why = log.partition("\n")[0]
         raise BuildError(f"OpenCL build of {name} failed: {why}\n{numbered}\nbuild log:\n{log}") from None
     with _programs_lock:
-        kern = programs[src] = getattr(program, name)
+        programs[src] = kernels
         while len(programs) > PROGRAM_CACHE_SIZE:
             programs.popitem(last=False)
-    return kern
+    return kernels[name]
 
 
 # ============================================================================================================

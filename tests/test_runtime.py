@@ -1001,3 +1001,17 @@ def test_a_view_without_a_mask_reads_as_a_numpy_view_the_same_elements_the_gathe
     assert R._strided(flat, base.pad(((1, 0), (0, 0), (0, 0)))) is None  # a mask
     assert R._strided(flat, base.permute((1, 0, 2)).reshape((6 * 4 * 5,))) is None  # two views
     assert R._strided(flat[:-1], base) is None  # past the array's end: the gather's IndexError, not a stray read
+
+
+@pytest.mark.usefixtures("device")
+def test_a_source_of_several_kernels_builds_once_and_gives_each_by_name():
+    """build(src, name) keeps every kernel of a source: asked for a second one, it builds nothing again (the device's
+    measurements build their kernels as one program); a name the source lacks is a BuildError, built or not."""
+    src = "\n".join(f"__kernel void k{i}(__global float *a) {{ a[get_global_id(0)] = {i}.0f; }}" for i in range(3))
+    before = len(R.get_device().programs)
+    kernels = [R.build(src, f"k{i}") for i in range(3)]
+    assert [k.function_name for k in kernels] == ["k0", "k1", "k2"] and len(R.get_device().programs) == before + 1
+    with pytest.raises(R.BuildError, match="holds no kernel k3"):
+        R.build(src, "k3")
+    with pytest.raises(R.BuildError, match="holds no kernel k9"):
+        R.build(src.replace("k2", "k2b"), "k9")
