@@ -454,8 +454,9 @@ def check_limits(prg: Program, infos: dict[int, BufferInfo] | None = None, kern=
 
 def build(src: str, name: str, compiler=None):
     """Kernel `name` of an OpenCL program (a source of several kernels is built once for all of them), compiled once
-    per source while among the PROGRAM_CACHE_SIZE most recent; `compiler(src, name)`, where given, builds in another process and returns the device's binary (a Compiler: where
-    the project builds its own kernels first). BuildError where it doesn't build, or builds without kernel `name`."""
+    per source while among the PROGRAM_CACHE_SIZE most recent; `compiler(src, name)`, where given, builds in another
+    process and returns the device's binary (a Compiler: where the project builds its own kernels first). BuildError
+    where it doesn't build, or builds without kernel `name`."""
     programs, ctx = (dev := get_device()).programs, dev.ctx  # one device throughout
     with _programs_lock:  # the beam search builds in several threads at once
         if (kernels := programs.get(src)) is not None:
