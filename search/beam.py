@@ -376,22 +376,28 @@ class _Search:
     def gains(self, child: tuple, parent: tuple, min_progress: float) -> bool:
         """Whether a round's fastest kernel of a line gains over LINE_GAIN on its parent, the two timed again in turn
         (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
-        no longer the least of a round's many (which errs low by the noise). Past the deadline: no (the search ends)."""
+        no longer the least of a round's many (which errs low by the noise); a child faster by over twice that after
+        a pass gains (a bimodal timer's slow mode reads twice the fast one: no moment makes that up), and the slow
+        parent isn't timed again. Past the deadline: no (the search ends)."""
         times: tuple[list[float], list[float]] = ([], [])
+        gain = lambda scale: min(times[0]) * scale < min(times[1]) * (1 - LINE_GAIN) - min_progress  # noqa: E731
         for _ in range(TIMING_PASSES):
             for t, (_, _, kern, prg) in zip(times, (child, parent)):
                 if self.late():
                     return False
                 t.append(self.time(kern, prg))
+            if gain(2):
+                break
         if self.log:  # a replay decides as this search did
             self.log.write({"gain": [program_key(x[3]) for x in (child, parent)], "times": [min(t) for t in times]})
-        return min(times[0]) < min(times[1]) * (1 - LINE_GAIN) - min_progress
+        return gain(1)
 
     def runoff(self, ranked: list[tuple], also: list[Kernel]) -> tuple[list[tuple], dict]:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         lower_mode of their passes (each its lowest of FINAL_RUNS launches), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
-        noise of it; none starts a launch past the deadline, and a pass it cuts short doesn't count (none whole: the
+        noise of it, and no other is still in the race (its lowest launch beat the leader's time); none starts a
+        launch past the deadline, and a pass it cuts short doesn't count (none whole: the
         rounds' ranking stands). Returns the ranking and what SearchResult says of the runoff (finalists, passes,
         noise, margin)."""
         if not ranked:
@@ -399,11 +405,11 @@ class _Search:
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
         finalists = near[:FINALISTS] + [x for x in near[FINALISTS:] if any(x[2] is a for a in also)]
         lows: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}  # each kernel's launches
-        leaders, passes = [], 0
+        leaders, passes, racing = [], 0, finalists
         while passes < FINAL_PASSES[1]:
-            runs: dict[int, list[float]] = {n: [] for _, n, _, _ in finalists}
+            runs: dict[int, list[float]] = {n: [] for _, n, _, _ in racing}
             for _ in range(FINAL_RUNS):  # in turn, launch by launch: a slow stretch of the device's falls on several
-                for _, n, k, prg in finalists:
+                for _, n, k, prg in racing:
                     runs[n] += [] if self.late() else [self.time(k, prg)]
             if any(len(times) < FINAL_RUNS for times in runs.values()):  # cut short by the deadline
                 break
@@ -413,9 +419,11 @@ class _Search:
             best = {n: lower_mode(m) for n, m in lows.items()}
             leaders.append(min(best, key=lambda n: (best[n], n)))
             noise = runoff_noise(list(lows.values()))
-            if passes >= FINAL_PASSES[0] and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise) and all(
-                    min(m) >= best[leaders[-1]] for n, m in lows.items() if n != leaders[-1]):  # fmt: skip
-                break
+            if passes >= FINAL_PASSES[0]:  # out of the race, not timed again: a kernel whose lowest launch is no
+                # faster than the leader's time (its time only rises above that lowest)
+                racing = [x for x in racing if x[1] == leaders[-1] or min(lows[x[1]]) < best[leaders[-1]]]
+                if len(racing) == 1 and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
+                    break
         if not passes:
             return ranked, {}
         again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])

@@ -62,7 +62,7 @@ def test_a_build_that_aborts_its_process_is_a_failed_build_and_the_fma_peak_goes
 ):
     fault("abort", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5  # the other five forms
-    assert cost.skipped() == {"float16 fma()": f"OpenCL build of fma_peak failed: {ABORTED}"}
+    assert cost.skipped() == {"float16 fma()": f"OpenCL build of fma_peak_16_0 failed: {ABORTED}"}
 
 
 def test_a_program_built_without_its_kernel_is_a_failed_build_and_the_fma_peak_goes_on_without_that_form(
@@ -70,7 +70,7 @@ def test_a_program_built_without_its_kernel_is_a_failed_build_and_the_fma_peak_g
 ):
     fault("no-kernel", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5
-    why = "OpenCL build of fma_peak failed: the program built holds no kernel fma_peak"
+    why = "OpenCL build of fma_peak_16_0 failed: the program built holds no kernel fma_peak_16_0"
     assert cost.skipped() == {"float16 fma()": why}
 
 
@@ -78,7 +78,26 @@ def test_a_build_that_hangs_is_killed_and_the_fma_peak_goes_on_without_that_form
     monkeypatch.setattr(R, "COMPILE_TIMEOUT", 5)  # far more than a form takes to build
     fault("hang", FLOAT16_FMA)
     assert len(fma_forms_measured(monkeypatch)) == 5
-    assert cost.skipped() == {"float16 fma()": "OpenCL build of fma_peak failed: no answer from the compiler in 5 s"}
+    why = "OpenCL build of fma_peak_16_0 failed: no answer from the compiler in 5 s"
+    assert cost.skipped() == {"float16 fma()": why}
+
+
+def test_the_fma_forms_and_the_calibrations_kernels_build_as_one_program_each_and_a_failure_as_each_alone(
+    fault, monkeypatch
+):
+    """Without a fault the six FMA forms are one build, and the calibration's seven kernels another (each build of a
+    program costs the compiler about as much as its kernels); with the float16 fma() form aborting, the forms' build
+    fails and each form is built alone: five measured, that one named."""
+    built, real = [], R.Compiler.__call__
+    monkeypatch.setattr(R.Compiler, "__call__", lambda self, src, name: built.append(name) or real(self, src, name))
+    assert len(fma_forms_measured(monkeypatch)) == 6 and len(built) == 1
+    assert set(cost.calibration(2e9, runs=1)) == {"group_cycles", "registers"} and len(built) == 2
+    for compiler in R._own.values():  # then as the fault fixture starts: a fresh helper, nothing built or measured
+        compiler.end()
+    R._own.clear(), R.get_device().programs.clear(), cost._measured.clear()
+    fault("abort", FLOAT16_FMA)
+    assert len(fma_forms_measured(monkeypatch)) == 5 and len(built) == 2 + 1 + 6  # the whole, then each alone
+    assert set(cost.skipped()) == {"float16 fma()"}
 
 
 def test_a_stream_built_without_its_kernel_is_left_out_of_the_bandwidth_and_none_at_all_is_a_build_error(
@@ -158,7 +177,7 @@ def test_bench_goes_on_past_builds_that_abort_and_names_what_it_skipped(fault, m
     assert list(results) == ["sum axis 1 4096x4096"] and "float16 fma()" not in said.split("optimizer:")[0]
     assert re.search(rf"^add 16M +skipped: OpenCL build of E_\w+ failed: {re.escape(ABORTED)}$", said, re.M), said
     assert re.search(r"^sum axis 1 4096x4096 +hand-coded +[0-9.]+ ms", said, re.M), said
-    skipped = f"not built, so not measured: float16 fma() (OpenCL build of fma_peak failed: {ABORTED})"
+    skipped = f"not built, so not measured: float16 fma() (OpenCL build of fma_peak_16_0 failed: {ABORTED})"
     assert said.rstrip().endswith(skipped), said
 
 
@@ -186,7 +205,7 @@ def test_python_search_py_goes_on_past_an_fma_form_whose_build_aborts_and_says_s
     p = run_script("-m search", "sum", "--no-cache", env=env)
     assert p.returncode == 0, p.stderr
     said = " ".join(p.stdout.split())  # as one line, however the lines were fit to a terminal
-    assert f"not built, so not measured: float16 fma() (OpenCL build of fma_peak failed: {ABORTED})" in said
+    assert f"not built, so not measured: float16 fma() (OpenCL build of fma_peak_16_0 failed: {ABORTED})" in said
     assert "verified" in said
 
 

@@ -855,11 +855,17 @@ def test_three_cold_runoffs_on_a_bimodal_timer_agree_within_10_percent(flips, mo
 
 
 def test_a_runoff_that_never_settles_ends_at_its_most_passes(monkeypatch):
-    """a and b take turns setting a new best, far beyond the noise of the steady kernels beside them."""
-    most = S.FINAL_PASSES[1]
-    turns = {name: [0.9**p if p % 2 == i else 1.5 for p in range(most)] for i, name in enumerate("ab")}
-    ranked, runoff, _ = _runoff(monkeypatch, turns | {name: [1.5] * most for name in "cdef"})
+    """a and b take turns setting a new best, far beyond the noise of the steady kernels beside them: in its pass each
+    reaches a new low on one launch, so that each one's lowest beats the other's time (a time reached twice) pass
+    after pass, and neither drops out of the race."""
+    most, runs = S.FINAL_PASSES[1], S.FINAL_RUNS
+    turns = {name: [t for p in range(most) for t in [0.9**p if p % 2 == i else 1.5] + [1.5] * (runs - 1)]
+             for i, name in enumerate("ab")}  # fmt: skip
+    steady = {name: iter([1.5] * most * runs) for name in "cdef"}
+    ranked, runoff, _ = _runoff_launches(monkeypatch, turns | steady)
     assert runoff["passes"] == most and runoff["noise"] == 0.0
+    # the steady ones were out of the race after the third pass (no launch below a leader's time): not timed again
+    assert all(len(list(launches)) == (most - S.FINAL_PASSES[0]) * runs for launches in steady.values())
 
 
 def test_only_the_contenders_are_timed_again(monkeypatch):
@@ -966,6 +972,20 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
     s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, _ = s.rounds([bare], 1, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [100.0, 50.0, 50.0, 30.0, 30.0] and rounds[-1].best is best  # then none left
+
+
+@pytest.mark.parametrize("child_s, passes", [(0.3, 1), (0.6, S.TIMING_PASSES)])
+def test_a_child_over_twice_as_fast_as_its_parent_gains_after_one_pass(child_s, passes, monkeypatch):
+    """A line's gain times child and parent in turn, TIMING_PASSES launches each; a child that is over twice as fast
+    after a pass (more than a bimodal timer's slow mode makes up) gains then, and its slow parent isn't launched
+    again. Made-up times: nothing compiles or runs."""
+    base = Kernel(*elementwise_ast(64))
+    child, parent = base.copy(), base.copy()
+    launches = []
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: launches.append(k) or (child_s if k is child else 1.0))
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    assert s.gains((child_s, 1, child, None), (1.0, 0, parent, None), 0.0)
+    assert launches.count(parent) == launches.count(child) == passes
 
 
 CTRL_C_SCRIPT = """
