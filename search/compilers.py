@@ -1,11 +1,12 @@
 """search/compilers.py: the search's builds, in helper processes (runtime.Compiler, where a compiler that crashes,
 aborts, hangs or builds a program without its kernel fails that build alone): each thread of a search's pool (a
-concurrent.futures ThreadPoolExecutor) renders a candidate and feeds its OpenCL C to a process of its own, which
-builds it and answers with the device's binary. compile_all compiles a round's candidates until a deadline
-(docs/search.md says why builds run in processes); build_first builds any other kernel the project runs on its own
-account first."""
+concurrent.futures ThreadPoolExecutor) feeds a batch of rendered candidates, as one program, to a process of its
+own, which builds it and answers with the device's binary (a batch that doesn't build is built again kernel by
+kernel). compile_all compiles a round's candidates until a deadline (docs/search.md says why builds run in
+processes); build_first builds any other kernel the project runs on its own account first."""
 
 import contextlib
+import math
 import queue
 import threading
 import time
@@ -13,7 +14,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import runtime
 from kernel import Kernel
-from runtime import COMPILE_TIMEOUT, Compiler, build, ctx_name, device_lock, get_device, own, render
+from render import Program, render
+from runtime import COMPILE_TIMEOUT, BuildError, Compiler, build, build_all, ctx_name, device_lock, get_device, own
 
 _compilers: list[Compiler] = []  # the compilers no search is using, kept for the next (a start costs about 0.3 s)
 _compilers_lock = threading.Lock()
@@ -26,14 +28,32 @@ def build_first(k: Kernel):
     return build(prg.src, prg.name, own())
 
 
-def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, compiler=None) -> tuple:
-    """Render and build candidate i, then launch a work-group of it on `ones` (PoCL compiles the work-group function for
-    a local size at its first launch: the timing sees the kernel alone); returns (i, program or None, why)."""
+def _compile_batch(batch: list[tuple[int, Program]], ones, compiler=None) -> list[tuple]:
+    """Build a batch of rendered candidates of one prelude as one program (runtime.build_all: the compiler's cost of
+    a program paid once), then _ready each; where the whole doesn't build, each alone (so that one that doesn't build
+    is dropped alone, saying why)."""
     try:
-        prg = render(k, limits)
+        built = build_all([(prg.src, prg.name) for _, prg in batch], compiler)
+    except BuildError:
+        return [_compile_candidate(i, prg, ones, compiler) for i, prg in batch]
+    return [_ready(i, prg, kern, ones) for (i, prg), kern in zip(batch, built)]
+
+
+def _compile_candidate(i: int, prg: Program, ones, compiler=None) -> tuple:
+    """Build rendered candidate i alone, then _ready: (i, None, why) where it doesn't build."""
+    try:
         kern = build(prg.src, prg.name, compiler)
+    except Exception as e:  # a candidate that doesn't build is dropped
+        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return _ready(i, prg, kern, ones)
+
+
+def _ready(i: int, prg: Program, kern, ones) -> tuple:
+    """Candidate i's limits checked, and a work-group of it launched on `ones` (PoCL compiles the work-group function
+    for a local size at its first launch: the timing sees the kernel alone); (i, prg, "") or (i, None, why)."""
+    try:
         runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
-    except Exception as e:  # a candidate that doesn't render or build, or that the device can't run, is dropped
+    except Exception as e:  # the device can't run it: dropped
         return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
@@ -43,8 +63,25 @@ def _compile_candidate(i: int, k: Kernel, limits: tuple[int, list[int]], ones, c
     return i, prg, ""
 
 
+def _batches(kernels: list[Kernel], limits, n: int) -> tuple[list[list[tuple[int, Program]]], list[tuple]]:
+    """The kernels rendered, in batches of one prelude (the source before its kernel) that share the work among `n`
+    compilers, and (i, None, why) of those that don't render."""
+    groups: dict[str, list[tuple[int, Program]]] = {}
+    failed = []
+    for i, k in enumerate(kernels):
+        try:
+            prg = render(k, limits)
+        except Exception as e:  # a candidate that doesn't render is dropped
+            failed.append((i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+            continue
+        groups.setdefault(prg.src[: prg.src.index("__kernel void")], []).append((i, prg))
+    size = max(1, math.ceil(len(kernels) / max(n, 1)))
+    return [g[j : j + size] for g in groups.values() for j in range(0, len(g), size)], failed
+
+
 def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
-    """Compile the kernels in `workers` processes (0: here) until the deadline: [(number, program or None, why)]."""
+    """Compile the kernels in `workers` processes (0: here), in batches (_batches), until the deadline: [(number,
+    program or None, why)]."""
     device, n = ctx_name(), min(workers, len(kernels))
     with _compilers_lock:  # compilers for this device, the search's own until it gives them back: never shared
         compilers = [c for c in _compilers if c.device == device and not c.ended][:n]
@@ -54,20 +91,21 @@ def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: flo
     for compiler in compilers or [None]:
         idle.put(compiler)
 
-    def compile_one(i: int, k: Kernel) -> tuple:
+    def compile_batch(batch: list[tuple[int, Program]]) -> list[tuple]:
         compiler = idle.get()
         try:
-            return _compile_candidate(i, k, limits, ones, compiler)
+            return _compile_batch(batch, ones, compiler)
         finally:
             idle.put(compiler)
 
-    pool, results, pending = ThreadPoolExecutor(max(n, 1)), [], set()
+    batches, results = _batches(kernels, limits, max(n, 1))
+    pool, pending = ThreadPoolExecutor(max(n, 1)), set()
     try:
-        pending = {pool.submit(compile_one, i, k) for i, k in enumerate(kernels)}
+        pending = {pool.submit(compile_batch, batch) for batch in batches}
         while pending and time.perf_counter() < deadline:
             done, pending = wait(pending, min(deadline - time.perf_counter(), COMPILE_TIMEOUT), FIRST_COMPLETED)
             for f in done:  # each answer said, not only each wait's
-                results.append(f.result())
+                results += f.result()
                 progress("compiling", len(results), len(kernels))
         return results
     finally:  # out of time, or Ctrl-C: the compiles still running are ended (their threads end), not waited for

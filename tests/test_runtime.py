@@ -1015,3 +1015,30 @@ def test_a_source_of_several_kernels_builds_once_and_gives_each_by_name(device, 
         R.build(src, "k3")
     with pytest.raises(R.BuildError, match="holds no kernel k9"):
         R.build(src.replace("k2", "k2b"), "k9")
+
+
+def test_sources_of_one_prelude_build_as_one_program_each_kept_under_its_own_source(device, monkeypatch):
+    """build_all: three sources of one prelude, two with kernels of one name, built as one program (renamed apart
+    there), and each found by build under its own source and name, computing what its source says; a source that
+    doesn't compile fails the whole (BuildError: the search builds that batch again one by one), and sources of two
+    preludes are refused."""
+    monkeypatch.setattr(device, "programs", OrderedDict())
+    head = "#pragma OPENCL FP_CONTRACT OFF\n"
+    parts = [(head + f"__kernel void {n}(__global float *a) {{ a[get_global_id(0)] = {v}.0f; }}\n", n)
+             for n, v in (("k", 1), ("k", 2), ("j", 3))]  # fmt: skip
+    programs, real = [], R._program
+    monkeypatch.setattr(R, "_program", lambda src, *a: programs.append(src) or real(src, *a))
+    built = R.build_all(parts)
+    assert len(programs) == 1 and list(device.programs) == [src for src, _ in parts]  # one build, each source kept
+    for (src, name), kern, value in zip(parts, built, (1, 2, 3)):
+        assert R.build(src, name) is kern
+        out = np.zeros(4, np.float32)
+        buf = cl.Buffer(device.ctx, cl.mem_flags.WRITE_ONLY, out.nbytes)
+        kern(device.queue, (4,), None, buf).wait()
+        cl.enqueue_copy(device.queue, out, buf)
+        assert (out == value).all()
+    bad = (parts[2][0].replace("a[", "undeclared[", 1), "j")
+    with pytest.raises(R.BuildError, match="OpenCL build of k_0 failed: the compiler refused it"):
+        R.build_all([parts[0], bad])
+    with pytest.raises(ValueError, match="one prelude"):
+        R.build_all([parts[0], ("// another prelude\n" + parts[2][0], "j")])

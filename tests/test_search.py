@@ -159,7 +159,9 @@ def test_each_compile_thread_builds_in_a_process_of_its_own(few_actions, own_com
     result = S.search(k, *inputs, amt=1, workers=2, cache=False)
     pids = {c.proc.pid for c in own_compilers}
     assert len(own_compilers) == 2 and os.getpid() not in pids and all(c.proc.poll() is None for c in own_compilers)
-    assert len(sources) == sum(r.compiled for r in result.rounds) > 2  # every program built came from a compiler
+    # every kernel built came from a compiler, a round's in batches: fewer programs than kernels
+    compiled = sum(r.compiled for r in result.rounds)
+    assert sum(src.count("__kernel void") for _, src in sources) == compiled > len(sources) >= len(result.rounds)
     assert {pid for pid, _ in sources} - {None} <= pids  # None: a process's first source starts it
     R.verify(result.kernel, *inputs)
 
@@ -409,7 +411,13 @@ def test_a_candidate_that_fails_to_build_is_dropped_and_counted(few_actions, mon
             raise R.BuildError(f"OpenCL build of {name} failed (the test refuses float4)")
         return real_build(src, name, compiler)
 
+    def build_all_without_float4(parts, compiler=None):  # a batch with one such candidate: built again one by one
+        if any("float4" in src for src, _ in parts):
+            raise R.BuildError("OpenCL build of the batch failed (the test refuses float4)")
+        return R.build_all(parts, compiler)
+
     monkeypatch.setattr(C, "build", build_without_float4)
+    monkeypatch.setattr(C, "build_all", build_all_without_float4)
     k = Kernel(*elementwise_ast(4096))
     inputs = R.random_inputs(k)
     result = S.search(k, *inputs, amt=1, workers=0, cache=False)
@@ -676,6 +684,7 @@ def test_a_search_that_timed_nothing_raises_instead_of_returning_the_given_kerne
         raise R.BuildError(f"OpenCL build of {name} failed (the test builds nothing)")
 
     monkeypatch.setattr(C, "build", build_nothing)
+    monkeypatch.setattr(C, "build_all", lambda parts, compiler=None: build_nothing(*parts[0], compiler))
     k = Kernel(*elementwise_ast(256))
     with pytest.raises(S.SearchError, match="timed no kernel: every candidate was dropped .*BuildError"):
         S.beam_search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
@@ -1053,25 +1062,25 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
 
 
 def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_actions, own_compilers, monkeypatch):
-    """Ctrl-C as a candidate is about to build: the search raises KeyboardInterrupt, its compiler processes ended, and
+    """Ctrl-C as a batch of candidates is about to build: the search raises KeyboardInterrupt, its compiler processes ended, and
     a compile thread that goes on to build after that starts no process (one did: it started a new compiler and waited
     for its build), and ends."""
     import _thread
 
-    real, lock, asked = C._compile_candidate, threading.Lock(), []
+    real, lock, asked = C._compile_batch, threading.Lock(), []
 
-    def ctrl_c_then_build(i, k, limits, ones, compiler):
+    def ctrl_c_then_build(batch, ones, compiler):
         with lock:
             if not asked:
-                asked.append(i)
+                asked.append(batch)
                 _thread.interrupt_main()  # as a terminal's Ctrl-C does to the main thread
         for _ in range(6000):  # until the search ends its compilers (60 s at most: a cap, not a timing)
             if compiler.ended:
                 break
             time.sleep(0.01)
-        return real(i, k, limits, ones, compiler)
+        return real(batch, ones, compiler)
 
-    monkeypatch.setattr(C, "_compile_candidate", ctrl_c_then_build)
+    monkeypatch.setattr(C, "_compile_batch", ctrl_c_then_build)
     k = Kernel(*elementwise_ast(4096))
     with pytest.raises(KeyboardInterrupt):
         S.search(k, *R.random_inputs(k), amt=1, workers=2, cache=False)
