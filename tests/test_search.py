@@ -1062,9 +1062,9 @@ def test_ctrl_c_during_a_search_ends_in_one_line(tmp_path):
 
 
 def test_a_ctrl_c_while_candidates_compile_ends_their_compilers_and_threads(few_actions, own_compilers, monkeypatch):
-    """Ctrl-C as a batch of candidates is about to build: the search raises KeyboardInterrupt, its compiler processes ended, and
-    a compile thread that goes on to build after that starts no process (one did: it started a new compiler and waited
-    for its build), and ends."""
+    """Ctrl-C as a batch of candidates is about to build: the search raises KeyboardInterrupt, its compiler processes
+    ended, and a compile thread that goes on to build after that starts no process (one did: it started a new
+    compiler and waited for its build), and ends."""
     import _thread
 
     real, lock, asked = C._compile_batch, threading.Lock(), []
