@@ -77,9 +77,9 @@ def median_launch(kern, global_size: int, local_size: int | None, *args, runs: i
     return statistics.median(times)
 
 
-def fma_source(width: int, form: str, chains: int = FMA_CHAINS, name: str = "fma_peak") -> str:
+def fma_source(width: int, form: str, chains: int = FMA_CHAINS) -> str:
     t = f"float{width}" if width > 1 else "float"  # width 1: the compiler's vectors across work-items alone
-    lines = [f"__kernel void {name}(__global float *out, float a, float b) {{", "  float g = get_global_id(0);"]
+    lines = ["__kernel void fma_peak(__global float *out, float a, float b) {", "  float g = get_global_id(0);"]
     lines += [f"  {t} x{i} = ({t})(g * 1e-9f + {i});" for i in range(chains)]
     lines += [f"  for (int i = 0; i < {FMA_ITERS}; i++) {{"]
     lines += [f"    x{i} = {form.format(f'x{i}')};" for i in range(chains)] + ["  }"]
@@ -97,8 +97,8 @@ def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
         items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
         out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), []
-        forms = {(w, form): (fma_source(w, expr, name=f"fma_peak_{w}_{n}"), f"fma_peak_{w}_{n}", f"float{w} {form}")
-                 for w in FMA_WIDTHS for n, (form, expr) in enumerate(FMA_FORMS.items())}  # fmt: skip
+        forms = {(w, form): (fma_source(w, expr), "fma_peak", f"float{w} {form}")
+                 for w in FMA_WIDTHS for form, expr in FMA_FORMS.items()}  # fmt: skip
         for (width, form), kern in _built_all(forms).items():
             args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
             t = min(median_launch(*args, runs=runs) for _ in range(repeats))
@@ -184,7 +184,7 @@ def calibration(hz: float, runs: int = LIMIT_RUNS) -> dict:
         cores, lanes = d.max_compute_units, max(1, d.native_vector_width_float)
         items = FMA_ITEMS_PER_CORE * cores
         out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * max(items, CALIBRATION_GROUPS * GROUP))
-        parts = {c: (fma_source(1, FMA_FORMS["a*x+b"], c, f"chains_{c}"), f"chains_{c}", f"{c} FMA chains")
+        parts = {c: (fma_source(1, FMA_FORMS["a*x+b"], c), "fma_peak", f"{c} FMA chains")
                  for c in TILE_CHAINS} | {"groups": (_GROUPS, "groups", "the work-group kernel")}  # fmt: skip
         chains = _built_all(parts)
         if (kern := chains.pop("groups", None)) is not None:
@@ -212,13 +212,12 @@ def _built(src: str, name: str, what: str):
 
 
 def _built_all(parts: dict) -> dict:
-    """{key: kernel} of parts {key: (source, kernel name, what)}, built as one program (one build: about half the
-    compiler's time of building each alone); where that fails, each alone (_built), so that only what doesn't build is
-    left out."""
+    """{key: kernel} of parts {key: (source, kernel name, what)}, built as one program first (runtime.build_all: about
+    half the compiler's time of building each alone); where that fails, each alone (_built), so that only what doesn't
+    build is left out."""
     parts = {key: part for key, part in parts.items() if part[2] not in skipped()}
-    whole = "\n".join(src for src, _, _ in parts.values())
     try:
-        return {key: runtime.build(whole, name, runtime.own()) for key, (_, name, _) in parts.items()}
+        return dict(zip(parts, runtime.build_all([(src, name) for src, name, _ in parts.values()], runtime.own())))
     except runtime.BuildError:
         return {key: kern for key, part in parts.items() if (kern := _built(*part)) is not None}
 
