@@ -650,7 +650,8 @@ def output_map(k: Kernel, names: Sequence[str] = (), width: int = 100) -> list[s
     last = v.offset + sum(s * (e - 1) for s, (_, e) in zip(v.strides, v.mask or [(0, n) for n in v.shape]))
     logical = ([s for s in k.ast[0].arg.st.shape if s != 1] or [1]) if k.ast[0].arg.st.contiguous else [last + 1]
     groups = k.opts.has_local and not k.dont_use_locals  # the blue axes are work-groups (get_group_id)
-    group = "work-group (blue axes)" if groups else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
+    blue = "blue axes" if "blue" in colors else "no blue axes: one work-group"  # g is then 0 in every cell
+    group = f"work-group ({blue})" if groups else "thread (BLUE axes: NOLOCALS)" if k.dont_use_locals else ""
     group = group or "thread (blue axes: the target has no local threads)"
     parts = [  # the letters of a cell's label: the colours of their axes, and what they number
         ("g", ("blue", "BLUE"), group),

@@ -520,8 +520,9 @@ def map_cells(lines: list[str]) -> dict[int, dict[str, list[int]]]:
 def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_rendered_c():
     """--map's g and t of each output are the ids whose stores in the C write it (the green and white ids at 0: the
     first of them writes); its r numbers the yellow (then white) axes, and with g and t they give the output's
-    position through the ShapeTracker. Every target, NOLOCALS, images, tensor cores."""
-    checked = 0
+    position through the ShapeTracker. Every target, NOLOCALS, images, tensor cores. A kernel of one work-group (no
+    blue axes) says so, and its C takes no work-group id."""
+    checked, single = 0, 0
     for s in plain_states():
         lines = D.output_map(s.k, width=100)
         if lines[0].startswith("  ("):
@@ -536,6 +537,9 @@ def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_
         }
         group = range(s.k.first_reduce, s.k.first_reduce + s.k.group_for_reduces)
         fn = "get_group_id" if "g = work-group" in "\n".join(lines) else "get_global_id"  # g: a work-group or a thread
+        if "(no blue axes: one work-group)" in "\n".join(lines):  # then the C has no work-group id to take
+            assert "blue" not in colors and "get_group_id" not in s.src, s.label
+            single += 1
         assert all(fn in x for x in re.findall(r"int gidx\d+ = .*", s.src)), (s.label, fn)
         if m := re.search(r"\((get_\w+)\(0\) is the last blue axis\)", "\n".join(lines)):
             assert m.group(1) == fn and re.search(rf"int gidx{axes['g'][-1]} = [^;]*{fn}\(0\)", s.src), s.label
@@ -551,7 +555,7 @@ def test_every_map_cell_is_written_by_its_work_group_thread_and_register_in_the_
             ids |= {f"lidx{a}": 0 for a in group}
             assert c_stores(s.src, ids, s.k.bufs[0].idx, image_width(s.k)) & set(cells) == flats, (s.label, g, t)
             checked += 1
-    assert checked >= 1000
+    assert checked >= 1000 and single > 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
