@@ -44,7 +44,7 @@ def _compile_candidate(i: int, prg: Program, ones, compiler=None) -> tuple:
     try:
         kern = build(prg.src, prg.name, compiler)
     except Exception as e:  # a candidate that doesn't build is dropped
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return i, None, _why(e)
     return _ready(i, prg, kern, ones)
 
 
@@ -54,13 +54,18 @@ def _ready(i: int, prg: Program, kern, ones) -> tuple:
     try:
         runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
     except Exception as e:  # the device can't run it: dropped
-        return i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return i, None, _why(e)
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
             with device_lock:  # a kernel object is shared by every thread that built the same source
                 event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
             event.wait()
     return i, prg, ""
+
+
+def _why(e: Exception) -> str:
+    """Why a candidate was dropped: the exception's kind and its first line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def _batches(kernels: list[Kernel], limits, n: int) -> tuple[list[list[tuple[int, Program]]], list[tuple]]:
@@ -72,7 +77,7 @@ def _batches(kernels: list[Kernel], limits, n: int) -> tuple[list[list[tuple[int
         try:
             prg = render(k, limits)
         except Exception as e:  # a candidate that doesn't render is dropped
-            failed.append((i, None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+            failed.append((i, None, _why(e)))
             continue
         groups.setdefault(prg.src[: prg.src.index("__kernel void")], []).append((i, prg))
     size = max(1, math.ceil(len(kernels) / max(n, 1)))
