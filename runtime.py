@@ -631,9 +631,9 @@ _own_lock = threading.Lock()
 
 
 def own(device: str | None = None) -> Compiler | None:
-    """The helper process that builds the project's own kernels (device probes, search/cost.py's FMA forms and streams,
-    bench.py's) for a device (PYOPENCL_CTX's name; default: this process's) first: pass it to build. None where Python
-    has no executable to start (an embedded interpreter): they build here."""
+    """The helper process that builds every kernel but the search's candidates (device probes, search/cost.py's FMA
+    forms and streams, bench.py's, a Launch's) for a device (PYOPENCL_CTX's name; default: this process's) first: pass
+    it to build. None where Python has no executable to start (an embedded interpreter): they build here."""
     if not sys.executable:
         return None
     device = device or ctx_name()
@@ -660,7 +660,7 @@ class Launch:
         dev = get_device()
         self.prg = prg or render(k, device_limits())
         check_limits(self.prg, self.infos)  # before anything is built or allocated
-        self.kern = build(self.prg.src, self.prg.name)
+        self.kern = build(self.prg.src, self.prg.name, own())  # first in a helper: a crash there is a BuildError
         check_limits(self.prg, self.infos, self.kern)
         mf = cl.mem_flags
         self.outputs, self.args = {}, []

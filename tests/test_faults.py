@@ -140,6 +140,20 @@ def test_a_probe_that_aborts_its_process_passes_the_device_over_and_says_why(fau
         assert f"{d.name.strip()} ({ABORTED})" in str(e.value)
 
 
+def test_a_users_kernel_whose_build_aborts_is_a_build_error_and_the_program_goes_on(fault):
+    """run, verify and time_kernel build a kernel first in the device's helper process: a compiler that aborts on it
+    is a BuildError saying so (this process lives on, as it didn't when such a build ran here), and the next kernel
+    builds and verifies."""
+    fault("abort", r"void E_")  # the elementwise kernels
+    k = Kernel(*elementwise_ast(64))
+    inputs = R.random_inputs(k)
+    for fn in (R.run, R.verify, R.time_kernel):
+        with pytest.raises(R.BuildError, match=rf"^OpenCL build of E_\w+ failed: {re.escape(ABORTED)}"):
+            fn(k, *inputs)
+    other = Kernel(*sum_ast((8, 8), (1,)))
+    R.verify(other, *R.random_inputs(other))
+
+
 def few_actions(monkeypatch) -> None:
     monkeypatch.setattr(S, "ACTIONS", [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.UPCAST, 0, 2)])
 
