@@ -197,10 +197,6 @@ def main(argv: list[str] | None = None) -> int:
     ck.add_argument("numbers", nargs="*", type=exercise_number, metavar="N", help="the exercises (default: all)")
     ck.add_argument("--student", default=".", metavar="DIR", help="the student's copy (default: this folder)")
     ck.add_argument("--all", action="store_true", help="every failing case, not only the first")
-    ck.add_argument("--hidden", **hidden)
-    ck.add_argument("--quick", **quick)
-    ck.add_argument("--timeout", **timeout)
-    ck.add_argument("--jobs", **jobs)
     dm = sub.add_parser("demo", help="python kernel.py demo NAME with the student's function in it")
     dm.add_argument("number", type=exercise_number, metavar="N")
     dm.add_argument("name", help="a demo kernel (python kernel.py demo lists them); other flags go to the demo")
@@ -208,10 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="a teacher's table: each student's copy graded, one row a student")
     rp.add_argument("dirs", nargs="+", metavar="DIR", help="the students' copies (a folder each)")
     rp.add_argument("--json", metavar="FILE", help="write every verdict to FILE")
-    rp.add_argument("--hidden", **hidden)
-    rp.add_argument("--quick", **quick)
-    rp.add_argument("--timeout", **timeout)
-    rp.add_argument("--jobs", **jobs)
+    for grading in (ck, rp):  # check's and report's grading options
+        for flag, kwargs in (("--hidden", hidden), ("--quick", quick), ("--timeout", timeout), ("--jobs", jobs)):
+            grading.add_argument(flag, **kwargs)
     args, extra = p.parse_known_args(argv)
     if extra and args.command != "demo":
         p.error(f"unrecognized arguments: {' '.join(extra)}")
