@@ -122,11 +122,16 @@ def lower_mode(passes: list[float]) -> float:
     return sorted(passes)[min(1, len(passes) - 1)]
 
 
-def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None) -> float:
-    """One launch's seconds, or a probe's where a large kernel's part is already slower than `stop_above`."""
-    launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
-    local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
-    groups = [g // n for g, n in zip(launch.global_size, local)]  # work-groups, at these variable values
+def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: float, var_vals=None, launches=None):
+    """One launch's seconds, or a probe's where a large kernel's part is already slower than `stop_above`.
+    `launches`: a dict that keeps each program's Launch for its next timing (setting one up costs 2 ms), by the
+    program's id (the Launch holds its program: the id is never another's while the dict lives)."""
+    launches = {} if launches is None else launches
+    if id(prg) not in launches:
+        launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
+        local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
+        launches[id(prg)] = launch, local, [g // n for g, n in zip(launch.global_size, local)]  # its work-groups,
+    launch, local, groups = launches[id(prg)]  # kept: a probe leaves the Launch at the part's size
 
     def once(size: list[int], factor: int = 1) -> float:  # a launch of `size` work-groups, its time times factor
         launch.global_size = [g * n for g, n in zip(size, local)]
@@ -264,7 +269,7 @@ class _Search:
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
         self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
-        self.limits, self.device_args, self.why_dropped, self.ones = device_limits(), {}, [], {}
+        self.limits, self.device_args, self.launches, self.why_dropped, self.ones = device_limits(), {}, {}, [], {}
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
             with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
                 ones = np.ones(b.size, np_dtype(b.dtype))
@@ -273,7 +278,7 @@ class _Search:
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
     def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
-        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals)
+        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals, self.launches)
 
     def late(self) -> bool:
         """Whether the deadline has passed: then no launch starts (each phase asks before each)."""
@@ -396,10 +401,10 @@ class _Search:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         lower_mode of their passes (each its lowest of FINAL_RUNS launches), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
-        noise of it, and no other is still in the race (its lowest launch beat the leader's time); none starts a
-        launch past the deadline, and a pass it cuts short doesn't count (none whole: the
-        rounds' ranking stands). Returns the ranking and what SearchResult says of the runoff (finalists, passes,
-        noise, margin)."""
+        noise of it, and each other still in the race (its lowest launch beat the leader's time) is within the noise
+        and LINE_GAIN of the leader (a tie: no line would gain on it); none starts a launch past the deadline, and a
+        pass it cuts short doesn't count (none whole: the rounds' ranking stands). Returns the ranking and what
+        SearchResult says of the runoff (finalists, passes, noise, margin)."""
         if not ranked:
             return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
@@ -422,7 +427,8 @@ class _Search:
             if passes >= FINAL_PASSES[0]:  # out of the race, not timed again: a kernel whose lowest launch is no
                 # faster than the leader's time (its time only rises above that lowest)
                 racing = [x for x in racing if x[1] == leaders[-1] or min(lows[x[1]]) < best[leaders[-1]]]
-                if len(racing) == 1 and best[leaders[-2]] <= best[leaders[-1]] * (1 + noise):
+                lead, tie = best[leaders[-1]], min(noise, LINE_GAIN)
+                if best[leaders[-2]] <= lead * (1 + noise) and all(best[x[1]] <= lead * (1 + tie) for x in racing):
                     break
         if not passes:
             return ranked, {}

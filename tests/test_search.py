@@ -91,6 +91,23 @@ def test_search_returns_a_verified_kernel_whose_opts_replay_on_a_fresh_kernel(fe
     assert R.render(replay).src == R.render(result.kernel).src
 
 
+def test_each_program_is_set_up_to_launch_once_a_search_however_often_it_is_timed(few_actions, monkeypatch):
+    """A program timed in several passes (its round's, a line's gain, the runoff) reuses its Launch: the kernel
+    built and its arguments set once, not at every timing."""
+    setups, timings, real_init, real_time = [], [], R.Launch.__init__, S._time_candidate
+
+    def init(self, *args, **kwargs):
+        setups.append(kwargs.get("prg"))  # verify sets up its own Launch, of no given program
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(R.Launch, "__init__", init)
+    monkeypatch.setattr(S, "_time_candidate", lambda k, p, *a, **kw: timings.append(p) or real_time(k, p, *a, **kw))
+    k = Kernel(*sum_ast((64, 128), (1,)))
+    S.search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
+    timed = sorted({id(p) for p in timings})
+    assert len(timings) > len(timed) and sorted(id(p) for p in setups if p is not None) == timed
+
+
 def test_search_never_changes_the_input_kernel(few_actions):
     k = Kernel(*matmul_ast(16, 16, 16))
     k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
@@ -569,6 +586,11 @@ def test_timing_stops_early_once_a_kernel_is_clearly_slower(monkeypatch):
     S._time_candidate(k, prg, inputs, {}, stop_above=1e9)
     assert sizes == [(1 << 20) // 16, 1 << 20]  # the probe, then the full launch
     sizes.clear()
+    launches: dict = {}  # a search's: the Launch a probe sized is set up once, and launches in full next time
+    S._time_candidate(k, prg, inputs, {}, 0.0, None, launches)
+    S._time_candidate(k, prg, inputs, {}, math.inf, None, launches)
+    assert sizes == [(1 << 20) // 16, 1 << 20] and len(launches) == 1
+    sizes.clear()
     k = Kernel(*elementwise_ast(2 * S.PROBE_GLOBAL_SIZE))
     S._time_candidate(k, R.render(k, limits), R.random_inputs(k), {}, stop_above=0.0)
     assert sizes == [S.PROBE_GLOBAL_SIZE]  # a smaller kernel's probe: PROBE_GLOBAL_SIZE work-groups, half of it
@@ -833,6 +855,18 @@ def test_a_runoff_whose_leaders_are_within_the_noise_is_a_tie_and_stops(monkeypa
     assert runoff["passes"] == 3 and runoff["margin"] == pytest.approx(1.03 / 1.02 - 1)
     assert runoff["noise"] == pytest.approx((1.03 / 1.025 - 1 + 0.02) / 2)
     assert not S.SearchResult(ranked[0][2], ranked[0][0], [], 0, False, 1.0, [], **runoff).sure
+
+
+@pytest.mark.parametrize("b_s, passes", [(1.01, S.FINAL_PASSES[0]), (1.04, S.FINAL_PASSES[1])])
+def test_a_kernel_racing_within_line_gain_of_the_leader_is_a_tie_and_the_runoff_stops(b_s, passes, monkeypatch):
+    """b's one lucky launch (0.97) keeps beating a's time (1.0), so b stays in the race pass after pass. Where b's
+    time is within the noise (here 4.7%, then 6.2%) and LINE_GAIN (3%) of a's, no line would gain on a: the runoff
+    stops at its third pass, on a; 4% behind, b races to the last pass (it might yet be the faster)."""
+    forever = itertools.repeat
+    launches = {"a": itertools.chain([0.95], forever(1.0)), "b": itertools.chain([0.97], forever(b_s))}
+    ranked, runoff, kernels = _runoff_launches(monkeypatch, launches)
+    assert runoff["passes"] == passes and ranked[0][2] is kernels["a"] and ranked[0][0] == 1.0
+    assert runoff["noise"] == pytest.approx((1 / 0.95 - 1 + b_s / 0.97 - 1) / 2)
 
 
 @pytest.mark.parametrize("flips", ["each launch", "now and then"])
