@@ -401,10 +401,10 @@ class _Search:
         """Time the FINALISTS fastest and `also` within 2x of the fastest again, in passes, in turn, and rank them by
         lower_mode of their passes (each its lowest of FINAL_RUNS launches), the rest behind. Passes go on
         (FINAL_PASSES: at least, at most) until the answer holds: the last pass's leader is this one's, or within the
-        noise of it, and each other still in the race (its lowest launch beat the leader's time) is within the noise
-        and LINE_GAIN of the leader (a tie: no line would gain on it); none starts a launch past the deadline, and a
-        pass it cuts short doesn't count (none whole: the rounds' ranking stands). Returns the ranking and what
-        SearchResult says of the runoff (finalists, passes, noise, margin)."""
+        noise (LINE_GAIN at least) of it, and each other still in the race (its lowest launch beat the leader's time)
+        is within LINE_GAIN of the leader (a tie: no line would count it a gain); none starts a launch past the
+        deadline, and a pass it cuts short doesn't count (none whole: the rounds' ranking stands). Returns the ranking
+        and what SearchResult says of the runoff (finalists, passes, noise, margin)."""
         if not ranked:
             return ranked, {}
         near = [x for x in ranked if x[0] <= 2 * ranked[0][0]]
@@ -427,8 +427,8 @@ class _Search:
             if passes >= FINAL_PASSES[0]:  # out of the race, not timed again: a kernel whose lowest launch is no
                 # faster than the leader's time (its time only rises above that lowest)
                 racing = [x for x in racing if x[1] == leaders[-1] or min(lows[x[1]]) < best[leaders[-1]]]
-                lead, tie = best[leaders[-1]], min(noise, LINE_GAIN)
-                if best[leaders[-2]] <= lead * (1 + noise) and all(best[x[1]] <= lead * (1 + tie) for x in racing):
+                lead, held = best[leaders[-1]], max(noise, LINE_GAIN)  # a gain under LINE_GAIN is no line's gain
+                if best[leaders[-2]] <= lead * (1 + held) and all(best[x[1]] <= lead * (1 + LINE_GAIN) for x in racing):
                     break
         if not passes:
             return ranked, {}
