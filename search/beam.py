@@ -52,6 +52,7 @@ TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
 TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
 FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
+PAGE_CHECKED, PAGE_RUNS = 2, 8  # the runoff's leaders timed again on other pages, and their launches there, in turn
 CODE = ("kernel", "render", "runtime", "search.cost", "search.compilers", "search.beam")  # an answer's code (cache key)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
 
@@ -269,7 +270,9 @@ class _Search:
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
         self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
-        self.limits, self.device_args, self.launches, self.why_dropped, self.ones = device_limits(), {}, {}, [], {}
+        self.limits, self.why_dropped, self.ones = device_limits(), [], {}
+        self.layouts = [({}, {}), ({}, {})]  # two sets of device buffers (other pages), each with its Launches: the
+        # rounds and the runoff time on the first, the runoff's leaders then on the second too (page_check)
         for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
             with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
                 ones = np.ones(b.size, np_dtype(b.dtype))
@@ -277,8 +280,9 @@ class _Search:
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
-    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf) -> float:
-        return _time_candidate(kern, prg, self.inputs, self.device_args, stop_above, self.var_vals, self.launches)
+    def time(self, kern: Kernel, prg: Program, stop_above: float = math.inf, layout: int = 0) -> float:
+        device_args, launches = self.layouts[layout]
+        return _time_candidate(kern, prg, self.inputs, device_args, stop_above, self.var_vals, launches)
 
     def late(self) -> bool:
         """Whether the deadline has passed: then no launch starts (each phase asks before each)."""
@@ -432,10 +436,30 @@ class _Search:
                     break
         if not passes:
             return ranked, {}
-        again = sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2])
+        again = self.page_check(sorted(((best[n], n, kern, prg) for _, n, kern, prg in finalists), key=lambda x: x[:2]))
         margin = again[1][0] / again[0][0] - 1 if len(again) > 1 else math.inf
         stats = {"finalists": len(finalists), "passes": passes, "noise": noise, "margin": margin}
         return again + [x for x in ranked if x[1] not in lows], stats
+
+    def page_check(self, again: list[tuple]) -> list[tuple]:
+        """The runoff's ranking, its PAGE_CHECKED fastest timed again on a second set of device buffers (other pages),
+        PAGE_RUNS launches each in turn: a kernel's time is its lowest there where that is slower (a kernel can be fast
+        on some pages only: matmul 1024's LOCAL:1:8 read 6.7 to 9.7 ms on five sets of buffers in one process, another
+        kernel 7.4 to 7.8 ms; a user's buffers land on any pages). Where those buffers can't be made (the device's
+        memory is short), or the deadline cuts the launches short, the ranking stands."""
+        top = again[:PAGE_CHECKED]
+        on_pages: dict[int, list[float]] = {n: [] for _, n, _, _ in top}
+        try:  # a warm-up launch, not counted, makes the second set and touches its pages
+            self.time(top[0][2], top[0][3], layout=1)
+        except (cl.Error, MemoryError, RuntimeError, ValueError):
+            return again
+        for _ in range(PAGE_RUNS):
+            for _, n, kern, prg in top:
+                on_pages[n] += [] if self.late() else [self.time(kern, prg, layout=1)]
+        if any(len(m) < PAGE_RUNS for m in on_pages.values()):  # cut short by the deadline
+            return again
+        checked = [(max(t, min(on_pages[n])), n, kern, prg) for t, n, kern, prg in top]
+        return sorted(checked, key=lambda x: x[:2]) + again[PAGE_CHECKED:]
 
     def fastest_verified(self, ranked: list[tuple], out_of_time: bool) -> tuple[float, Kernel]:
         """(time, kernel) of the fastest kernel that computes what the reference does; none: an error, never k."""
