@@ -449,6 +449,8 @@ class _Search:
         memory is short), or the deadline cuts the launches short, the ranking stands."""
         top = again[:PAGE_CHECKED]
         on_pages: dict[int, list[float]] = {n: [] for _, n, _, _ in top}
+        if self.late():
+            return again
         try:  # a warm-up launch, not counted, makes the second set and touches its pages
             self.time(top[0][2], top[0][3], layout=1)
         except (cl.Error, MemoryError, RuntimeError, ValueError):

@@ -408,7 +408,7 @@ def test_time_budget_returns_the_best_so_far(cache_dir, monkeypatch):
     assert not list(cache_dir.glob("beam/*.json")), "a search cut short is not remembered"
 
 
-@pytest.mark.parametrize("phase", ["gains", "runoff"])
+@pytest.mark.parametrize("phase", ["gains", "runoff", "page_check"])
 def test_no_launch_starts_past_the_deadline_in_a_lines_gain_or_the_runoff(phase, few_actions, cache_dir, monkeypatch):
     """The runoff once ignored the search's timeout (it returned 16 to 34 s past a 30 s one). A stand-in timer: in the
     phase, each launch takes an hour on the clock the search reads, however fast the device. No launch starts past
