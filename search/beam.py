@@ -131,8 +131,9 @@ def _time_candidate(k: Kernel, prg: Program, inputs, device_args, stop_above: fl
     if id(prg) not in launches:
         launch = Launch(k, inputs, var_vals, prg=prg, device_args=device_args)
         local = prg.local_size if prg.local_size is not None else [1] * len(launch.global_size)  # none: 1 item a group
-        launches[id(prg)] = launch, local, [g // n for g, n in zip(launch.global_size, local)]  # its work-groups,
-    launch, local, groups = launches[id(prg)]  # kept: a probe leaves the Launch at the part's size
+        # its work-groups at these variable values, kept: a probe leaves the Launch at the part's size
+        launches[id(prg)] = launch, local, [g // n for g, n in zip(launch.global_size, local)]
+    launch, local, groups = launches[id(prg)]
 
     def once(size: list[int], factor: int = 1) -> float:  # a launch of `size` work-groups, its time times factor
         launch.global_size = [g * n for g, n in zip(size, local)]
@@ -447,10 +448,10 @@ class _Search:
         on some pages only: matmul 1024's LOCAL:1:8 read 6.7 to 9.7 ms on five sets of buffers in one process, another
         kernel 7.4 to 7.8 ms; a user's buffers land on any pages). Where those buffers can't be made (the device's
         memory is short), or the deadline cuts the launches short, the ranking stands."""
-        top = again[:PAGE_CHECKED]
-        on_pages: dict[int, list[float]] = {n: [] for _, n, _, _ in top}
         if self.late():
             return again
+        top = again[:PAGE_CHECKED]
+        on_pages: dict[int, list[float]] = {n: [] for _, n, _, _ in top}
         try:  # a warm-up launch, not counted, makes the second set and touches its pages
             self.time(top[0][2], top[0][3], layout=1)
         except (cl.Error, MemoryError, RuntimeError, ValueError):
