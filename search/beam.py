@@ -51,7 +51,7 @@ LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of i
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
 TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
-FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 12), 3  # the runoff: kernels, passes (at least, at most), launches a pass
+FINALISTS, FINAL_PASSES, FINAL_RUNS = 6, (3, 6), 3  # the runoff: kernels, passes (at least, at most), launches a pass
 PAGE_CHECKED, PAGE_RUNS = 2, 8  # the runoff's leaders timed again on other pages, and their launches there, in turn
 CODE = ("kernel", "render", "runtime", "search.cost", "search.compilers", "search.beam")  # an answer's code (cache key)
 _cache_warned = False  # an unwritable cache is said once per process, not once per search
@@ -326,9 +326,9 @@ class _Search:
         each = math.ceil(self.top_k / len(families))
         return [kern for f in families.values() for kern in sorted(f, key=lambda x: self.estimates[id(x)])[:each]]
 
-    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float) -> list[tuple]:
-        """Time the programs, each once, then the CONTENDERS within 2x of the best again, pass after pass; returns
-        them as (time, number, kernel, program)."""
+    def time_all(self, programs: list[tuple[Kernel, Program]], cutoff: float, again: bool = True) -> list[tuple]:
+        """Time the programs, each once, then (`again`) the CONTENDERS within 2x of the best again, pass after pass;
+        returns them as (time, number, kernel, program)."""
         best: dict[int, float] = {}
         for n, (kern, prg) in enumerate(programs):
             if self.late():
@@ -338,7 +338,7 @@ class _Search:
             except (cl.Error, RuntimeError, ValueError) as e:
                 self.drop(kern, f"{type(e).__name__}: {e}")
             self.progress("timing", n + 1, len(programs))
-        contenders = sorted(best, key=best.get)[:CONTENDERS]
+        contenders = sorted(best, key=best.get)[:CONTENDERS] if again else []
         for _ in range(TIMING_PASSES - 1):
             for n in [n for n in contenders if best[n] <= 2 * min(best.values())]:
                 if self.late():
@@ -358,7 +358,8 @@ class _Search:
             dropped, fresh = len(self.why_dropped), self.fresh(candidates)
             built = self.cut(fresh)
             programs, compiled = self.compile(built)
-            ranked = sorted(self.time_all(programs, best[0]), key=lambda x: x[:2])
+            # round 0's kernels each start a line, and all go on: launched once (again only orders them: add 16M 0.2 s)
+            ranked = sorted(self.time_all(programs, best[0], again=bool(rounds)), key=lambda x: x[:2])
             if self.log:
                 self.log.round(len(rounds), candidates, self.estimates, built, ranked)
             counts = {"candidates": len(candidates), "compiled": compiled, "unbuilt": len(fresh) - len(built)}

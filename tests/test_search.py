@@ -985,6 +985,29 @@ def test_only_the_contenders_are_timed_again(monkeypatch):
     assert sorted(t for t, *_ in timed) == [0.95, 1.05, 1.15, 1.5, 1.9, 2.5]
 
 
+def test_round_0s_kernels_are_launched_once_and_later_rounds_contenders_again(monkeypatch):
+    """Round 0's kernels each start a line and all go on, whatever their order: each is launched once (add 16M's two
+    starts, 38 and 70 ms, took 0.2 s more to time again). A later round's contenders are timed again, as before."""
+    base = Kernel(*elementwise_ast(64))
+    heuristics, bare, child = base.copy(), base.copy(), base.copy()
+    times = {id(heuristics): 1.0, id(bare): 1.5, id(child): 0.5}
+    monkeypatch.setattr(S, "kernel_actions", lambda k: [child] if k is heuristics else [])
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # the kernels share one state
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
+    monkeypatch.setattr(S._Search, "gains", lambda self, child, parent, min_progress: False)
+    launches: list[int] = []
+
+    def launch(self, kern, prg, stop_above=None):
+        launches.append(id(kern))
+        return times[id(kern)]
+
+    monkeypatch.setattr(S._Search, "time", launch)
+    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    rounds, _ = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
+    assert len(rounds) == 2 and rounds[1].best is child
+    assert launches == [id(heuristics), id(bare)] + [id(child)] * S.TIMING_PASSES
+
+
 def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few_actions, monkeypatch):
     """Every candidate with a work-group size is launched once after its compile, on buffers of ones: the search
     makes one set of them (a fresh set per candidate cost more than the compile: 0.18 s a candidate for add 16M)."""
@@ -1026,7 +1049,7 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
     monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every fake kernel has the same state
     monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
 
-    def time_all(self, programs, cutoff):
+    def time_all(self, programs, cutoff, again=True):
         self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
         return self.timed[len(self.timed) - len(programs) :]
 
@@ -1057,7 +1080,7 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
     monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)
     monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
 
-    def time_all(self, programs, cutoff):
+    def time_all(self, programs, cutoff, again=True):
         busy["now"] = any(fake[id(k)][0] == 60.0 for k, _ in programs)  # round 2 is the busy one
         self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
         return self.timed[len(self.timed) - len(programs) :]

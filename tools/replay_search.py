@@ -62,7 +62,7 @@ class Replay(beam._Search):
         child_s, parent_s = self.logged_gains.get(key, (child[0], self.time(*parent[2:])))
         return child_s < parent_s * (1 - beam.LINE_GAIN) - min_progress
 
-    def time_all(self, programs, cutoff):
+    def time_all(self, programs, cutoff, again=True):
         timed = []
         for kern, prg in programs:
             if (t := self.times.get(cost.program_key(prg))) is None:
