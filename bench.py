@@ -164,7 +164,9 @@ def tinygrad_files(paths: Sequence[str], mode: str) -> dict[str, tuple[str, dict
 
 # ==== the device's limits: an FMA-bound kernel and streaming kernels, each timed as the suite's kernels are =====
 # A kernel takes at least max(flops / peak, bytes / bandwidth) seconds (the roofline): each row shows that bound over
-# its time, and which of the two it is. The peak is cost.fma_peak's (its comment says how it is measured). A row's
+# its time, and which of the two it is. The header's peak is cost.fma_peak's; a row that the header's limits call
+# compute-bound is bounded by the form that reached it, timed in turn with the row's kernels at the row's flops (the
+# FMA probe read 231 GFLOP/s at one sitting's start and 440 at the next, in a slow stretch of this VM). A row's
 # bandwidth is the fastest of the streams (cost.STREAMS, shaped as the fastest searched kernels) that write the share
 # of their bytes nearest the row's (streaming_kinds), moving the row's own bytes, timed in turn with its kernels
 # (time_side_by_side): this VM's memory is at some moments more than twice as fast as at others, so a bound timed
@@ -178,13 +180,15 @@ STREAM_FLOATS, LIMIT_RUNS, BEST_OF = 64 << 20, 5, 5  # BEST_OF: medians of each 
 
 class Limits(NamedTuple):
     """The device's measured limits: its FMA peak (flop/s), memory's stream bandwidth (byte/s), how they were
-    measured, and the kinds of cost.STREAMS each row's memory bound is timed with, in turn with its kernels (none:
-    the stream bounds every row)."""
+    measured, the kinds of cost.STREAMS each row's memory bound is timed with, in turn with its kernels (none: the
+    stream bounds every row), and the FMA form (cost.fma_launches) a compute-bound row's peak is timed with, in turn
+    with its kernels (none: the peak bounds every row)."""
 
     peak: float
     stream: float
     how: str
     kinds: tuple[str, ...] = ()
+    form: str = ""
 
 
 def roofline(flops: float, nbytes: float, seconds: float, limits: Limits) -> tuple[float, str]:
@@ -236,7 +240,7 @@ def device_limits_measured(runs: int = LIMIT_RUNS) -> Limits:
     stream, _ = cost.bandwidth(12 * n, ("triad",), runs)
     how = f"{best}, {cost.FMA_CHAINS} chains; triad over 3 arrays of {4 * n / 2**20:.4g} MiB"
     how += f"; medians of {runs} launches"
-    return Limits(peak, stream, how, tuple(cost.STREAMS))
+    return Limits(peak, stream, how, tuple(cost.STREAMS), best)
 
 
 def machine() -> str:
@@ -334,13 +338,13 @@ def bench(
     """Time each benchmark on this process's device unoptimized, with the hand-coded opts, and in numpy; print a
     table as it goes, each row with its fraction of the roofline bound (`limits`: measured first where not given; its
     memory bound: the streams of limits.kinds that write as the row does, at its bytes, timed in turn with its
-    kernels).
+    kernels; a compute-bound row's peak: limits.form at its flops, in turn too).
     With `tinygrad`, files of tools/tinygrad_times.py --hand-coded (the one of this device counts), the
     hand-coded rows also show tinygrad 0.9.1's time for the same workload and the ratio (ours / tinygrad's). With
     `search_amt`, also beam-search each kernel (that many kept per round) and time the searched kernels; with
     `tinygrad_beam`, files of tools/tinygrad_times.py --beam, also time tinygrad's BEAM choices on our runtime.
     Returns {name: {variant: seconds, "search_s": ..., "bound_s": the roofline bound, "binds": its limit, "bandwidth":
-    the memory bound's bytes a second}}."""
+    the memory bound's bytes a second, "peak": the compute bound's flops a second}}."""
     out = out or sys.stdout
     results: dict[str, dict] = {}
     measured_from, measured = _this_devices(tinygrad, "hand-coded")
@@ -365,6 +369,7 @@ def bench(
     print(
         f"FMA peak {limits.peak * 1e-9:.1f} GFLOP/s, stream {limits.stream * 1e-9:.1f} GB/s ({limits.how})"
         + ("; each row's memory bound: the streams that write as it does, at its bytes, in turn" * bool(limits.kinds))
+        + (f"; a compute-bound row's peak: {limits.form}, at its flops, in turn" * bool(limits.form))
         + "\n",
         file=out,
     )
@@ -407,13 +412,17 @@ def bench(
         kinds = streaming_kinds(asts, limits.kinds)
         streams = {f"the {kind} stream": _at_pace(launch, nbytes / moved) for kind, moved, launch in
                    cost.stream_launches(nbytes, kinds)}  # fmt: skip
+        if limits.form and flops / limits.peak >= nbytes / limits.stream:  # compute-bound: the peak's form too
+            per_launch, launch = cost.fma_launches()[limits.form]
+            streams["the FMA peak"] = _at_pace(launch, flops / per_launch)
         times.update(
             time_side_by_side(variants | streams, runs)
             if len(variants | streams) > 1
             else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
         )
-        streamed = [times.pop(v) for v in streams]  # the row's bytes at each stream's pace: the fastest bounds it
-        limits_here = Limits(limits.peak, nbytes / min(streamed), limits.how) if streamed else limits
+        peak = flops / times.pop("the FMA peak") if "the FMA peak" in streams else limits.peak  # the row's flops at
+        streamed = [times.pop(v) for v in streams if v != "the FMA peak"]  # its pace; its bytes at each stream's
+        limits_here = Limits(peak, nbytes / min(streamed) if streamed else limits.stream, limits.how)  # (fastest)
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)
@@ -435,7 +444,8 @@ def bench(
                 file=out,
                 flush=True,
             )
-        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds, "bandwidth": limits_here.stream}
+        results[name] = {**times, **extra, "bound_s": bound_s, "binds": binds, "bandwidth": limits_here.stream,
+                         "peak": limits_here.peak}  # fmt: skip
     if compared:
         print(
             "\n"
@@ -469,8 +479,9 @@ def _summary(results: dict[str, dict], out) -> None:
     """The searched column against tinygrad's BEAM, as a markdown table, and the geometric means."""
     print(
         "\n| workload | hand-coded | searched | tinygrad BEAM | x tinygrad | numpy | searched GFLOP/s | searched GB/s "
-        "| bound GB/s | searched of roofline | numpy of roofline | built | search s | tinygrad search s |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| bound GB/s | peak GFLOP/s | searched of roofline | numpy of roofline | built | search s "
+        "| tinygrad search s |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         file=out,
     )
     for name, r in results.items():
@@ -480,7 +491,7 @@ def _summary(results: dict[str, dict], out) -> None:
             f"| {name} | {r['hand-coded'] * 1e3:.2f} ms | {ours * 1e3:.2f} ms | "
             f"{f'{tg * 1e3:.2f} ms' if tg else '-'} | {f'{tg / ours:.2f}' if tg else '-'} | "
             f"{r['numpy'] * 1e3:.2f} ms | {flops / ours * 1e-9:.1f} | {nbytes / ours * 1e-9:.1f} | "
-            f"{r['bandwidth'] * 1e-9:.1f} | {r['bound_s'] / ours:.2f} ({r['binds']}) | "
+            f"{r['bandwidth'] * 1e-9:.1f} | {r['peak'] * 1e-9:.1f} | {r['bound_s'] / ours:.2f} ({r['binds']}) | "
             f"{r['bound_s'] / r['numpy']:.2f} | {r.get('built', '-')} | {r['search_s']:.1f} | "
             f"{f'{tg_s:.1f}' if tg_s else '-'} |",
             file=out,

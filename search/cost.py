@@ -89,20 +89,28 @@ def fma_source(width: int, form: str, chains: int = FMA_CHAINS) -> str:
     return "\n".join(lines)
 
 
+def fma_launches() -> dict[str, tuple[float, tuple]]:
+    """{form: (flops a launch, median_launch's arguments)} of each FMA form that builds (see FMA_CHAINS; skipped()
+    says why one doesn't), built once per process: fma_peak times them, and bench.py times the peak's form in turn
+    with a row's kernels."""
+    dev = runtime.get_device()
+    if (key := (dev.name, "fma launches")) not in _measured:
+        items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
+        out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items)
+        forms = {(w, f"float{w} {form}"): (fma_source(w, expr), "fma_peak", f"float{w} {form}")
+                 for w in FMA_WIDTHS for form, expr in FMA_FORMS.items()}  # fmt: skip
+        _measured[key] = {label: (2 * FMA_CHAINS * FMA_ITERS * w * items, (kern, items, GROUP, out, np.float32(0.999),
+                          np.float32(0.001))) for (w, label), kern in _built_all(forms).items()}  # fmt: skip
+    return _measured[key]
+
+
 def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
     """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
-    form reads differently at different moments: BENCHMARKS.md), measured once per process (see FMA_CHAINS). A form
-    that doesn't build is left out (skipped() says why)."""
+    form reads differently at different moments: BENCHMARKS.md), measured once per process."""
     dev = runtime.get_device()
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
-        items = FMA_ITEMS_PER_CORE * dev.ctx.devices[0].max_compute_units
-        out, peaks = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items), []
-        forms = {(w, form): (fma_source(w, expr), "fma_peak", f"float{w} {form}")
-                 for w in FMA_WIDTHS for form, expr in FMA_FORMS.items()}  # fmt: skip
-        for (width, form), kern in _built_all(forms).items():
-            args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
-            t = min(median_launch(*args, runs=runs) for _ in range(repeats))
-            peaks.append((2 * FMA_CHAINS * FMA_ITERS * width * items / t, f"float{width} {form}"))
+        peaks = [(flops / min(median_launch(*args, runs=runs) for _ in range(repeats)), label)
+                 for label, (flops, args) in fma_launches().items()]  # fmt: skip
         _measured[key] = max(peaks, default=None) or _none_built("FMA form")
     return _measured[key]
 

@@ -156,6 +156,31 @@ def test_a_rows_memory_bound_is_the_fastest_stream_timed_in_turn_with_its_kernel
     assert re.search(row, out.getvalue(), re.M), out.getvalue()
 
 
+def test_a_compute_bound_rows_peak_is_the_peaks_form_timed_in_turn_with_its_kernels(device, tiny, monkeypatch):
+    """A row the header's limits call compute-bound times the FMA form that reached the peak in turn with its kernels,
+    at the row's flops; its peak is that form's pace at its best median (the probe at a sitting's start read 231
+    GFLOP/s, half the 440 of the next sitting: a row's fraction read 1.95). A memory-bound row keeps the header's
+    peak and times no FMA kernel."""
+    order, name = [], "sum axis 1 4096x4096"
+    flops = TINY[name][1]
+    fma_s = iter([4e-3, 2e-3, 3e-3, 5e-3, 6e-3])  # a launch of 1e9 flops: the fastest median, 2 ms, is 500 GFLOP/s
+    monkeypatch.setattr(cost, "fma_launches", lambda: {"float8 fma()": (1e9, ("fma",))})
+    monkeypatch.setattr(cost, "stream_launches", lambda n, kinds: [])
+    monkeypatch.setattr(cost, "median_launch", lambda kind, runs: order.append(kind) or next(fma_s))
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, **kw: order.append(kw.get("device_args")) or 1e-8)
+    monkeypatch.setattr(bench, "SIDE_BY_SIDE_SECONDS", 0.0)  # SIDE_BY_SIDE_ROUNDS rounds
+    out = io.StringIO()
+    compute_bound = bench.Limits(1e3, 1e15, "given", (), "float8 fma()")  # the header's: compute binds every row
+    results = bench.bench([name], runs=1, out=out, limits=compute_bound)[name]
+    assert order[2:] == [{}, "fma"] * 5  # after the unoptimized kernel, the hand-coded one and the FMA form in turn
+    assert results["peak"] == pytest.approx(500e9) and results["binds"] == "compute"
+    assert results["bound_s"] == pytest.approx(flops / 500e9)
+    assert "a compute-bound row's peak: float8 fma(), at its flops, in turn" in out.getvalue()
+    order.clear()
+    results = bench.bench([name], runs=1, out=io.StringIO(), limits=compute_bound._replace(peak=1e20))[name]
+    assert "fma" not in order and results["peak"] == 1e20 and results["binds"] == "memory"
+
+
 def test_bench_times_a_variant_given_as_a_function_in_turn_with_the_kernels(monkeypatch):
     """time_side_by_side calls a callable variant (a stream) with the runs a median, in turn; the best counts."""
     order, ks = [], _named_kernels()
@@ -485,15 +510,15 @@ def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions,
 def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
     """The summary's "x tinygrad" column is tinygrad BEAM's kernel time over ours; the search-time line sums both;
     "searched of roofline" is the bound over the searched kernel's time, "numpy of roofline" over numpy's (beside
-    it: how near a library comes), "bound GB/s" the fastest stream's at its bytes (timed in turn), "built" the
-    candidates built."""
+    it: how near a library comes), "bound GB/s" the fastest stream's at its bytes and "peak GFLOP/s" the row's peak
+    (each timed in turn), "built" the candidates built."""
     row = {"hand-coded": 0.009, "numpy": 0.001, "searched": 0.002, "tinygrad BEAM": 0.003, "search_s": 5.0}
-    row |= {"bound_s": 0.0015, "binds": "compute", "bandwidth": 42e9, "built": 77}
+    row |= {"bound_s": 0.0015, "binds": "compute", "bandwidth": 42e9, "peak": 430e9, "built": 77}
     results = {"matmul 512": {**row, "tinygrad_search_s": 20.0}, "add 16M": {**row, "tinygrad_search_s": 5.0}}
     bench._summary(results, None)
     out = capsys.readouterr().out
     assert re.search(r"^\| matmul 512 \| 9\.00 ms \| 2\.00 ms \| 3\.00 ms \| 1\.50 \| 1\.00 ms \|", out, re.M)
-    figures = r"\| 1\.6 \| 42\.0 \| 0\.75 \(compute\) \| 1\.50 \| 77 \| 5\.0 \| 20\.0 \|$"
+    figures = r"\| 1\.6 \| 42\.0 \| 430\.0 \| 0\.75 \(compute\) \| 1\.50 \| 77 \| 5\.0 \| 20\.0 \|$"
     assert re.search(r"^\| matmul 512 \|.*" + figures, out, re.M)
     assert "geomean 1.50, lowest 1.50" in out and "25.0 s / 10.0 s = 2.50x in all, geomean 2.00x" in out
 
