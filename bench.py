@@ -410,19 +410,19 @@ def bench(
                 variants["tinygrad BEAM"] = [(k, random_inputs(k, seed=1)) for k in beam[name]["kernels"]]
                 extra["tinygrad_search_s"] = beam[name]["search_s"]
         kinds = streaming_kinds(asts, limits.kinds)
-        streams = {f"the {kind} stream": _at_pace(launch, nbytes / moved) for kind, moved, launch in
-                   cost.stream_launches(nbytes, kinds)}  # fmt: skip
+        bounds = {f"the {kind} stream": _at_pace(launch, nbytes / moved) for kind, moved, launch in
+                  cost.stream_launches(nbytes, kinds)}  # fmt: skip
         if limits.form and flops / limits.peak >= nbytes / limits.stream:  # compute-bound: the peak's form too
             per_launch, launch = cost.fma_launches()[limits.form]
-            streams["the FMA peak"] = _at_pace(launch, flops / per_launch)
+            bounds["the FMA peak"] = _at_pace(launch, flops / per_launch)
         times.update(
-            time_side_by_side(variants | streams, runs)
-            if len(variants | streams) > 1
+            time_side_by_side(variants | bounds, runs)
+            if len(variants | bounds) > 1
             else {"hand-coded": sum(time_kernel(k, *x, runs=runs) for k, x in variants["hand-coded"])}
         )
-        peak = flops / times.pop("the FMA peak") if "the FMA peak" in streams else limits.peak  # the row's flops at
-        streamed = [times.pop(v) for v in streams if v != "the FMA peak"]  # its pace; its bytes at each stream's
-        limits_here = Limits(peak, nbytes / min(streamed) if streamed else limits.stream, limits.how)  # (fastest)
+        paced = {v: times.pop(v) for v in bounds}  # the row's flops at the FMA's pace, its bytes at each stream's
+        peak = flops / paced.pop("the FMA peak") if "the FMA peak" in paced else limits.peak
+        limits_here = Limits(peak, nbytes / min(paced.values()) if paced else limits.stream, limits.how)  # (fastest)
         data = [x.reshape(-1) for x in inputs[0]]
         numpy_fn(*data)  # warm-up
         times["numpy"] = _median_seconds(lambda: numpy_fn(*data), 3 if times["hand-coded"] > 0.05 else runs)

@@ -99,8 +99,11 @@ def fma_launches() -> dict[str, tuple[float, tuple]]:
         out = cl.Buffer(dev.ctx, cl.mem_flags.WRITE_ONLY, 4 * items)
         forms = {(w, f"float{w} {form}"): (fma_source(w, expr), "fma_peak", f"float{w} {form}")
                  for w in FMA_WIDTHS for form, expr in FMA_FORMS.items()}  # fmt: skip
-        _measured[key] = {label: (2 * FMA_CHAINS * FMA_ITERS * w * items, (kern, items, GROUP, out, np.float32(0.999),
-                          np.float32(0.001))) for (w, label), kern in _built_all(forms).items()}  # fmt: skip
+        launches = {}
+        for (width, label), kern in _built_all(forms).items():
+            args = (kern, items, GROUP, out, np.float32(0.999), np.float32(0.001))
+            launches[label] = (2 * FMA_CHAINS * FMA_ITERS * width * items, args)
+        _measured[key] = launches
     return _measured[key]
 
 
