@@ -648,6 +648,33 @@ def runtime_local_size(global_size: Sequence[int]) -> list[int]:
     return [max(d for d in range(1, 33) if global_size[0] % d == 0)] + [1] * (len(global_size) - 1)
 
 
+def _on_device(b: BufferInfo, kind: str, host: dict[int, np.ndarray], second_poison: bool = False) -> tuple:
+    """(the host array buffer b starts as, b made on the device from it as a "buffer" or an "image"): its input data
+    (an output that is read too: a copy, read() writes into it), else poison."""
+    data = (host[b.idx].copy() if b.output else host[b.idx]) if b.read else _poisoned(b, second_poison)
+    if b.dtype == dtypes.bfloat16:
+        data = _bf16_bits(data)  # read() turns them back into floats
+    raw = _bytes(data)
+    if raw.size == 0:  # a buffer of no elements, or only ever read in its padding: OpenCL has no empty
+        raw = np.zeros(4 if kind == "image" else 1, raw.dtype)  # buffers or images: one element (pixel)
+    mf, ctx = cl.mem_flags, get_device().ctx
+    flags = (mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY) | mf.COPY_HOST_PTR
+    if kind != "image":
+        return data, cl.Buffer(ctx, flags, hostbuf=raw)
+    h, w, _ = b.shape if b.size else (1, 1, 4)
+    channel = cl.channel_type.HALF_FLOAT if raw.dtype == np.float16 else cl.channel_type.FLOAT
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
+    return data, cl.create_image(ctx, flags, fmt, shape=(w, h), hostbuf=raw.reshape(h, w, 4))
+
+
+def device_buffers(k: Kernel, inputs: Sequence, var_vals: dict | None = None) -> dict[tuple[int, str], Any]:
+    """{(idx, "buffer"): device buffer} of each of k's buffers at var_vals, made as a Launch makes them (the inputs'
+    data, outputs poisoned): a Launch's `device_args`, made before any kernel of k's AST is built."""
+    infos = buffers(concrete_ast(k, var_values(k, var_vals)))
+    host = check_inputs(infos, inputs)
+    return {(b.idx, "buffer"): _on_device(b, "buffer", host)[1] for b in infos}
+
+
 class Launch:
     """A kernel built and its buffers on the device, ready to run any number of times."""
 
@@ -657,37 +684,21 @@ class Launch:
         values = var_values(k, var_vals)  # checked before anything is built or launched
         self.infos = {b.idx: b for b in buffers(concrete_ast(k, values))}
         host = check_inputs(list(self.infos.values()), inputs)
-        dev = get_device()
         self.prg = prg or render(k, device_limits())
         check_limits(self.prg, self.infos)  # before anything is built or allocated
         self.kern = build(self.prg.src, self.prg.name, own())  # first in a helper: a crash there is a BuildError
         check_limits(self.prg, self.infos, self.kern)
-        mf = cl.mem_flags
         self.outputs, self.args = {}, []
         for idx, kind in self.prg.args:
-            b = self.infos[idx]
             if device_args is not None and (idx, kind) in device_args:
                 self.args.append(device_args[idx, kind])
                 continue
-            data = (host[idx].copy() if b.output else host[idx]) if b.read else _poisoned(b, second_poison)
-            if b.dtype == dtypes.bfloat16:
-                data = _bf16_bits(data)  # read() turns them back into floats
-            if b.output:
+            data, made = _on_device(self.infos[idx], kind, host, second_poison)
+            if self.infos[idx].output:
                 self.outputs[idx] = data
-            data = _bytes(data)
-            if data.size == 0:  # a buffer of no elements, or only ever read in its padding: OpenCL has no empty
-                data = np.zeros(4 if kind == "image" else 1, data.dtype)  # buffers or images: one element (pixel)
-            access = mf.READ_WRITE if b.read and b.output else mf.WRITE_ONLY if b.output else mf.READ_ONLY
-            flags = access | mf.COPY_HOST_PTR
-            if kind == "image":
-                h, w, _ = b.shape if b.size else (1, 1, 4)
-                channel = cl.channel_type.HALF_FLOAT if data.dtype == np.float16 else cl.channel_type.FLOAT
-                fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
-                self.args.append(cl.create_image(dev.ctx, flags, fmt, shape=(w, h), hostbuf=data.reshape(h, w, 4)))
-            else:
-                self.args.append(cl.Buffer(dev.ctx, flags, hostbuf=data))
+            self.args.append(made)
             if device_args is not None:
-                device_args[idx, kind] = self.args[-1]
+                device_args[idx, kind] = made
         self.args += [np.int32(values[v.expr]) for v in self.prg.vars]
         global_size = [infer(g, values) for g in self.prg.global_size]  # symbolic launch sizes at these values
         if (local := self.prg.local_size) is not None:

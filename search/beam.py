@@ -25,7 +25,7 @@ from kernel import Kernel, KernelOptError, Opt, OptOps, getenv, optimize, prod
 from search.compilers import compile_all
 from search.cost import KNOBS, SearchLog, check_log, estimate, footprint, measured_device, program_key
 from runtime import Program, VerificationError, check_inputs, infer, Launch
-from runtime import buffers, cache_dir, concrete_ast, device_limits, get_device, np_dtype
+from runtime import buffers, cache_dir, concrete_ast, device_buffers, device_limits, get_device
 from runtime import reference, runtime_local_size, var_values, verify
 
 # -- the actions ----------------------------------------------------------------------------------------------
@@ -271,13 +271,12 @@ class _Search:
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
         self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
-        self.limits, self.why_dropped, self.ones = device_limits(), [], {}
-        self.layouts = [({}, {}), ({}, {})]  # two sets of device buffers (other pages), each with its Launches: the
-        # rounds and the runoff time on the first, the runoff's leaders then on the second too (page_check)
-        for b in buffers(k.ast):  # the warm-up launches' buffers of ones (no division by 0), made once per search:
-            with contextlib.suppress(Exception):  # a new set per candidate cost more than its compile (0.18 s, add 16M)
-                ones = np.ones(b.size, np_dtype(b.dtype))
-                self.ones[b.idx] = cl.Buffer(get_device().ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=ones)
+        self.limits, self.why_dropped = device_limits(), []
+        # two sets of device buffers (other pages), each with its Launches: the compiles' warm-up launches, the rounds
+        # and the runoff run on the first, made now; the runoff's leaders on the second too (page_check)
+        self.layouts = [({}, {}), ({}, {})]
+        with contextlib.suppress(cl.Error, MemoryError):  # where it can't be made, each timing fails and says why
+            self.layouts[0][0].update(device_buffers(k, inputs, var_vals))
         self.seen: set = set()  # the kernel states sent to compile, and the programs compiled (source, launch sizes)
         self.timed: list[tuple] = []  # (time, number, kernel, program) of every kernel timed; the number breaks ties
 
@@ -305,7 +304,7 @@ class _Search:
 
     def compile(self, kernels: list[Kernel]) -> tuple[list[tuple[Kernel, Program]], int]:
         """Compile the kernels; returns the programs of code not timed before, and how many compiled."""
-        results = compile_all(kernels, self.limits, self.ones, self.workers, self.deadline, self.progress)
+        results = compile_all(kernels, self.limits, self.layouts[0][0], self.workers, self.deadline, self.progress)
         programs = []
         for i, prg, why in sorted(results, key=lambda r: r[0]):
             if prg is None:

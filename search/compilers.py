@@ -28,29 +28,30 @@ def build_first(k: Kernel):
     return build(prg.src, prg.name, own())
 
 
-def _compile_batch(batch: list[tuple[int, Program]], ones, compiler=None) -> list[tuple]:
+def _compile_batch(batch: list[tuple[int, Program]], device_args, compiler=None) -> list[tuple]:
     """Build a batch of rendered candidates of one prelude as one program (runtime.build_all: the compiler's cost of
     a program paid once), then _ready each; where the whole doesn't build, each alone (so that one that doesn't build
     is dropped alone, saying why)."""
     try:
         built = build_all([(prg.src, prg.name) for _, prg in batch], compiler)
     except BuildError:
-        return [_compile_candidate(i, prg, ones, compiler) for i, prg in batch]
-    return [_ready(i, prg, kern, ones) for (i, prg), kern in zip(batch, built)]
+        return [_compile_candidate(i, prg, device_args, compiler) for i, prg in batch]
+    return [_ready(i, prg, kern, device_args) for (i, prg), kern in zip(batch, built)]
 
 
-def _compile_candidate(i: int, prg: Program, ones, compiler=None) -> tuple:
+def _compile_candidate(i: int, prg: Program, device_args, compiler=None) -> tuple:
     """Build rendered candidate i alone, then _ready: (i, None, why) where it doesn't build."""
     try:
         kern = build(prg.src, prg.name, compiler)
     except Exception as e:  # a candidate that doesn't build is dropped
         return i, None, _why(e)
-    return _ready(i, prg, kern, ones)
+    return _ready(i, prg, kern, device_args)
 
 
-def _ready(i: int, prg: Program, kern, ones) -> tuple:
-    """Candidate i's limits checked, and a work-group of it launched on `ones` (PoCL compiles the work-group function
-    for a local size at its first launch: the timing sees the kernel alone); (i, prg, "") or (i, None, why)."""
+def _ready(i: int, prg: Program, kern, device_args) -> tuple:
+    """Candidate i's limits checked, and a work-group of it launched on the search's buffers (`device_args`: a Launch's;
+    PoCL compiles the work-group function for a local size at its first launch: the timing sees the kernel alone);
+    (i, prg, "") or (i, None, why)."""
     try:
         runtime.check_limits(prg, kern=kern)  # a launch past a limit of the device crashes it: not even the warm-up's
     except Exception as e:  # the device can't run it: dropped
@@ -58,7 +59,7 @@ def _ready(i: int, prg: Program, kern, ones) -> tuple:
     if prg.local_size is not None and not prg.vars and all(kind == "buffer" for _, kind in prg.args):
         with contextlib.suppress(Exception):  # only a warm-up: the main thread times (and may drop) the kernel
             with device_lock:  # a kernel object is shared by every thread that built the same source
-                event = kern(get_device().queue, prg.local_size, prg.local_size, *[ones[idx] for idx, _ in prg.args])
+                event = kern(get_device().queue, prg.local_size, prg.local_size, *[device_args[a] for a in prg.args])
             event.wait()
     return i, prg, ""
 
@@ -84,7 +85,7 @@ def _batches(kernels: list[Kernel], limits, n: int) -> tuple[list[list[tuple[int
     return [g[j : j + size] for g in groups.values() for j in range(0, len(g), size)], failed
 
 
-def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: float, progress) -> list[tuple]:
+def compile_all(kernels: list[Kernel], limits, device_args, workers: int, deadline: float, progress) -> list[tuple]:
     """Compile the kernels in `workers` processes (0: here), in batches (_batches), until the deadline: [(number,
     program or None, why)]."""
     device, n = ctx_name(), min(workers, len(kernels))
@@ -99,7 +100,7 @@ def compile_all(kernels: list[Kernel], limits, ones, workers: int, deadline: flo
     def compile_batch(batch: list[tuple[int, Program]]) -> list[tuple]:
         compiler = idle.get()
         try:
-            return _compile_batch(batch, ones, compiler)
+            return _compile_batch(batch, device_args, compiler)
         finally:
             idle.put(compiler)
 

@@ -839,7 +839,7 @@ def test_the_runoff_ranks_by_a_time_reached_twice_not_the_best_launch(monkeypatc
         return next(launches[id(kern)])
 
     monkeypatch.setattr(S._Search, "time", timing)
-    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(k, R.random_inputs(k), {}, time.perf_counter(), None, 0, lambda *a: None)
     slow = k.copy()  # over twice the fastest launch in its round: it can't win, and is not timed again
     ranked, runoff = s.runoff([(0.5, 0, lucky, None), (1.0, 1, steady, None), (1.1, 2, slow, None)], [slow])
     assert runoff["finalists"] == 2 and ranked[0][2] is steady and ranked[0][0] == 1.0 and ranked[1][0] == 2.0
@@ -859,7 +859,7 @@ def _runoff_launches(monkeypatch, launches: dict, pages=None) -> tuple[list[tupl
         return next(times[id(kern)][layout])
 
     monkeypatch.setattr(S._Search, "time", timing)
-    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(k, R.random_inputs(k), {}, time.perf_counter(), None, 0, lambda *a: None)
     ranked, runoff = s.runoff([(1.0, i, kernels[n], None) for i, n in enumerate(launches)], [])
     return ranked, runoff, kernels
 
@@ -977,7 +977,7 @@ def test_only_the_contenders_are_timed_again(monkeypatch):
 
     monkeypatch.setattr(S._Search, "time", launch)
     monkeypatch.setattr(S, "CONTENDERS", 3)
-    s = S._Search(k, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(k, R.random_inputs(k), {}, time.perf_counter(), None, 0, lambda *a: None)
     timed = s.time_all([(kern, None) for kern in kernels], cutoff=math.inf)
     number = {id(kern): n for n, kern in enumerate(kernels)}
     again = {number[i] for i in launches[len(kernels) :]}
@@ -1002,32 +1002,39 @@ def test_round_0s_kernels_are_launched_once_and_later_rounds_contenders_again(mo
         return times[id(kern)]
 
     monkeypatch.setattr(S._Search, "time", launch)
-    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, _ = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert len(rounds) == 2 and rounds[1].best is child
     assert launches == [id(heuristics), id(bare)] + [id(child)] * S.TIMING_PASSES
 
 
-def test_the_warm_up_buffers_are_made_once_per_search_not_once_per_candidate(few_actions, monkeypatch):
-    """Every candidate with a work-group size is launched once after its compile, on buffers of ones: the search
-    makes one set of them (a fresh set per candidate cost more than the compile: 0.18 s a candidate for add 16M)."""
+def test_the_warm_up_launches_run_on_the_buffers_the_rounds_time_on(few_actions, monkeypatch):
+    """Every candidate with a work-group size is launched once after its compile, on the search's first set of device
+    buffers, made before the first compile: the set the rounds and the runoff time on. A search makes three sets in
+    all: that one, the page check's and verification's (a set per candidate cost more than the compile, 0.18 s a
+    candidate for add 16M; a set of ones for the warm-ups alone, 0.12 s a search)."""
     import pyopencl as cl
 
-    made = []
+    made: list[int] = []
 
-    class CountingCL:  # search/beam.py's pyopencl, counting the device buffers it makes
-        def __getattr__(self, name):
-            return getattr(cl, name)
+    class Counting(cl.Buffer):  # every device buffer made from host data, by any module
+        def __init__(self, *args, **kwargs):
+            made.extend([kwargs["hostbuf"].nbytes] if "hostbuf" in kwargs else [])
+            super().__init__(*args, **kwargs)
 
-        def Buffer(self, *args, **kwargs):  # noqa: N802 - pyopencl's name
-            made.append(kwargs.get("hostbuf"))
-            return cl.Buffer(*args, **kwargs)
-
-    monkeypatch.setattr(S, "cl", CountingCL())
+    warmed, timed = [], []
+    ready, time_candidate = C._ready, S._time_candidate
+    monkeypatch.setattr(cl, "Buffer", Counting)
+    monkeypatch.setattr(C, "_ready", lambda i, prg, kern, args: warmed.append(args) or ready(i, prg, kern, args))
+    monkeypatch.setattr(S, "_time_candidate", lambda k, prg, ins, args, *a: timed.append(args) or time_candidate(
+        k, prg, ins, args, *a))  # fmt: skip
     k = Kernel(*elementwise_ast(4096))
     result = S.search(k, *R.random_inputs(k), amt=1, workers=0, cache=False)
-    assert sum(r.compiled for r in result.rounds) >= 4
-    assert len(made) == 3 and all(np.all(x == 1) for x in made)  # one per buffer (out, a, b), all ones
+    assert sum(r.compiled for r in result.rounds) >= 4 and len(warmed) >= 4
+    first = warmed[0]
+    assert all(args is first for args in warmed) and sorted(first) == [(0, "buffer"), (1, "buffer"), (2, "buffer")]
+    assert timed[0] is first and {id(args) for args in timed} == {id(first), id(timed[-1])} != {id(first)}
+    assert made == [4 * 4096] * 9  # three sets of the 3 buffers (out, a, b): the rounds', the page check's, verify's
 
 
 def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
@@ -1055,7 +1062,7 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
     monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])  # a parent, timed again: the same
-    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
 
@@ -1087,7 +1094,7 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
     monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][2 if busy["now"] else 0])
-    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, _ = s.rounds([bare], 1, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [100.0, 50.0, 50.0, 30.0, 30.0] and rounds[-1].best is best  # then none left
 
@@ -1101,7 +1108,7 @@ def test_a_child_over_twice_as_fast_as_its_parent_gains_after_one_pass(child_s, 
     child, parent = base.copy(), base.copy()
     launches = []
     monkeypatch.setattr(S._Search, "time", lambda self, k, prg: launches.append(k) or (child_s if k is child else 1.0))
-    s = S._Search(base, (), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     assert s.gains((child_s, 1, child, None), (1.0, 0, parent, None), 0.0)
     assert launches.count(parent) == launches.count(child) == passes
 
