@@ -478,6 +478,24 @@ def test_bench_times_the_variants_of_one_ast_on_the_same_device_buffers(monkeypa
     assert len({id(d) for d in seen[0::2]}) == len({id(d) for d in seen[1::2]}) == 1 and seen[0] is not seen[1]
 
 
+def test_time_opts_times_its_variants_in_turn_on_one_set_of_buffers(device, tiny, monkeypatch, capsys):
+    """tools/time_opts.py times its opt lists as bench.py times its rows (bench.time_side_by_side: in turn, on one set
+    of device buffers), each verified first; an opt list that doesn't apply is a line saying why, and isn't timed."""
+    from tools import time_opts
+
+    given, side_by_side = [], bench.time_side_by_side
+    monkeypatch.setattr(bench, "time_side_by_side", lambda variants, runs: given.append(variants) or side_by_side(
+        variants, runs))  # fmt: skip
+    assert time_opts.main(["add 16M", "UPCAST:0:4", "", "UPCAST:9:4", "UPCAST:0:4 LOCAL:0:16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("UPCAST:9:4") and "refused: invalid axis" in lines[0]
+    assert [x.split("  ")[0] for x in lines[1:]] == ["UPCAST:0:4", "no opts", "UPCAST:0:4 LOCAL:0:16"]
+    assert all(re.search(r" \d+\.\d{3} ms +\d+\.\d GFLOP/s", x) for x in lines[1:])
+    assert len(given) == 1 and list(given[0]) == ["UPCAST:0:4", "no opts", "UPCAST:0:4 LOCAL:0:16"]
+    inputs = {id(x) for variant in given[0].values() for _, x in variant}
+    assert len(inputs) == 1  # one set of inputs: one set of device buffers (time_side_by_side's, by AST)
+
+
 def test_time_kernel_keeps_its_device_buffers_in_the_dict_it_is_given(device):
     """runtime.time_kernel(..., device_args=d): the first call makes the buffers and leaves them in d, a kernel of the
     same AST runs on those very buffers (the same memory: compared fairly), and its result is still right."""

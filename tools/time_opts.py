@@ -3,7 +3,9 @@
     python tools/time_opts.py WORKLOAD "OPTS" ["OPTS" ...]
 
 WORKLOAD is a name of bench.BENCHMARKS ("conv2d 8x32x64x64 k3x64", ...); OPTS a space-separated list such as
-"PADTO:3:32 LOCAL:3:16 UPCAST:1:4". Each line: the best of 3 medians of 5 launches, the GFLOP/s and the shape.
+"PADTO:3:32 LOCAL:3:16 UPCAST:1:4". The variants are timed in turn on one set of device buffers, as bench.py times
+its rows (bench.time_side_by_side: a slow moment of the machine, or pages, fall on every variant alike). Each line:
+the best of those medians of 5 launches, the GFLOP/s and the shape.
 """
 
 import argparse
@@ -32,19 +34,20 @@ def main(argv=None) -> int:
     p.add_argument("variants", nargs="+", type=opt_list, metavar="OPTS", help='opts apart by spaces, in quotes')
     args = p.parse_args(argv)
     build, flops, _, _ = bench.BENCHMARKS[args.workload]
-    ast, inputs = build()[0], None
+    ast = build()[0]
+    inputs, variants = runtime.random_inputs(ast, seed=1), {}
     for opts in args.variants:
-        k, text = Kernel(*ast), " ".join(map(str, opts))
+        k, text = Kernel(*ast), " ".join(map(str, opts)) or "no opts"
         try:
             for o in opts:
                 k.apply_opt(o)
         except KernelOptError as e:
             print(f"{text:64s} refused: {e}")
             continue
-        inputs = inputs or runtime.random_inputs(k, seed=1)
         runtime.verify(k, *inputs)
-        t = min(runtime.time_kernel(k, *inputs, runs=5) for _ in range(3))
-        print(f"{text or 'no opts':64s} {t * 1e3:8.3f} ms {flops / t * 1e-9:7.1f} GFLOP/s  {k.full_shape}", flush=True)
+        variants[text] = [(k, inputs)]
+    for text, t in bench.time_side_by_side(variants, runs=5).items() if variants else ():
+        print(f"{text:64s} {t * 1e3:8.3f} ms {flops / t * 1e-9:7.1f} GFLOP/s  {variants[text][0][0].full_shape}")
     return 0
 
 
