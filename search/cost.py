@@ -108,13 +108,16 @@ def fma_launches() -> dict[str, tuple[float, tuple]]:
 
 
 def fma_peak(runs: int = LIMIT_RUNS, repeats: int = 3) -> tuple[float, str]:
-    """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form (the same
-    form reads differently at different moments: BENCHMARKS.md), measured once per process."""
+    """(flop/s, the form that reached it): the device's FMA peak, the best of `repeats` medians of each form, the forms
+    in turn (the same form reads differently at different moments, BENCHMARKS.md: a slow stretch then falls on several
+    forms' medians, not on one form's every one), measured once per process."""
     dev = runtime.get_device()
     if (key := (dev.name, "peak", runs, repeats)) not in _measured:
-        peaks = [(flops / min(median_launch(*args, runs=runs) for _ in range(repeats)), label)
-                 for label, (flops, args) in fma_launches().items()]  # fmt: skip
-        _measured[key] = max(peaks, default=None) or _none_built("FMA form")
+        launches, best = fma_launches(), {}
+        for _ in range(repeats):
+            for label, (flops, args) in launches.items():
+                best[label] = max(best.get(label, 0.0), flops / median_launch(*args, runs=runs))
+        _measured[key] = max(((peak, label) for label, peak in best.items()), default=None) or _none_built("FMA form")
     return _measured[key]
 
 

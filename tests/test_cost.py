@@ -420,6 +420,20 @@ def test_the_device_limits_are_measured_once_a_process():
     assert cost.fma_peak(runs=1, repeats=1) == (peak, form)
 
 
+def test_the_fma_peak_takes_its_forms_in_turn(monkeypatch):
+    """fma_peak's medians go form after form, `repeats` times over: a slow stretch of the machine as long as several
+    medians (here the fourth to sixth, at half speed) falls on several forms once each, not on one form's every median,
+    so each form's best is its own. (Made-up forms and times: nothing is built or launched.)"""
+    forms = {"float4 a": (4e6, ("a",)), "float8 b": (8e6, ("b",)), "float16 c": (6e6, ("c",))}
+    order, calls = [], iter(range(1000))
+    monkeypatch.setattr(cost, "fma_launches", lambda: forms)
+    monkeypatch.setattr(cost, "_measured", {})
+    monkeypatch.setattr(cost, "median_launch", lambda kern, *a, runs: order.append(kern) or 1e-3 * (
+        2 if 3 <= next(calls) < 6 else 1))  # fmt: skip
+    assert cost.fma_peak(runs=1, repeats=3) == (8e9, "float8 b")
+    assert order == ["a", "b", "c"] * 3
+
+
 @pytest.mark.usefixtures("device")
 def test_the_calibration_measures_the_models_constants_once_a_process(monkeypatch):
     """calibration(hz): a work-group's start (at least a cycle) and the registers (one of TILE_CHAINS), measured once
