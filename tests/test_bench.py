@@ -20,9 +20,9 @@ import bench
 import search.__main__ as search_cli
 import search.beam as S
 from search import cost
-from kernel import Kernel, Opt, OptOps
+from kernel import BinaryOps, Kernel, Opt, OptOps, ShapeTracker
 from runtime import random_inputs, time_kernel
-from demo import elementwise_ast, sum_ast
+from demo import alu, elementwise_ast, load, store, sum_ast
 from tests.common import ROOT
 
 # what launches kernels of bench.py's own (the device's limits, then the suite's path end to end) runs on each working
@@ -496,6 +496,23 @@ def test_time_opts_times_its_variants_in_turn_on_one_set_of_buffers(device, tiny
     assert len(inputs) == 1  # one set of inputs: one set of device buffers (time_side_by_side's, by AST)
 
 
+def test_kernels_of_other_asts_on_the_same_buffers_and_inputs_share_device_buffers(monkeypatch):
+    """tinygrad's add 16M is a 4096x4096 add and ours a flat one: their buffers (idx, dtype, size, read, written) are
+    alike, and given the very same input arrays they are timed on one set of device buffers (the same memory); given
+    other arrays, even of the same data, each gets its own (their data could differ)."""
+    seen = []
+    monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, device_args: seen.append(device_args) or 1.0)
+    st = ShapeTracker.from_shape((8, 8))
+    flat, square = Kernel(*elementwise_ast(64)), Kernel(store(alu(BinaryOps.ADD, load(1, st), load(2, st))))
+    assert repr(flat.ast) != repr(square.ast)
+    x = random_inputs(flat, seed=1)
+    bench.time_side_by_side({"ours": [(flat, x)], "theirs": [(square, x)]}, runs=1)
+    assert len({id(d) for d in seen}) == 1
+    seen.clear()
+    bench.time_side_by_side({"ours": [(flat, x)], "theirs": [(square, random_inputs(square, seed=1))]}, runs=1)
+    assert len({id(d) for d in seen}) == 2
+
+
 def test_time_kernel_keeps_its_device_buffers_in_the_dict_it_is_given(device):
     """runtime.time_kernel(..., device_args=d): the first call makes the buffers and leaves them in d, a kernel of the
     same AST runs on those very buffers (the same memory: compared fairly), and its result is still right."""
@@ -509,9 +526,11 @@ def test_time_kernel_keeps_its_device_buffers_in_the_dict_it_is_given(device):
 
 
 def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions, monkeypatch, tmp_path):
-    """With --search and tinygrad's BEAM file of this device, the searched and tinygrad BEAM rows, and the summary."""
-    found = []
+    """With --search and tinygrad's BEAM file of this device, the searched and tinygrad BEAM rows, and the summary;
+    tinygrad's kernels, of buffers alike ours, run on the row's very inputs (so on its device buffers)."""
+    found, timed, side_by_side = [], [], bench.time_side_by_side
     monkeypatch.setattr(bench, "search", lambda *a, **kw: found.append(S.search(*a, **kw, workers=0)) or found[-1])
+    monkeypatch.setattr(bench, "time_side_by_side", lambda v, runs: timed.append(v) or side_by_side(v, runs))
     ast = TINY["sum axis 1 4096x4096"][0]()[0]
     beam = {"sum axis 1 4096x4096": [(ast, [["UPCAST", 0, 4]], 0.001)]}
     path = tinygrad_file(tmp_path / "b.json", device.name, "beam", beam)
@@ -523,6 +542,7 @@ def test_bench_names_the_opts_of_each_searched_kernel(device, tiny, few_actions,
     assert any(re.match(r"sum axis 1 4096x4096 +tinygrad BEAM .* search 1\.5 s \(tinygrad's", x) for x in lines)
     summary = r"\| sum axis 1 4096x4096 \|.*\| [0-9.]+ \(memory\) \| [0-9.]+ \| \d+ \| [0-9.]+ \| 1\.5 \|$"
     assert any(re.match(summary, x) for x in lines)
+    assert len(timed) == 1 and timed[0]["tinygrad BEAM"][0][1] is timed[0]["searched"][0][1]
 
 
 def test_bench_summary_compares_each_workload_with_tinygrads_beam(capsys):
