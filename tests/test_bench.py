@@ -468,7 +468,8 @@ def test_bench_takes_more_medians_of_cheap_kernels(monkeypatch):
 
 
 def test_bench_times_the_variants_of_one_ast_on_the_same_device_buffers(monkeypatch):
-    """Kernels of one AST, in every variant and round, get one dict of device buffers; another AST its own."""
+    """Kernels of one AST, in every variant and round, get one dict of device buffers; an AST of other buffers its
+    own."""
     seen = []
     monkeypatch.setattr(bench, "time_kernel", lambda k, *x, runs, device_args: seen.append(device_args) or 1.0)
     add, total = Kernel(*elementwise_ast(64)), Kernel(*sum_ast((64,)))
@@ -493,7 +494,7 @@ def test_time_opts_times_its_variants_in_turn_on_one_set_of_buffers(device, tiny
     assert all(re.search(r" \d+\.\d{3} ms +\d+\.\d GFLOP/s", x) for x in lines[1:])
     assert len(given) == 1 and list(given[0]) == ["UPCAST:0:4", "no opts", "UPCAST:0:4 LOCAL:0:16"]
     inputs = {id(x) for variant in given[0].values() for _, x in variant}
-    assert len(inputs) == 1  # one set of inputs: one set of device buffers (time_side_by_side's, by AST)
+    assert len(inputs) == 1  # one set of input arrays: one set of device buffers (time_side_by_side's)
 
 
 def test_kernels_of_other_asts_on_the_same_buffers_and_inputs_share_device_buffers(monkeypatch):
