@@ -48,6 +48,7 @@ MACROS = [(Opt(OptOps.PADTO, axis, 32), Opt(OptOps.LOCAL, axis, n)) for n in (16
 
 PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 65536, matmul 1024 timed 1.5x longer)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)
+WAIT_ABOVE = 2  # a search stalled above this many times its bytes' time (the device's bandwidth) goes one more round
 TIMING_PASSES = 3  # launches of a contender in its round, one per pass
 CONTENDERS = 8  # the fastest after one launch that are timed again (tuned: matmul 1024's timing 15 s -> 10 s, alike)
 TOP_K = 16  # candidates built a round: each beam kernel's share, its best by the model (tuned on replays; None: all)
@@ -270,6 +271,8 @@ class _Search:
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
         self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
+        # a stalled search whose best is slower than this waits a round (far from its memory bound: compute-bound)
+        self.wait_above = WAIT_ABOVE * footprint(k, var_vals) / self.device.bandwidth if self.device else math.inf
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.why_dropped = device_limits(), []
         # two sets of device buffers (other pages), each with its Launches: the compiles' warm-up launches, the rounds
@@ -353,6 +356,7 @@ class _Search:
         time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         best, rounds, candidates, beam = (math.inf, 0, self.k, None), [], starts, []
+        waited = None  # the best time the search stalled at and waited a round from (False: waited, and went on)
         while True:
             dropped, fresh = len(self.why_dropped), self.fresh(candidates)
             built = self.cut(fresh)
@@ -368,6 +372,12 @@ class _Search:
             fastest = {line[id(x[2])]: x for x in reversed(ranked)}  # each line's fastest kernel of this round
             parents = {line[id(x[2])]: x for x in reversed(beam)}  # and its fastest parent (none in round 0)
             alive = {n for n, x in fastest.items() if n not in parents or self.gains(x, parents[n], min_progress)}
+            if waited:  # the round after a wait: a line goes on only past the best the search waited at
+                alive, waited = {n for n in alive if fastest[n][0] < waited * (1 - LINE_GAIN)}, False
+            elif not alive and waited is None and len(rounds) > 1 and best[0] > self.wait_above:
+                # a step that gains nothing can come before one that gains much (conv2d): one more round, from this
+                # round's fastest, where the kernel is far from its memory bound (near it there is little to gain)
+                alive, waited = set(fastest), best[0]
             beam = [x for x in ranked if line[id(x[2])] in alive][:amt]
             beam += [fastest[n] for n in sorted(alive) if fastest[n] not in beam]
             seconds = time.perf_counter() - self.begin
@@ -508,8 +518,8 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     s = _Search(k, inputs, var_vals, begin, timeout, workers, on_progress or (lambda *_: None), top_k, log)
     if log:  # all a replay needs (tools/replay_search.py): the settings, the model's device and the launch limits
         settings = {"amt": amt, "top_k": top_k, "from_heuristics": from_heuristics, "min_progress": min_progress}
-        settings |= {"device": vars(s.device), "limits": s.limits, "actions": [action_text(a) for a in search_actions()
-                     + MACROS], "knobs": {name: os.environ.get(name) for name in KNOBS}}  # fmt: skip
+        settings |= {"wait_above_s": s.wait_above, "device": vars(s.device), "limits": s.limits, "actions": [
+            action_text(a) for a in search_actions() + MACROS], "knobs": {name: os.environ.get(name) for name in KNOBS}}
         s.log = log = SearchLog(log, k, **settings)
     heuristics = []  # the heuristics' kernel first: a bare kernel is often slow, and stops early behind it
     if from_heuristics and not k.applied_opts:

@@ -423,6 +423,7 @@ _FIELDS = {  # each field of a log's lines: what it must hold
     "top_k": (lambda x: x is None or type(x) is int and x >= 1, "null or an integer >= 1"),
     "from_heuristics": (lambda x: isinstance(x, bool), "true or false"),
     "min_progress": (_seconds, "seconds"),
+    "wait_above_s": (_seconds, "seconds"),
     "device": (lambda x: isinstance(x, dict) and LIMITS <= set(x) <= {f.name for f in fields(DeviceModel)} and all(
         _seconds(v) and v > 0 for v in x.values()), "the model's DeviceModel: cores, lanes, hz, bandwidth (and the "
         "calibration's group_cycles and registers, which an older log lacks)"),
@@ -442,8 +443,8 @@ _FIELDS = {  # each field of a log's lines: what it must hold
     "seconds": (_seconds, "seconds"),
 }
 _LINES = {  # a line's kind: the field that says it, and the fields it holds
-    "kernel": {"search", "kernel", "opts", "date", "amt", "top_k", "from_heuristics", "min_progress", "device",
-               "limits", "actions", "knobs"},
+    "kernel": {"search", "kernel", "opts", "date", "amt", "top_k", "from_heuristics", "min_progress", "wait_above_s",
+               "device", "limits", "actions", "knobs"},
     "gain": {"search", "gain", "times"},
     "answer": {"search", "answer", "time_s", "seconds"},
     "round": {"search", "round", "opts", "estimate_s", "built", "program", "time_s"},
@@ -454,7 +455,7 @@ def _check_line(entry, searches: dict, where: str) -> str:
     """The kind of a log's line (a key of _LINES); a ValueError naming `where` where it isn't what SearchLog writes."""
     if not isinstance(entry, dict) or (kind := next((k for k in _LINES if k in entry), None)) is None:
         raise ValueError(f"{where}: not a line of a search log: {str(entry)[:200]}")
-    if set(entry) != _LINES[kind]:
+    if not set(entry) <= _LINES[kind] or _LINES[kind] - set(entry) - {"wait_above_s"}:  # (older logs: no wait)
         raise ValueError(f"{where}: a {kind} line holds {', '.join(sorted(_LINES[kind]))}, got {sorted(entry)}")
     for name, value in entry.items():
         ok, what = _FIELDS[name]

@@ -310,6 +310,7 @@ BAD_LINES = {  # what a log may hold that SearchLog never writes: (the lines, th
     "a missing field": (lambda xs: xs + [{k: v for k, v in xs[-1].items() if k != "time_s"}], -1, "a answer line hol"),
     "a device field that is none": (lambda xs: [xs[0] | {"device": xs[0]["device"] | {"clock": 1}}] + xs[1:], 1,
                                     "device must be the model's DeviceModel"),
+    "a wait that is no time": (lambda xs: [xs[0] | {"wait_above_s": -1}] + xs[1:], 1, "wait_above_s must be seconds"),
     "a knob that is no knob": (lambda xs: [xs[0] | {"knobs": {"LD_PRELOAD": "x.so"}}] + xs[1:], 1, "LD_PRELOAD"),
     "a kernel with an opt that doesn't apply": (
         lambda xs: [xs[0] | {"kernel": xs[0]["kernel"] | {"opts": [["UPCAST", 9, 4]]}}] + xs[1:], 1, "kernel.opts[0]"),
@@ -396,6 +397,7 @@ def test_a_search_logs_every_candidate_and_time_and_replays_to_its_own_best(tmp_
     k = Kernel(*matvec_ast(256, 256))
     result = S.search(k, *R.random_inputs(k), workers=0, cache=False, top_k=None, log=path)
     lines = [json.loads(x) for x in open(path)]
+    assert lines[0]["wait_above_s"] > 0  # the time above which a stalled search waits a round (older logs: never)
     assert lines[0]["kernel"]["ast"] and lines[0]["top_k"] is None and lines[-1]["answer"] == " ".join(
         map(str, result.kernel.applied_opts)
     )

@@ -1067,6 +1067,39 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
 
 
+@pytest.mark.parametrize("behind, waits, ends, rounds", [(20.0, False, 50.0, 3), (20.0, True, 10.0, 6),
+                                                          (49.0, True, 49.0, 4)])  # fmt: skip
+def test_a_stalled_search_far_from_its_memory_bound_waits_one_round(behind, waits, ends, rounds, monkeypatch):
+    """100 -> 50 -> 60: round 2 gains nothing (a plateau), but 60 leads to `behind`, and that to 10. A search whose
+    best (50) is above wait_above (compute-bound: far from its bytes' time) goes one more round from round 2's
+    fastest; a line goes on from there only past 50 by LINE_GAIN: 20 does (then 10), 49 doesn't (the search ends
+    after that round, 49 its best so far). Below wait_above (near the memory bound: little to gain) it stops at 50.
+    (Made-up times: nothing compiles or runs.)"""
+    base = Kernel(*elementwise_ast(64))
+    fake: dict[int, tuple[float, list[Kernel]]] = {}
+
+    def kern(t: float, children: tuple[Kernel, ...] = ()) -> Kernel:
+        k = base.copy()
+        fake[id(k)] = (t, list(children))
+        return k
+
+    bare = kern(100.0, (kern(50.0, (kern(60.0, (kern(behind, (kern(10.0),)),)),)),))
+    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
+
+    def time_all(self, programs, cutoff, again=True):
+        self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
+        return self.timed[len(self.timed) - len(programs) :]
+
+    monkeypatch.setattr(S._Search, "time_all", time_all)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])
+    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
+    s.wait_above = 40.0 if waits else 60.0
+    went = s.rounds([bare], 1, 0.0, lambda r: None)[0]
+    assert went[-1].best_s == ends and len(went) == rounds
+
+
 def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monkeypatch):
     """Round 1 finds 50 (from 100). Then another job takes a core: round 2's children read 60, slower than 50 as
     measured then, but their parent, timed again in turn with the fastest of them, reads 80: they gain on it, and

@@ -38,6 +38,7 @@ class Replay(beam._Search):
         start = entry["start"]
         self.k, self.top_k, self.log, self.estimates = start["kernel"], top_k, None, {}
         self.device, self.limits = cost.DeviceModel(**start["device"]), start["limits"]
+        self.wait_above = start.get("wait_above_s", math.inf)  # (a log made before searches waited: they never did)
         self.begin, self.deadline, self.progress = 0.0, math.inf, lambda *_: None
         self.why_dropped, self.seen, self.timed, self.built, self.unknown = [], set(), [], 0, 0
         self.times = {c["program"]: c["time_s"] for r in entry["rounds"] for c in r if c["time_s"] is not None}
