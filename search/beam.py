@@ -352,8 +352,8 @@ class _Search:
 
     def rounds(self, starts: list[Kernel], amt: int, min_progress: float, on_round) -> tuple[list[SearchRound], bool]:
         """Round 0 times the starting kernels, each next one the kernels an action from the beam (the `amt` fastest and
-        each line's fastest where it gains on its parent: `gains`) until no line does: (the rounds, whether out of
-        time)."""
+        each line's fastest where it gains on its parent: `gains`) until no line does, after a round's wait where the
+        best is far from its memory bound (`wait_above`): (the rounds, whether out of time)."""
         line = {id(kern): n for n, kern in enumerate(starts)}  # each kernel's starting point
         best, rounds, candidates, beam = (math.inf, 0, self.k, None), [], starts, []
         waited = None  # the best time the search stalled at and waited a round from (False: waited, and went on)
@@ -496,11 +496,12 @@ def search(k: Kernel, *inputs: np.ndarray, amt: int = 2, var_vals: dict | None =
     """tinygrad 0.9.1's beam search, made faster (docs/search.md says how, and why it is safe); returns a SearchResult.
 
     Keeps `amt` kernels per round; compiles in `workers` processes (default one per core, 0: this one); stops when no
-    line gains over LINE_GAIN and `min_progress` seconds, or after `timeout` seconds (the best so far). A bare k starts
-    beside the heuristics' kernel (`from_heuristics`); `cache=False`: no disk cache; `log=FILE` appends the search to
-    a log for tools/replay_search.py (a search given a log always searches); `on_round(SearchRound)` and
-    `on_progress(phase, done, total)` report. The answer is verified, k never changed; a search that timed no kernel
-    raises SearchError; a kernel without elements comes back as it is."""
+    line gains over LINE_GAIN and `min_progress` seconds (far from the memory bound, a round later), or after
+    `timeout` seconds (the best so far). A bare k starts beside the heuristics' kernel (`from_heuristics`);
+    `cache=False`: no disk cache; `log=FILE` appends the search to a log for tools/replay_search.py (a search given a
+    log always searches); `on_round(SearchRound)` and `on_progress(phase, done, total)` report. The answer is
+    verified, k never changed; a search that timed no kernel raises SearchError; a kernel without elements comes back
+    as it is."""
     var_vals = _check_search_args(k, inputs, amt, var_vals, timeout, workers, min_progress, top_k, log)
     begin = time.perf_counter()
     if prod(infer(s, var_vals) for s in k.full_shape) == 0:  # no elements: nothing to time, no opt applies
