@@ -41,10 +41,12 @@ ACTIONS += [Opt(OptOps.LOCAL, 0, 32), Opt(OptOps.UPCASTMID, 1, 4), Opt(OptOps.TC
 # ... and ours: 8 outputs a thread on any axis, work-groups 32 wide on any (tinygrad: on axis 0; elsewhere only in two
 # steps, 4 then 8 or 16 then 2, each of which must win its round first)
 ACTIONS += [Opt(OptOps.UPCAST, axis, 8) for axis in range(6)] + [Opt(OptOps.LOCAL, axis, 32) for axis in range(1, 5)]
-# ... and two-step actions, each one step: pad an axis to a multiple of 32, then take 16 or 32 of it as work-items (a
-# CPU's vector lanes: Intel's runtime vectorizes only a work-group of whole vectors). Padding alone is no faster
-# (conv2d: 177 ms, 184 without), so it never made a beam, and conv2d's output rows (62) were never vectorized
+# ... and actions of two or three steps, each one step: pad an axis to a multiple of 32, then take 16 or 32 of it as
+# work-items (a CPU's vector lanes: Intel's runtime vectorizes only a work-group of whole vectors), or 16 and 2 outputs
+# each. A step alone is slower than the beam's kernels (conv2d's rows, 62: padded 177 ms, 184 without; 16 items then 2
+# outputs lost round 2 to 16 then 4, or 32 then 2, whose searches ended up to 1.7x slower), so the beam never got there
 MACROS = [(Opt(OptOps.PADTO, axis, 32), Opt(OptOps.LOCAL, axis, n)) for n in (16, 32) for axis in range(6)]
+MACROS += [(Opt(OptOps.PADTO, axis, 32), Opt(OptOps.LOCAL, axis, 16), Opt(OptOps.UPCAST, axis, 2)) for axis in range(6)]
 
 PROBE_GLOBAL_SIZE = 4096  # more work-groups: first timed on a part (tuned: at 65536, matmul 1024 timed 1.5x longer)
 LINE_GAIN = 0.03  # a line goes on while its best gains more than this much of itself (less is timing noise; tuned)

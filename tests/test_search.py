@@ -750,17 +750,20 @@ def test_the_actions_beyond_tinygrads_apply_and_their_kernels_verify():
 
 
 
-def test_the_two_step_actions_pad_an_axis_then_take_its_work_items_and_their_kernels_verify():
+def test_the_actions_of_several_steps_pad_an_axis_then_take_its_work_items_and_their_kernels_verify():
     """A conv whose output rows (18) are no multiple of a vector: PADTO:3:32 then LOCAL:3:16 (or 32) is one action
-    (search.MACROS), as is each other axis's that pads; the padded rows compute nothing that is stored, and verify.
-    An axis already a multiple of 32 has nothing to pad: PADTO refuses, and the plain LOCAL is the action there."""
+    (search.MACROS), and so is PADTO:3:32, LOCAL:3:16 then UPCAST:3:2, as are each other axis's that pads; the padded
+    rows compute nothing that is stored, and verify. An axis already a multiple of 32 has nothing to pad: PADTO
+    refuses, and the plain LOCAL is the action there."""
     k = Kernel(*conv2d_ast(2, 3, 20, 20, 32, 3, 0, 1))  # out (2, 32, 18, 18), taps (3, 3, 3)
-    made = {tuple(map(str, x.applied_opts)): x for x in S.kernel_actions(k) if len(x.applied_opts) == 2}
-    assert {("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")} <= set(made)
+    made = {tuple(map(str, x.applied_opts)): x for x in S.kernel_actions(k) if len(x.applied_opts) > 1}
+    steps = {("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32"), ("PADTO:3:32", "LOCAL:3:16", "UPCAST:3:2")}
+    assert steps <= set(made)
     assert not any(opts[0] == "PADTO:1:32" for opts in made)  # 32 output channels: nothing to pad
-    assert {S.action_text(a) for a in S.MACROS} >= {"PADTO:3:32+LOCAL:3:16", "PADTO:0:32+LOCAL:0:32"}
+    assert {S.action_text(a) for a in S.MACROS} >= {"PADTO:3:32+LOCAL:3:16", "PADTO:0:32+LOCAL:0:32",
+                                                    "PADTO:2:32+LOCAL:2:16+UPCAST:2:2"}  # fmt: skip
     inputs = R.random_inputs(k)
-    for opts in (("PADTO:3:32", "LOCAL:3:16"), ("PADTO:2:32", "LOCAL:2:32")):
+    for opts in steps:
         R.verify(made[opts], *inputs)
 
 # ============================================================================================================
