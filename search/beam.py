@@ -272,9 +272,9 @@ class _Search:
     def __init__(self, k: Kernel, inputs, var_vals: dict, begin, timeout, workers, progress, top_k=None, log=None):
         self.k, self.inputs, self.var_vals, self.timeout, self.workers = k, inputs, var_vals, timeout, workers
         self.top_k, self.log, self.estimates = top_k, log, {}  # each candidate's estimated seconds (cost.py)
-        self.device = measured_device(footprint(k, var_vals)) if top_k or log else None  # the device's limits, measured
-        # a stalled search whose best is slower than this waits a round (far from its memory bound: compute-bound)
-        self.wait_above = WAIT_ABOVE * footprint(k, var_vals) / self.device.bandwidth if self.device else math.inf
+        nbytes = footprint(k, var_vals)
+        self.device = measured_device(nbytes) if top_k or log else None  # the device's limits, measured
+        self.wait_above = WAIT_ABOVE * nbytes / self.device.bandwidth if self.device else math.inf  # (WAIT_ABOVE)
         self.progress, self.begin, self.deadline = progress, begin, begin + timeout if timeout is not None else math.inf
         self.limits, self.why_dropped = device_limits(), []
         # two sets of device buffers (other pages), each with its Launches: the compiles' warm-up launches, the rounds

@@ -1040,11 +1040,9 @@ def test_the_warm_up_launches_run_on_the_buffers_the_rounds_time_on(few_actions,
     assert made == [4 * 4096] * 9  # three sets of the 3 buffers (out, a, b): the rounds', the page check's, verify's
 
 
-def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
-    """The heuristics' kernel (10) has one faster neighbour, 9.9: a gain under LINE_GAIN (3%), timing noise, so its
-    line stops there (and never sees the 1.0 behind it). The bare kernel (100) is slower, but its line leads to 5 in
-    two steps. One beam of the two fastest (tinygrad's rule) would follow 9.9, not the bare kernel's line; here each
-    line goes on while it gains more than the noise. (Times made up; nothing compiles or runs.)"""
+def _made_up_search(monkeypatch):
+    """(kern, a _Search) where nothing compiles or runs: `kern(t, children)` makes a kernel whose every timing reads t
+    (a parent timed again too) and whose actions give `children`."""
     base = Kernel(*elementwise_ast(64))
     fake: dict[int, tuple[float, list[Kernel]]] = {}  # each kernel's made-up time and neighbours
 
@@ -1053,19 +1051,26 @@ def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monk
         fake[id(k)] = (t, list(children))
         return k
 
-    b2 = kern(5.0)
-    bare, heuristics = kern(100.0, (kern(50.0, (b2,)),)), kern(10.0, (kern(12.0), kern(9.9, (kern(1.0),))))
-    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
-    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every fake kernel has the same state
-    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
-
     def time_all(self, programs, cutoff, again=True):
         self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
         return self.timed[len(self.timed) - len(programs) :]
 
+    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
+    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every made-up kernel has the same state
+    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
     monkeypatch.setattr(S._Search, "time_all", time_all)
-    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])  # a parent, timed again: the same
-    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])
+    return kern, S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
+
+
+def test_each_starting_point_is_searched_until_its_own_line_stops_improving(monkeypatch):
+    """The heuristics' kernel (10) has one faster neighbour, 9.9: a gain under LINE_GAIN (3%), timing noise, so its
+    line stops there (and never sees the 1.0 behind it). The bare kernel (100) is slower, but its line leads to 5 in
+    two steps. One beam of the two fastest (tinygrad's rule) would follow 9.9, not the bare kernel's line; here each
+    line goes on while it gains more than the noise. (Times made up; nothing compiles or runs.)"""
+    kern, s = _made_up_search(monkeypatch)
+    b2 = kern(5.0)
+    bare, heuristics = kern(100.0, (kern(50.0, (b2,)),)), kern(10.0, (kern(12.0), kern(9.9, (kern(1.0),))))
     rounds, out_of_time = s.rounds([heuristics, bare], 2, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [10.0, 9.9, 5.0, 5.0] and rounds[-1].best is b2 and not out_of_time
 
@@ -1078,26 +1083,8 @@ def test_a_stalled_search_far_from_its_memory_bound_waits_one_round(behind, wait
     fastest; a line goes on from there only past 50 by LINE_GAIN: 20 does (then 10), 49 doesn't (the search ends
     after that round, 49 its best so far). Below wait_above (near the memory bound: little to gain) it stops at 50.
     (Made-up times: nothing compiles or runs.)"""
-    base = Kernel(*elementwise_ast(64))
-    fake: dict[int, tuple[float, list[Kernel]]] = {}
-
-    def kern(t: float, children: tuple[Kernel, ...] = ()) -> Kernel:
-        k = base.copy()
-        fake[id(k)] = (t, list(children))
-        return k
-
+    kern, s = _made_up_search(monkeypatch)
     bare = kern(100.0, (kern(50.0, (kern(60.0, (kern(behind, (kern(10.0),)),)),)),))
-    monkeypatch.setattr(S, "kernel_actions", lambda k: fake[id(k)][1])
-    monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)
-    monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
-
-    def time_all(self, programs, cutoff, again=True):
-        self.timed += [(fake[id(k)][0], len(self.timed) + i, k, None) for i, (k, _) in enumerate(programs)]
-        return self.timed[len(self.timed) - len(programs) :]
-
-    monkeypatch.setattr(S._Search, "time_all", time_all)
-    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])
-    s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     s.wait_above = 40.0 if waits else 60.0
     went = s.rounds([bare], 1, 0.0, lambda r: None)[0]
     assert went[-1].best_s == ends and len(went) == rounds
