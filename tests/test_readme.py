@@ -286,6 +286,9 @@ def test_the_action_counts_are_those_of_the_search():
     assert said in SEARCH_TEXT and said2 in SEARCH_TEXT and said3 in SEARCH_TEXT
     assert len(tinygrads) == 141 and len(search.ACTIONS) - len(ours) == len(tinygrads) - 9 and counts["TC"] == 1 + 9
     assert "ten of ours" in TEXT and "ten of ours" in SEARCH_TEXT and len(ours) == 10 and "about 200" not in TEXT
+    steps = sorted(len(a) for a in search.MACROS)  # "18 of several steps": 12 of two, 6 of three (docs/search.md)
+    assert "18 of several steps" in TEXT and "eighteen actions of several steps" in SEARCH_TEXT
+    assert len(steps) == 18 and steps.count(2) == 12 and steps.count(3) == 6
 
 
 def test_upcast_by_8_is_said_to_be_8_scalar_loads_as_the_c_has_them():
