@@ -400,14 +400,15 @@ class _Search:
         (TIMING_PASSES launches each, the lowest counting): a busy moment slows both alike, and the child's time is
         no longer the least of a round's many (which errs low by the noise); a child faster by over twice that after
         a pass gains (a bimodal timer's slow mode reads twice the fast one: no moment makes that up), and the slow
-        parent isn't timed again. Past the deadline: no (the search ends)."""
+        parent isn't timed again, nor whole where a probe of it is that slow (matmul 1024's bare kernel: 2.2 s a
+        launch). Past the deadline: no (the search ends)."""
         times: tuple[list[float], list[float]] = ([], [])
         gain = lambda scale: min(times[0]) * scale < min(times[1]) * (1 - LINE_GAIN) - min_progress  # noqa: E731
         for _ in range(TIMING_PASSES):
             for t, (_, _, kern, prg) in zip(times, (child, parent)):
                 if self.late():
                     return False
-                t.append(self.time(kern, prg))
+                t.append(self.time(kern, prg, 2 * min(times[0]) if t is times[1] else math.inf))
             if gain(2):
                 break
         if self.log:  # a replay decides as this search did

@@ -1059,7 +1059,7 @@ def _made_up_search(monkeypatch):
     monkeypatch.setattr(S._Search, "fresh", lambda self, ks: ks)  # every made-up kernel has the same state
     monkeypatch.setattr(S._Search, "compile", lambda self, ks: ([(k, None) for k in ks], len(ks)))
     monkeypatch.setattr(S._Search, "time_all", time_all)
-    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][0])
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg, *_: fake[id(k)][0])
     return kern, S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
 
 
@@ -1116,7 +1116,7 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
         return self.timed[len(self.timed) - len(programs) :]
 
     monkeypatch.setattr(S._Search, "time_all", time_all)
-    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: fake[id(k)][2 if busy["now"] else 0])
+    monkeypatch.setattr(S._Search, "time", lambda self, k, prg, *_: fake[id(k)][2 if busy["now"] else 0])
     s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     rounds, _ = s.rounds([bare], 1, 0.0, lambda r: None)
     assert [r.best_s for r in rounds] == [100.0, 50.0, 50.0, 30.0, 30.0] and rounds[-1].best is best  # then none left
@@ -1126,14 +1126,20 @@ def test_a_line_is_judged_against_its_parent_timed_again_in_the_same_round(monke
 def test_a_child_over_twice_as_fast_as_its_parent_gains_after_one_pass(child_s, passes, monkeypatch):
     """A line's gain times child and parent in turn, TIMING_PASSES launches each; a child that is over twice as fast
     after a pass (more than a bimodal timer's slow mode makes up) gains then, and its slow parent isn't launched
-    again. Made-up times: nothing compiles or runs."""
+    again; each launch of the parent stops at a probe (_time_candidate) where even that is over twice the child's
+    lowest time so far. Made-up times: nothing compiles or runs."""
     base = Kernel(*elementwise_ast(64))
     child, parent = base.copy(), base.copy()
     launches = []
-    monkeypatch.setattr(S._Search, "time", lambda self, k, prg: launches.append(k) or (child_s if k is child else 1.0))
+
+    def launch(self, k, prg, stop_above=math.inf):
+        launches.append((k, stop_above))
+        return child_s if k is child else 1.0
+
+    monkeypatch.setattr(S._Search, "time", launch)
     s = S._Search(base, R.random_inputs(base), {}, time.perf_counter(), None, 0, lambda *a: None)
     assert s.gains((child_s, 1, child, None), (1.0, 0, parent, None), 0.0)
-    assert launches.count(parent) == launches.count(child) == passes
+    assert launches == [(child, math.inf), (parent, 2 * child_s)] * passes
 
 
 CTRL_C_SCRIPT = """
