@@ -530,6 +530,33 @@ def test_reference_agrees_with_numpy_on_classic_kernels():
     np.testing.assert_allclose(out, want, rtol=1e-5)
 
 
+def test_a_sum_of_products_is_summed_by_einsum_in_float64_and_where_a_product_overflows_each_is_a_float32(monkeypatch):
+    """The reference sums a SUM of float32 products with numpy's einsum, in float64 (where each such product is exact),
+    its products never made one by one; an axis of the sum that neither factor moves along counts each term that many
+    times. Where a factor isn't finite, or a product may pass the largest float32, it makes each product as a float32,
+    as the device does: +inf and -inf products give NaN, never the 0 of exact arithmetic. Expected values: here."""
+    contracted = []
+    contraction = R._Reference.contraction
+    monkeypatch.setattr(R._Reference, "contraction", lambda *a: contracted.append(r := contraction(*a)) or r)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(-50, 50, (6, 8)).astype(np.float32), rng.integers(-50, 50, (8, 5)).astype(np.float32)
+    got = R.reference(matmul_ast(6, 5, 8), a, b)[0].reshape(6, 5)
+    assert contracted and contracted[-1] is not None
+    np.testing.assert_array_equal(got, a.astype(np.float64) @ b)  # small integers: exact either way
+    st = ShapeTracker.from_shape((4, 1)).expand((4, 3))  # x[i] * y[i], summed over 3 copies of each
+    k = Kernel(store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, st), load(2, st)), (1,))))
+    x, y = np.array([1.5, -2, 0.25, 7], np.float32), np.array([2, 3, -4, 0.5], np.float32)
+    np.testing.assert_array_equal(R.reference(k, x, y)[0].reshape(-1), 3 * x * y)
+    rows = ShapeTracker.from_shape((4, 2))
+    k = Kernel(store(reduce(ReduceOps.SUM, alu(BinaryOps.MUL, load(1, rows), load(2, rows)), (1,))))
+    x = np.array([[np.inf, 1], [0, 1], [np.nan, 2], [1, 2]], np.float32)
+    y = np.array([[1, 1], [np.inf, 1], [1, 1], [3, 4]], np.float32)
+    np.testing.assert_array_equal(R.reference(k, x, y)[0].reshape(-1), [np.inf, np.nan, np.nan, 11])
+    assert contracted[-1] is None  # not finite: each product made
+    x, y = np.full((4, 2), 1e20, np.float32), np.array([[1e20, -1e20]] * 4, np.float32)
+    assert np.isnan(R.reference(k, x, y)[0]).all() and contracted[-1] is None  # inf + -inf, as the device's products
+
+
 def test_reference_chunks_never_cut_a_reduce_and_give_the_same_answer():
     boxes = R._chunks((64, 32, 16), {1}, limit=1000)
     assert len(boxes) > 1 and all(box[1] == (0, 32) for box in boxes)
