@@ -252,8 +252,8 @@ def footprint(k: Kernel, var_vals: dict | None = None) -> int:
     return sum(b.size * b.dtype.itemsize for b in runtime.buffers(ast))
 
 
-MEASURED_MOST = 1 << 27  # the largest footprint the model measures a bandwidth at: past the caches it changes little
-# (on a Zen 5, a triad read 40.9, 41.4 and 36.4 or 42.0 GB/s at 64, 128 and 256 MiB; 256 MiB took 0.3 s, 128 MiB 0.17)
+MEASURED_MOST = 1 << 26  # the largest footprint the model measures a bandwidth at: past the caches it changes little
+# (on a Zen 5, a triad read 34.5 to 59.8 GB/s at 64 MiB in 0.06 to 0.09 s, 30.6 to 57.6 at 128 MiB in 0.16 to 0.20 s)
 
 
 def measured_device(nbytes: int) -> "DeviceModel":

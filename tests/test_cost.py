@@ -478,7 +478,7 @@ def test_a_search_measures_the_model_at_the_footprint_of_the_values_searched(mon
 def test_the_bandwidth_is_measured_within_the_devices_limits(monkeypatch):
     """Asked for 24 GiB (a + b at its largest), the streams allocate within CL_DEVICE_MAX_MEM_ALLOC_SIZE and a
     quarter of CL_DEVICE_GLOBAL_MEM_SIZE (here made 1 MiB and 16 MiB: a stream's work-group moves 256 KiB of each
-    array, and the four of them a group each take 2.25 MiB); the model asks for 128 MiB at most (MEASURED_MOST)."""
+    array, and the four of them a group each take 2.25 MiB); the model asks for 64 MiB at most (MEASURED_MOST)."""
     caps = {**R.device_caps(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE": 1 << 20, "CL_DEVICE_GLOBAL_MEM_SIZE": 16 << 20}
     monkeypatch.setattr(R, "device_caps", lambda: caps)
     monkeypatch.setattr(cost, "_measured", {})
@@ -491,4 +491,4 @@ def test_the_bandwidth_is_measured_within_the_devices_limits(monkeypatch):
     monkeypatch.setattr(cost, "calibration", lambda hz: {})
     monkeypatch.setattr(cost, "bandwidth", lambda nbytes, kinds: sizes.append(nbytes) or (1e10, "triad"))
     cost.measured_device(3 * 4 * (2**31 - 1))
-    assert sizes[-1] == cost.MEASURED_MOST == 1 << 27
+    assert sizes[-1] == cost.MEASURED_MOST == 1 << 26
