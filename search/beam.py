@@ -385,8 +385,7 @@ class _Search:
             seconds = time.perf_counter() - self.begin
             rounds.append(SearchRound(len(rounds), **counts, best_s=best[0], best=best[2], seconds=seconds))
             on_round(rounds[-1])
-            out_of_time = self.late()
-            if not alive or out_of_time:
+            if (out_of_time := self.late()) or not alive:
                 return rounds, out_of_time
             children = [(kern, parent, t) for t, _, parent, _ in beam for kern in kernel_actions(parent)]
             line |= {id(kern): line[id(parent)] for kern, parent, _ in children}
