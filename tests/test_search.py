@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -130,6 +131,33 @@ def test_the_runoffs_leaders_are_timed_again_on_device_buffers_of_their_own(few_
     rounds, pages = sets[0], sets[-1]
     assert all(x is rounds for x in sets[:-checked]) and all(x is pages for x in sets[-checked:])
     assert {id(b) for b in rounds.values()}.isdisjoint(id(b) for b in pages.values()) and len(pages) == len(rounds)
+    R.verify(result.kernel, *inputs)
+
+
+def test_the_timings_buffers_are_freed_before_the_answers_reference_is_computed(few_actions, monkeypatch):
+    """The rounds' and the page check's device buffers and Launches are gone when the reference is computed (memory a
+    VM's process touches the first time is slow: the reference and verify reuse their pages)."""
+
+    class Mark:  # put in each dict of device buffers and of Launches the timing uses: alive while the dict is
+        pass
+
+    marks, alive, real_time, real_reference = {}, [], S._time_candidate, S.reference
+
+    def timing(k, prg, inputs, device_args, stop_above, var_vals, launches):
+        for d in (device_args, launches):
+            marks.setdefault(id(d), weakref.ref(d.setdefault("mark", Mark())))
+        return real_time(k, prg, inputs, device_args, stop_above, var_vals, launches)
+
+    def ref(*args, **kwargs):
+        alive.append(sum(m() is not None for m in marks.values()))
+        return real_reference(*args, **kwargs)
+
+    monkeypatch.setattr(S, "_time_candidate", timing)
+    monkeypatch.setattr(S, "reference", ref)
+    k = Kernel(*sum_ast((64, 128), (1,)))
+    inputs = R.random_inputs(k)
+    result = S.search(k, *inputs, amt=1, workers=0, cache=False)
+    assert len(marks) == 4 and alive == [0]  # the rounds' set and the page check's, each with its Launches
     R.verify(result.kernel, *inputs)
 
 
