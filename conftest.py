@@ -42,13 +42,27 @@ def working_devices() -> list[str]:
         return []
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml's addopts: pytest-xdist): the whole suite in a process a core, about three minutes on
+    two; the tests named on the command line in this one, in order (`pytest test_kernel.py -v` lists Part 1's)."""
+    return 0 if config.args_source is pytest.Config.ArgsSource.ARGS else None  # None: xdist's own count
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: every worker tests the devices this process found (workers that probed each on its own could,
+    on a compiler that fails now and then, find other devices and collect other tests: the run would stop)."""
+    node.workerinput["working_devices"] = working_devices()
+
+
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
     every = getattr(metafunc.module, "ON_EVERY_DEVICE", None)  # a module may name the tests of its that need it
     if every is not None and metafunc.function.__name__ not in every:
         return
     if "device" in metafunc.fixturenames and module in EVERY_DEVICE and not os.environ.get("KERNELPY_DEVICE"):
-        if len(names := working_devices()) > 1:
+        shared = getattr(metafunc.config, "workerinput", {})  # a pytest-xdist worker: the devices the run found
+        if len(names := shared["working_devices"] if "working_devices" in shared else working_devices()) > 1:
             ids = [re.sub(r"\W+", "-", name).strip("-") for name in names]
             metafunc.parametrize("device", [str(i) for i in range(len(names))], ids=ids, indirect=True, scope="session")
 

@@ -372,3 +372,17 @@ def test_build_demo_prints_nothing_and_verify_builds_with_it(capsys, monkeypatch
     assert printed_k.applied_opts == k.applied_opts and printed_rejected == rejected
     monkeypatch.setattr(R, "demo_kernel", lambda *a, **kw: pytest.fail("verify called the printer"))
     assert R.main(["verify", "sum"]) == 0
+
+
+@pytest.mark.cli
+def test_pytest_on_test_kernel_py_lists_the_spec_in_one_process_in_the_files_order():
+    """The README's `python -m pytest test_kernel.py -v`: tests named on the command line run in one process (not in
+    pytest-xdist's workers, whose lines come as each finishes, each with its worker's name), in the file's order."""
+    select = ["-k", "TestTargets or TestConstruction"]
+    p = run_script("-m pytest", "test_kernel.py", "-v", "-p", "no:cacheprovider", *select)
+    ran = [line for line in p.stdout.splitlines() if line.endswith("%]") and " PASSED " in line]
+    source = open(os.path.join(ROOT, "test_kernel.py"), encoding="utf-8").read()
+    order = re.findall(r"^    def (test_\w+)", source, re.M)
+    names = [line.split(" PASSED ")[0].split("::")[-1] for line in ran]
+    assert p.returncode == 0 and len(ran) > 4 and all(line.startswith("test_kernel.py::") for line in ran), p.stdout
+    assert names == sorted(names, key=order.index)
