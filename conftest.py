@@ -43,8 +43,8 @@ def working_devices() -> list[str]:
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject.toml's addopts: pytest-xdist): the whole suite in a process a core, about three minutes on
-    two; the tests named on the command line in this one, in order (`pytest test_kernel.py -v` lists Part 1's)."""
+    """`-n auto` (pyproject.toml's addopts: pytest-xdist): the whole suite in a process a core, a file to a process,
+    about three minutes on two; the tests named on the command line in this one (`pytest test_kernel.py -v`)."""
     return 0 if config.args_source is pytest.Config.ArgsSource.ARGS else None  # None: xdist's own count
 
 
